@@ -1,0 +1,61 @@
+# headroom: the two commands of the README, and their parts.
+#
+#   make demo   install what is missing, build, run the main job on a built-in default
+#   make test   install what is missing, build, run every test (plain, ASan+UBSan, fuzzing)
+#
+# Everything is installed by scripts/setup.sh (Debian packages via apt-get).
+
+JOBS ?= $(shell nproc)
+FUZZ_SECONDS ?= 60
+DEMO_DIR ?= build/demo
+HEADROOM := build/bin/headroom
+
+.PHONY: all setup build test test-release test-asan fuzz bench bench-pandas demo clean format
+
+all: build
+
+setup:
+	@./scripts/setup.sh
+
+build: setup
+	cmake --preset release
+	cmake --build --preset release -j $(JOBS)
+
+test: build
+	$(MAKE) test-release
+	$(MAKE) test-asan
+	$(MAKE) fuzz
+
+test-release:
+	ctest --preset release
+
+# The whole suite again under AddressSanitizer + UBSan.
+test-asan: setup
+	cmake --preset asan
+	cmake --build --preset asan -j $(JOBS)
+	ctest --preset asan
+
+# libFuzzer on the trace readers and the analyzer, for a bounded time.
+fuzz: setup
+	cmake --preset fuzz
+	cmake --build --preset fuzz -j $(JOBS) --target trace_reader_fuzz
+	mkdir -p build-fuzz/corpus
+	cp tests/fuzz/corpus/* build-fuzz/corpus/
+	build-fuzz/bin/trace_reader_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	  -print_final_stats=1 build-fuzz/corpus
+
+bench: build
+	build/bin/headroom_bench
+
+# headroom against pandas on a 20-million-sample trace (docs/PERFORMANCE.md).
+bench-pandas: build
+	./bench/pandas_compare.sh
+
+demo: build
+	./scripts/demo.sh $(HEADROOM) $(DEMO_DIR)
+
+format:
+	clang-format -i $$(git ls-files '*.cc' '*.h')
+
+clean:
+	rm -rf build build-asan build-fuzz build-debug

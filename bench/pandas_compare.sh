@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# headroom against the peer people use today (pandas), side by side, on one core.
+#
+# Both compute, from the same 20-million-sample long-format CSV (8 GPUs x 2.5 M samples at
+# 10 Hz, from `headroom synth`), the violation fractions and window maxima of 0.5 s, 30 s and
+# 5 min windows by the definitions of docs/METRICS.md. The script checks that the numbers agree,
+# then reports the median wall time of REPS runs of each, pinned to one core, and the ratio.
+# It also reports headroom's peak memory on a 2 M- and a 20 M-sample trace (streaming: equal).
+#
+# Usage: bench/pandas_compare.sh        (env: HEADROOM, BENCH_DIR, REPS, CORE)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+headroom="${HEADROOM:-build/bin/headroom}"
+dir="${BENCH_DIR:-build/bench-data}"
+reps="${REPS:-5}"
+core="${CORE:-0}"
+budget_w=330.0007  # off the 0.01 W grid of the data: no window mean ties with the budget
+python=/usr/bin/python3
+
+mkdir -p "$dir"
+big="$dir/long20m.csv"
+small="$dir/long2m.csv"
+if [ ! -f "$big" ]; then
+  echo "generating $big (20,000,000 samples)..."
+  "$headroom" synth --minimal --gpus 8 --duration-s 249999.95 --interval-s 0.1 --seed 11 --out "$big"
+fi
+if [ ! -f "$small" ]; then
+  "$headroom" synth --minimal --gpus 8 --duration-s 24999.95 --interval-s 0.1 --seed 11 --out "$small"
+fi
+rows=$(($(wc -l < "$big") - 1))
+echo "trace: $big ($rows samples, $(du -m "$big" | cut -f1) MB)"
+
+# Warm the page cache so both read from memory.
+cat "$big" > /dev/null
+
+time_of() {  # prints wall seconds of one run of "$@" pinned to one core; output to $out
+  /usr/bin/time -f "%e %M" -o "$dir/time.txt" taskset -c "$core" "$@" > "$out"
+  cat "$dir/time.txt"
+}
+
+h_times=()
+p_times=()
+for i in $(seq "$reps"); do
+  out="$dir/headroom.json"
+  read -r t m < <(time_of "$headroom" analyze "$big" --json --budget-w "$budget_w" --windows 0.5s,30s,5min)
+  h_times+=("$t")
+  h_mem_big="$m"
+  out="$dir/pandas.json"
+  read -r t m < <(time_of "$python" bench/pandas_windows.py "$big" "$budget_w" 0.5 30 300)
+  p_times+=("$t")
+  p_mem="$m"
+  echo "run $i: headroom ${h_times[-1]} s, pandas ${p_times[-1]} s"
+done
+out="$dir/headroom_small.json"
+read -r _ h_mem_small < <(time_of "$headroom" analyze "$small" --json --budget-w "$budget_w")
+
+"$python" - "$dir/headroom.json" "$dir/pandas.json" <<'PY'
+import json, math, sys
+h = json.load(open(sys.argv[1])); p = json.load(open(sys.argv[2]))
+ok = math.isclose(h["dt_s"], p["dt_s"], rel_tol=1e-12)
+for hw, pw in zip(h["windows"], p["windows"]):
+    same = (hw["windows_counted"] == pw["windows_counted"]
+            and math.isclose(hw["violation_fraction"], pw["violation_fraction"], rel_tol=1e-12)
+            and math.isclose(hw["max_window_power_w"], pw["max_window_power_w"], rel_tol=1e-9))
+    ok &= same
+    print(f"  {hw['label']:>5}: counted {hw['windows_counted']} vs {pw['windows_counted']}, "
+          f"violations {hw['violation_fraction']:.9f} vs {pw['violation_fraction']:.9f}, "
+          f"max {hw['max_window_power_w']:.6f} vs {pw['max_window_power_w']:.6f} W "
+          f"-> {'same' if same else 'DIFFERENT'}")
+print("numbers agree" if ok else "NUMBERS DIFFER")
+sys.exit(0 if ok else 1)
+PY
+
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+h_med=$(median "${h_times[@]}")
+p_med=$(median "${p_times[@]}")
+echo
+echo "headroom analyze: median $h_med s of $reps (${h_times[*]}), peak RSS ${h_mem_big} KB"
+echo "pandas:           median $p_med s of $reps (${p_times[*]}), peak RSS ${p_mem} KB"
+echo "ratio (pandas / headroom): $(awk -v p="$p_med" -v h="$h_med" 'BEGIN {printf "%.1f", p / h}')x"
+echo "headroom peak RSS: 2 M samples ${h_mem_small} KB, 20 M samples ${h_mem_big} KB"

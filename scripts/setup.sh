@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian packages headroom needs to build, test and benchmark.
+# Idempotent: installs only what is missing. Runs apt-get as root, or through sudo.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  clang libclang-rt-14-dev           # libFuzzer and sanitizer runtimes for clang
+  nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev
+  libfftw3-dev libfast-float-dev libeigen3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-pandas python3-numpy  # independent reference computations and the pandas peer
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+run_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+export DEBIAN_FRONTEND=noninteractive
+run_root apt-get update -qq
+run_root apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,111 @@
+// `headroom analyze`: every statistic of a power trace, streamed.
+//
+// The definitions are in docs/METRICS.md and nowhere else; this file implements them. Scope `gpu`
+// streams: memory does not grow with trace length. Scope `sum` keeps the samples, to align the
+// GPUs on one grid.
+//
+// Not thread-safe: one Analyzer per trace.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/envelope.h"
+#include "analysis/spectrum.h"
+#include "common/error.h"
+#include "trace/reader.h"
+
+namespace headroom::analysis {
+
+enum class Scope { kGpu, kSum };
+Result<Scope> ParseScope(std::string_view name);  // gpu|sum
+std::string_view ScopeName(Scope scope);
+
+inline const std::vector<double> kDefaultWindowsS = {0.5, 30.0, 300.0};
+// Window lengths of the report's "violations against window length" curve.
+inline const std::vector<double> kCurveWindowsS = {0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800};
+inline constexpr double kRampWindowS = 1.0;
+
+struct AnalyzeOptions {
+  Scope scope = Scope::kGpu;
+  std::vector<double> windows_s = kDefaultWindowsS;
+  std::optional<double> budget_w;     // of the series: per GPU (gpu) or of the sum (sum)
+  std::optional<double> nameplate_w;  // per GPU
+  double band_lo_hz = kDefaultBandLoHz;
+  double band_hi_hz = kDefaultBandHiHz;
+  bool plot_data = false;  // keep an envelope and a violation curve for the HTML report
+};
+
+struct WindowResult {
+  double window_s = 0.0;
+  uint64_t windows_counted = 0;
+  uint64_t windows_over_budget = 0;
+  std::optional<double> violation_fraction;  // none without a budget or without windows
+  std::optional<double> max_window_power_w;
+};
+
+struct AnalyzeResult {
+  uint64_t samples = 0;
+  uint32_t gpus = 0;
+  double duration_s = 0.0;
+  Scope scope = Scope::kGpu;
+  std::optional<double> budget_w;
+  std::optional<double> dt_s;
+  double energy_j = 0.0;
+  double mean_power_w = 0.0;
+  double peak_power_w = 0.0;
+  uint64_t gaps = 0;
+  std::vector<WindowResult> windows;
+  std::optional<double> max_ramp_w_per_s;
+  std::optional<double> tokens;
+  std::optional<double> tokens_per_mwh;
+  std::optional<double> nameplate_w;  // of the series: per GPU (gpu) or all GPUs (sum)
+  std::optional<double> peak_fraction_of_nameplate;
+  SpectrumResult spectrum;
+  bool has_spectrum = false;  // false without a positive dt
+
+  // Plot data (AnalyzeOptions::plot_data).
+  std::vector<WindowResult> curve;
+  std::optional<Envelope> envelope;
+};
+
+inline constexpr double kJoulesPerMegawattHour = 3.6e9;
+
+class Analyzer final : public trace::SampleSink {
+ public:
+  explicit Analyzer(AnalyzeOptions options);
+  ~Analyzer() override;
+  Analyzer(const Analyzer&) = delete;
+  Analyzer& operator=(const Analyzer&) = delete;
+
+  void OnBatch(const trace::SampleBatch& batch, const trace::TraceSchema& schema) override;
+
+  // REQUIRES: called once, after the last batch. Fails without samples, or (scope sum) when the
+  // GPUs cannot be aligned.
+  Result<AnalyzeResult> Finish(const trace::TraceSchema& schema);
+
+ private:
+  struct Gpu;
+  class SeriesStats;
+  Gpu& GpuAt(uint32_t index) {
+    if (index < gpus_.size()) [[likely]] {
+      return *gpus_[index];
+    }
+    return AddGpus(index);
+  }
+  Gpu& AddGpus(uint32_t index);
+
+  AnalyzeOptions options_;
+  std::vector<std::unique_ptr<Gpu>> gpus_;
+  std::unique_ptr<SpectrumPool> spectrum_;
+  std::optional<Envelope> envelope_;
+  struct Steps;
+  std::unique_ptr<Steps> steps_;
+  uint64_t samples_ = 0;
+  double tokens_ = 0.0;
+};
+
+}  // namespace headroom::analysis

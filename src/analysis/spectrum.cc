@@ -1,0 +1,226 @@
+#include "analysis/spectrum.h"
+
+#include <fftw3.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "common/stats.h"
+
+namespace headroom::analysis {
+namespace {
+
+constexpr size_t kMinSegmentSamples = 4;
+constexpr size_t kBins = kSegmentSamples / 2 + 1;
+
+// Periodic Hann window of length n (scipy.signal.get_window("hann", n)).
+double Hann(size_t i, size_t n) {
+  return 0.5 -
+         0.5 * std::cos(2.0 * std::numbers::pi * static_cast<double>(i) / static_cast<double>(n));
+}
+
+}  // namespace
+
+struct SpectrumPool::Fft {
+  double* in = nullptr;
+  fftw_complex* out = nullptr;
+  fftw_plan plan = nullptr;
+  std::vector<double> window;  // Hann of kSegmentSamples
+  double window_power = 0.0;   // sum of w^2
+
+  Fft() {
+    in = fftw_alloc_real(kSegmentSamples);
+    out = fftw_alloc_complex(kBins);
+    // FFTW_ESTIMATE: deterministic, no timing-based planning.
+    plan = fftw_plan_dft_r2c_1d(static_cast<int>(kSegmentSamples), in, out, FFTW_ESTIMATE);
+    window.resize(kSegmentSamples);
+    for (size_t i = 0; i < kSegmentSamples; ++i) {
+      window[i] = Hann(i, kSegmentSamples);
+      window_power += window[i] * window[i];
+    }
+  }
+  ~Fft() {
+    fftw_destroy_plan(plan);
+    fftw_free(out);
+    fftw_free(in);
+  }
+  Fft(const Fft&) = delete;
+  Fft& operator=(const Fft&) = delete;
+};
+
+SpectrumPool::SpectrumPool() : fft_(std::make_unique<Fft>()), power_sum_(kBins, 0.0) {}
+SpectrumPool::~SpectrumPool() = default;
+
+void SpectrumPool::AddSegment(const double* samples, size_t count) {
+  // Eight partial sums: the reduction pipelines instead of waiting on one accumulator.
+  double partial[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  const size_t full = count / 8 * 8;
+  for (size_t i = 0; i < full; i += 8) {
+    for (size_t k = 0; k < 8; ++k) partial[k] += samples[i + k];
+  }
+  for (size_t i = full; i < count; ++i) partial[i - full] += samples[i];
+  const double mean = (((partial[0] + partial[1]) + (partial[2] + partial[3])) +
+                       ((partial[4] + partial[5]) + (partial[6] + partial[7]))) /
+                      static_cast<double>(count);
+  double window_power = 0.0;
+  if (count == kSegmentSamples) {
+    const double* w = fft_->window.data();
+    for (size_t i = 0; i < count; ++i) fft_->in[i] = (samples[i] - mean) * w[i];
+    window_power = fft_->window_power;
+  } else {
+    for (size_t i = 0; i < count; ++i) {
+      const double w = Hann(i, count);
+      fft_->in[i] = (samples[i] - mean) * w;
+      window_power += w * w;
+    }
+    std::fill(fft_->in + count, fft_->in + kSegmentSamples, 0.0);
+  }
+  fftw_execute(fft_->plan);
+  const double scale = 1.0 / window_power;
+  for (size_t k = 0; k < kBins; ++k) {
+    const double re = fft_->out[k][0];
+    const double im = fft_->out[k][1];
+    power_sum_[k] += (re * re + im * im) * scale;
+  }
+  ++segments_;
+}
+
+SpectrumResult SpectrumPool::Result(double dt_s, double band_lo_hz, double band_hi_hz) const {
+  SpectrumResult result;
+  const double nyquist_hz = 0.5 / dt_s;
+  result.band_lo_hz = band_lo_hz;
+  result.band_hi_hz = std::min(band_hi_hz, nyquist_hz);
+  if (segments_ == 0) return result;
+  const double n = static_cast<double>(kSegmentSamples);
+  // One-sided: bins strictly between DC and Nyquist stand for two.
+  const auto one_sided = [&](size_t k) {
+    return (k == 0 || k == kBins - 1) ? power_sum_[k] : 2.0 * power_sum_[k];
+  };
+  size_t dominant = 0;
+  double dominant_power = -1.0;
+  double band_power = 0.0;
+  bool band_has_bins = false;
+  for (size_t k = 1; k < kBins; ++k) {
+    const double p = one_sided(k);
+    if (p > dominant_power) {
+      dominant_power = p;
+      dominant = k;
+    }
+    const double f_hz = static_cast<double>(k) / (n * dt_s);
+    if (f_hz >= result.band_lo_hz && f_hz <= result.band_hi_hz) {
+      band_power += p;
+      band_has_bins = true;
+    }
+  }
+  // Density averaged over segments, integrated over the band: sum(c_k S_k) / (segments N).
+  band_power /= static_cast<double>(segments_) * n;
+  result.dominant_hz = static_cast<double>(dominant) / (n * dt_s);
+  const double variance =
+      variance_samples_ > 0 ? sum_sq_dev_ / static_cast<double>(variance_samples_) : 0.0;
+  if (band_has_bins && variance > 0.0)
+    result.band_fraction = std::clamp(band_power / variance, 0.0, 1.0);
+  return result;
+}
+
+void WelchAccumulator::AddEarly(double t_s, double power_w) {
+  if (n_ == 0) {
+    shift_w_ = power_w;
+  } else {
+    early_steps_.push_back(t_s - last_t_s_);
+  }
+  last_t_s_ = t_s;
+  const double x = power_w - shift_w_;
+  sum_ += x;
+  sum_sq_ += x * x;
+  ++n_;
+  buffer_[filled_++] = power_w;
+  if (early_steps_.size() == kProvisionalSteps) SetProvisionalStep();
+}
+
+void WelchAccumulator::AddBatch(const double* t_s, const double* power_w, size_t n) {
+  size_t i = 0;
+  while (i < n && !provisional_dt_s_) {
+    AddEarly(t_s[i], power_w[i]);
+    ++i;
+  }
+  if (i == n) return;
+  // Variance sums, four accumulators wide.
+  double s[4] = {0, 0, 0, 0}, q[4] = {0, 0, 0, 0};
+  size_t j = i;
+  for (; j + 4 <= n; j += 4) {
+    for (size_t k = 0; k < 4; ++k) {
+      const double x = power_w[j + k] - shift_w_;
+      s[k] += x;
+      q[k] += x * x;
+    }
+  }
+  for (; j < n; ++j) {
+    const double x = power_w[j] - shift_w_;
+    s[0] += x;
+    q[0] += x * x;
+  }
+  sum_ += (s[0] + s[1]) + (s[2] + s[3]);
+  sum_sq_ += (q[0] + q[1]) + (q[2] + q[3]);
+  n_ += n - i;
+  // Segments: a gap restarts the buffer.
+  const double gap_s = kGapSteps * *provisional_dt_s_;
+  double prev_t_s = last_t_s_;
+  size_t run_start = i;
+  for (j = i; j < n; ++j) {
+    if (t_s[j] - prev_t_s > gap_s) [[unlikely]] {
+      Append(power_w + run_start, j - run_start);
+      filled_ = 0;
+      run_start = j;
+    }
+    prev_t_s = t_s[j];
+  }
+  Append(power_w + run_start, n - run_start);
+  last_t_s_ = t_s[n - 1];
+}
+
+void WelchAccumulator::Append(const double* power_w, size_t n) {
+  while (n > 0) {
+    const size_t take = std::min(n, kSegmentSamples - filled_);
+    std::copy(power_w, power_w + take, buffer_.data() + filled_);
+    filled_ += take;
+    power_w += take;
+    n -= take;
+    if (filled_ == kSegmentSamples) {
+      pool_->AddSegment(buffer_.data(), kSegmentSamples);
+      emitted_ = true;
+      // 50 % overlap: the second half starts the next segment.
+      std::copy(buffer_.begin() + kSegmentSamples / 2, buffer_.end(), buffer_.begin());
+      filled_ = kSegmentSamples / 2;
+    }
+  }
+}
+
+void WelchAccumulator::SetProvisionalStep() {
+  std::vector<double> steps = early_steps_;
+  provisional_dt_s_ = Median(steps);
+  // Drop what came before the last gap among the early steps. Step i joins samples i and i+1;
+  // the buffer holds every sample so far (fewer than a segment).
+  for (size_t i = early_steps_.size(); i-- > 0;) {
+    if (early_steps_[i] > kGapSteps * *provisional_dt_s_) {
+      const size_t keep_from = i + 1;
+      std::copy(buffer_.begin() + static_cast<std::ptrdiff_t>(keep_from),
+                buffer_.begin() + static_cast<std::ptrdiff_t>(filled_), buffer_.begin());
+      filled_ -= keep_from;
+      break;
+    }
+  }
+  early_steps_.clear();
+  early_steps_.shrink_to_fit();
+}
+
+void WelchAccumulator::Finish() {
+  if (n_ == 0) return;
+  const double mean = sum_ / static_cast<double>(n_);
+  pool_->AddVariance(std::max(0.0, sum_sq_ - mean * sum_), n_);
+  if (!provisional_dt_s_ && !early_steps_.empty()) SetProvisionalStep();
+  if (!emitted_ && filled_ >= kMinSegmentSamples) pool_->AddSegment(buffer_.data(), filled_);
+  filled_ = 0;
+}
+
+}  // namespace headroom::analysis

@@ -1,0 +1,123 @@
+#include <fmt/format.h>
+
+#include <cmath>
+#include <memory>
+
+#include "analysis/analyzer.h"
+#include "cli/commands.h"
+#include "cli/progress.h"
+#include "cli/trace_options.h"
+#include "common/atomic_file.h"
+#include "common/duration.h"
+#include "report/html.h"
+#include "report/json.h"
+#include "report/table.h"
+#include "trace/meta.h"
+
+namespace headroom::cli {
+namespace {
+
+struct AnalyzeArgs {
+  std::string trace;
+  std::optional<double> budget_w;
+  std::string scope = "gpu";
+  std::string windows = "0.5s,30s,5min";
+  std::string band = "0.1,20";
+  bool json = false;
+  std::string report;
+  TraceOptions trace_options;
+};
+
+Result<std::pair<double, double>> ParseBand(const std::string& text) {
+  const size_t comma = text.find(',');
+  double lo = 0.0, hi = 0.0;
+  try {
+    if (comma == std::string::npos) throw std::invalid_argument("no comma");
+    size_t used = 0;
+    lo = std::stod(text.substr(0, comma), &used);
+    hi = std::stod(text.substr(comma + 1), &used);
+  } catch (const std::exception&) {
+    return Error::Usage(fmt::format("bad --band-hz '{}': expected LO,HI in Hz, e.g. 0.1,20", text));
+  }
+  if (!(lo >= 0.0 && hi > lo && std::isfinite(hi))) {
+    return Error::Usage(fmt::format("bad --band-hz '{}': need 0 <= LO < HI", text));
+  }
+  return std::pair{lo, hi};
+}
+
+Status RunAnalyze(const AnalyzeArgs& args) {
+  analysis::AnalyzeOptions options;
+  auto scope = analysis::ParseScope(args.scope);
+  if (!scope) return std::move(scope).error();
+  options.scope = *scope;
+  auto windows = ParseDurationListS(args.windows);
+  if (!windows) return std::move(windows).error();
+  options.windows_s = *windows;
+  auto band = ParseBand(args.band);
+  if (!band) return std::move(band).error();
+  options.band_lo_hz = band->first;
+  options.band_hi_hz = band->second;
+  options.budget_w = args.budget_w;
+  options.plot_data = !args.report.empty();
+  auto read_options = args.trace_options.ToReadOptions();
+  if (!read_options) return std::move(read_options).error();
+
+  std::vector<std::string> warnings;
+  auto meta = trace::LoadMetaFor(args.trace, &warnings);
+  if (!meta) return std::move(meta).error();
+  options.nameplate_w = args.trace_options.nameplate_w;
+  if (!options.nameplate_w && *meta) options.nameplate_w = (*meta)->nameplate_w;
+
+  auto source = trace::FileSource::Open(args.trace);
+  if (!source) return std::move(source).error();
+  Progress progress("reading " + args.trace, (*source)->SizeBytes());
+  read_options->on_progress = [&progress](uint64_t bytes) { progress.Update(bytes); };
+
+  analysis::Analyzer analyzer(options);
+  auto summary = trace::ReadTrace(**source, args.trace, *read_options, analyzer);
+  if (!summary) return std::move(summary).error();
+  warnings.insert(warnings.end(), summary->warnings.begin(), summary->warnings.end());
+  auto result = analyzer.Finish(summary->schema);
+  if (!result) return Error::Input(fmt::format("{}: {}", args.trace, result.error().message()));
+  PrintWarnings(warnings);
+
+  const report::TraceInfo info{args.trace,
+                               std::string(trace::TraceFormatName(summary->schema.format))};
+  if (!args.report.empty()) {
+    if (auto status = WriteFileAtomically(args.report, report::AnalyzeReportHtml(*result, info));
+        !status) {
+      return status;
+    }
+  }
+  if (args.json) {
+    fmt::print("{}\n", report::AnalyzeToJson(*result, info).dump(2));
+  } else {
+    fmt::print("{}", report::AnalyzeToText(*result, info));
+    if (!args.report.empty()) fmt::print("\nreport     {}\n", args.report);
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+Command SetupAnalyze(CLI::App& app) {
+  auto args = std::make_shared<AnalyzeArgs>();
+  app.add_option("TRACE", args->trace, "Trace file (long CSV, wide CSV or nvidia-smi log)")
+      ->required();
+  app.add_option("--budget-w", args->budget_w,
+                 "Power budget in W, of one GPU (scope gpu) or of the sum (scope sum)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--scope", args->scope, "gpu: each GPU's own samples; sum: all GPUs summed")
+      ->capture_default_str();
+  app.add_option("--windows", args->windows,
+                 "Window lengths, comma-separated (units ms, s, min, h)")
+      ->capture_default_str();
+  app.add_option("--band-hz", args->band, "Power-swing band LO,HI in Hz (clipped at Nyquist)")
+      ->capture_default_str();
+  app.add_flag("--json", args->json, "Print one JSON object instead of tables");
+  app.add_option("--report", args->report, "Write a self-contained HTML report to this file");
+  args->trace_options.Register(app);
+  return [args] { return RunAnalyze(*args); };
+}
+
+}  // namespace headroom::cli

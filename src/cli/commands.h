@@ -1,0 +1,18 @@
+// The `headroom` subcommands. Each Setup* registers its options on the app and returns the
+// function that runs it; the CLI stays thin: parse, call the libraries, print.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+#include "common/error.h"
+
+namespace headroom::cli {
+
+using Command = std::function<Status()>;
+
+Command SetupAnalyze(CLI::App& app);
+Command SetupFleet(CLI::App& app);
+Command SetupSynth(CLI::App& app);
+
+}  // namespace headroom::cli

@@ -1,0 +1,56 @@
+// headroom: power-budget control and headroom analysis for AI training.
+//
+// Exit status: 0 success, 1 runtime or input error, 2 usage error.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <map>
+
+#include "cli/commands.h"
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "headroom: keep AI training inside a power budget, and measure the headroom the "
+      "installed power already has."};
+  app.set_version_flag("--version", std::string("headroom ") + HEADROOM_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough(false);
+
+  std::map<CLI::App*, headroom::cli::Command> commands;
+  const auto add = [&](const char* name, const char* description, auto setup) {
+    CLI::App* sub = app.add_subcommand(name, description);
+    commands[sub] = setup(*sub);
+  };
+  add("analyze", "Statistics of a power trace at every window: violations, energy, ramps, spectrum",
+      headroom::cli::SetupAnalyze);
+  add("fleet",
+      "Compose job traces into a fleet: peaks vs nameplate, oversubscription, money, carbon",
+      headroom::cli::SetupFleet);
+  add("synth", "Write a synthetic GRPO-like training trace (for demos and benchmarks)",
+      headroom::cli::SetupSynth);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? kExitOk : kExitUsage;
+  }
+
+  for (const auto& [sub, run] : commands) {
+    if (!sub->parsed()) continue;
+    const headroom::Status status = run();
+    if (status) return kExitOk;
+    fmt::print(stderr, "headroom: error: {}\n", status.error().message());
+    return status.error().kind() == headroom::ErrorKind::kUsage ? kExitUsage : kExitError;
+  }
+  return kExitUsage;
+}

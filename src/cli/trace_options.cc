@@ -1,0 +1,32 @@
+#include "cli/trace_options.h"
+
+#include <fmt/format.h>
+
+namespace headroom::cli {
+
+void TraceOptions::Register(CLI::App& app) {
+  app.add_option("--format", format, "Trace format: auto, long, wide or nvidia-smi")
+      ->capture_default_str();
+  app.add_option("--gpus", gpus,
+                 "GPUs per poll of an nvidia-smi log without an index column (rows of one poll "
+                 "are consecutive, in GPU order)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--nameplate-w", nameplate_w,
+                 "Nameplate (TDP) per GPU in W; overrides the trace's .meta.json")
+      ->check(CLI::PositiveNumber);
+}
+
+Result<trace::ReadOptions> TraceOptions::ToReadOptions() const {
+  auto parsed = trace::ParseTraceFormat(format);
+  if (!parsed) return std::move(parsed).error();
+  trace::ReadOptions options;
+  options.format = *parsed;
+  options.gpus_per_poll = gpus;
+  return options;
+}
+
+void PrintWarnings(const std::vector<std::string>& warnings) {
+  for (const auto& w : warnings) fmt::print(stderr, "headroom: warning: {}\n", w);
+}
+
+}  // namespace headroom::cli

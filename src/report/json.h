@@ -1,0 +1,22 @@
+// Machine-readable output: the `--json` objects of `analyze` and `fleet`. Unknown values are
+// null, never invented.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "analysis/analyzer.h"
+#include "fleet/fleet.h"
+
+namespace headroom::report {
+
+struct TraceInfo {
+  std::string path;
+  std::string format;
+};
+
+nlohmann::ordered_json AnalyzeToJson(const analysis::AnalyzeResult& result, const TraceInfo& info);
+nlohmann::ordered_json FleetToJson(const fleet::FleetResult& result,
+                                   const std::vector<fleet::Job>& jobs);
+
+}  // namespace headroom::report

@@ -1,0 +1,177 @@
+#include "report/svg.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace headroom::report {
+namespace {
+
+constexpr double kLeft = 70.0;
+constexpr double kRight = 20.0;
+constexpr double kTop = 16.0;
+constexpr double kBottom = 46.0;
+constexpr int kTargetTicks = 6;
+
+double Transform(double v, const Axis& a) { return a.log ? std::log10(std::max(v, 1e-300)) : v; }
+
+}  // namespace
+
+std::vector<double> NiceTicks(double min, double max, bool log) {
+  std::vector<double> ticks;
+  if (!(max > min)) return {min};
+  if (log) {
+    for (double d = std::pow(10.0, std::floor(std::log10(min))); d <= max * 1.0000001; d *= 10.0) {
+      for (double m : {1.0, 2.0, 5.0}) {
+        const double v = d * m;
+        if (v >= min * 0.9999999 && v <= max * 1.0000001) ticks.push_back(v);
+      }
+    }
+    return ticks;
+  }
+  const double raw = (max - min) / kTargetTicks;
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = magnitude;
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    if (raw <= m * magnitude) {
+      step = m * magnitude;
+      break;
+    }
+  }
+  for (double v = std::ceil(min / step) * step; v <= max + step * 1e-9; v += step) {
+    ticks.push_back(std::abs(v) < step * 1e-9 ? 0.0 : v);
+  }
+  return ticks;
+}
+
+std::string HtmlEscape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+double SvgChart::X(double v) const {
+  const double lo = Transform(x_.min, x_), hi = Transform(x_.max, x_);
+  return kLeft + (Transform(v, x_) - lo) / (hi - lo) * (kWidth - kLeft - kRight);
+}
+
+double SvgChart::Y(double v) const {
+  const double lo = Transform(y_.min, y_), hi = Transform(y_.max, y_);
+  return kHeight - kBottom - (Transform(v, y_) - lo) / (hi - lo) * (kHeight - kTop - kBottom);
+}
+
+void SvgChart::Band(const std::vector<double>& xs, const std::vector<double>& lo,
+                    const std::vector<double>& hi, const std::string& color,
+                    const std::string& label) {
+  if (xs.empty()) return;
+  std::string points;
+  for (size_t i = 0; i < xs.size(); ++i)
+    points += fmt::format("{:.1f},{:.1f} ", X(xs[i]), Y(hi[i]));
+  for (size_t i = xs.size(); i-- > 0;) points += fmt::format("{:.1f},{:.1f} ", X(xs[i]), Y(lo[i]));
+  body_ += fmt::format(
+      R"svg(<polygon points="{}" fill="{}" fill-opacity="0.35" stroke="none"/>)svg", points, color);
+  body_ += '\n';
+  legend_.emplace_back(color, label);
+}
+
+void SvgChart::Line(const std::vector<double>& xs, const std::vector<double>& ys,
+                    const std::string& color, const std::string& label, bool dashed) {
+  if (xs.empty()) return;
+  std::string points;
+  for (size_t i = 0; i < xs.size(); ++i)
+    points += fmt::format("{:.1f},{:.1f} ", X(xs[i]), Y(ys[i]));
+  body_ +=
+      fmt::format(R"svg(<polyline points="{}" fill="none" stroke="{}" stroke-width="1.6"{}/>)svg",
+                  points, color, dashed ? R"svg( stroke-dasharray="5,4")svg" : "");
+  body_ += '\n';
+  legend_.emplace_back(color, label);
+}
+
+void SvgChart::Points(const std::vector<double>& xs, const std::vector<double>& ys,
+                      const std::string& color, const std::string& label) {
+  for (size_t i = 0; i < xs.size(); ++i) {
+    body_ +=
+        fmt::format(R"svg(<circle cx="{:.1f}" cy="{:.1f}" r="3" fill="{}" fill-opacity="0.7"/>)svg",
+                    X(xs[i]), Y(ys[i]), color);
+  }
+  body_ += '\n';
+  legend_.emplace_back(color, label);
+}
+
+void SvgChart::HorizontalRule(double y, const std::string& color, const std::string& label) {
+  if (y < y_.min || y > y_.max) return;
+  body_ += fmt::format(
+      R"svg(<line x1="{:.1f}" x2="{:.1f}" y1="{:.1f}" y2="{:.1f}" stroke="{}" stroke-width="1.4" stroke-dasharray="6,4"/>)svg",
+      kLeft, kWidth - kRight, Y(y), Y(y), color);
+  body_ += '\n';
+  legend_.emplace_back(color, label);
+}
+
+std::string SvgChart::Legend() const {
+  std::string out;
+  double x = kLeft + 8.0;
+  for (const auto& [color, label] : legend_) {
+    if (label.empty()) continue;
+    out += fmt::format(R"svg(<rect x="{:.0f}" y="{:.0f}" width="12" height="12" fill="{}"/>)svg", x,
+                       kTop + 4.0, color);
+    out += fmt::format(R"svg(<text x="{:.0f}" y="{:.0f}" font-size="12">{}</text>)svg", x + 16.0,
+                       kTop + 14.0, HtmlEscape(label));
+    x += 28.0 + 7.0 * static_cast<double>(label.size());
+  }
+  return out;
+}
+
+std::string SvgChart::Render() const {
+  std::string out = fmt::format(
+      R"svg(<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {} {}" width="100%" role="img" font-family="sans-serif">)svg",
+      kWidth, kHeight);
+  out += '\n';
+  const double plot_bottom = kHeight - kBottom;
+  const double plot_right = kWidth - kRight;
+  for (double t : NiceTicks(y_.min, y_.max, y_.log)) {
+    out += fmt::format(
+        R"svg(<line x1="{:.1f}" x2="{:.1f}" y1="{:.1f}" y2="{:.1f}" stroke="#ddd"/><text x="{:.1f}" y="{:.1f}" font-size="11" text-anchor="end">{:g}</text>)svg",
+        kLeft, plot_right, Y(t), Y(t), kLeft - 6.0, Y(t) + 4.0, t / y_.scale);
+    out += '\n';
+  }
+  for (double t : NiceTicks(x_.min, x_.max, x_.log)) {
+    out += fmt::format(
+        R"svg(<line x1="{:.1f}" x2="{:.1f}" y1="{:.1f}" y2="{:.1f}" stroke="#eee"/><text x="{:.1f}" y="{:.1f}" font-size="11" text-anchor="middle">{:g}</text>)svg",
+        X(t), X(t), kTop, plot_bottom, X(t), plot_bottom + 16.0, t / x_.scale);
+    out += '\n';
+  }
+  out += fmt::format(
+      R"svg(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="none" stroke="#888"/>)svg",
+      kLeft, kTop, plot_right - kLeft, plot_bottom - kTop);
+  out += fmt::format(
+      R"svg(<text x="{:.1f}" y="{:.1f}" font-size="12" text-anchor="middle">{}</text>)svg",
+      (kLeft + plot_right) / 2.0, kHeight - 8.0, HtmlEscape(x_.label));
+  out += fmt::format(
+      R"svg(<text x="14" y="{:.1f}" font-size="12" text-anchor="middle" transform="rotate(-90 14 {:.1f})">{}</text>)svg",
+      (kTop + plot_bottom) / 2.0, (kTop + plot_bottom) / 2.0, HtmlEscape(y_.label));
+  out += '\n';
+  out += body_;
+  out += Legend();
+  out += "</svg>\n";
+  return out;
+}
+
+}  // namespace headroom::report

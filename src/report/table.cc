@@ -1,0 +1,136 @@
+#include "report/table.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "common/duration.h"
+
+namespace headroom::report {
+namespace {
+
+constexpr double kJoulesPerKwh = 3.6e6;
+
+std::string Pct(std::optional<double> fraction) {
+  return fraction ? fmt::format("{:.2f}%", *fraction * 100.0) : "-";
+}
+std::string Watts(std::optional<double> w) { return w ? fmt::format("{:.1f}", *w) : "-"; }
+std::string Num(std::optional<double> v, int digits = 1) {
+  return v ? fmt::format("{:.{}f}", *v, digits) : "-";
+}
+
+}  // namespace
+
+std::string TextTable::Render() const {
+  std::vector<size_t> width(header_.size(), 0);
+  const auto measure = [&](const std::vector<std::string>& row) {
+    for (size_t i = 0; i < row.size() && i < width.size(); ++i) {
+      width[i] = std::max(width[i], row[i].size());
+    }
+  };
+  measure(header_);
+  for (const auto& row : rows_) measure(row);
+  std::string out;
+  const auto line = [&](const std::vector<std::string>& row) {
+    for (size_t i = 0; i < width.size(); ++i) {
+      const std::string cell = i < row.size() ? row[i] : "";
+      if (i > 0) out += "  ";
+      out += i == 0 ? fmt::format("{:<{}}", cell, width[i]) : fmt::format("{:>{}}", cell, width[i]);
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    out += '\n';
+  };
+  line(header_);
+  std::vector<std::string> rule;
+  for (size_t w : width) rule.push_back(std::string(w, '-'));
+  line(rule);
+  for (const auto& row : rows_) line(row);
+  return out;
+}
+
+std::string AnalyzeToText(const analysis::AnalyzeResult& r, const TraceInfo& info) {
+  std::string out;
+  out += fmt::format("trace      {} ({} format)\n", info.path, info.format);
+  out += fmt::format("samples    {} from {} GPU{}, {:.1f} s, dt {} s, {} gap{}\n", r.samples,
+                     r.gpus, r.gpus == 1 ? "" : "s", r.duration_s, Num(r.dt_s, 4), r.gaps,
+                     r.gaps == 1 ? "" : "s");
+  out += fmt::format("scope      {}   budget {} W   nameplate {} W\n\n",
+                     analysis::ScopeName(r.scope), Watts(r.budget_w), Watts(r.nameplate_w));
+
+  TextTable windows({"window", "counted", "over budget", "max window W"});
+  for (const auto& w : r.windows) {
+    windows.AddRow({FormatDurationS(w.window_s), std::to_string(w.windows_counted),
+                    Pct(w.violation_fraction), Watts(w.max_window_power_w)});
+  }
+  out += windows.Render();
+  out += '\n';
+
+  TextTable summary({"metric", "value"});
+  summary.AddRow({"energy", fmt::format("{:.3f} kWh", r.energy_j / kJoulesPerKwh)});
+  summary.AddRow({"mean power", fmt::format("{:.1f} W", r.mean_power_w)});
+  summary.AddRow({"peak power", fmt::format("{:.1f} W", r.peak_power_w)});
+  summary.AddRow({"peak / nameplate", Pct(r.peak_fraction_of_nameplate)});
+  summary.AddRow({"max ramp (1 s windows)",
+                  r.max_ramp_w_per_s ? fmt::format("{:.1f} W/s", *r.max_ramp_w_per_s) : "-"});
+  summary.AddRow({"tokens", Num(r.tokens, 0)});
+  summary.AddRow({"tokens per MWh", Num(r.tokens_per_mwh, 0)});
+  if (r.has_spectrum) {
+    summary.AddRow(
+        {fmt::format("swing energy {:g}-{:g} Hz", r.spectrum.band_lo_hz, r.spectrum.band_hi_hz),
+         Pct(r.spectrum.band_fraction)});
+    summary.AddRow({"dominant frequency", r.spectrum.dominant_hz
+                                              ? fmt::format("{:.4g} Hz", *r.spectrum.dominant_hz)
+                                              : "-"});
+  }
+  out += summary.Render();
+  return out;
+}
+
+std::string FleetToText(const fleet::FleetResult& r, const std::vector<fleet::Job>& jobs) {
+  std::string out;
+  TextTable job_table({"job", "copies", "GPUs", "nameplate W", "duration s"});
+  for (const auto& job : jobs) {
+    job_table.AddRow({job.name, std::to_string(job.copies), std::to_string(job.gpus),
+                      fmt::format("{:.0f}", job.nameplate_w),
+                      fmt::format("{:.1f}", job.duration_s())});
+  }
+  out += job_table.Render();
+  out += fmt::format(
+      "\nfleet      {} GPUs, nameplate {:.1f} kW, {:.1f} s composed at dt {} s, "
+      "{} trial{}\n",
+      r.gpus, r.nameplate_w / 1e3, r.duration_s, r.dt_s, r.trials, r.trials == 1 ? "" : "s");
+  out += fmt::format("budget     {}\n\n",
+                     r.budget_w ? fmt::format("{:.1f} kW", *r.budget_w / 1e3) : "-");
+  TextTable windows({"window", "peak/nameplate p50", "p95", "max", "over budget"});
+  for (const auto& w : r.windows) {
+    windows.AddRow({FormatDurationS(w.window_s), Pct(w.peak_fraction_p50), Pct(w.peak_fraction_p95),
+                    Pct(w.peak_fraction_max), Pct(w.violation_fraction)});
+  }
+  out += windows.Render();
+  out += '\n';
+  const auto& e = r.economics;
+  TextTable summary({"metric", "value"});
+  summary.AddRow(
+      {fmt::format("risk peak (q{:g} of {} peaks)", r.quantile, FormatDurationS(r.risk_window_s)),
+       fmt::format("{:.1f} kW", r.risk_peak_w / 1e3)});
+  summary.AddRow({fmt::format("oversubscription factor (margin {:g}%)", r.margin * 100.0),
+                  fmt::format("{:.2f}x", r.oversubscription_factor)});
+  summary.AddRow({"freed capacity", fmt::format("{:.1f} kW", e.freed_capacity_kw)});
+  summary.AddRow(
+      {"freed capacity value", fmt::format("${:.0f}/year", e.freed_capacity_usd_per_year)});
+  summary.AddRow({"fleet energy", fmt::format("{:.4f} MWh", e.energy_mwh)});
+  summary.AddRow({"energy cost", fmt::format("${:.2f}", e.energy_cost_usd)});
+  summary.AddRow({"carbon", fmt::format("{:.2f} kg CO2e", e.carbon_kg)});
+  summary.AddRow({"tokens", Num(e.tokens, 0)});
+  summary.AddRow({"cost per million tokens", e.usd_per_million_tokens
+                                                 ? fmt::format("${:.4f}", *e.usd_per_million_tokens)
+                                                 : "-"});
+  summary.AddRow(
+      {"carbon per million tokens", e.carbon_kg_per_million_tokens
+                                        ? fmt::format("{:.4f} kg", *e.carbon_kg_per_million_tokens)
+                                        : "-"});
+  out += summary.Render();
+  return out;
+}
+
+}  // namespace headroom::report

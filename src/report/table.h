@@ -1,0 +1,28 @@
+// Human-readable terminal output: aligned tables.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "analysis/analyzer.h"
+#include "fleet/fleet.h"
+#include "report/json.h"
+
+namespace headroom::report {
+
+// A plain text table: a header row, then rows; the first column left-aligned, the rest right.
+class TextTable {
+ public:
+  explicit TextTable(std::vector<std::string> header) : header_(std::move(header)) {}
+  void AddRow(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  std::string Render() const;
+
+ private:
+  std::vector<std::string> header_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string AnalyzeToText(const analysis::AnalyzeResult& result, const TraceInfo& info);
+std::string FleetToText(const fleet::FleetResult& result, const std::vector<fleet::Job>& jobs);
+
+}  // namespace headroom::report

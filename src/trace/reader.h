@@ -1,0 +1,118 @@
+// Streaming trace readers: headroom's long CSV, wide CSV, and raw nvidia-smi logs.
+//
+// The reader validates every row it accepts (finite numbers, power >= 0, time non-decreasing per
+// GPU, field counts) and hands samples to a SampleSink in batches, so memory does not grow with
+// the length of the trace. A bad row ends the read with a one-line error naming file, line and
+// column. An unterminated last line that does not parse (a trace still being written) is skipped
+// with a warning.
+//
+// Not thread-safe: one reader per thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.h"
+#include "trace/schema.h"
+
+namespace headroom::trace {
+
+// Where trace bytes come from: a file, or memory (tests, fuzzing).
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  // Reads up to `capacity` bytes into `buffer`; returns 0 at the end.
+  virtual Result<size_t> Read(char* buffer, size_t capacity) = 0;
+  // The total size, when known (for progress display).
+  virtual std::optional<uint64_t> SizeBytes() const { return std::nullopt; }
+};
+
+class MemorySource final : public ByteSource {
+ public:
+  explicit MemorySource(std::string_view data) : data_(data) {}
+  Result<size_t> Read(char* buffer, size_t capacity) override;
+  std::optional<uint64_t> SizeBytes() const override { return data_.size(); }
+
+ private:
+  std::string_view data_;
+  size_t offset_ = 0;
+};
+
+class FileSource final : public ByteSource {
+ public:
+  static Result<std::unique_ptr<FileSource>> Open(const std::string& path);
+  ~FileSource() override;
+  FileSource(const FileSource&) = delete;
+  FileSource& operator=(const FileSource&) = delete;
+
+  Result<size_t> Read(char* buffer, size_t capacity) override;
+  std::optional<uint64_t> SizeBytes() const override { return size_bytes_; }
+
+ private:
+  FileSource(std::string path, int fd, std::optional<uint64_t> size_bytes)
+      : path_(std::move(path)), fd_(fd), size_bytes_(size_bytes) {}
+  std::string path_;
+  int fd_;
+  std::optional<uint64_t> size_bytes_;
+};
+
+// Receives samples in batches, in file order.
+class SampleSink {
+ public:
+  virtual ~SampleSink() = default;
+  // `schema` is the reader's schema as of this batch (GPU ids seen so far included).
+  virtual void OnBatch(const SampleBatch& batch, const TraceSchema& schema) = 0;
+};
+
+inline constexpr size_t kDefaultMaxLineBytes = size_t{1} << 20;
+
+struct ReadOptions {
+  TraceFormat format = TraceFormat::kAuto;
+  // nvidia-smi logs without an `index` column: the number of GPUs in one poll.
+  int gpus_per_poll = 0;
+  // A line longer than this is an error.
+  size_t max_line_bytes = kDefaultMaxLineBytes;
+  // Samples per SampleSink::OnBatch call.
+  size_t batch_rows = 4096;
+  // Called after every chunk with the bytes consumed so far.
+  std::function<void(uint64_t bytes_done)> on_progress;
+};
+
+struct ReadSummary {
+  TraceSchema schema;
+  uint64_t rows = 0;     // data lines accepted
+  uint64_t samples = 0;  // GPU samples produced (a wide row holds several)
+  std::vector<std::string> warnings;
+};
+
+// Reads a whole trace. `name` is used in messages (the file path).
+Result<ReadSummary> ReadTrace(ByteSource& source, std::string_view name, const ReadOptions& options,
+                              SampleSink& sink);
+
+// Opens `path` and reads it.
+Result<ReadSummary> ReadTraceFile(const std::string& path, const ReadOptions& options,
+                                  SampleSink& sink);
+
+// A sink that keeps every sample, per GPU. For scope-sum analysis, fleets and tests.
+class CollectingSink final : public SampleSink {
+ public:
+  struct Series {
+    std::vector<double> t_s;
+    std::vector<double> power_w;
+    std::vector<double> tokens;  // empty unless the trace has tokens
+  };
+  void OnBatch(const SampleBatch& batch, const TraceSchema& schema) override;
+  // Series per dense GPU index.
+  std::vector<Series>& series() { return series_; }
+  const std::vector<Series>& series() const { return series_; }
+
+ private:
+  std::vector<Series> series_;
+};
+
+}  // namespace headroom::trace

@@ -1,0 +1,49 @@
+#include "trace/writer.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "trace/meta.h"
+
+namespace headroom::trace {
+
+Result<TraceWriter> TraceWriter::Open(const std::string& path, std::bitset<kFieldCount> fields,
+                                      bool with_phase) {
+  auto file = AtomicFileWriter::Open(path);
+  if (!file) return std::move(file).error();
+  std::string header = "t_s,gpu,power_w";
+  if (with_phase) header += ",phase";
+  for (size_t i = 0; i < kFieldCount; ++i) {
+    if (fields.test(i)) fmt::format_to(std::back_inserter(header), ",{}", kFieldNames[i]);
+  }
+  header += '\n';
+  file->Write(header);
+  return TraceWriter(path, std::move(file).value(), fields, with_phase);
+}
+
+void TraceWriter::Write(const TraceRow& row) {
+  line_.clear();
+  auto out = std::back_inserter(line_);
+  // {} prints the shortest text that reads back as the same double.
+  fmt::format_to(out, "{},{},{}", row.t_s, row.gpu, row.power_w);
+  if (with_phase_) {
+    line_ += ',';
+    line_ += row.phase;
+  }
+  for (size_t i = 0; i < kFieldCount; ++i) {
+    if (!fields_.test(i)) continue;
+    line_ += ',';
+    if (!std::isnan(row.fields[i])) fmt::format_to(out, "{}", row.fields[i]);
+  }
+  line_ += '\n';
+  file_.Write(line_);
+}
+
+Status TraceWriter::Commit(const std::optional<TraceMeta>& meta) {
+  if (auto status = file_.Commit(); !status) return status;
+  if (meta) return WriteFileAtomically(MetaPathFor(path_), MetaToJson(*meta));
+  return OkStatus();
+}
+
+}  // namespace headroom::trace

@@ -1,0 +1,107 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "report/html.h"
+#include "report/json.h"
+#include "report/svg.h"
+#include "report/table.h"
+#include "trace/reader.h"
+
+namespace headroom::report {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+analysis::AnalyzeResult SmallResult(bool plot_data) {
+  analysis::AnalyzeOptions o;
+  o.budget_w = 150.0;
+  o.plot_data = plot_data;
+  analysis::Analyzer analyzer(o);
+  trace::MemorySource source("t_s,gpu,power_w\n0,0,100\n1,0,200\n2,0,100\n3,0,200\n");
+  auto summary = trace::ReadTrace(source, "s.csv", {}, analyzer);
+  EXPECT_TRUE(summary.ok());
+  auto r = analyzer.Finish(summary->schema);
+  EXPECT_TRUE(r.ok());
+  return std::move(r).value();
+}
+
+TEST(AnalyzeJson, HasEveryKeyOfTheInterface) {
+  const auto j = AnalyzeToJson(SmallResult(false), {"s.csv", "long"});
+  for (const char* key :
+       {"samples", "gpus", "duration_s", "scope", "budget_w", "energy_j", "mean_power_w",
+        "peak_power_w", "gaps", "windows", "max_ramp_w_per_s", "tokens", "tokens_per_mwh",
+        "nameplate_w", "peak_fraction_of_nameplate", "spectrum"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  for (const char* key :
+       {"window_s", "windows_counted", "violation_fraction", "max_window_power_w"}) {
+    EXPECT_TRUE(j["windows"][0].contains(key)) << key;
+  }
+  for (const char* key : {"band_hz", "band_fraction", "dominant_hz"}) {
+    EXPECT_TRUE(j["spectrum"].contains(key)) << key;
+  }
+  EXPECT_TRUE(j["tokens"].is_null());
+  EXPECT_TRUE(j["nameplate_w"].is_null());
+  EXPECT_EQ(j["scope"], "gpu");
+  EXPECT_EQ(j["samples"], 4);
+  EXPECT_DOUBLE_EQ(j["windows"][0]["window_s"].get<double>(), 0.5);
+}
+
+TEST(FleetJson, HasEveryKeyOfTheInterface) {
+  trace::CollectingSink::Series s{{0, 1, 2, 3}, {1, 2, 3, 4}, {}};
+  std::vector<fleet::Job> jobs;
+  jobs.push_back(std::move(fleet::MakeJob("j.csv", 2, {s}, false, 10.0)).value());
+  fleet::FleetOptions o;
+  o.windows_s = {1.0};
+  o.risk_window_s = 1.0;
+  o.trials = 3;
+  auto r = fleet::Compose(jobs, o);
+  ASSERT_TRUE(r.ok());
+  const auto j = FleetToJson(*r, jobs);
+  for (const char* key :
+       {"gpus", "nameplate_w", "trials", "windows", "oversubscription_factor", "economics"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  for (const char* key : {"window_s", "peak_fraction_p50", "peak_fraction_p95", "peak_fraction_max",
+                          "violation_fraction"}) {
+    EXPECT_TRUE(j["windows"][0].contains(key)) << key;
+  }
+  for (const char* key :
+       {"freed_capacity_kw", "freed_capacity_usd_per_year", "energy_mwh", "energy_cost_usd",
+        "carbon_kg", "usd_per_million_tokens", "carbon_kg_per_million_tokens"}) {
+    EXPECT_TRUE(j["economics"].contains(key)) << key;
+  }
+  EXPECT_EQ(j["gpus"], 2);
+  EXPECT_DOUBLE_EQ(j["nameplate_w"].get<double>(), 20.0);
+}
+
+TEST(Html, SelfContainedWithPlotsAndTables) {
+  const std::string html = AnalyzeReportHtml(SmallResult(true), {"a<b>.csv", "long"});
+  EXPECT_THAT(html, HasSubstr("<!DOCTYPE html>"));
+  EXPECT_THAT(html, HasSubstr("<svg"));
+  EXPECT_THAT(html, HasSubstr("Violations against window length"));
+  EXPECT_THAT(html, HasSubstr("a&lt;b&gt;.csv"));
+  EXPECT_THAT(html, Not(HasSubstr("<script")));
+  EXPECT_THAT(html, Not(HasSubstr("src=\"http")));
+  EXPECT_THAT(html, Not(HasSubstr("href=\"http")));
+}
+
+TEST(TextTable, AlignsColumns) {
+  TextTable t({"name", "value"});
+  t.AddRow({"a", "1"});
+  t.AddRow({"long name", "12345"});
+  EXPECT_EQ(t.Render(),
+            "name       value\n"
+            "---------  -----\n"
+            "a              1\n"
+            "long name  12345\n");
+}
+
+TEST(NiceTicks, StepsOfOneTwoFive) {
+  EXPECT_EQ(NiceTicks(0, 10, false), (std::vector<double>{0, 2, 4, 6, 8, 10}));
+  EXPECT_EQ(NiceTicks(0.5, 100, true), (std::vector<double>{0.5, 1, 2, 5, 10, 20, 50, 100}));
+}
+
+}  // namespace
+}  // namespace headroom::report

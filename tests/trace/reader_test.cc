@@ -1,0 +1,266 @@
+#include "trace/reader.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+namespace headroom::trace {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Reads `text` and keeps every sample, with the tokens and util columns when present.
+struct Collected {
+  Result<ReadSummary> summary = Error::Input("unset");
+  CollectingSink sink;
+};
+
+Collected Read(const std::string& text, ReadOptions options = {}) {
+  Collected c;
+  MemorySource source(text);
+  c.summary = ReadTrace(source, "x.csv", options, c.sink);
+  return c;
+}
+
+std::string ErrorOf(const std::string& text, ReadOptions options = {}) {
+  auto c = Read(text, options);
+  EXPECT_FALSE(c.summary.ok()) << text;
+  return c.summary.ok() ? "" : c.summary.error().message();
+}
+
+TEST(LongFormat, ReadsSamplesPerGpu) {
+  auto c = Read("t_s,gpu,power_w\n0,0,100\n0.5,1,200\n1,0,150.25\n");
+  ASSERT_TRUE(c.summary.ok()) << c.summary.error().message();
+  EXPECT_EQ(c.summary->rows, 3u);
+  EXPECT_EQ(c.summary->samples, 3u);
+  EXPECT_EQ(c.summary->schema.format, TraceFormat::kLong);
+  EXPECT_EQ(c.summary->schema.gpu_ids, (std::vector<std::string>{"0", "1"}));
+  const auto& s = c.sink.series();
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].t_s, (std::vector<double>{0.0, 1.0}));
+  EXPECT_EQ(s[0].power_w, (std::vector<double>{100.0, 150.25}));
+  EXPECT_EQ(s[1].t_s, (std::vector<double>{0.5}));
+  EXPECT_EQ(s[1].power_w, (std::vector<double>{200.0}));
+}
+
+TEST(LongFormat, ColumnsInAnyOrderWithOptionalFields) {
+  auto c = Read(
+      "phase,power_w,tokens,gpu,t_s,unknown\n"
+      "rollout,100,5,a,0,x\n"
+      "\"train\",120,,a,1,y\n"
+      ",130,7,b,1,z\n");
+  ASSERT_TRUE(c.summary.ok()) << c.summary.error().message();
+  const auto& schema = c.summary->schema;
+  EXPECT_TRUE(schema.has_phase);
+  EXPECT_TRUE(schema.Has(Field::kTokens));
+  EXPECT_FALSE(schema.Has(Field::kStep));
+  EXPECT_EQ(schema.gpu_ids, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(schema.phase_names, (std::vector<std::string>{"rollout", "train"}));
+  const auto& s = c.sink.series();
+  EXPECT_EQ(s[0].tokens, (std::vector<double>{5.0, 0.0}));  // empty tokens count as none
+  EXPECT_EQ(s[1].tokens, (std::vector<double>{7.0}));
+}
+
+TEST(LongFormat, ToleratesCrlfBomBlankLinesAndBlanks) {
+  auto c = Read("\xEF\xBB\xBFt_s,gpu,power_w\r\n0, 0 ,  100 \r\n\r\n1,0,\"110\"\r\n");
+  ASSERT_TRUE(c.summary.ok()) << c.summary.error().message();
+  EXPECT_EQ(c.sink.series()[0].power_w, (std::vector<double>{100.0, 110.0}));
+}
+
+TEST(LongFormat, ErrorsNameFileLineColumnAndField) {
+  const std::string header = "t_s,gpu,power_w\n";
+  EXPECT_THAT(ErrorOf(header + "0,0,abc\n"),
+              HasSubstr("x.csv:2:3: column 'power_w': unparsable number 'abc'"));
+  EXPECT_THAT(ErrorOf(header + "0,0,1\n1,0,12x\n"), HasSubstr("x.csv:3:3: column 'power_w'"));
+  EXPECT_THAT(ErrorOf(header + "0,0,nan\n"),
+              HasSubstr("x.csv:2:3: column 'power_w': not a finite number 'nan'"));
+  EXPECT_THAT(ErrorOf(header + "inf,0,5\n"),
+              HasSubstr("x.csv:2:1: column 't_s': not a finite number"));
+  EXPECT_THAT(ErrorOf(header + "0,0,-5\n"),
+              HasSubstr("x.csv:2:3: column 'power_w': negative power -5 W"));
+  EXPECT_THAT(ErrorOf(header + "1,0,5\n0.5,0,5\n"),
+              HasSubstr("x.csv:3:1: column 't_s': time goes backwards for gpu 0: 0.5 s after 1 s"));
+  EXPECT_THAT(ErrorOf(header + "0,,5\n"), HasSubstr("x.csv:2:2: column 'gpu': missing value"));
+  EXPECT_THAT(ErrorOf(header + "0,0,\n"), HasSubstr("x.csv:2:3: column 'power_w': missing value"));
+  EXPECT_THAT(ErrorOf(header + "0,0\n"), HasSubstr("x.csv:2: row has 2 fields, the header has 3"));
+  EXPECT_THAT(ErrorOf(header + "0,0,1,2\n"),
+              HasSubstr("x.csv:2: row has more fields than the header's 3"));
+  EXPECT_THAT(ErrorOf("t_s,gpu,tokens,power_w\n0,0,-1,5\n"),
+              HasSubstr("x.csv:2:3: column 'tokens': negative value -1"));
+}
+
+TEST(LongFormat, OtherLayoutsReportTheSameErrors) {
+  // The minimal layout has its own loop; a fourth column takes the general one.
+  const std::string header = "t_s,gpu,power_w,step\n";
+  EXPECT_THAT(ErrorOf(header + "0,0,abc,1\n"),
+              HasSubstr("x.csv:2:3: column 'power_w': unparsable number 'abc'"));
+  EXPECT_THAT(ErrorOf(header + "1,0,5,1\n0.5,0,5,1\n"),
+              HasSubstr("x.csv:3:1: column 't_s': time goes backwards for gpu 0"));
+  EXPECT_THAT(ErrorOf(header + "0,0,-1,1\n"),
+              HasSubstr("x.csv:2:3: column 'power_w': negative power"));
+}
+
+TEST(HeaderErrors, MissingColumnsEmptyFileUnknownFormatDuplicates) {
+  EXPECT_THAT(ErrorOf(""), HasSubstr("x.csv: empty file"));
+  EXPECT_THAT(ErrorOf("a,b,c\n1,2,3\n"), HasSubstr("x.csv:1: unknown trace format"));
+  ReadOptions long_format;
+  long_format.format = TraceFormat::kLong;
+  EXPECT_THAT(ErrorOf("t_s,gpu\n0,0\n", long_format),
+              HasSubstr("x.csv:1: missing column 'power_w'"));
+  EXPECT_THAT(ErrorOf("t_s,gpu,power_w,gpu\n"),
+              HasSubstr("x.csv:1:4: column 'gpu': duplicate column name"));
+}
+
+TEST(Reader, HeaderOnlyIsZeroSamples) {
+  auto c = Read("t_s,gpu,power_w");
+  ASSERT_TRUE(c.summary.ok());
+  EXPECT_EQ(c.summary->samples, 0u);
+}
+
+TEST(Reader, AbsurdlyLongLineIsAnError) {
+  ReadOptions options;
+  options.max_line_bytes = 64;
+  const std::string long_line(200, '1');
+  EXPECT_THAT(ErrorOf("t_s,gpu,power_w\n0,0," + long_line + "\n", options),
+              HasSubstr("x.csv:2: line longer than 64 bytes"));
+  EXPECT_THAT(ErrorOf("t_s,gpu,power_w\n0,0," + long_line, options),
+              HasSubstr("line longer than 64 bytes"));
+  EXPECT_THAT(ErrorOf(std::string(100, 'a') + "\n", options), HasSubstr("x.csv:1: line longer"));
+}
+
+TEST(Reader, TruncatedLastLineIsAWarningAndSkipped) {
+  auto c = Read("t_s,gpu,power_w\n0,0,100\n1,0");
+  ASSERT_TRUE(c.summary.ok());
+  EXPECT_EQ(c.summary->samples, 1u);
+  ASSERT_EQ(c.summary->warnings.size(), 1u);
+  EXPECT_THAT(c.summary->warnings[0], HasSubstr("x.csv:3"));
+  EXPECT_THAT(c.summary->warnings[0], HasSubstr("no newline at the end"));
+}
+
+TEST(Reader, CompleteLastLineWithoutNewlineIsKept) {
+  auto c = Read("t_s,gpu,power_w\n0,0,100\n1,0,200");
+  ASSERT_TRUE(c.summary.ok());
+  EXPECT_EQ(c.summary->samples, 2u);
+  EXPECT_TRUE(c.summary->warnings.empty());
+}
+
+// A source that hands out a few bytes at a time: lines straddle every read.
+class TrickleSource final : public ByteSource {
+ public:
+  TrickleSource(std::string data, size_t step) : data_(std::move(data)), step_(step) {}
+  Result<size_t> Read(char* buffer, size_t capacity) override {
+    const size_t n = std::min({capacity, step_, data_.size() - offset_});
+    std::copy_n(data_.data() + offset_, n, buffer);
+    offset_ += n;
+    return n;
+  }
+
+ private:
+  std::string data_;
+  size_t step_;
+  size_t offset_ = 0;
+};
+
+TEST(Reader, LinesSplitAcrossReadsAndChunks) {
+  // 300,000 rows (~4 MB, several 1 MiB chunks), 3 GPUs; power = row index.
+  std::string text = "t_s,gpu,power_w\n";
+  constexpr int kRows = 300000;
+  double expected_sum = 0.0;
+  for (int i = 0; i < kRows; ++i) {
+    text += std::to_string(i / 3) + "," + std::to_string(i % 3) + "," + std::to_string(i) + "\n";
+    expected_sum += i;
+  }
+  for (size_t step : {size_t{7}, size_t{1} << 30}) {
+    TrickleSource source(text, step);
+    CollectingSink sink;
+    auto summary = ReadTrace(source, "x.csv", {}, sink);
+    ASSERT_TRUE(summary.ok()) << summary.error().message();
+    EXPECT_EQ(summary->samples, static_cast<uint64_t>(kRows));
+    double sum = 0.0;
+    for (const auto& s : sink.series()) {
+      for (double p : s.power_w) sum += p;
+    }
+    EXPECT_EQ(sum, expected_sum);
+    EXPECT_EQ(sink.series()[2].t_s.back(), (kRows - 1) / 3);
+  }
+}
+
+TEST(WideFormat, OneSamplePerGpuColumn) {
+  auto c = Read("t_s,p0_w,p1_w,node_gpu_w,util0_pct,util1_pct\n0,10,20,30,5,6\n1,11,,31,7,\n");
+  ASSERT_TRUE(c.summary.ok()) << c.summary.error().message();
+  EXPECT_EQ(c.summary->schema.format, TraceFormat::kWide);
+  EXPECT_EQ(c.summary->rows, 2u);
+  EXPECT_EQ(c.summary->samples, 3u);  // the empty p1_w cell is no sample
+  EXPECT_TRUE(c.summary->schema.Has(Field::kUtilPct));
+  const auto& s = c.sink.series();
+  EXPECT_EQ(s[0].t_s, (std::vector<double>{0.0, 1.0}));
+  EXPECT_EQ(s[0].power_w, (std::vector<double>{10.0, 11.0}));
+  EXPECT_EQ(s[1].power_w, (std::vector<double>{20.0}));
+}
+
+TEST(WideFormat, Errors) {
+  ReadOptions wide;
+  wide.format = TraceFormat::kWide;
+  EXPECT_THAT(ErrorOf("p0_w,p1_w\n1,2\n", wide), HasSubstr("missing column 't_s'"));
+  EXPECT_THAT(ErrorOf("t_s,x\n1,2\n", wide), HasSubstr("no power columns"));
+  EXPECT_THAT(ErrorOf("t_s,p0_w,p1_w\n0,1,-2\n"),
+              HasSubstr("x.csv:2:3: column 'p1_w': negative power"));
+  EXPECT_THAT(ErrorOf("t_s,p0_w\n2,1\n1,1\n"),
+              HasSubstr("x.csv:3:1: column 't_s': time goes backwards"));
+}
+
+TEST(NvidiaSmiFormat, WithIndexColumn) {
+  auto c = Read(
+      "timestamp, index, power.draw [W], utilization.gpu [%]\n"
+      "2025/07/27 00:47:09.120, 0, 69.85 W, 0 %\n"
+      "2025/07/27 00:47:09.123, 1, 72.83 W, 3 %\n"
+      "2025/07/27 00:47:09.220, 0, 70.00 W, [N/A]\n");
+  ASSERT_TRUE(c.summary.ok()) << c.summary.error().message();
+  EXPECT_EQ(c.summary->schema.format, TraceFormat::kNvidiaSmi);
+  const auto& s = c.sink.series();
+  ASSERT_EQ(s.size(), 2u);
+  // t_s counts from the first row's timestamp: (220 - 120) ms and (123 - 120) ms.
+  EXPECT_EQ(s[0].t_s, (std::vector<double>{0.0, 0.1}));
+  EXPECT_EQ(s[0].power_w, (std::vector<double>{69.85, 70.0}));
+  EXPECT_EQ(s[1].t_s, (std::vector<double>{0.003}));
+}
+
+TEST(NvidiaSmiFormat, WithoutIndexRowsOfAPollAreConsecutive) {
+  const std::string log =
+      "timestamp, power.draw [W], utilization.gpu [%], memory.used [MiB]\n"
+      "2025/07/27 23:59:59.950, 10.5 W, 0 %, 135 MiB\n"
+      "2025/07/27 23:59:59.952, 20.5 W, 0 %, 17 MiB\n"
+      "2025/07/28 00:00:00.050, 11.5 W, 0 %, 135 MiB\n"
+      "2025/07/28 00:00:00.052, 21.5 W, 0 %, 17 MiB\n";
+  EXPECT_THAT(ErrorOf(log), HasSubstr("give --gpus N"));
+  EXPECT_EQ(Read(log).summary.error().kind(), ErrorKind::kUsage);
+  ReadOptions two;
+  two.gpus_per_poll = 2;
+  auto c = Read(log, two);
+  ASSERT_TRUE(c.summary.ok()) << c.summary.error().message();
+  const auto& s = c.sink.series();
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].power_w, (std::vector<double>{10.5, 11.5}));
+  EXPECT_EQ(s[1].power_w, (std::vector<double>{20.5, 21.5}));
+  // Across midnight: 23:59:59.950 -> 00:00:00.050 is 0.1 s.
+  EXPECT_EQ(s[0].t_s, (std::vector<double>{0.0, 0.1}));
+  EXPECT_EQ(s[1].t_s, (std::vector<double>{0.002, 0.102}));
+}
+
+TEST(NvidiaSmiFormat, Errors) {
+  const std::string header = "timestamp, index, power.draw [W]\n";
+  EXPECT_THAT(ErrorOf(header + "2025/13/27 00:47:09.120, 0, 5 W\n"),
+              HasSubstr("x.csv:2:1: column 'timestamp': bad timestamp"));
+  EXPECT_THAT(ErrorOf(header + "2025/07/27 00:47:09.120, 0, [N/A]\n"),
+              HasSubstr("x.csv:2:3: column 'power.draw [W]': power not available"));
+  EXPECT_THAT(
+      ErrorOf(header + "2025/07/27 00:47:09.120, 0, 5 W\n2025/07/27 00:47:09.020, 0, 5 W\n"),
+      HasSubstr("x.csv:3:1: column 'timestamp': time goes backwards for gpu 0"));
+  EXPECT_THAT(ErrorOf(header + "2025/07/27 00:47:09.120, 0, five W\n"),
+              HasSubstr("unparsable number"));
+}
+
+}  // namespace
+}  // namespace headroom::trace

@@ -34,9 +34,16 @@ void WindowStats::SetBoundary() {
 void WindowStats::MaybeAdvance(double t_s) {
   const int64_t k = WindowIndex(t_s, t0_s_, window_s_);
   if (k == k_) return;
-  Closed closed{k_, sum_w_ / static_cast<double>(count_),
-                t0_s_ + static_cast<double>(k_ + 1) * window_s_};
-  pending_.push_back(closed);
+  const Closed closed{k_, sum_w_ / static_cast<double>(count_),
+                      t0_s_ + static_cast<double>(k_ + 1) * window_s_};
+  // Usually the closing sample is past the window's end, so it counts now; otherwise (a sample
+  // within rounding of the boundary) it waits for a later sample or for Finish. Decisions stay
+  // in window order.
+  if (pending_.empty() && closed.end_s <= t_s) {
+    Decide(closed, /*counted=*/true);
+  } else {
+    pending_.push_back(closed);
+  }
   k_ = k;
   sum_w_ = 0.0;
   count_ = 0;

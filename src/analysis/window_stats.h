@@ -55,8 +55,9 @@ class WindowStats {
   std::optional<double> max_ramp_w_per_s() const { return max_ramp_; }
 
   // The index of the window holding time t in a series starting at t0 (the one definition).
+  // REQUIRES: t_s >= t0_s (then the argument of floor is positive and truncation is floor).
   static int64_t WindowIndex(double t_s, double t0_s, double window_s) {
-    return static_cast<int64_t>(std::floor((t_s - t0_s) / window_s + kWindowEpsilon));
+    return static_cast<int64_t>((t_s - t0_s) / window_s + kWindowEpsilon);
   }
 
  private:

@@ -150,7 +150,7 @@ std::string FleetReportHtml(const fleet::FleetResult& r, const std::vector<fleet
   std::string body;
   body += fmt::format(
       "<p>{} GPUs in {} job trace(s), nameplate {:.1f} kW, {} trial(s) of {:.1f} "
-      "s at dt {} s.</p>\n",
+      "s at dt {:.4g} s.</p>\n",
       r.gpus, jobs.size(), r.nameplate_w / 1e3, r.trials, r.duration_s, r.dt_s);
   body += "<h2>Fleet power over time (first trial)</h2>\n";
   body += PowerChart(r.power, r.budget_w, r.nameplate_w, "fleet");

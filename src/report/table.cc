@@ -96,7 +96,7 @@ std::string FleetToText(const fleet::FleetResult& r, const std::vector<fleet::Jo
   }
   out += job_table.Render();
   out += fmt::format(
-      "\nfleet      {} GPUs, nameplate {:.1f} kW, {:.1f} s composed at dt {} s, "
+      "\nfleet      {} GPUs, nameplate {:.1f} kW, {:.1f} s composed at dt {:.4g} s, "
       "{} trial{}\n",
       r.gpus, r.nameplate_w / 1e3, r.duration_s, r.dt_s, r.trials, r.trials == 1 ? "" : "s");
   out += fmt::format("budget     {}\n\n",

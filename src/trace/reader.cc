@@ -959,7 +959,9 @@ Result<ReadSummary> ReadTrace(ByteSource& source, std::string_view name, const R
                               SampleSink& sink) {
   ReadSummary summary;
   const size_t capacity = options.max_line_bytes + kReadChunkBytes;
-  std::vector<char> buffer(capacity);
+  // Uninitialised on purpose: only what is read gets touched (small inputs stay cheap).
+  std::unique_ptr<char[]> storage(new char[capacity]);
+  char* const buffer_data = storage.get();
   size_t begin = 0;   // first unconsumed byte
   size_t filled = 0;  // bytes in buffer
   uint64_t consumed = 0;
@@ -974,7 +976,7 @@ Result<ReadSummary> ReadTrace(ByteSource& source, std::string_view name, const R
 
   while (true) {
     // Whole lines available?
-    const char* base = buffer.data();
+    const char* base = buffer_data;
     const void* last_nl = filled > begin ? memrchr(base + begin, '\n', filled - begin) : nullptr;
     if (last_nl != nullptr) {
       const size_t stop = static_cast<size_t>(static_cast<const char*>(last_nl) - base) + 1;
@@ -999,15 +1001,15 @@ Result<ReadSummary> ReadTrace(ByteSource& source, std::string_view name, const R
     if (eof) break;
     // Compact and read more.
     if (begin > 0) {
-      std::memmove(buffer.data(), buffer.data() + begin, filled - begin);
+      std::memmove(buffer_data, buffer_data + begin, filled - begin);
       filled -= begin;
       begin = 0;
     }
-    auto n = source.Read(buffer.data() + filled, capacity - filled);
+    auto n = source.Read(buffer_data + filled, capacity - filled);
     if (!n) return std::move(n).error();
     if (*n == 0) eof = true;
-    if (at_start && filled + *n >= 3 && std::memcmp(buffer.data(), "\xEF\xBB\xBF", 3) == 0) {
-      std::memmove(buffer.data(), buffer.data() + 3, filled + *n - 3);
+    if (at_start && filled + *n >= 3 && std::memcmp(buffer_data, "\xEF\xBB\xBF", 3) == 0) {
+      std::memmove(buffer_data, buffer_data + 3, filled + *n - 3);
       filled -= 3;  // the BOM is not data
     }
     if (filled + *n > 0) at_start = false;
@@ -1015,7 +1017,7 @@ Result<ReadSummary> ReadTrace(ByteSource& source, std::string_view name, const R
   }
 
   // What is left has no newline: the header of a header-only file, or an unterminated last line.
-  std::string rest(buffer.data() + begin, filled - begin);
+  std::string rest(buffer_data + begin, filled - begin);
   if (!parser) {
     if (rest.empty()) return Error::Input(fmt::format("{}: empty file (no header)", name));
     if (!rest.empty() && rest.back() == '\r') rest.pop_back();

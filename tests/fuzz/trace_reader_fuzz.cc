@@ -45,7 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   headroom::trace::ReadOptions options;
   options.format = static_cast<headroom::trace::TraceFormat>(control % 4);
   options.gpus_per_poll = 1 + (control >> 2) % 4;
-  options.max_line_bytes = (control & 0x40) ? 64 : headroom::trace::kDefaultMaxLineBytes;
+  options.max_line_bytes = (control & 0x40) ? 64 : 4096;
   options.batch_rows = (control & 0x80) ? 3 : 4096;
   headroom::analysis::AnalyzeOptions analyze;
   analyze.scope =

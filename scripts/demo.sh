@@ -17,7 +17,7 @@ echo "== 2. headroom analyze: one job against a 330 W per-GPU budget"
 echo
 echo "== 3. headroom fleet: 2 copies of job A + 4 of job B = 16 GPUs, random starts, 200 trials"
 "$headroom" fleet "$out/job-a.csv:2" "$out/job-b.csv:4" --trials 200 --seed 1 \
-  --budget-fraction 0.7 --report "$out/fleet.html"
+  --budget-fraction 0.8 --report "$out/fleet.html"
 
 echo
 echo "Reports:"

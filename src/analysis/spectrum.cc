@@ -146,34 +146,45 @@ void WelchAccumulator::AddBatch(const double* t_s, const double* power_w, size_t
   }
   if (i == n) return;
   // Variance sums, four accumulators wide.
-  double s[4] = {0, 0, 0, 0}, q[4] = {0, 0, 0, 0};
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0, q0 = 0, q1 = 0, q2 = 0, q3 = 0;
+  const double shift = shift_w_;
   size_t j = i;
   for (; j + 4 <= n; j += 4) {
-    for (size_t k = 0; k < 4; ++k) {
-      const double x = power_w[j + k] - shift_w_;
-      s[k] += x;
-      q[k] += x * x;
-    }
+    const double x0 = power_w[j] - shift, x1 = power_w[j + 1] - shift;
+    const double x2 = power_w[j + 2] - shift, x3 = power_w[j + 3] - shift;
+    s0 += x0;
+    s1 += x1;
+    s2 += x2;
+    s3 += x3;
+    q0 += x0 * x0;
+    q1 += x1 * x1;
+    q2 += x2 * x2;
+    q3 += x3 * x3;
   }
   for (; j < n; ++j) {
-    const double x = power_w[j] - shift_w_;
-    s[0] += x;
-    q[0] += x * x;
+    const double x = power_w[j] - shift;
+    s0 += x;
+    q0 += x * x;
   }
-  sum_ += (s[0] + s[1]) + (s[2] + s[3]);
-  sum_sq_ += (q[0] + q[1]) + (q[2] + q[3]);
+  sum_ += (s0 + s1) + (s2 + s3);
+  sum_sq_ += (q0 + q1) + (q2 + q3);
   n_ += n - i;
-  // Segments: a gap restarts the buffer.
+  // Segments: a gap restarts the buffer. Most batches have none: find the largest step first
+  // (branch-free), and walk the steps only when it is a gap.
   const double gap_s = kGapSteps * *provisional_dt_s_;
-  double prev_t_s = last_t_s_;
+  double max_step_s = t_s[i] - last_t_s_;
+  for (j = i + 1; j < n; ++j) max_step_s = std::max(max_step_s, t_s[j] - t_s[j - 1]);
   size_t run_start = i;
-  for (j = i; j < n; ++j) {
-    if (t_s[j] - prev_t_s > gap_s) [[unlikely]] {
-      Append(power_w + run_start, j - run_start);
-      filled_ = 0;
-      run_start = j;
+  if (max_step_s > gap_s) {
+    double prev_t_s = last_t_s_;
+    for (j = i; j < n; ++j) {
+      if (t_s[j] - prev_t_s > gap_s) {
+        Append(power_w + run_start, j - run_start);
+        filled_ = 0;
+        run_start = j;
+      }
+      prev_t_s = t_s[j];
     }
-    prev_t_s = t_s[j];
   }
   Append(power_w + run_start, n - run_start);
   last_t_s_ = t_s[n - 1];

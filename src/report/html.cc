@@ -17,6 +17,7 @@ constexpr const char* kMeanColor = "#0b3c66";
 constexpr const char* kBudgetColor = "#d62728";
 constexpr const char* kNameplateColor = "#7f7f7f";
 constexpr const char* kAccentColor = "#ff7f0e";
+constexpr const char* kMaxColor = "#2ca02c";
 constexpr double kHeadroom = 1.08;  // y axes reach 8 % above the largest value shown
 
 std::string Page(const std::string& title, const std::string& body) {
@@ -179,7 +180,7 @@ std::string FleetReportHtml(const fleet::FleetResult& r, const std::vector<fleet
     chart.Points(strip_x, strip_y, kPowerColor, "one trial");
     chart.Line(xs, p50, kMeanColor, "p50");
     chart.Line(xs, p95, kAccentColor, "p95");
-    chart.Line(xs, pmax, kBudgetColor, "max", /*dashed=*/true);
+    chart.Line(xs, pmax, kMaxColor, "max", /*dashed=*/true);
     chart.HorizontalRule(1.0, kNameplateColor, "nameplate");
     if (r.budget_w) chart.HorizontalRule(*r.budget_w / r.nameplate_w, kBudgetColor, "budget");
     body += chart.Render();

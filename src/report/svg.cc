@@ -146,16 +146,19 @@ std::string SvgChart::Render() const {
   out += '\n';
   const double plot_bottom = kHeight - kBottom;
   const double plot_right = kWidth - kRight;
-  for (double t : NiceTicks(y_.min, y_.max, y_.log)) {
+  // Ticks are chosen in the units the labels show (value / scale).
+  for (double label : NiceTicks(y_.min / y_.scale, y_.max / y_.scale, y_.log)) {
+    const double t = label * y_.scale;
     out += fmt::format(
         R"svg(<line x1="{:.1f}" x2="{:.1f}" y1="{:.1f}" y2="{:.1f}" stroke="#ddd"/><text x="{:.1f}" y="{:.1f}" font-size="11" text-anchor="end">{:g}</text>)svg",
-        kLeft, plot_right, Y(t), Y(t), kLeft - 6.0, Y(t) + 4.0, t / y_.scale);
+        kLeft, plot_right, Y(t), Y(t), kLeft - 6.0, Y(t) + 4.0, label);
     out += '\n';
   }
-  for (double t : NiceTicks(x_.min, x_.max, x_.log)) {
+  for (double label : NiceTicks(x_.min / x_.scale, x_.max / x_.scale, x_.log)) {
+    const double t = label * x_.scale;
     out += fmt::format(
         R"svg(<line x1="{:.1f}" x2="{:.1f}" y1="{:.1f}" y2="{:.1f}" stroke="#eee"/><text x="{:.1f}" y="{:.1f}" font-size="11" text-anchor="middle">{:g}</text>)svg",
-        X(t), X(t), kTop, plot_bottom, X(t), plot_bottom + 16.0, t / x_.scale);
+        X(t), X(t), kTop, plot_bottom, X(t), plot_bottom + 16.0, label);
     out += '\n';
   }
   out += fmt::format(

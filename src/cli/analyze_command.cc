@@ -7,7 +7,6 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "cli/trace_options.h"
-#include "common/atomic_file.h"
 #include "common/duration.h"
 #include "report/html.h"
 #include "report/json.h"
@@ -83,19 +82,11 @@ Status RunAnalyze(const AnalyzeArgs& args) {
 
   const report::TraceInfo info{args.trace,
                                std::string(trace::TraceFormatName(summary->schema.format))};
-  if (!args.report.empty()) {
-    if (auto status = WriteFileAtomically(args.report, report::AnalyzeReportHtml(*result, info));
-        !status) {
-      return status;
-    }
-  }
-  if (args.json) {
-    fmt::print("{}\n", report::AnalyzeToJson(*result, info).dump(2));
-  } else {
-    fmt::print("{}", report::AnalyzeToText(*result, info));
-    if (!args.report.empty()) fmt::print("\nreport     {}\n", args.report);
-  }
-  return OkStatus();
+  const auto& r = *result;
+  return EmitResult(args.report, args.json,
+                    {[&] { return report::AnalyzeReportHtml(r, info); },
+                     [&] { return report::AnalyzeToJson(r, info).dump(2); },
+                     [&] { return report::AnalyzeToText(r, info); }});
 }
 
 }  // namespace

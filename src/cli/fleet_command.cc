@@ -6,7 +6,6 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "cli/trace_options.h"
-#include "common/atomic_file.h"
 #include "common/duration.h"
 #include "fleet/fleet.h"
 #include "report/html.h"
@@ -87,19 +86,11 @@ Status RunFleet(FleetArgs& args) {
   if (!result) return std::move(result).error();
   PrintWarnings(warnings);
 
-  if (!args.report.empty()) {
-    if (auto status = WriteFileAtomically(args.report, report::FleetReportHtml(*result, jobs));
-        !status) {
-      return status;
-    }
-  }
-  if (args.json) {
-    fmt::print("{}\n", report::FleetToJson(*result, jobs).dump(2));
-  } else {
-    fmt::print("{}", report::FleetToText(*result, jobs));
-    if (!args.report.empty()) fmt::print("\nreport     {}\n", args.report);
-  }
-  return OkStatus();
+  const auto& r = *result;
+  return EmitResult(args.report, args.json,
+                    {[&] { return report::FleetReportHtml(r, jobs); },
+                     [&] { return report::FleetToJson(r, jobs).dump(2); },
+                     [&] { return report::FleetToText(r, jobs); }});
 }
 
 }  // namespace

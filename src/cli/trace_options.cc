@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "common/atomic_file.h"
+
 namespace headroom::cli {
 
 void TraceOptions::Register(CLI::App& app) {
@@ -23,6 +25,19 @@ Result<trace::ReadOptions> TraceOptions::ToReadOptions() const {
   options.format = *parsed;
   options.gpus_per_poll = gpus;
   return options;
+}
+
+Status EmitResult(const std::string& report_path, bool json, const Renderers& render) {
+  if (!report_path.empty()) {
+    if (auto status = WriteFileAtomically(report_path, render.html()); !status) return status;
+  }
+  if (json) {
+    fmt::print("{}\n", render.json());
+  } else {
+    fmt::print("{}", render.text());
+    if (!report_path.empty()) fmt::print("\nreport     {}\n", report_path);
+  }
+  return OkStatus();
 }
 
 void PrintWarnings(const std::vector<std::string>& warnings) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -21,5 +22,15 @@ struct TraceOptions {
 
 // Prints warnings to stderr, one line each.
 void PrintWarnings(const std::vector<std::string>& warnings);
+
+// How a command's result goes out: the HTML report (when `report_path` is set) is written first,
+// atomically; then stdout gets the JSON object or the text tables. The renderers are only
+// called for what is asked.
+struct Renderers {
+  std::function<std::string()> html;
+  std::function<std::string()> json;
+  std::function<std::string()> text;
+};
+Status EmitResult(const std::string& report_path, bool json, const Renderers& render);
 
 }  // namespace headroom::cli

@@ -107,7 +107,9 @@ Result<FleetResult> Compose(std::vector<Job>& jobs, const FleetOptions& options)
   std::mt19937_64 rng(options.seed);
   std::vector<double> fleet_w(points);
   double energy_j_sum = 0.0;
-  for (uint32_t trial = 0; trial < options.trials; ++trial) {
+  // Without offsets every trial is the same composition: compute it once, count it `trials` times.
+  const uint32_t distinct_trials = options.offsets == Offsets::kNone ? 1 : options.trials;
+  for (uint32_t trial = 0; trial < distinct_trials; ++trial) {
     std::fill(fleet_w.begin(), fleet_w.end(), 0.0);
     for (const Job& job : jobs) {
       const auto& p = job.series.power_w;
@@ -142,6 +144,14 @@ Result<FleetResult> Compose(std::vector<Job>& jobs, const FleetOptions& options)
     }
   }
 
+  if (distinct_trials < options.trials) {
+    for (size_t w = 0; w < windows_s.size(); ++w) {
+      if (!peaks_w[w].empty()) peaks_w[w].assign(options.trials, peaks_w[w][0]);
+      counted[w] *= options.trials;
+      over[w] *= options.trials;
+    }
+    energy_j_sum *= options.trials;
+  }
   for (size_t w = 0; w + 1 < windows_s.size(); ++w) {
     FleetWindow fw;
     fw.window_s = windows_s[w];

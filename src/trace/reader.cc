@@ -271,6 +271,20 @@ class RowParser {
     return true;
   }
 
+  // Runs parse_row(p, line_begin) on every non-blank line of [p, end); parse_row advances p past
+  // the line's newline or returns false (error() set).
+  template <class ParseRow>
+  [[gnu::always_inline]] bool ForEachLine(const char* p, const char* end, ParseRow&& parse_row) {
+    chunk_end_ = end;
+    while (p < end) {
+      ++line_no_;
+      const char* const line_begin = p;
+      if (BlankLine(p)) continue;
+      if (!parse_row(p, line_begin)) return false;
+    }
+    return true;
+  }
+
   static bool BlankLine(const char*& p) {
     if (*p == '\n') {
       ++p;
@@ -472,14 +486,10 @@ class LongParser final : public RowParser {
  private:
   // The layout with just the required columns, "t_s,gpu,power_w": the same checks as
   // ParseAnyLines, unrolled (measured 13 % faster than the column loop on long traces).
-  bool ParseMinimalLines(const char* p, const char* end) {
-    chunk_end_ = end;
+  bool ParseMinimalLines(const char* begin, const char* end) {
     const double no_fields[kFieldCount] = {kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN};
     GpuToken gpu;
-    while (p < end) {
-      ++line_no_;
-      const char* const line_begin = p;
-      if (BlankLine(p)) continue;
+    return ForEachLine(begin, end, [&](const char*& p, const char* line_begin) {
       double t_s, power_w;
       if (!Number(p, 0, t_s, /*required=*/true) || !Separator(p, 1) || !GpuField(p, 1, gpu) ||
           !Separator(p, 2) || !Number(p, 2, power_w, /*required=*/true) ||
@@ -493,22 +503,18 @@ class LongParser final : public RowParser {
       if (!CheckTime(known, t_s, 0)) return false;
       Emit(InternGpu(gpu, known), t_s, power_w, no_fields, SampleBatch::kNoPhase);
       ++summary_.rows;
-    }
-    return true;
+      return true;
+    });
   }
 
-  bool ParseAnyLines(const char* p, const char* end) {
-    chunk_end_ = end;
+  bool ParseAnyLines(const char* begin, const char* end) {
     double values[kSlots];
     std::fill(std::begin(values), std::end(values), kNaN);
     double* const fields = values + kFirstFieldSlot;
     const auto& has_field = summary_.schema.has_field;
     GpuToken gpu;
     std::string phase;
-    while (p < end) {
-      ++line_no_;
-      const char* const line_begin = p;
-      if (BlankLine(p)) continue;
+    return ForEachLine(begin, end, [&](const char*& p, const char* line_begin) {
       bool has_phase_value = false;
       for (size_t col = 0; col < columns_.size(); ++col) {
         if (col > 0 && !Separator(p, col)) return false;
@@ -550,8 +556,8 @@ class LongParser final : public RowParser {
       }
       Emit(InternGpu(gpu, known), t_s, power_w, fields, phase_index);
       ++summary_.rows;
-    }
-    return true;
+      return true;
+    });
   }
 
   std::optional<uint16_t> InternPhase(const std::string& name) {
@@ -639,14 +645,10 @@ class WideParser final : public RowParser {
     return std::nullopt;
   }
 
-  bool ParseLines(const char* p, const char* end) override {
-    chunk_end_ = end;
+  bool ParseLines(const char* begin, const char* end) override {
     double fields[kFieldCount];
     std::fill(std::begin(fields), std::end(fields), kNaN);
-    while (p < end) {
-      ++line_no_;
-      const char* const line_begin = p;
-      if (BlankLine(p)) continue;
+    return ForEachLine(begin, end, [&](const char*& p, const char* line_begin) {
       std::fill(power_.begin(), power_.end(), kNaN);
       std::fill(util_.begin(), util_.end(), kNaN);
       double t_s = kNaN;
@@ -686,8 +688,8 @@ class WideParser final : public RowParser {
         Emit(g, t_s, power_[g], fields, SampleBatch::kNoPhase);
       }
       ++summary_.rows;
-    }
-    return true;
+      return true;
+    });
   }
 
  private:
@@ -791,14 +793,10 @@ class NvidiaSmiParser final : public RowParser {
     return std::nullopt;
   }
 
-  bool ParseLines(const char* p, const char* end) override {
-    chunk_end_ = end;
+  bool ParseLines(const char* begin, const char* end) override {
     double fields[kFieldCount];
     std::fill(std::begin(fields), std::end(fields), kNaN);
-    while (p < end) {
-      ++line_no_;
-      const char* const line_begin = p;
-      if (BlankLine(p)) continue;
+    return ForEachLine(begin, end, [&](const char*& p, const char* line_begin) {
       int64_t ns = 0;
       double power_w = kNaN;
       GpuToken gpu;
@@ -859,8 +857,8 @@ class NvidiaSmiParser final : public RowParser {
       if (!CheckTime(FindGpu(gpu), t_s, t_column)) return false;
       Emit(InternGpu(gpu), t_s, power_w, fields, SampleBatch::kNoPhase);
       ++summary_.rows;
-    }
-    return true;
+      return true;
+    });
   }
 
  private:

@@ -127,13 +127,9 @@ void Analyzer::OnBatch(const trace::SampleBatch& batch, const trace::TraceSchema
     if (!gpu.started) {
       gpu.started = true;
       gpu.first_t_s = t_s[0];
+      steps.AddRun(t_s[0], power_w[0], t_s + 1, power_w + 1, m - 1);
     } else {
-      const double step_s = t_s[0] - gpu.last_t_s;
-      steps.Add(step_s, 0.5 * (power_w[0] + gpu.last_power_w) * step_s);
-    }
-    for (size_t i = 1; i < m; ++i) {
-      const double step_s = t_s[i] - t_s[i - 1];
-      steps.Add(step_s, 0.5 * (power_w[i] + power_w[i - 1]) * step_s);
+      steps.AddRun(gpu.last_t_s, gpu.last_power_w, t_s, power_w, m);
     }
     gpu.last_t_s = t_s[m - 1];
     gpu.last_power_w = power_w[m - 1];

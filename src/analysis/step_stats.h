@@ -37,6 +37,19 @@ class StepStats {
     AddSlow(step_s, area_j);
   }
 
+  // The steps of one GPU's run of samples t_s[0..n) (powers power_w), the first one from the
+  // sample before the run (prev_t_s, prev_power_w). REQUIRES: t_s non-decreasing, >= prev_t_s.
+  void AddRun(double prev_t_s, double prev_power_w, const double* t_s, const double* power_w,
+              size_t n) {
+    double t_prev = prev_t_s, p_prev = prev_power_w;
+    for (size_t i = 0; i < n; ++i) {
+      const double step_s = t_s[i] - t_prev;
+      Add(step_s, 0.5 * (power_w[i] + p_prev) * step_s);
+      t_prev = t_s[i];
+      p_prev = power_w[i];
+    }
+  }
+
   struct Summary {
     std::optional<double> dt_s;  // none without any step
     double energy_j = 0.0;

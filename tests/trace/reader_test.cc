@@ -102,6 +102,35 @@ TEST(LongFormat, OtherLayoutsReportTheSameErrors) {
               HasSubstr("x.csv:2:3: column 'power_w': negative power"));
 }
 
+TEST(LongFormat, RepeatedTimestampTextIsReusedOnlyWhenIdentical) {
+  // Rows of one poll share t_s; near-identical texts (a longer number, another length, a
+  // 17-character timestamp) must still be parsed afresh.
+  const std::string rows =
+      "12.5,0,1\n12.5,1,2\n12.55,0,3\n12.5,2,4\n112.5,1,5\n"
+      "1234567.123456789,0,6\n1234567.123456789,1,7\n1234567.123456780,2,8\n";
+  for (const std::string header : {"t_s,gpu,power_w\n", "t_s,gpu,power_w,step\n"}) {
+    std::string text = header;
+    if (header.find("step") != std::string::npos) {
+      // Same rows with a fourth column: the general loop.
+      std::string extended;
+      size_t start = 0;
+      for (size_t nl = rows.find('\n'); nl != std::string::npos; nl = rows.find('\n', start)) {
+        extended += rows.substr(start, nl - start) + ",1\n";
+        start = nl + 1;
+      }
+      text += extended;
+    } else {
+      text += rows;
+    }
+    auto c = Read(text);
+    ASSERT_TRUE(c.summary.ok()) << c.summary.error().message();
+    const auto& s = c.sink.series();
+    EXPECT_EQ(s[0].t_s, (std::vector<double>{12.5, 12.55, 1234567.123456789}));
+    EXPECT_EQ(s[1].t_s, (std::vector<double>{12.5, 112.5, 1234567.123456789}));
+    EXPECT_EQ(s[2].t_s, (std::vector<double>{12.5, 1234567.12345678}));
+  }
+}
+
 TEST(HeaderErrors, MissingColumnsEmptyFileUnknownFormatDuplicates) {
   EXPECT_THAT(ErrorOf(""), HasSubstr("x.csv: empty file"));
   EXPECT_THAT(ErrorOf("a,b,c\n1,2,3\n"), HasSubstr("x.csv:1: unknown trace format"));

@@ -14,5 +14,6 @@ using Command = std::function<Status()>;
 Command SetupAnalyze(CLI::App& app);
 Command SetupFleet(CLI::App& app);
 Command SetupSynth(CLI::App& app);
+Command SetupTwin(CLI::App& app);
 
 }  // namespace headroom::cli

@@ -37,6 +37,8 @@ int main(int argc, char** argv) {
       headroom::cli::SetupFleet);
   add("synth", "Write a synthetic GRPO-like training trace (for demos and benchmarks)",
       headroom::cli::SetupSynth);
+  add("twin", "The digital twin of GRPO training power: run, authority, calibrate, scenarios",
+      headroom::cli::SetupTwin);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,321 @@
+#include <fmt/format.h>
+
+#include <cmath>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/trace_options.h"
+#include "common/atomic_file.h"
+#include "report/table.h"
+#include "trace/reader.h"
+#include "trace/writer.h"
+#include "twin/authority.h"
+#include "twin/calibrate.h"
+#include "twin/scenario.h"
+#include "twin/twin.h"
+
+namespace headroom::cli {
+namespace {
+
+// ---- twin run ------------------------------------------------------------------------------
+
+struct RunArgs {
+  std::string scenario;
+  int steps = 0;
+  double duration_s = 0.0;
+  uint64_t seed = 1;
+  std::optional<int> concurrency;
+  std::optional<int> group_size;
+  std::optional<double> power_limit_w;
+  std::optional<int> checkpoint_every;
+  std::string out;
+};
+
+Status RunTwin(const RunArgs& args) {
+  auto scenario = twin::LoadScenario(args.scenario);
+  if (!scenario) return std::move(scenario).error();
+  if (args.checkpoint_every) scenario->checkpoint_every_steps = *args.checkpoint_every;
+  if (args.steps <= 0 && args.duration_s <= 0.0) {
+    return Error::Usage("give --steps N or --duration-s S (or both: whichever comes first)");
+  }
+  twin::Twin twin(*scenario, args.seed);
+  if (args.concurrency) twin.SetConcurrency(*args.concurrency);
+  if (args.group_size) twin.SetGroupSize(*args.group_size);
+  if (args.power_limit_w) twin.SetPowerLimit(*args.power_limit_w);
+
+  std::bitset<trace::kFieldCount> fields;
+  fields.set(trace::FieldIndex(trace::Field::kStep));
+  fields.set(trace::FieldIndex(trace::Field::kTokens));
+  fields.set(trace::FieldIndex(trace::Field::kConcurrency));
+  fields.set(trace::FieldIndex(trace::Field::kGroupSize));
+  auto writer = trace::TraceWriter::Open(args.out, fields, /*with_phase=*/true);
+  if (!writer) return std::move(writer).error();
+  trace::TraceRow row;
+  const auto done = [&] {
+    if (args.steps > 0 && twin.steps_done() >= args.steps) return true;
+    if (args.duration_s > 0.0) return twin.t_s() >= args.duration_s - 1e-9;
+    return twin.current_phase() == twin::Phase::kStopped;  // steps can no longer complete
+  };
+  while (!done()) {
+    const double t_s = twin.t_s();  // a row holds the power of [t_s, t_s + tick)
+    twin.Tick();
+    row.t_s = std::round(t_s * 1e6) / 1e6;
+    row.phase = twin::PhaseName(twin.phase());
+    row.fields[trace::FieldIndex(trace::Field::kStep)] = twin.steps_done();
+    row.fields[trace::FieldIndex(trace::Field::kConcurrency)] = twin.concurrency();
+    row.fields[trace::FieldIndex(trace::Field::kGroupSize)] = twin.group_size();
+    for (size_t g = 0; g < twin.power_w().size(); ++g) {
+      row.gpu = static_cast<uint32_t>(g);
+      row.power_w = std::round(twin.power_w()[g] * 100.0) / 100.0;
+      row.fields[trace::FieldIndex(trace::Field::kTokens)] = twin.tick_tokens()[g];
+      writer->Write(row);
+    }
+  }
+  trace::TraceMeta meta;
+  meta.gpu_model = scenario->gpu_model;
+  meta.nameplate_w = scenario->nameplate_w;
+  meta.sample_interval_s = scenario->tick_s;
+  meta.job = fmt::format("headroom twin: {} ({})", scenario->name, scenario->model);
+  meta.notes = fmt::format(
+      "seed {}, concurrency {}, group size {}, power limit {}", args.seed, twin.concurrency(),
+      twin.next_group_size(),
+      twin.power_limit_w() > 0.0 ? fmt::format("{} W", twin.power_limit_w()) : std::string("none"));
+  if (auto status = writer->Commit(meta); !status) return status;
+  fmt::print(stderr, "wrote {:.1f} s, {} steps, {:.4f} kWh, {:.0f} tokens to {}\n", twin.t_s(),
+             twin.steps_done(), twin.energy_j() / 3.6e6, twin.tokens_total(), args.out);
+  return OkStatus();
+}
+
+// ---- twin authority ------------------------------------------------------------------------
+
+struct AuthorityArgs {
+  std::string scenario;
+  int steps = 4;
+  int seeds = 3;
+  bool json = false;
+};
+
+Status RunAuthority(const AuthorityArgs& args) {
+  auto scenario = twin::LoadScenario(args.scenario);
+  if (!scenario) return std::move(scenario).error();
+  twin::AuthorityOptions options;
+  options.steps = args.steps;
+  options.seeds.clear();
+  for (int s = 1; s <= args.seeds; ++s) options.seeds.push_back(static_cast<uint64_t>(s));
+  auto result = twin::MeasureAuthority(*scenario, options);
+  if (!result) return std::move(result).error();
+  if (args.json) {
+    nlohmann::ordered_json j;
+    j["scenario"] = result->scenario;
+    auto actuators = nlohmann::ordered_json::array();
+    for (const auto& a : result->actuators) {
+      actuators.push_back({{"name", a.name},
+                           {"range", {a.low.value, a.high.value}},
+                           {"rollout_power_change_pct", a.rollout_power_change_pct},
+                           {"step_time_change_pct", a.step_time_change_pct},
+                           {"tokens_per_s_change_pct", a.tokens_per_s_change_pct},
+                           {"low",
+                            {{"rollout_power_w", a.low.rollout_power_w},
+                             {"step_time_s", a.low.step_time_s},
+                             {"tokens_per_s", a.low.tokens_per_s}}},
+                           {"high",
+                            {{"rollout_power_w", a.high.rollout_power_w},
+                             {"step_time_s", a.high.step_time_s},
+                             {"tokens_per_s", a.high.tokens_per_s}}}});
+    }
+    j["actuators"] = std::move(actuators);
+    fmt::print("{}\n", j.dump(2));
+    return OkStatus();
+  }
+  fmt::print("scenario   {} ({} steps x {} seeds per setting; others at their defaults)\n\n",
+             result->scenario, args.steps, args.seeds);
+  report::TextTable table(
+      {"actuator", "range", "rollout W/GPU", "power change", "step time", "tokens/s"});
+  for (const auto& a : result->actuators) {
+    table.AddRow({a.name, fmt::format("{:g} -> {:g}", a.low.value, a.high.value),
+                  fmt::format("{:.1f} -> {:.1f}", a.low.rollout_power_w, a.high.rollout_power_w),
+                  fmt::format("{:+.1f}%", a.rollout_power_change_pct),
+                  fmt::format("{:+.1f}%", a.step_time_change_pct),
+                  fmt::format("{:+.1f}%", a.tokens_per_s_change_pct)});
+  }
+  fmt::print("{}", table.Render());
+  return OkStatus();
+}
+
+// ---- twin calibrate ------------------------------------------------------------------------
+
+struct CalibrateArgs {
+  std::string mlenergy;
+  std::string model;
+  std::string gpu;
+  int tp = 1;
+  std::string task = "lm-arena-chat";
+  std::vector<std::string> held_out_models;
+  std::string trace;
+  bool fit_dynamics = false;
+  std::string gpu_id;
+  std::string out;
+};
+
+// Keeps one GPU's samples with their concurrency.
+class ConcurrencySink final : public trace::SampleSink {
+ public:
+  explicit ConcurrencySink(std::string gpu_id) : gpu_id_(std::move(gpu_id)) {}
+  void OnBatch(const trace::SampleBatch& batch, const trace::TraceSchema& schema) override {
+    const auto& c = batch.fields[trace::FieldIndex(trace::Field::kConcurrency)];
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const std::string& id = schema.gpu_ids[batch.gpu[i]];
+      if (gpu_id_.empty()) gpu_id_ = id;
+      if (id != gpu_id_ || std::isnan(c[i])) continue;
+      t_s.push_back(batch.t_s[i]);
+      power_w.push_back(batch.power_w[i]);
+      concurrency.push_back(c[i]);
+    }
+  }
+  std::vector<double> t_s, power_w, concurrency;
+
+ private:
+  std::string gpu_id_;
+};
+
+Status RunCalibrate(const CalibrateArgs& args) {
+  std::string toml;
+  if (args.fit_dynamics) {
+    if (args.trace.empty()) return Error::Usage("--fit-dynamics needs --trace FILE");
+    ConcurrencySink sink(args.gpu_id);
+    auto summary = trace::ReadTraceFile(args.trace, {}, sink);
+    if (!summary) return std::move(summary).error();
+    if (!summary->schema.Has(trace::Field::kConcurrency)) {
+      return Error::Input(
+          fmt::format("{}: no concurrency column: dynamics are fitted on the "
+                      "responses to concurrency changes",
+                      args.trace));
+    }
+    auto fit = twin::FitDynamics(sink.t_s, sink.power_w, sink.concurrency);
+    if (!fit) return Error::Input(fmt::format("{}: {}", args.trace, fit.error().message()));
+    fmt::print(
+        "dynamics   tau_up {:.3g} s, tau_down {:.3g} s, noise {:.3g} W (AR(1) rho {:.3g} "
+        "per {:.3g} s sample); {} rises, {} falls\n",
+        fit->tau_up_s, fit->tau_down_s, fit->noise_w, fit->noise_rho, fit->sample_interval_s,
+        fit->up_steps, fit->down_steps);
+    toml = twin::DynamicsFitToml(*fit, args.trace);
+  } else {
+    if (args.mlenergy.empty() || args.model.empty() || args.gpu.empty()) {
+      return Error::Usage(
+          "give --mlenergy FILE.csv --model M --gpu G (or --trace FILE "
+          "--fit-dynamics)");
+    }
+    auto rows = twin::ReadMlEnergyCsv(args.mlenergy);
+    if (!rows) return std::move(rows).error();
+    auto c = twin::CalibrateDecode(*rows, args.model, args.gpu, args.tp, args.task,
+                                   args.held_out_models);
+    if (!c) return Error::Input(fmt::format("{}: {}", args.mlenergy, c.error().message()));
+    fmt::print("fit        {} on {} TP{}, task {}: {} points\n", c->model, c->gpu, c->tp,
+               c->fit_task, c->power.points);
+    fmt::print("power      RMSE {:.2f} W per GPU   (b0 {:.1f}, L {:.1f}, x0 {:.3f}, k {:.3f})\n",
+               c->power.rmse, c->power.curve.b0, c->power.curve.l, c->power.curve.x0,
+               c->power.curve.k);
+    fmt::print("throughput RMSE {:.1f} tok/s per engine\n", c->tokens.rmse);
+    if (c->held_out_power_rmse_w) {
+      fmt::print(
+          "held out   {} points of other tasks: power RMSE {:.2f} W, throughput RMSE "
+          "{:.1f} tok/s\n",
+          c->held_out_points, *c->held_out_power_rmse_w, *c->held_out_tokens_rmse);
+    } else {
+      fmt::print("held out   none: no other task for this model, GPU and TP\n");
+    }
+    for (const auto& m : c->held_out_models) {
+      fmt::print("held out   model {} ({} points): power RMSE {:.2f} W\n", m.model, m.points,
+                 m.power_rmse_w);
+    }
+    toml = twin::DecodeCalibrationToml(*c, args.mlenergy);
+  }
+  if (auto status = WriteFileAtomically(args.out, toml); !status) return status;
+  fmt::print("wrote      {}\n", args.out);
+  return OkStatus();
+}
+
+// ---- twin scenarios ------------------------------------------------------------------------
+
+Status ListScenarios() {
+  report::TextTable table({"scenario", "GPUs", "TP", "model", "description"});
+  for (const auto& name : twin::BuiltinScenarioNames()) {
+    auto s = twin::LoadScenario(name);
+    if (!s) return std::move(s).error();
+    table.AddRow({name, std::to_string(s->gpus), std::to_string(s->tp), s->model, s->description});
+  }
+  fmt::print("{}", table.Render());
+  return OkStatus();
+}
+
+}  // namespace
+
+Command SetupTwin(CLI::App& app) {
+  app.require_subcommand(1);
+  auto selected = std::make_shared<Command>();
+
+  auto* run = app.add_subcommand("run", "Simulate a scenario and write its power trace");
+  auto run_args = std::make_shared<RunArgs>();
+  run->add_option("--scenario", run_args->scenario, "Built-in scenario name or TOML file")
+      ->required();
+  run->add_option("--steps", run_args->steps, "GRPO steps to simulate")->check(CLI::PositiveNumber);
+  run->add_option("--duration-s", run_args->duration_s, "Seconds to simulate")
+      ->check(CLI::PositiveNumber);
+  run->add_option("--seed", run_args->seed, "Random seed")->capture_default_str();
+  run->add_option("--concurrency", run_args->concurrency, "Generation concurrency (clamped)");
+  run->add_option("--group-size", run_args->group_size, "GRPO group size (clamped)");
+  run->add_option("--power-limit-w", run_args->power_limit_w, "Hardware power limit per GPU");
+  run->add_option("--checkpoint-every", run_args->checkpoint_every,
+                  "Checkpoint every N steps (0: never); overrides the scenario")
+      ->check(CLI::NonNegativeNumber);
+  run->add_option("--out", run_args->out, "Trace to write (long CSV) and its .meta.json")
+      ->required();
+  run->callback([selected, run_args] { *selected = [run_args] { return RunTwin(*run_args); }; });
+
+  auto* authority = app.add_subcommand("authority", "Each actuator's power authority");
+  auto authority_args = std::make_shared<AuthorityArgs>();
+  authority->add_option("--scenario", authority_args->scenario, "Scenario")->required();
+  authority->add_option("--steps", authority_args->steps, "Steps per run")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  authority->add_option("--seeds", authority_args->seeds, "Seeds per setting")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  authority->add_flag("--json", authority_args->json, "Print JSON");
+  authority->callback([selected, authority_args] {
+    *selected = [authority_args] { return RunAuthority(*authority_args); };
+  });
+
+  auto* calibrate = app.add_subcommand("calibrate", "Fit decode curves or dynamics to data");
+  auto calibrate_args = std::make_shared<CalibrateArgs>();
+  calibrate->add_option("--mlenergy", calibrate_args->mlenergy,
+                        "ML.ENERGY v3 flattened CSV (mlenergy_v3_llm_configs.csv)");
+  calibrate->add_option("--model", calibrate_args->model,
+                        "model_id, e.g. meta-llama/Llama-3.1-8B-Instruct");
+  calibrate->add_option("--gpu", calibrate_args->gpu, "gpu_model, e.g. H100");
+  calibrate->add_option("--tp", calibrate_args->tp, "Tensor-parallel degree")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  calibrate->add_option("--task", calibrate_args->task, "Task to fit on (others are held out)")
+      ->capture_default_str();
+  calibrate->add_option("--held-out-model", calibrate_args->held_out_models,
+                        "Another model (same GPU and TP) to predict with the fit, and score");
+  calibrate->add_option("--trace", calibrate_args->trace,
+                        "Measured trace with a concurrency column");
+  calibrate->add_flag("--fit-dynamics", calibrate_args->fit_dynamics,
+                      "Fit lag and noise from --trace");
+  calibrate->add_option("--gpu-id", calibrate_args->gpu_id,
+                        "GPU of --trace to fit (default: first)");
+  calibrate->add_option("--out", calibrate_args->out, "TOML to write")->required();
+  calibrate->callback([selected, calibrate_args] {
+    *selected = [calibrate_args] { return RunCalibrate(*calibrate_args); };
+  });
+
+  auto* scenarios = app.add_subcommand("scenarios", "List the built-in scenarios");
+  scenarios->callback([selected] { *selected = [] { return ListScenarios(); }; });
+
+  return [selected] { return (*selected)(); };
+}
+
+}  // namespace headroom::cli

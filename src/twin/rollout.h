@@ -1,0 +1,57 @@
+// One rollout engine (a vLLM-like server on a tensor-parallel group): the sequences of a GRPO
+// rollout, admitted up to the concurrency limit and the KV capacity, decoded together.
+//
+// Occupancy n(t) = min(concurrency limit, sequences not yet finished, KV capacity). Every
+// sequence in flight advances by the same number of tokens per tick (the engine's throughput
+// at n, shared), so a sequence finishes when the engine's cumulative per-sequence progress
+// reaches its admission mark plus its length: a min-heap of finish marks makes a tick O(1)
+// plus O(log n) per finished sequence.
+//
+// Not thread-safe: one owner.
+#pragma once
+
+#include <cstdint>
+#include <queue>
+#include <vector>
+
+#include "twin/curves.h"
+
+namespace headroom::twin {
+
+struct EngineRates {
+  const DecodeCurves* decode = nullptr;
+  double prefill_tokens_per_s = 0.0;
+  double prefill_power_w = 0.0;
+  // Slowdown (time factor >= 1) and drawn power of a phase at full-clock power p under the
+  // power limit in force; identity without a limit.
+  double power_limit_w = 0.0;  // 0: none
+  const ClockCurve* clock = nullptr;
+};
+
+class RolloutEngine {
+ public:
+  // Starts a rollout. REQUIRES: done(). `lengths` are completion lengths in tokens;
+  // each admitted sequence adds `prefill_tokens_per_sequence` of prompt work.
+  void Start(std::vector<double> lengths, double prefill_tokens_per_sequence);
+
+  struct Tick {
+    double tokens = 0.0;     // tokens generated in the tick
+    double power_w = 0.0;    // mean target power per GPU of the engine over the tick
+    double occupancy = 0.0;  // sequences in flight during the tick
+  };
+  // Advances by dt_s under a concurrency limit and a KV capacity (in sequences).
+  Tick Advance(double dt_s, int concurrency, int kv_capacity, const EngineRates& rates);
+
+  bool done() const { return next_ == lengths_.size() && in_flight_.empty(); }
+  size_t in_flight() const { return in_flight_.size(); }
+
+ private:
+  std::vector<double> lengths_;
+  size_t next_ = 0;  // first sequence not yet admitted
+  std::priority_queue<double, std::vector<double>, std::greater<>> in_flight_;  // finish marks
+  double progress_ = 0.0;  // tokens each in-flight sequence has advanced since the start
+  double prefill_queue_tokens_ = 0.0;
+  double prefill_per_sequence_ = 0.0;
+};
+
+}  // namespace headroom::twin

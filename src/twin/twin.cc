@@ -1,0 +1,271 @@
+#include "twin/twin.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace headroom::twin {
+namespace {
+
+constexpr double kTimeEpsilon = 1e-12;
+constexpr int kMaxEmptyPhases = 64;  // guards against a step whose every phase takes no time
+
+double Alpha(double tick_s, double tau_s) {
+  return tau_s <= 0.0 ? 1.0 : 1.0 - std::exp(-tick_s / tau_s);
+}
+
+}  // namespace
+
+std::string_view PhaseName(Phase phase) {
+  switch (phase) {
+    case Phase::kStartup:
+      return "startup";
+    case Phase::kRollout:
+      return "rollout";
+    case Phase::kLogprob:
+      return "logprob";
+    case Phase::kTrain:
+      return "train";
+    case Phase::kSync:
+      return "sync";
+    case Phase::kCheckpoint:
+      return "checkpoint";
+    case Phase::kStopped:
+      return "stopped";
+  }
+  return "?";
+}
+
+Twin::Twin(const Scenario& scenario, uint64_t seed)
+    : scenario_(scenario),
+      kv_capacity_(scenario.has_rollout ? KvCapacitySequences(scenario) : 0),
+      rng_(seed),
+      concurrency_(scenario.concurrency),
+      group_size_(scenario.group_size),
+      step_group_size_(scenario.group_size) {
+  const auto gpus = static_cast<size_t>(scenario_.gpus);
+  engines_.resize(static_cast<size_t>(scenario_.engines()));
+  target_energy_.assign(gpus, 0.0);
+  const double start_w = scenario_.idle_before_s > 0.0 ? scenario_.idle_w : scenario_.idle_loaded_w;
+  lagged_w_.assign(gpus, start_w);
+  noise_w_.resize(gpus);
+  for (double& n : noise_w_) n = scenario_.noise_w * unit_normal_(rng_);  // stationary start
+  power_w_.assign(gpus, start_w);
+  smoothed_w_.assign(gpus, start_w);
+  tick_tokens_.assign(gpus, 0.0);
+  window_ticks_ = std::max<size_t>(
+      1, static_cast<size_t>(std::lround(scenario_.telemetry_average_s / scenario_.tick_s)));
+  history_.assign(window_ticks_ * gpus, start_w);
+  alpha_up_ = Alpha(scenario_.tick_s, scenario_.tau_up_s);
+  alpha_down_ = Alpha(scenario_.tick_s, scenario_.tau_down_s);
+  innovation_w_ = scenario_.noise_w * std::sqrt(1.0 - scenario_.noise_rho * scenario_.noise_rho);
+  if (scenario_.idle_before_s + scenario_.startup_s > 0.0) {
+    phase_ = Phase::kStartup;
+    idle_before_left_s_ = scenario_.idle_before_s;
+    phase_left_s_ = scenario_.startup_s;
+  } else {
+    BeginStep();
+  }
+}
+
+int Twin::SetConcurrency(int concurrency) {
+  if (!scenario_.has_rollout) return concurrency_;
+  concurrency_ =
+      std::clamp(concurrency, scenario_.concurrency_range.lo, scenario_.concurrency_range.hi);
+  return concurrency_;
+}
+
+int Twin::SetGroupSize(int group_size) {
+  if (!scenario_.has_rollout) return group_size_;
+  group_size_ =
+      std::clamp(group_size, scenario_.group_size_range.lo, scenario_.group_size_range.hi);
+  return group_size_;
+}
+
+double Twin::SetPowerLimit(double limit_w) {
+  power_limit_w_ = (limit_w <= 0.0 || limit_w >= scenario_.nameplate_w)
+                       ? 0.0
+                       : std::max(limit_w, scenario_.power_limit_min_w);
+  return power_limit_w_;
+}
+
+void Twin::BeginStep() {
+  step_group_size_ = group_size_;
+  if (!scenario_.has_rollout) {
+    step_tokens_ = scenario_.train_tokens_per_step * scenario_.gpus;
+    BeginFixedPhase(Phase::kTrain, step_tokens_ / (scenario_.gpus * scenario_.train_tokens_per_s),
+                    scenario_.train_power_w);
+    return;
+  }
+  // P prompts x G completions; a prompt's completions share an engine (and its prompt prefix).
+  const size_t engines = engines_.size();
+  std::vector<std::vector<double>> lengths(engines);
+  const double log_median = std::log(scenario_.length_median_tokens);
+  step_tokens_ = 0.0;
+  for (int p = 0; p < scenario_.prompts_per_step; ++p) {
+    auto& mine = lengths[static_cast<size_t>(p) % engines];
+    for (int g = 0; g < step_group_size_; ++g) {
+      const double drawn = std::exp(log_median + scenario_.length_sigma * unit_normal_(rng_));
+      const double length = std::clamp(std::round(drawn), 1.0, scenario_.max_new_tokens);
+      mine.push_back(length);
+      drawn_tokens_ += length;
+      step_tokens_ += scenario_.prompt_tokens + length;
+    }
+  }
+  const double prefill_per_sequence = scenario_.prompt_tokens / step_group_size_;
+  for (size_t e = 0; e < engines; ++e)
+    engines_[e].Start(std::move(lengths[e]), prefill_per_sequence);
+  phase_ = Phase::kRollout;
+}
+
+void Twin::BeginFixedPhase(Phase phase, double work_s, double full_power_w) {
+  phase_ = phase;
+  phase_left_s_ = work_s;  // seconds of work at full clock
+  phase_power_w_ = full_power_w;
+}
+
+void Twin::NextAfter(Phase finished) {
+  switch (finished) {
+    case Phase::kStartup:
+    case Phase::kCheckpoint:
+      BeginStep();
+      return;
+    case Phase::kRollout:
+      if (scenario_.logprob_passes > 0) {
+        BeginFixedPhase(Phase::kLogprob,
+                        step_tokens_ * scenario_.logprob_passes /
+                            (scenario_.gpus * scenario_.logprob_tokens_per_s),
+                        scenario_.logprob_power_w);
+        return;
+      }
+      [[fallthrough]];
+    case Phase::kLogprob:
+      BeginFixedPhase(Phase::kTrain, step_tokens_ / (scenario_.gpus * scenario_.train_tokens_per_s),
+                      scenario_.train_power_w);
+      return;
+    case Phase::kTrain:
+      if (scenario_.sync_s > 0.0) {
+        BeginFixedPhase(Phase::kSync, scenario_.sync_s, scenario_.sync_power_w);
+        return;
+      }
+      [[fallthrough]];
+    case Phase::kSync:
+      ++steps_done_;
+      if (scenario_.checkpoint_every_steps > 0 &&
+          steps_done_ % scenario_.checkpoint_every_steps == 0) {
+        BeginFixedPhase(Phase::kCheckpoint, scenario_.checkpoint_s, scenario_.checkpoint_power_w);
+        return;
+      }
+      BeginStep();
+      return;
+    case Phase::kStopped:
+      return;
+  }
+}
+
+void Twin::AddUniform(double power_w, double duration_s) {
+  for (double& e : target_energy_) e += power_w * duration_s;
+}
+
+void Twin::Tick() {
+  const double dt = scenario_.tick_s;
+  const int tp = scenario_.tp;
+  std::fill(target_energy_.begin(), target_energy_.end(), 0.0);
+  std::fill(tick_tokens_.begin(), tick_tokens_.end(), 0.0);
+  phase_time_.fill(0.0);
+  double occupancy = 0.0;
+  double t_now = t_s();
+  double remaining = dt;
+  int empty_phases = 0;
+  const EngineRates rates{&scenario_.decode, scenario_.prefill_tokens_per_s,
+                          scenario_.prefill_power_w, power_limit_w_, &scenario_.clock};
+
+  while (remaining > kTimeEpsilon) {
+    const double until_stop = scenario_.stop_at_s ? *scenario_.stop_at_s - t_now
+                                                  : std::numeric_limits<double>::infinity();
+    if (phase_ != Phase::kStopped && until_stop <= kTimeEpsilon) phase_ = Phase::kStopped;
+    const Phase phase = phase_;
+    if (phase == Phase::kStopped) {
+      AddUniform(scenario_.idle_w, remaining);
+      phase_time_[static_cast<size_t>(phase)] += remaining;
+      break;
+    }
+    const double span = std::min(remaining, until_stop);
+    double used = 0.0;
+    if (phase == Phase::kRollout) {
+      bool all_done = true;
+      for (size_t e = 0; e < engines_.size(); ++e) {
+        const auto tick = engines_[e].Advance(span, concurrency_, kv_capacity_, rates);
+        for (int g = 0; g < tp; ++g) target_energy_[e * tp + g] += tick.power_w * span;
+        tick_tokens_[e * tp] += tick.tokens;  // an engine's tokens go to its first GPU
+        occupancy += tick.occupancy / static_cast<double>(engines_.size());
+        all_done = all_done && engines_[e].done();
+      }
+      used = span;
+      if (all_done) NextAfter(Phase::kRollout);
+    } else if (phase == Phase::kStartup) {
+      if (idle_before_left_s_ > kTimeEpsilon) {  // before the job holds the GPUs
+        used = std::min(span, idle_before_left_s_);
+        AddUniform(scenario_.idle_w, used);
+        idle_before_left_s_ -= used;
+      } else {
+        used = std::min(span, phase_left_s_);
+        AddUniform(scenario_.idle_loaded_w, used);
+        phase_left_s_ -= used;
+      }
+      if (idle_before_left_s_ <= kTimeEpsilon && phase_left_s_ <= kTimeEpsilon) {
+        NextAfter(Phase::kStartup);
+      }
+    } else {
+      // Work measured at full clock; a power limit stretches it.
+      ClockCurve::Effect effect{1.0, phase_power_w_};
+      if (power_limit_w_ > 0.0) effect = scenario_.clock.Apply(phase_power_w_, power_limit_w_);
+      const double needed = phase_left_s_ * effect.time_factor;
+      used = std::min(span, needed);
+      AddUniform(effect.power_w, used);
+      phase_left_s_ -= used / effect.time_factor;
+      if (used >= needed - kTimeEpsilon) {
+        phase_left_s_ = 0.0;
+        NextAfter(phase);
+      }
+    }
+    phase_time_[static_cast<size_t>(phase)] += used;
+    remaining -= used;
+    t_now += used;
+    empty_phases = used > 0.0 ? 0 : empty_phases + 1;
+    if (empty_phases > kMaxEmptyPhases) {
+      // Nothing advances: hold the last level for the rest of the tick.
+      AddUniform(scenario_.idle_loaded_w, remaining);
+      break;
+    }
+  }
+
+  // Dynamics, noise, telemetry.
+  const size_t gpus = target_energy_.size();
+  const size_t slot = static_cast<size_t>(ticks_ % window_ticks_);
+  const size_t filled = static_cast<size_t>(std::min<uint64_t>(ticks_ + 1, window_ticks_));
+  double tick_energy = 0.0;
+  double tick_tokens = 0.0;
+  for (size_t g = 0; g < gpus; ++g) {
+    const double target = target_energy_[g] / dt;
+    double& lagged = lagged_w_[g];
+    lagged += (target - lagged) * (target > lagged ? alpha_up_ : alpha_down_);
+    noise_w_[g] = scenario_.noise_rho * noise_w_[g] + innovation_w_ * unit_normal_(rng_);
+    const double p = std::max(0.0, lagged + noise_w_[g]);
+    power_w_[g] = p;
+    history_[slot * gpus + g] = p;
+    double sum = 0.0;
+    for (size_t k = 0; k < filled; ++k) sum += history_[k * gpus + g];
+    smoothed_w_[g] = sum / static_cast<double>(filled);
+    tick_energy += p * dt;
+    tick_tokens += tick_tokens_[g];
+  }
+  energy_j_ += tick_energy;
+  tokens_total_ += tick_tokens;
+  tick_occupancy_ = occupancy;
+  tick_phase_ = static_cast<Phase>(std::max_element(phase_time_.begin(), phase_time_.end()) -
+                                   phase_time_.begin());
+  ++ticks_;
+}
+
+}  // namespace headroom::twin

@@ -1,0 +1,114 @@
+// The digital twin of a GRPO training job's GPU power, advanced in ticks.
+//
+// A step: rollout (prefill bursts, then decode of P prompts x G completions on gpus/tp
+// engines), log-prob / reference forward passes, the policy update, weight sync, and every N
+// steps a checkpoint. Phase durations follow from work and throughput. Each GPU's true power
+// follows its phase's target through a first-order lag (separate up and down time constants)
+// plus AR(1) noise; the telemetry view is a moving average (NVML-like). Actuators: concurrency
+// (now), group size (next step), and a hardware power limit (lower clocks for every phase,
+// through the Perseus clock curve).
+//
+// Core logic only: no I/O, no clock. Deterministic for a scenario and a seed. Not thread-safe;
+// independent twins run in parallel threads.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <random>
+#include <string_view>
+#include <vector>
+
+#include "twin/rollout.h"
+#include "twin/scenario.h"
+
+namespace headroom::twin {
+
+enum class Phase : uint8_t { kStartup, kRollout, kLogprob, kTrain, kSync, kCheckpoint, kStopped };
+inline constexpr size_t kPhaseCount = 7;
+std::string_view PhaseName(Phase phase);
+
+class Twin {
+ public:
+  Twin(const Scenario& scenario, uint64_t seed);
+
+  // Actuators. Each clamps to its range and returns the value applied.
+  int SetConcurrency(int concurrency);  // from the next tick
+  int SetGroupSize(int group_size);     // from the next step
+  // <= 0 or >= nameplate: no limit; otherwise clamped to [power_limit_min_w, nameplate].
+  double SetPowerLimit(double limit_w);
+
+  // Advances one tick.
+  void Tick();
+
+  // After the last tick.
+  uint64_t ticks() const { return ticks_; }
+  double t_s() const { return static_cast<double>(ticks_) * scenario_.tick_s; }
+  Phase phase() const { return tick_phase_; }     // the phase that filled most of the tick
+  Phase current_phase() const { return phase_; }  // the phase the next tick starts in
+  int steps_done() const { return steps_done_; }
+  const std::vector<double>& power_w() const { return power_w_; }          // true, per GPU
+  const std::vector<double>& smoothed_w() const { return smoothed_w_; }    // telemetry view
+  const std::vector<double>& tick_tokens() const { return tick_tokens_; }  // per GPU
+  double mean_occupancy() const { return tick_occupancy_; }  // over engines, this tick
+
+  int concurrency() const { return concurrency_; }
+  int group_size() const { return step_group_size_; }  // in force this step
+  int next_group_size() const { return group_size_; }
+  double power_limit_w() const { return power_limit_w_; }  // 0: none
+
+  double energy_j() const { return energy_j_; }  // sum of true power x tick
+  double tokens_total() const { return tokens_total_; }
+  double drawn_tokens_total() const { return drawn_tokens_; }  // completion lengths drawn
+  const Scenario& scenario() const { return scenario_; }
+
+ private:
+  void BeginStep();
+  void BeginFixedPhase(Phase phase, double work_s, double full_power_w);
+  void NextAfter(Phase finished);
+  void AddUniform(double power_w, double duration_s);
+
+  const Scenario scenario_;
+  const int kv_capacity_;
+  std::mt19937_64 rng_;
+  std::normal_distribution<double> unit_normal_{0.0, 1.0};
+
+  // Actuators.
+  int concurrency_;
+  int group_size_;
+  int step_group_size_;
+  double power_limit_w_ = 0.0;
+
+  // The step machine.
+  Phase phase_ = Phase::kStartup;
+  double phase_left_s_ = 0.0;  // fixed-duration phases
+  double idle_before_left_s_ = 0.0;
+  double phase_power_w_ = 0.0;
+  int steps_done_ = 0;
+  double step_tokens_ = 0.0;  // prompt + completion tokens of this step's sequences
+  std::vector<RolloutEngine> engines_;
+  uint64_t ticks_ = 0;
+
+  // Per GPU.
+  std::vector<double> target_energy_;  // W x s over the tick being computed
+  std::vector<double> lagged_w_;
+  std::vector<double> noise_w_;
+  std::vector<double> power_w_;
+  std::vector<double> smoothed_w_;
+  std::vector<double> tick_tokens_;
+  std::vector<double> history_;  // telemetry ring: window ticks x gpus
+  size_t window_ticks_ = 1;
+
+  // Constants derived from the scenario.
+  double alpha_up_ = 1.0;
+  double alpha_down_ = 1.0;
+  double innovation_w_ = 0.0;
+
+  std::array<double, kPhaseCount> phase_time_{};
+  Phase tick_phase_ = Phase::kStartup;
+  double tick_occupancy_ = 0.0;
+  double energy_j_ = 0.0;
+  double tokens_total_ = 0.0;
+  double drawn_tokens_ = 0.0;
+};
+
+}  // namespace headroom::twin

@@ -1,0 +1,88 @@
+#include "twin/scenario.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "twin_test_util.h"
+
+namespace headroom::twin {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Replace(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return text.replace(at, from.size(), to);
+}
+
+TEST(Scenario, ParsesEveryKey) {
+  auto s = ParseScenario(testing::TinyScenario(), "tiny.toml");
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  EXPECT_EQ(s->name, "tiny");
+  EXPECT_EQ(s->gpus, 1);
+  EXPECT_DOUBLE_EQ(s->nameplate_w, 400);
+  EXPECT_TRUE(s->has_rollout);
+  EXPECT_EQ(s->group_size_range.hi, 16);
+  EXPECT_DOUBLE_EQ(s->decode.power_w.b0, 100);
+  EXPECT_DOUBLE_EQ(s->decode.idle_loaded_w, 80);
+  EXPECT_DOUBLE_EQ(s->tick_s, 0.1);  // defaults
+  EXPECT_DOUBLE_EQ(s->interval_s, 0.5);
+  EXPECT_EQ(s->clock.points().size(), 2u);
+}
+
+TEST(Scenario, KvCapacityFromModelSizeTpAndMemory) {
+  auto s = ParseScenario(testing::TinyScenario(), "tiny.toml");
+  ASSERT_TRUE(s.ok());
+  // KV bytes per token: 2 (K, V) x 4 layers x 4 heads x 64 x 2 bytes = 4096.
+  EXPECT_DOUBLE_EQ(KvBytesPerToken(*s), 4096.0);
+  // (80 GiB x 0.9 - 1e9 params x 2 bytes) / 4096 B per token / (100 + 1000) tokens.
+  const double expected = (80.0 * 1073741824.0 * 0.9 - 2e9) / 4096.0 / 1100.0;
+  EXPECT_EQ(KvCapacitySequences(*s), static_cast<int>(expected));
+}
+
+TEST(Scenario, ErrorsNameFileKeyAndReason) {
+  const auto error = [](const std::string& text) {
+    auto s = ParseScenario(text, "bad.toml");
+    EXPECT_FALSE(s.ok());
+    return s.ok() ? std::string() : s.error().message();
+  };
+  const std::string ok = testing::TinyScenario();
+  EXPECT_THAT(error(Replace(ok, "prompts_per_step = 2\n", "")),
+              HasSubstr("bad.toml: missing key 'rollout.prompts_per_step'"));
+  EXPECT_THAT(error(Replace(ok, "nameplate_w = 400", "nameplate_w = -4")),
+              HasSubstr("key 'hardware.nameplate_w': -4 is out of range"));
+  EXPECT_THAT(error(Replace(ok, "nameplate_w = 400", "nameplate_w = 400\nnameplate = 3")),
+              HasSubstr("key 'hardware.nameplate': unknown key"));
+  EXPECT_THAT(error(ok + "[extra]\nx = 1\n"), HasSubstr("key 'extra': unknown key"));
+  EXPECT_THAT(error(Replace(Replace(ok, "gpus = 1", "gpus = 4"), "tp = 1", "tp = 3")),
+              HasSubstr("bad.toml: job.tp: tp = 3 does not divide job.gpus = 4"));
+  EXPECT_THAT(error(Replace(ok, "memory_gib = 80", "memory_gib = 1")),
+              HasSubstr("KV cache capacity is below one sequence"));
+  EXPECT_THAT(error(Replace(ok, "group_size = 4", "group_size = 40")),
+              HasSubstr("rollout.group_size: 40 is outside group_size_range [1, 16]"));
+  EXPECT_THAT(error(Replace(ok, "gpus = 1", "gpus = \"one\"")),
+              HasSubstr("key 'job.gpus': expected an integer"));
+  EXPECT_THAT(error("[scenario\nname = 1"), HasSubstr("bad.toml:1:"));
+  EXPECT_THAT(error(Replace(ok, "time_factor = [1.0, 2.0]", "time_factor = [1.0]")),
+              HasSubstr("power_fraction and time_factor need the same length"));
+}
+
+TEST(Scenario, ABuiltinPerSourcePaperScaleAndTheH100Checks) {
+  const auto names = BuiltinScenarioNames();
+  for (const char* name : {"a100-7b-tp1", "a100-14b-tp2", "a100-72b-tp4", "h100-8b-tp1",
+                           "h100-70b-tp4", "h100-8b-ddp-train"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
+    auto s = LoadScenario(name);
+    ASSERT_TRUE(s.ok()) << name << ": " << s.error().message();
+    EXPECT_EQ(s->name, name);
+  }
+  auto missing = LoadScenario("no-such-scenario");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().kind(), ErrorKind::kUsage);
+}
+
+}  // namespace
+}  // namespace headroom::twin

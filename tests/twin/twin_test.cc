@@ -1,0 +1,269 @@
+#include "twin/twin.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+#include <thread>
+
+#include "twin_test_util.h"
+
+namespace headroom::twin {
+namespace {
+
+Scenario Parse(const std::string& text) {
+  auto s = ParseScenario(text, "test.toml");
+  EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message());
+  return std::move(s).value();
+}
+
+// A training-only job: 1 s idle-loaded startup after 0.5 s idle, 2 s steps of training
+// (1000 tokens at 500 tok/s, 350 W), 1 s sync (120 W) after each step, a 3 s checkpoint
+// (100 W) every 2 steps. No lag, no noise: power is exactly each phase's level.
+Scenario TrainOnly() {
+  std::string text = testing::TinyScenario();
+  const size_t rollout = text.find("[rollout]");
+  const size_t logprob = text.find("[logprob]");
+  text.erase(rollout, logprob - rollout);
+  text.replace(text.find("tokens_per_s = 500"), 18, "tokens_per_s = 500\ntokens_per_step = 1000");
+  text.replace(text.find("tp = 1"), 6, "tp = 1\nidle_before_s = 0.5\nstartup_s = 1.0");
+  text += "[checkpoint]\nevery_steps = 2\nduration_s = 3\npower_w = 100\n";
+  return Parse(text);
+}
+
+TEST(Twin, FixedPhasesByHand) {
+  Twin twin(TrainOnly(), 1);
+  // 0-0.5 idle 50 | 0.5-1.5 loaded 80 | 1.5-3.5 train 350 | 3.5-4.5 sync 120 |
+  // 4.5-6.5 train | 6.5-7.5 sync | 7.5-10.5 checkpoint 100.
+  const struct {
+    double t_s;
+    double power_w;
+    Phase phase;
+  } expect[] = {
+      {0.0, 50, Phase::kStartup},     {0.4, 50, Phase::kStartup},     {0.5, 80, Phase::kStartup},
+      {1.4, 80, Phase::kStartup},     {1.5, 350, Phase::kTrain},      {3.4, 350, Phase::kTrain},
+      {3.5, 120, Phase::kSync},       {4.5, 350, Phase::kTrain},      {6.5, 120, Phase::kSync},
+      {7.5, 100, Phase::kCheckpoint}, {10.4, 100, Phase::kCheckpoint}};
+  double energy_j = 0.0;
+  size_t next = 0;
+  for (int tick = 0; tick < 105; ++tick) {
+    const double t_s = twin.t_s();
+    twin.Tick();
+    energy_j += twin.power_w()[0] * 0.1;
+    if (next < std::size(expect) && std::abs(t_s - expect[next].t_s) < 1e-9) {
+      EXPECT_NEAR(twin.power_w()[0], expect[next].power_w, 1e-9) << "t " << t_s;
+      EXPECT_EQ(twin.phase(), expect[next].phase) << "t " << t_s;
+      ++next;
+    }
+  }
+  EXPECT_EQ(next, std::size(expect));
+  EXPECT_EQ(twin.steps_done(), 2);
+  // 0.5 x 50 + 1 x 80 + 2 x (2 x 350 + 1 x 120) + 3 x 100 over 10.5 s.
+  EXPECT_NEAR(twin.energy_j(), 25 + 80 + 2 * (700 + 120) + 300, 1e-6);
+  EXPECT_NEAR(energy_j, twin.energy_j(), 1e-6);  // trace energy = sum of tick power x tick
+}
+
+TEST(Twin, PowerLimitSlowsEveryPhaseAlongTheClockCurve) {
+  // Curve: power fraction 1 -> time 1, 0.5 -> 2 (linear between). Training at 350 W:
+  // a 175 W limit needs fraction 0.5 -> twice as long; 262.5 W needs 0.75 -> 1.5x.
+  for (const auto& [limit_w, factor] : {std::pair{175.0, 2.0}, std::pair{262.5, 1.5}}) {
+    Twin twin(TrainOnly(), 1);
+    twin.SetPowerLimit(limit_w);
+    while (twin.current_phase() != Phase::kTrain) twin.Tick();
+    int train_ticks = 0;
+    while (twin.current_phase() == Phase::kTrain) {
+      twin.Tick();
+      ++train_ticks;
+      if (twin.phase() == Phase::kTrain) {
+        EXPECT_NEAR(twin.power_w()[0], limit_w, 1e-9);
+      }
+    }
+    EXPECT_EQ(train_ticks, static_cast<int>(std::lround(2.0 * factor / 0.1))) << limit_w;
+  }
+  Twin twin(TrainOnly(), 1);
+  EXPECT_EQ(twin.SetPowerLimit(50.0), 100.0);  // clamped to min_w
+  EXPECT_EQ(twin.SetPowerLimit(400.0), 0.0);   // at nameplate: no limit
+}
+
+TEST(Twin, LagFollowsTheTimeConstant) {
+  std::string text = testing::TinyScenario();
+  text.replace(text.find("tau_up_s = 0"), 12, "tau_up_s = 1");
+  auto s = Parse(text);
+  s.has_rollout = false;  // train-only from t = 0: 80 W -> 350 W
+  s.train_tokens_per_step = 1e6;
+  Twin twin(s, 1);
+  const double alpha = 1.0 - std::exp(-0.1 / 1.0);
+  double lagged = 80.0;  // starts at idle-loaded
+  for (int k = 0; k < 30; ++k) {
+    twin.Tick();
+    lagged += (350.0 - lagged) * alpha;
+    EXPECT_NEAR(twin.power_w()[0], lagged, 1e-9) << k;
+  }
+}
+
+TEST(Twin, TelemetryIsTheOneSecondMovingAverage) {
+  auto s = TrainOnly();  // no lag: power steps from 80 to 350 at t = 1.5 s
+  Twin twin(s, 1);
+  for (int k = 0; k < 15; ++k) twin.Tick();
+  for (int k = 1; k <= 10; ++k) {
+    twin.Tick();
+    EXPECT_NEAR(twin.smoothed_w()[0], 80.0 + 270.0 * k / 10.0, 1e-9) << k;
+  }
+}
+
+TEST(Twin, NoiseIsStationaryAr1) {
+  auto s = TrainOnly();
+  s.noise_w = 5.0;
+  s.noise_rho = 0.9;
+  s.train_tokens_per_step = 1e9;  // one endless step
+  Twin twin(s, 7);
+  while (twin.current_phase() != Phase::kTrain) twin.Tick();
+  std::vector<double> e;
+  for (int k = 0; k < 200000; ++k) {
+    twin.Tick();
+    e.push_back(twin.power_w()[0] - 350.0);
+  }
+  const double mean = std::accumulate(e.begin(), e.end(), 0.0) / e.size();
+  double ss = 0.0, lag = 0.0;
+  for (size_t i = 0; i < e.size(); ++i) {
+    ss += (e[i] - mean) * (e[i] - mean);
+    if (i > 0) lag += (e[i] - mean) * (e[i - 1] - mean);
+  }
+  EXPECT_NEAR(std::sqrt(ss / e.size()), 5.0, 0.25);
+  EXPECT_NEAR(lag / ss, 0.9, 0.01);
+}
+
+TEST(Twin, OccupancyIsTheMinimumOfLimitSequencesAndKvCapacity) {
+  // 2 prompts x 4 = 8 sequences.
+  auto s = Parse(testing::TinyScenario());
+  {
+    Twin twin(s, 1);
+    twin.SetConcurrency(3);
+    twin.Tick();
+    EXPECT_DOUBLE_EQ(twin.mean_occupancy(), 3.0);  // the limit binds
+  }
+  {
+    Twin twin(s, 1);
+    twin.Tick();
+    EXPECT_DOUBLE_EQ(twin.mean_occupancy(), 8.0);  // all sequences fit under 8
+  }
+  {
+    // KV for 2 sequences: (GiB x 0.9 - 2e9) / 4096 / 1100 = 2.x
+    auto small = s;
+    small.memory_gib = (2.5 * 4096 * 1100 + 2e9) / 0.9 / 1073741824.0;
+    Twin twin(small, 1);
+    twin.Tick();
+    EXPECT_DOUBLE_EQ(twin.mean_occupancy(), 2.0);
+  }
+}
+
+TEST(Twin, EveryRolloutEndsInAStragglerTail) {
+  auto s = Parse(testing::TinyScenario());
+  s.prompts_per_step = 8;  // 32 sequences, 8 at a time
+  Twin twin(s, 3);
+  std::vector<double> occupancy;
+  while (twin.steps_done() == 0) {
+    twin.Tick();
+    if (twin.phase() == Phase::kRollout) occupancy.push_back(twin.mean_occupancy());
+  }
+  ASSERT_GT(occupancy.size(), 10u);
+  EXPECT_DOUBLE_EQ(occupancy.front(), 8.0);
+  EXPECT_DOUBLE_EQ(*std::max_element(occupancy.begin(), occupancy.end()), 8.0);
+  // The last sequences finish one by one: occupancy falls below the limit before the end.
+  EXPECT_LT(occupancy.back(), 8.0);
+  EXPECT_TRUE(std::is_sorted(occupancy.end() - 3, occupancy.end(), std::greater<>()));
+}
+
+TEST(Twin, TokensEqualTheDrawnCompletionLengths) {
+  auto s = Parse(testing::TinyScenario());
+  s.length_sigma = 2.0;    // a heavy tail ...
+  s.max_new_tokens = 300;  // ... capped
+  s.prompts_per_step = 50;
+  Twin twin(s, 5);
+  // When a rollout ends, every token drawn so far has been generated.
+  int rollouts = 0;
+  while (rollouts < 3) {
+    const Phase before = twin.current_phase();
+    twin.Tick();
+    if (before == Phase::kRollout && twin.current_phase() != Phase::kRollout) {
+      ++rollouts;
+      EXPECT_NEAR(twin.tokens_total(), twin.drawn_tokens_total(), 1e-9 * twin.drawn_tokens_total());
+    }
+  }
+  // Three steps of 200 sequences, each 1..300 tokens.
+  EXPECT_LE(twin.drawn_tokens_total(), 3 * 200 * 300.0);
+  EXPECT_GE(twin.drawn_tokens_total(), 3 * 200 * 1.0);
+}
+
+TEST(Twin, GroupSizeWaitsForTheNextStepConcurrencyActsNow) {
+  auto s = Parse(testing::TinyScenario());
+  Twin twin(s, 1);
+  twin.Tick();
+  EXPECT_EQ(twin.SetGroupSize(2), 2);
+  EXPECT_EQ(twin.group_size(), 4);       // this step keeps its group
+  EXPECT_EQ(twin.SetGroupSize(99), 16);  // clamped to the range
+  EXPECT_EQ(twin.SetGroupSize(2), 2);
+  while (twin.steps_done() == 0) twin.Tick();
+  twin.Tick();
+  EXPECT_EQ(twin.group_size(), 2);
+  EXPECT_EQ(twin.SetConcurrency(0), 1);
+  EXPECT_EQ(twin.SetConcurrency(1000), 64);
+}
+
+TEST(Twin, TensorParallelGpusShareOneEngine) {
+  std::string text = testing::TinyScenario();
+  text.replace(text.find("gpus = 1"), 8, "gpus = 4");
+  text.replace(text.find("tp = 1"), 6, "tp = 2");
+  auto s = Parse(text);
+  s.noise_w = 0.0;
+  Twin twin(s, 11);
+  bool differ = false;
+  double tokens_odd = 0.0;
+  while (twin.steps_done() == 0) {
+    twin.Tick();
+    const auto& p = twin.power_w();
+    EXPECT_DOUBLE_EQ(p[0], p[1]);  // one engine: GPUs 0 and 1
+    EXPECT_DOUBLE_EQ(p[2], p[3]);  // the other: GPUs 2 and 3
+    differ = differ || p[0] != p[2];
+    tokens_odd += twin.tick_tokens()[1] + twin.tick_tokens()[3];
+  }
+  EXPECT_TRUE(differ);         // the engines drew different completions
+  EXPECT_EQ(tokens_odd, 0.0);  // an engine's tokens are counted on its first GPU
+}
+
+TEST(Twin, StopsAtStopTime) {
+  auto s = TrainOnly();
+  s.stop_at_s = 5.0;
+  Twin twin(s, 1);
+  for (int k = 0; k < 60; ++k) twin.Tick();
+  EXPECT_EQ(twin.current_phase(), Phase::kStopped);
+  EXPECT_DOUBLE_EQ(twin.power_w()[0], 50.0);  // idle_w
+}
+
+std::vector<double> PowerRun(const Scenario& s, uint64_t seed, int ticks) {
+  Twin twin(s, seed);
+  std::vector<double> out;
+  for (int k = 0; k < ticks; ++k) {
+    twin.Tick();
+    out.insert(out.end(), twin.power_w().begin(), twin.power_w().end());
+  }
+  return out;
+}
+
+TEST(Twin, DeterministicForASeedAlsoAcrossThreads) {
+  auto s = LoadScenario("a100-14b-tp2");
+  ASSERT_TRUE(s.ok());
+  const auto a = PowerRun(*s, 42, 3000);
+  EXPECT_EQ(a, PowerRun(*s, 42, 3000));
+  EXPECT_NE(a, PowerRun(*s, 43, 3000));
+  std::vector<std::vector<double>> parallel(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] { parallel[i] = PowerRun(*s, 40 + i, 3000); });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(parallel[i], PowerRun(*s, 40 + i, 3000)) << i;
+}
+
+}  // namespace
+}  // namespace headroom::twin

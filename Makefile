@@ -10,7 +10,7 @@ FUZZ_SECONDS ?= 60
 DEMO_DIR ?= build/demo
 HEADROOM := build/bin/headroom
 
-.PHONY: all setup build test test-release test-asan fuzz bench bench-pandas demo clean format
+.PHONY: all setup build test test-release test-asan fuzz bench bench-pandas bench-twin demo clean format
 
 all: build
 
@@ -50,6 +50,10 @@ bench: build
 # headroom against pandas on a 20-million-sample trace (docs/PERFORMANCE.md).
 bench-pandas: build
 	./bench/pandas_compare.sh
+
+# Twin ticks per second against the same loop in Python + numpy (docs/PERFORMANCE.md).
+bench-twin: build
+	./bench/twin_speed_compare.sh
 
 demo: build
 	./scripts/demo.sh $(HEADROOM) $(DEMO_DIR)

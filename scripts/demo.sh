@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
-# The demo: synthetic GRPO-like training traces (until the twin lands), analyzed at every window
-# and composed into a fleet, with HTML reports. Usage: demo.sh HEADROOM_BINARY OUT_DIR
+# The demo: the digital twin at the source paper's three scales, analyzed at every window, and
+# the paper's 16-GPU composite fleet (2x 72B TP4 + 2x 14B TP2 + 4x 7B) built from the twin's
+# traces, with HTML reports. Usage: demo.sh HEADROOM_BINARY OUT_DIR
 set -euo pipefail
 headroom="$1"
 out="$2"
 mkdir -p "$out"
 
-echo "== 1. Two synthetic jobs: 4 and 2 A100-class GPUs (400 W nameplate), 30 min at 0.1 s"
-"$headroom" synth --gpus 4 --duration-s 1800 --interval-s 0.1 --seed 7 --out "$out/job-a.csv"
-"$headroom" synth --gpus 2 --duration-s 1800 --interval-s 0.1 --seed 8 --out "$out/job-b.csv"
+echo "== 1. Occupancy vs volume: each actuator's power authority in the 72B scenario"
+"$headroom" twin authority --scenario a100-72b-tp4
 
 echo
-echo "== 2. headroom analyze: one job against a 330 W per-GPU budget"
-"$headroom" analyze "$out/job-a.csv" --budget-w 330 --report "$out/analyze.html"
+echo "== 2. The twin at the paper's scales: 30 minutes each (A100 SXM, 400 W)"
+for s in a100-72b-tp4 a100-14b-tp2 a100-7b-tp1; do
+  "$headroom" twin run --scenario "$s" --duration-s 1800 --seed 1 --out "$out/$s.csv"
+done
 
 echo
-echo "== 3. headroom fleet: 2 copies of job A + 4 of job B = 16 GPUs, random starts, 200 trials"
-"$headroom" fleet "$out/job-a.csv:2" "$out/job-b.csv:4" --trials 200 --seed 1 \
-  --budget-fraction 0.8 --report "$out/fleet.html"
+echo "== 3. headroom analyze: the 7B job against its 314.6 W budget"
+"$headroom" analyze "$out/a100-7b-tp1.csv" --budget-w 314.6 --report "$out/analyze.html"
+
+echo
+echo "== 4. headroom fleet: 2x 72B + 2x 14B + 4x 7B = 16 GPUs, random starts, 200 trials"
+"$headroom" fleet "$out/a100-72b-tp4.csv:2" "$out/a100-14b-tp2.csv:2" "$out/a100-7b-tp1.csv:4" \
+  --trials 200 --seed 1 --budget-fraction 0.8 --report "$out/fleet.html"
 
 echo
 echo "Reports:"

@@ -52,6 +52,8 @@ def main():
     ap.add_argument("--headroom", required=True)
     ap.add_argument("--out-dir")
     ap.add_argument("--seed", default="1")
+    ap.add_argument("--check-calibration", type=float, metavar="PCT",
+                    help="exit 1 if a calibration trace is off by more than PCT percent")
     a = ap.parse_args()
     root = data_dir()
     if not os.path.isdir(root):
@@ -62,6 +64,7 @@ def main():
     print(f"{'':9} {'':11} {'measured  twin  err':>22} {'measured  twin  err':>22} "
           f"{'measured  twin  err':>22}")
     worst = 0.0
+    worst_calibration = 0.0
     for name, every, role in TRACES:
         measured_path = os.path.join(root, f"h100x8_llm8b_ddp_{name}.csv")
         m = analyze(a.headroom, measured_path, ["--format", "wide"])
@@ -76,11 +79,16 @@ def main():
             err = (t[key] - m[key]) / m[key] * 100
             if role == "validation":
                 worst = max(worst, abs(err))
+            if role == "calibration":
+                worst_calibration = max(worst_calibration, abs(err))
             cells.append(f"{m[key] * scale:8.0f} {t[key] * scale:5.0f} {err:+5.1f}%"
                          if scale == 1 else
                          f"{m[key] * scale:8.3f} {t[key] * scale:5.3f} {err:+5.1f}%")
         print(f"{name:9} {role:11} {cells[0]:>22} {cells[1]:>22} {cells[2]:>22}")
-    print(f"largest error on validation traces: {worst:.1f}%")
+    print(f"largest error on validation traces: {worst:.1f}%; "
+          f"on calibration traces: {worst_calibration:.1f}%")
+    if a.check_calibration is not None and worst_calibration > a.check_calibration:
+        return 1
     return 0
 
 

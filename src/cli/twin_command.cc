@@ -163,6 +163,7 @@ class ConcurrencySink final : public trace::SampleSink {
  public:
   explicit ConcurrencySink(std::string gpu_id) : gpu_id_(std::move(gpu_id)) {}
   void OnBatch(const trace::SampleBatch& batch, const trace::TraceSchema& schema) override {
+    if (!schema.Has(trace::Field::kConcurrency)) return;  // the caller reports it
     const auto& c = batch.fields[trace::FieldIndex(trace::Field::kConcurrency)];
     for (size_t i = 0; i < batch.size(); ++i) {
       const std::string& id = schema.gpu_ids[batch.gpu[i]];
@@ -240,6 +241,8 @@ Status RunCalibrate(const CalibrateArgs& args) {
 
 Status ListScenarios() {
   report::TextTable table({"scenario", "GPUs", "TP", "model", "description"});
+  table.AlignLeft(3);
+  table.AlignLeft(4);
   for (const auto& name : twin::BuiltinScenarioNames()) {
     auto s = twin::LoadScenario(name);
     if (!s) return std::move(s).error();

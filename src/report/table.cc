@@ -35,7 +35,8 @@ std::string TextTable::Render() const {
     for (size_t i = 0; i < width.size(); ++i) {
       const std::string cell = i < row.size() ? row[i] : "";
       if (i > 0) out += "  ";
-      out += i == 0 ? fmt::format("{:<{}}", cell, width[i]) : fmt::format("{:>{}}", cell, width[i]);
+      const bool left = std::find(left_.begin(), left_.end(), i) != left_.end();
+      out += left ? fmt::format("{:<{}}", cell, width[i]) : fmt::format("{:>{}}", cell, width[i]);
     }
     while (!out.empty() && out.back() == ' ') out.pop_back();
     out += '\n';

@@ -15,11 +15,14 @@ class TextTable {
  public:
   explicit TextTable(std::vector<std::string> header) : header_(std::move(header)) {}
   void AddRow(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  // Text columns read better left-aligned.
+  void AlignLeft(size_t column) { left_.push_back(column); }
   std::string Render() const;
 
  private:
   std::vector<std::string> header_;
   std::vector<std::vector<std::string>> rows_;
+  std::vector<size_t> left_ = {0};
 };
 
 std::string AnalyzeToText(const analysis::AnalyzeResult& result, const TraceInfo& info);

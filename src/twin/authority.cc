@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <future>
+#include <vector>
+
 #include "twin/twin.h"
 
 namespace headroom::twin {
@@ -13,36 +16,49 @@ double ChangePct(double low, double high) { return low != 0.0 ? (high - low) / l
 
 SettingMeasurement MeasureSetting(const Scenario& scenario, int concurrency, int group_size,
                                   double power_limit_w, const AuthorityOptions& options) {
-  double rollout_sum = 0.0;
-  double rollout_count = 0.0;
-  double time_s = 0.0;
-  double tokens = 0.0;
-  double steps = 0.0;
-  for (uint64_t seed : options.seeds) {
+  // One twin per seed, each in its own thread; sums are combined in seed order, so the result
+  // does not depend on scheduling.
+  struct Run {
+    double rollout_sum = 0.0, rollout_count = 0.0, time_s = 0.0, tokens = 0.0;
+  };
+  const auto run_seed = [&](uint64_t seed) {
+    Run r;
     Twin twin(scenario, seed);
     twin.SetConcurrency(concurrency);
     twin.SetGroupSize(group_size);
     twin.SetPowerLimit(power_limit_w);
-    // The default group size was drawn for step 0 at construction; restart the count so every
-    // measured step uses the requested one.
+    // Step 0 was drawn with the default group size at construction and starts from idle: it is
+    // the warm-up; the measured steps use the requested settings.
     while (twin.steps_done() < 1) twin.Tick();
     const double t0 = twin.t_s();
     const double tokens0 = twin.tokens_total();
     while (twin.steps_done() < 1 + options.steps) {
       twin.Tick();
       if (twin.phase() == Phase::kRollout) {
-        for (double p : twin.power_w()) rollout_sum += p;
-        rollout_count += static_cast<double>(twin.power_w().size());
+        for (double p : twin.power_w()) r.rollout_sum += p;
+        r.rollout_count += static_cast<double>(twin.power_w().size());
       }
     }
-    time_s += twin.t_s() - t0;
-    tokens += twin.tokens_total() - tokens0;
-    steps += options.steps;
+    r.time_s = twin.t_s() - t0;
+    r.tokens = twin.tokens_total() - tokens0;
+    return r;
+  };
+  std::vector<std::future<Run>> runs;
+  for (uint64_t seed : options.seeds)
+    runs.push_back(std::async(std::launch::async, run_seed, seed));
+  Run total;
+  for (auto& f : runs) {
+    const Run r = f.get();
+    total.rollout_sum += r.rollout_sum;
+    total.rollout_count += r.rollout_count;
+    total.time_s += r.time_s;
+    total.tokens += r.tokens;
   }
+  const double steps = static_cast<double>(options.steps * options.seeds.size());
   SettingMeasurement m;
-  m.rollout_power_w = rollout_count > 0.0 ? rollout_sum / rollout_count : 0.0;
-  m.step_time_s = steps > 0.0 ? time_s / steps : 0.0;
-  m.tokens_per_s = time_s > 0.0 ? tokens / time_s : 0.0;
+  m.rollout_power_w = total.rollout_count > 0.0 ? total.rollout_sum / total.rollout_count : 0.0;
+  m.step_time_s = steps > 0.0 ? total.time_s / steps : 0.0;
+  m.tokens_per_s = total.time_s > 0.0 ? total.tokens / total.time_s : 0.0;
   return m;
 }
 

@@ -165,4 +165,68 @@ TEST_F(Cli, SynthWritesATraceAnalyzeReads) {
   EXPECT_FALSE(j["tokens"].is_null());
 }
 
+TEST_F(Cli, TwinRunWritesATraceAnalyzeReadsAsIs) {
+  EXPECT_THAT(Headroom("twin scenarios").out, HasSubstr("a100-72b-tp4"));
+  const std::string out = (dir_ / "twin.csv").string();
+  auto run = Headroom("twin run --scenario a100-7b-tp1 --steps 2 --seed 3 --out " + out);
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_TRUE(fs::exists(out + ".meta.json"));
+  EXPECT_THAT(Slurp(out).substr(0, 80),
+              HasSubstr("t_s,gpu,power_w,phase,step,tokens,concurrency,group_size"));
+  auto a = Headroom("analyze " + out + " --json");
+  ASSERT_EQ(a.status, 0) << a.err;
+  const auto j = nlohmann::json::parse(a.out);
+  EXPECT_EQ(j["gpus"], 1);
+  EXPECT_DOUBLE_EQ(j["nameplate_w"].get<double>(), 400.0);
+  EXPECT_GT(j["tokens"].get<double>(), 0.0);
+  // Same seed, same trace.
+  const std::string again = (dir_ / "again.csv").string();
+  ASSERT_EQ(Headroom("twin run --scenario a100-7b-tp1 --steps 2 --seed 3 --out " + again).status,
+            0);
+  EXPECT_EQ(Slurp(out), Slurp(again));
+}
+
+TEST_F(Cli, TwinErrors) {
+  const std::string out = (dir_ / "x.csv").string();
+  EXPECT_EQ(Headroom("twin run --scenario a100-7b-tp1 --out " + out).status, 2);  // no length
+  auto unknown = Headroom("twin run --scenario nope --steps 1 --out " + out);
+  EXPECT_EQ(unknown.status, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("no scenario 'nope'"));
+  const std::string bad = Write("bad.toml", "[scenario]\nname = \"x\"\n[job]\ngpus = 0\n");
+  auto r = Headroom("twin run --scenario " + bad + " --steps 1 --out " + out);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("bad.toml:4:8: key 'job.gpus': 0 is out of range"));
+  EXPECT_FALSE(fs::exists(out));
+  const std::string csv =
+      Write("ml.csv",
+            "task,model_id,gpu_model,num_gpus,tensor_parallel,avg_batch_size,"
+            "avg_power_per_gpu_w,output_tok_per_s\nchat,m,H100,1,1,8,400,100\n");
+  const std::string params = (dir_ / "p.toml").string();
+  auto c = Headroom("twin calibrate --mlenergy " + csv + " --model m --gpu H100 --out " + params);
+  EXPECT_EQ(c.status, 1);
+  EXPECT_THAT(c.err, HasSubstr("too few ML.ENERGY rows"));
+  EXPECT_FALSE(fs::exists(params));
+  const std::string trace = Write("t.csv", "t_s,gpu,power_w\n0,0,1\n1,0,2\n");
+  auto d = Headroom("twin calibrate --trace " + trace + " --fit-dynamics --out " + params);
+  EXPECT_EQ(d.status, 1);
+  EXPECT_THAT(d.err, HasSubstr("no concurrency column"));
+  EXPECT_FALSE(fs::exists(params));
+}
+
+TEST_F(Cli, TwinAuthorityJson) {
+  auto r = Headroom("twin authority --scenario a100-72b-tp4 --steps 2 --seeds 1 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["scenario"], "a100-72b-tp4");
+  ASSERT_EQ(j["actuators"].size(), 3u);
+  for (const auto& a : j["actuators"]) {
+    for (const char* key : {"name", "range", "rollout_power_change_pct", "step_time_change_pct",
+                            "tokens_per_s_change_pct"}) {
+      EXPECT_TRUE(a.contains(key)) << key;
+    }
+  }
+  EXPECT_EQ(j["actuators"][0]["name"], "concurrency");
+  EXPECT_EQ(j["actuators"][0]["range"], nlohmann::json::array({4.0, 8.0}));
+}
+
 }  // namespace

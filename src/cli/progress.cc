@@ -25,6 +25,17 @@ Progress::~Progress() {
   if (shown_) fmt::print(stderr, "\r\033[K");
 }
 
+void Progress::UpdateCount(double done, double total, std::string_view unit) {
+  if (!enabled_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_ < kRefresh) return;
+  last_ = now;
+  shown_ = true;
+  fmt::print(stderr, "\r\033[K{}: {:.0f}% ({:.0f} / {:.0f} {})", label_,
+             total > 0.0 ? 100.0 * done / total : 0.0, done, total, unit);
+  std::fflush(stderr);
+}
+
 void Progress::Update(uint64_t bytes_done) {
   if (!enabled_) return;
   const auto now = std::chrono::steady_clock::now();

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace headroom::cli {
 
@@ -17,6 +18,8 @@ class Progress {
   Progress& operator=(const Progress&) = delete;
 
   void Update(uint64_t bytes_done);
+  // Progress in other units: "LABEL: 45% (DONE / TOTAL UNIT)".
+  void UpdateCount(double done, double total, std::string_view unit);
 
  private:
   std::string label_;

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "cli/trace_options.h"
 #include "common/atomic_file.h"
 #include "report/table.h"
@@ -57,7 +58,16 @@ Status RunTwin(const RunArgs& args) {
     if (args.duration_s > 0.0) return twin.t_s() >= args.duration_s - 1e-9;
     return twin.current_phase() == twin::Phase::kStopped;  // steps can no longer complete
   };
+  // Progress against whichever end comes first; no total size: the terminal check is enough.
+  Progress progress("twin " + scenario->name, std::nullopt);
   while (!done()) {
+    if (twin.ticks() % 4096 == 0) {
+      if (args.steps > 0) {
+        progress.UpdateCount(twin.steps_done(), args.steps, "steps");
+      } else {
+        progress.UpdateCount(twin.t_s(), args.duration_s, "s");
+      }
+    }
     const double t_s = twin.t_s();  // a row holds the power of [t_s, t_s + tick)
     twin.Tick();
     row.t_s = std::round(t_s * 1e6) / 1e6;

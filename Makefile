@@ -35,14 +35,18 @@ test-asan: setup
 	cmake --build --preset asan -j $(JOBS)
 	ctest --preset asan
 
-# libFuzzer on the trace readers and the analyzer, for a bounded time.
+# libFuzzer on the trace readers (with the analyzer behind them) and on scenario files (with
+# the twin behind them), for a bounded time each.
 fuzz: setup
 	cmake --preset fuzz
-	cmake --build --preset fuzz -j $(JOBS) --target trace_reader_fuzz
-	mkdir -p build-fuzz/corpus
+	cmake --build --preset fuzz -j $(JOBS) --target trace_reader_fuzz scenario_fuzz
+	mkdir -p build-fuzz/corpus build-fuzz/scenario_corpus
 	cp tests/fuzz/corpus/* build-fuzz/corpus/
+	cp tests/fuzz/scenario_corpus/* build-fuzz/scenario_corpus/
 	build-fuzz/bin/trace_reader_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  -print_final_stats=1 build-fuzz/corpus
+	build-fuzz/bin/scenario_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
+	  -print_final_stats=1 build-fuzz/scenario_corpus
 
 bench: build
 	build/bin/headroom_bench

@@ -36,16 +36,26 @@ class SchemaReader {
     return table;
   }
 
+  // The node of `table_name.key`, marked as read, and its full name; nullptr when absent,
+  // which is an error unless the caller has a fallback.
+  const toml::node* Find(const toml::table* table, std::string_view table_name,
+                         std::string_view key, bool has_fallback, std::string& full) {
+    full = fmt::format("{}.{}", table_name, key);
+    const toml::node* node = table != nullptr ? table->get(key) : nullptr;
+    if (node == nullptr) {
+      if (!has_fallback) Fail(fmt::format("{}: missing key '{}'", source_, full));
+      return nullptr;
+    }
+    used_.insert(full);
+    return node;
+  }
+
   // A number in [lo, hi]. Missing: `fallback`, or an error when there is none.
   double Number(const toml::table* table, std::string_view table_name, std::string_view key,
                 double lo, double hi, std::optional<double> fallback = std::nullopt) {
-    const std::string full = fmt::format("{}.{}", table_name, key);
-    const toml::node* node = table != nullptr ? table->get(key) : nullptr;
-    if (node == nullptr) {
-      if (!fallback) Fail(fmt::format("{}: missing key '{}'", source_, full));
-      return fallback.value_or(0.0);
-    }
-    used_.insert(full);
+    std::string full;
+    const toml::node* node = Find(table, table_name, key, fallback.has_value(), full);
+    if (node == nullptr) return fallback.value_or(0.0);
     const auto value = node->value<double>();
     if (!value || node->is_boolean()) {
       Fail(At(*node, full, "expected a number"));
@@ -59,13 +69,9 @@ class SchemaReader {
 
   int Integer(const toml::table* table, std::string_view table_name, std::string_view key, int lo,
               int hi, std::optional<int> fallback = std::nullopt) {
-    const std::string full = fmt::format("{}.{}", table_name, key);
-    const toml::node* node = table != nullptr ? table->get(key) : nullptr;
-    if (node == nullptr) {
-      if (!fallback) Fail(fmt::format("{}: missing key '{}'", source_, full));
-      return fallback.value_or(0);
-    }
-    used_.insert(full);
+    std::string full;
+    const toml::node* node = Find(table, table_name, key, fallback.has_value(), full);
+    if (node == nullptr) return fallback.value_or(0);
     const auto value = node->value_exact<int64_t>();
     if (!value) {
       Fail(At(*node, full, "expected an integer"));
@@ -79,13 +85,9 @@ class SchemaReader {
 
   std::string Text(const toml::table* table, std::string_view table_name, std::string_view key,
                    std::optional<std::string> fallback = std::nullopt) {
-    const std::string full = fmt::format("{}.{}", table_name, key);
-    const toml::node* node = table != nullptr ? table->get(key) : nullptr;
-    if (node == nullptr) {
-      if (!fallback) Fail(fmt::format("{}: missing key '{}'", source_, full));
-      return fallback.value_or("");
-    }
-    used_.insert(full);
+    std::string full;
+    const toml::node* node = Find(table, table_name, key, fallback.has_value(), full);
+    if (node == nullptr) return fallback.value_or("");
     const auto value = node->value<std::string>();
     if (!value) Fail(At(*node, full, "expected a string"));
     return value.value_or("");
@@ -93,13 +95,9 @@ class SchemaReader {
 
   IntRange Range(const toml::table* table, std::string_view table_name, std::string_view key,
                  int lo, int hi) {
-    const std::string full = fmt::format("{}.{}", table_name, key);
-    const toml::node* node = table != nullptr ? table->get(key) : nullptr;
-    if (node == nullptr) {
-      Fail(fmt::format("{}: missing key '{}'", source_, full));
-      return {};
-    }
-    used_.insert(full);
+    std::string full;
+    const toml::node* node = Find(table, table_name, key, false, full);
+    if (node == nullptr) return {};
     const toml::array* array = node->as_array();
     if (array == nullptr || array->size() != 2 || !(*array)[0].value_exact<int64_t>() ||
         !(*array)[1].value_exact<int64_t>()) {
@@ -117,13 +115,9 @@ class SchemaReader {
 
   std::vector<double> Numbers(const toml::table* table, std::string_view table_name,
                               std::string_view key, double lo, double hi) {
-    const std::string full = fmt::format("{}.{}", table_name, key);
-    const toml::node* node = table != nullptr ? table->get(key) : nullptr;
-    if (node == nullptr) {
-      Fail(fmt::format("{}: missing key '{}'", source_, full));
-      return {};
-    }
-    used_.insert(full);
+    std::string full;
+    const toml::node* node = Find(table, table_name, key, false, full);
+    if (node == nullptr) return {};
     const toml::array* array = node->as_array();
     std::vector<double> out;
     if (array == nullptr) {

@@ -10,7 +10,7 @@ FUZZ_SECONDS ?= 60
 DEMO_DIR ?= build/demo
 HEADROOM := build/bin/headroom
 
-.PHONY: all setup build test test-release test-asan fuzz bench bench-pandas bench-twin demo clean format
+.PHONY: all setup build test test-release test-asan fuzz bench bench-pandas bench-twin bench-ppo demo policies results clean format
 
 all: build
 
@@ -35,18 +35,21 @@ test-asan: setup
 	cmake --build --preset asan -j $(JOBS)
 	ctest --preset asan
 
-# libFuzzer on the trace readers (with the analyzer behind them) and on scenario files (with
-# the twin behind them), for a bounded time each.
+# libFuzzer on the trace readers (with the analyzer behind them), on scenario files (with the
+# twin behind them) and on policy files (with decisions behind them), for a bounded time each.
 fuzz: setup
 	cmake --preset fuzz
-	cmake --build --preset fuzz -j $(JOBS) --target trace_reader_fuzz scenario_fuzz
-	mkdir -p build-fuzz/corpus build-fuzz/scenario_corpus
+	cmake --build --preset fuzz -j $(JOBS) --target trace_reader_fuzz scenario_fuzz policy_fuzz
+	mkdir -p build-fuzz/corpus build-fuzz/scenario_corpus build-fuzz/policy_corpus
 	cp tests/fuzz/corpus/* build-fuzz/corpus/
 	cp tests/fuzz/scenario_corpus/* build-fuzz/scenario_corpus/
+	cp tests/fuzz/policy_corpus/* build-fuzz/policy_corpus/
 	build-fuzz/bin/trace_reader_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  -print_final_stats=1 build-fuzz/corpus
 	build-fuzz/bin/scenario_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
 	  -print_final_stats=1 build-fuzz/scenario_corpus
+	build-fuzz/bin/policy_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -timeout=10 \
+	  -print_final_stats=1 build-fuzz/policy_corpus
 
 bench: build
 	build/bin/headroom_bench
@@ -58,6 +61,18 @@ bench-pandas: build
 # Twin ticks per second against the same loop in Python + numpy (docs/PERFORMANCE.md).
 bench-twin: build
 	./bench/twin_speed_compare.sh
+
+# PPO updates per second against the same update in PyTorch (docs/PERFORMANCE.md).
+bench-ppo: build
+	./scripts/setup.sh --torch
+	./bench/ppo_compare.sh
+
+# Retrain the shipped policies (policies/*.json) and rerun docs/RESULTS.md's evaluations.
+policies: build
+	./scripts/train_policies.sh $(HEADROOM)
+
+results: build
+	./scripts/control_results.sh $(HEADROOM) build/results
 
 demo: build
 	./scripts/demo.sh $(HEADROOM) $(DEMO_DIR)

@@ -23,8 +23,10 @@ void BM_TwinTicks(benchmark::State& state, const char* scenario_name) {
       static_cast<double>(state.iterations()) * scenario->gpus, benchmark::Counter::kIsRate);
 }
 BENCHMARK_CAPTURE(BM_TwinTicks, a100_7b_tp1, "a100-7b-tp1");
+BENCHMARK_CAPTURE(BM_TwinTicks, a100_7b_tp1_vllm, "a100-7b-tp1-vllm");
 BENCHMARK_CAPTURE(BM_TwinTicks, h100_8b_tp1, "h100-8b-tp1");
 BENCHMARK_CAPTURE(BM_TwinTicks, a100_72b_tp4, "a100-72b-tp4");
+BENCHMARK_CAPTURE(BM_TwinTicks, a100_72b_tp4_grpo, "a100-72b-tp4-grpo");
 BENCHMARK_CAPTURE(BM_TwinTicks, h100_8b_ddp_train, "h100-8b-ddp-train");
 
 }  // namespace

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bench="${BENCH:-build/bin/headroom_bench}"
 core="${CORE:-0}"
-scenario="${SCENARIO:-a100-7b-tp1}"
+scenario="${SCENARIO:-a100-7b-tp1-vllm}"
 cxx=$(taskset -c "$core" "$bench" --benchmark_filter="BM_TwinTicks/${scenario//-/_}\$" \
         --benchmark_format=json 2>/dev/null |
       /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["benchmarks"][0]["items_per_second"])')

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The demo: the digital twin at the source paper's three scales, analyzed at every window, and
 # the paper's 16-GPU composite fleet (2x 72B TP4 + 2x 14B TP2 + 4x 7B) built from the twin's
-# traces, with HTML reports. Usage: demo.sh HEADROOM_BINARY OUT_DIR
+# traces, and the controllers (uncontrolled, static-safe, power-cap, PID, the shipped PPO policy)
+# side by side on the paper's 7B scenario, with HTML reports. Usage: demo.sh HEADROOM_BINARY OUT_DIR
 set -euo pipefail
 headroom="$1"
 out="$2"
@@ -26,6 +27,12 @@ echo "== 4. headroom fleet: 2x 72B + 2x 14B + 4x 7B = 16 GPUs, random starts, 20
   --trials 200 --seed 1 --budget-fraction 0.8 --report "$out/fleet.html"
 
 echo
+echo "== 5. headroom eval: five controllers on a100-7b-tp1 at 314.6 W, 10 seeds x 500 steps"
+"$headroom" eval --scenario a100-7b-tp1 --policy policies/a100-7b-tp1.json --seeds 10 \
+  --steps 500 --report "$out/eval.html"
+
+echo
 echo "Reports:"
+echo "  $(realpath "$out/eval.html")"
 echo "  $(realpath "$out/analyze.html")"
 echo "  $(realpath "$out/fleet.html")"

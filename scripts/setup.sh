@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages headroom needs to build, test and benchmark.
 # Idempotent: installs only what is missing. Runs apt-get as root, or through sudo.
+# `setup.sh --torch` adds python3-torch, the peer of `make bench-ppo` only (large; not for tests).
 set -euo pipefail
 
 packages=(
@@ -11,6 +12,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-pandas python3-numpy  # independent reference computations and the pandas peer
 )
+if [ "${1:-}" = "--torch" ]; then
+  packages+=(python3-torch)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

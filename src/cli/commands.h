@@ -15,5 +15,7 @@ Command SetupAnalyze(CLI::App& app);
 Command SetupFleet(CLI::App& app);
 Command SetupSynth(CLI::App& app);
 Command SetupTwin(CLI::App& app);
+Command SetupTrain(CLI::App& app);
+Command SetupEval(CLI::App& app);
 
 }  // namespace headroom::cli

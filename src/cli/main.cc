@@ -39,6 +39,10 @@ int main(int argc, char** argv) {
       headroom::cli::SetupSynth);
   add("twin", "The digital twin of GRPO training power: run, authority, calibrate, scenarios",
       headroom::cli::SetupTwin);
+  add("train", "Train the PPO meta-controller in the twin (writes a policy JSON)",
+      headroom::cli::SetupTrain);
+  add("eval", "Controllers side by side on the same seeds: violations, tokens, energy",
+      headroom::cli::SetupEval);
 
   try {
     app.parse(argc, argv);

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "common/duration.h"
+#include "report/html_page.h"
 #include "report/svg.h"
 #include "report/table.h"
 
@@ -19,6 +20,8 @@ constexpr const char* kNameplateColor = "#7f7f7f";
 constexpr const char* kAccentColor = "#ff7f0e";
 constexpr const char* kMaxColor = "#2ca02c";
 constexpr double kHeadroom = 1.08;  // y axes reach 8 % above the largest value shown
+
+}  // namespace
 
 std::string Page(const std::string& title, const std::string& body) {
   return fmt::format(R"(<!DOCTYPE html>
@@ -51,6 +54,8 @@ std::string HtmlTable(const std::vector<std::string>& header,
   }
   return out + "</table>\n";
 }
+
+namespace {
 
 std::string Pct(std::optional<double> f) { return f ? fmt::format("{:.2f}%", *f * 100.0) : "-"; }
 std::string Watts(std::optional<double> w) { return w ? fmt::format("{:.1f}", *w) : "-"; }

@@ -23,6 +23,7 @@ Observation Environment::Observe() const {
   o.smoothed_power_w = twin_->smoothed_w();
   o.phase = twin_->current_phase();
   o.step = twin_->steps_done();
+  o.rollout_progress = twin_->rollout_progress();
   o.concurrency = twin_->concurrency();
   o.group_size = twin_->group_size();
   o.next_group_size = twin_->next_group_size();

@@ -24,11 +24,12 @@ struct Observation {
   double t_s = 0.0;
   std::vector<double> smoothed_power_w;  // per GPU
   Phase phase = Phase::kStartup;
-  int step = 0;                // steps completed
-  int concurrency = 0;         // in force
-  int group_size = 0;          // in force this step
-  int next_group_size = 0;     // for the next step
-  double power_limit_w = 0.0;  // 0: none
+  int step = 0;                   // steps completed
+  double rollout_progress = 0.0;  // finished / all sequences of this step's rollout
+  int concurrency = 0;            // in force
+  int group_size = 0;             // in force this step
+  int next_group_size = 0;        // for the next step
+  double power_limit_w = 0.0;     // 0: none
   double tokens_total = 0.0;
   double budget_w = 0.0;  // per GPU
 };

@@ -44,6 +44,8 @@ class RolloutEngine {
 
   bool done() const { return next_ == lengths_.size() && in_flight_.empty(); }
   size_t in_flight() const { return in_flight_.size(); }
+  size_t sequences() const { return lengths_.size(); }
+  size_t finished() const { return next_ - in_flight_.size(); }
 
  private:
   std::vector<double> lengths_;

@@ -271,11 +271,15 @@ Result<Scenario> ParseScenario(std::string_view toml_text, std::string_view sour
     s.logprob_power_w = r.Number(logprob, "logprob", "power_w", 0.0, max_w);
   }
 
-  const auto* train = r.Table("train", true);
-  s.train_tokens_per_s = r.Number(train, "train", "tokens_per_s", 1.0, 1e9);
-  s.train_power_w = r.Number(train, "train", "power_w", 0.0, max_w);
-  s.train_tokens_per_step = r.Number(train, "train", "tokens_per_step", 0.0, 1e12,
-                                     s.has_rollout ? 0.0 : std::optional<double>());
+  // [train] may be left out only by a generation-only job (a rollout proxy with no update).
+  const auto* train = r.Table("train", !s.has_rollout);
+  s.has_train = train != nullptr;
+  if (s.has_train) {
+    s.train_tokens_per_s = r.Number(train, "train", "tokens_per_s", 1.0, 1e9);
+    s.train_power_w = r.Number(train, "train", "power_w", 0.0, max_w);
+    s.train_tokens_per_step = r.Number(train, "train", "tokens_per_step", 0.0, 1e12,
+                                       s.has_rollout ? 0.0 : std::optional<double>());
+  }
 
   const auto* sync = r.Table("sync", false);
   if (sync != nullptr) {
@@ -310,6 +314,15 @@ Result<Scenario> ParseScenario(std::string_view toml_text, std::string_view sour
 
   const auto* budget = r.Table("budget", true);
   s.budget_w = r.Number(budget, "budget", "default_w", 1.0, max_w);
+  s.budget_range_w = {s.idle_loaded_w, s.nameplate_w};
+  if (budget != nullptr && budget->contains("range_w")) {
+    const auto range = r.Numbers(budget, "budget", "range_w", 1.0, max_w);
+    if (range.size() != 2 || range[0] > range[1]) {
+      return Error::Input(fmt::format(
+          "{}: budget.range_w: expected [low, high] watts with low <= high", source_name));
+    }
+    s.budget_range_w = {range[0], range[1]};
+  }
 
   r.CheckUnknown();
   if (r.error()) return Error::Input(*r.error());
@@ -318,6 +331,11 @@ Result<Scenario> ParseScenario(std::string_view toml_text, std::string_view sour
   const auto fail = [&](std::string_view key, std::string reason) {
     return Error::Input(fmt::format("{}: {}: {}", source_name, key, reason));
   };
+  if (s.budget_w < s.budget_range_w.first || s.budget_w > s.budget_range_w.second) {
+    return fail("budget.default_w",
+                fmt::format("{} W is outside budget.range_w [{}, {}]", s.budget_w,
+                            s.budget_range_w.first, s.budget_range_w.second));
+  }
   if (s.gpus % s.tp != 0) {
     return fail("job.tp", fmt::format("tp = {} does not divide job.gpus = {}", s.tp, s.gpus));
   }

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -71,6 +72,7 @@ struct Scenario {
   double logprob_power_w = 0.0;
 
   // [train]
+  bool has_train = true;            // false: a generation-only job (no [train])
   double train_tokens_per_s = 0.0;  // per GPU, forward + backward
   double train_power_w = 0.0;
   double train_tokens_per_step = 0.0;  // training-only jobs: tokens per GPU per step
@@ -102,7 +104,8 @@ struct Scenario {
   double interval_s = 0.5;
 
   // [budget]
-  double budget_w = 0.0;  // per GPU, the scenario's default
+  double budget_w = 0.0;                     // per GPU, the scenario's default
+  std::pair<double, double> budget_range_w;  // per GPU: controllers are trained and run in it
 
   int engines() const { return gpus / tp; }
 };

@@ -140,9 +140,13 @@ void Twin::NextAfter(Phase finished) {
       }
       [[fallthrough]];
     case Phase::kLogprob:
-      BeginFixedPhase(Phase::kTrain, step_tokens_ / (scenario_.gpus * scenario_.train_tokens_per_s),
-                      scenario_.train_power_w);
-      return;
+      if (scenario_.has_train) {
+        BeginFixedPhase(Phase::kTrain,
+                        step_tokens_ / (scenario_.gpus * scenario_.train_tokens_per_s),
+                        scenario_.train_power_w);
+        return;
+      }
+      [[fallthrough]];
     case Phase::kTrain:
       if (scenario_.sync_s > 0.0) {
         BeginFixedPhase(Phase::kSync, scenario_.sync_s, scenario_.sync_power_w);
@@ -266,6 +270,17 @@ void Twin::Tick() {
   tick_phase_ = static_cast<Phase>(std::max_element(phase_time_.begin(), phase_time_.end()) -
                                    phase_time_.begin());
   ++ticks_;
+}
+
+double Twin::rollout_progress() const {
+  if (phase_ != Phase::kRollout) return phase_ == Phase::kStartup ? 0.0 : 1.0;
+  size_t total = 0;
+  size_t finished = 0;
+  for (const RolloutEngine& e : engines_) {
+    total += e.sequences();
+    finished += e.finished();
+  }
+  return total == 0 ? 1.0 : static_cast<double>(finished) / static_cast<double>(total);
 }
 
 }  // namespace headroom::twin

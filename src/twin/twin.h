@@ -50,6 +50,8 @@ class Twin {
   const std::vector<double>& smoothed_w() const { return smoothed_w_; }    // telemetry view
   const std::vector<double>& tick_tokens() const { return tick_tokens_; }  // per GPU
   double mean_occupancy() const { return tick_occupancy_; }  // over engines, this tick
+  // Finished sequences / sequences of this step's rollout (0 before it, 1 after it).
+  double rollout_progress() const;
 
   int concurrency() const { return concurrency_; }
   int group_size() const { return step_group_size_; }  // in force this step

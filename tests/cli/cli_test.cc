@@ -214,10 +214,10 @@ TEST_F(Cli, TwinErrors) {
 }
 
 TEST_F(Cli, TwinAuthorityJson) {
-  auto r = Headroom("twin authority --scenario a100-72b-tp4 --steps 2 --seeds 1 --json");
+  auto r = Headroom("twin authority --scenario a100-72b-tp4-grpo --steps 2 --seeds 1 --json");
   ASSERT_EQ(r.status, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["scenario"], "a100-72b-tp4");
+  EXPECT_EQ(j["scenario"], "a100-72b-tp4-grpo");
   ASSERT_EQ(j["actuators"].size(), 3u);
   for (const auto& a : j["actuators"]) {
     for (const char* key : {"name", "range", "rollout_power_change_pct", "step_time_change_pct",
@@ -227,6 +227,71 @@ TEST_F(Cli, TwinAuthorityJson) {
   }
   EXPECT_EQ(j["actuators"][0]["name"], "concurrency");
   EXPECT_EQ(j["actuators"][0]["range"], nlohmann::json::array({4.0, 8.0}));
+}
+
+TEST_F(Cli, TrainThenEvalWithThePolicy) {
+  const std::string policy = (dir_ / "p.json").string();
+  auto t =
+      Headroom("train --scenario a100-7b-tp1 --timesteps 2000 --envs 2 --seed 3 --out " + policy);
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_TRUE(fs::exists(policy));
+  const std::string curve = Slurp(dir_ / "p.curve.csv");
+  EXPECT_THAT(curve, HasSubstr("iteration,timesteps,steps_per_s,return,tokens_reward,"
+                               "violation_rate,approx_kl,clip_fraction,explained_variance"));
+  const auto pj = nlohmann::json::parse(Slurp(policy));
+  EXPECT_EQ(pj["format"], "headroom-policy");
+  EXPECT_EQ(pj["version"], 1);
+  EXPECT_THAT(pj["command"].get<std::string>(), HasSubstr("--timesteps 2000"));
+
+  const std::string report = (dir_ / "eval.html").string();
+  auto e = Headroom(
+      "eval --scenario a100-7b-tp1 --controllers uncontrolled,static-safe,ppo "
+      "--policy " +
+      policy + " --seeds 2 --steps 3 --json --report " + report);
+  ASSERT_EQ(e.status, 0) << e.err;
+  const auto j = nlohmann::json::parse(e.out);
+  EXPECT_EQ(j["scenario"], "a100-7b-tp1");
+  EXPECT_EQ(j["budget_w"], 314.6);
+  EXPECT_EQ(j["seeds"], 2);
+  EXPECT_EQ(j["steps"], 3);
+  ASSERT_EQ(j["controllers"].size(), 3u);
+  for (const auto& c : j["controllers"]) {
+    for (const char* key :
+         {"name", "violation_fraction", "tokens", "energy_j", "tokens_per_mwh",
+          "tokens_vs_uncontrolled_pct", "tokens_vs_static_safe_pct",
+          "violations_vs_uncontrolled_pct", "tokens_per_mwh_vs_uncontrolled_pct"}) {
+      EXPECT_TRUE(c.contains(key)) << key;
+    }
+    for (const char* w : {"0.5s", "30s", "5min"}) {
+      EXPECT_TRUE(c["violation_fraction"][w].contains("mean")) << w;
+      EXPECT_TRUE(c["violation_fraction"][w].contains("std")) << w;
+    }
+  }
+  EXPECT_EQ(j["controllers"][2]["name"], "ppo");
+  EXPECT_THAT(Slurp(report), HasSubstr("<svg"));
+}
+
+TEST_F(Cli, EvalRefusesBadInputBeforeRunning) {
+  auto r = Headroom("eval --scenario a100-7b-tp1 --controllers uncontrolled,bang-bang");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err, HasSubstr("unknown controller 'bang-bang'"));
+  r = Headroom("eval --scenario a100-7b-tp1 --budget-w 900");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err, HasSubstr("900 W is outside scenario 'a100-7b-tp1''s budget range"));
+  r = Headroom("eval --scenario a100-7b-tp1 --controllers ppo");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err, HasSubstr("'ppo' needs --policy"));
+  const std::string old = Write("old.json", R"({"format": "headroom-policy", "version": 0})");
+  r = Headroom("eval --scenario a100-7b-tp1 --controllers ppo --policy " + old);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr(old + ": key 'version': 0"));
+  r = Headroom("eval --scenario h100-8b-ddp-train");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err, HasSubstr("has no rollout"));
+  r = Headroom("train --scenario a100-7b-tp1 --budget-w 10 --timesteps 10 --out " +
+               (dir_ / "x.json").string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_FALSE(fs::exists(dir_ / "x.json"));
 }
 
 }  // namespace

@@ -23,8 +23,9 @@ TEST(Authority, At72BUnderShardingGroupSizeLosesAuthorityConcurrencyKeepsIt) {
   const auto& group = Find(*r, "group_size");
   const auto& concurrency = Find(*r, "concurrency");
   EXPECT_LT(std::abs(group.rollout_power_change_pct), 3.0);
-  EXPECT_GE(concurrency.rollout_power_change_pct, 15.0);
-  EXPECT_LE(concurrency.rollout_power_change_pct, 25.0);
+  // The paper's batch sweep moved mean power 22.5 %: within 5 points of it.
+  EXPECT_GE(concurrency.rollout_power_change_pct, 17.5);
+  EXPECT_LE(concurrency.rollout_power_change_pct, 27.5);
   // Group size is volume: it moves the step time, not the power.
   EXPECT_GT(group.step_time_change_pct, 100.0);
 }
@@ -32,7 +33,7 @@ TEST(Authority, At72BUnderShardingGroupSizeLosesAuthorityConcurrencyKeepsIt) {
 TEST(Authority, At7BWhereConcurrencyDoesNotBindGroupSizeMovesPower) {
   auto s = LoadScenario("a100-7b-tp1");
   ASSERT_TRUE(s.ok());
-  // At the defaults, 8 prompts x 8 = 64 sequences fit under concurrency 256.
+  // At the defaults, 1 prompt x 8 = 8 sequences fit under concurrency 16.
   EXPECT_LT(s->prompts_per_step * s->group_size, s->concurrency);
   auto r = MeasureAuthority(*s, {});
   ASSERT_TRUE(r.ok());

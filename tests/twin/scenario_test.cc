@@ -70,10 +70,41 @@ TEST(Scenario, ErrorsNameFileKeyAndReason) {
               HasSubstr("power_fraction and time_factor need the same length"));
 }
 
+TEST(Scenario, BudgetRangeDefaultsAndChecks) {
+  const std::string ok = testing::TinyScenario();
+  auto s = ParseScenario(ok, "t.toml");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->budget_range_w.first, s->idle_loaded_w);  // absent: idle-loaded to nameplate
+  EXPECT_EQ(s->budget_range_w.second, s->nameplate_w);
+  s = ParseScenario(Replace(ok, "default_w = 300", "default_w = 300\nrange_w = [250, 350]"),
+                    "t.toml");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->budget_range_w.first, 250.0);
+  auto bad = ParseScenario(Replace(ok, "default_w = 300", "default_w = 300\nrange_w = [310, 320]"),
+                           "bad.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.error().message(),
+              HasSubstr("bad.toml: budget.default_w: 300 W is outside budget.range_w [310, 320]"));
+  bad = ParseScenario(Replace(ok, "default_w = 300", "default_w = 300\nrange_w = [320, 310]"),
+                      "bad.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.error().message(), HasSubstr("budget.range_w: expected [low, high]"));
+}
+
+TEST(Scenario, AGenerationOnlyJobMayLeaveOutTrain) {
+  const std::string text =
+      Replace(testing::TinyScenario(), "[train]\ntokens_per_s = 500\npower_w = 350\n", "");
+  auto s = ParseScenario(text, "gen.toml");
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  EXPECT_FALSE(s->has_train);
+  EXPECT_TRUE(ParseScenario(testing::TinyScenario(), "t.toml")->has_train);
+}
+
 TEST(Scenario, ABuiltinPerSourcePaperScaleAndTheH100Checks) {
   const auto names = BuiltinScenarioNames();
-  for (const char* name : {"a100-7b-tp1", "a100-14b-tp2", "a100-72b-tp4", "h100-8b-tp1",
-                           "h100-70b-tp4", "h100-8b-ddp-train"}) {
+  for (const char* name :
+       {"a100-7b-tp1", "a100-14b-tp2", "a100-72b-tp4", "h100-8b-tp1", "h100-70b-tp4",
+        "h100-8b-ddp-train", "a100-7b-tp1-vllm", "a100-72b-tp4-grpo"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
     auto s = LoadScenario(name);
     ASSERT_TRUE(s.ok()) << name << ": " << s.error().message();

@@ -63,6 +63,31 @@ TEST(Twin, FixedPhasesByHand) {
   EXPECT_NEAR(energy_j, twin.energy_j(), 1e-6);  // trace energy = sum of tick power x tick
 }
 
+TEST(Twin, AGenerationOnlyJobGoesFromRolloutToSyncAndCountsProgress) {
+  std::string text = testing::TinyScenario();
+  text.erase(text.find("[train]"),
+             std::string("[train]\ntokens_per_s = 500\npower_w = 350\n").size());
+  Twin twin(Parse(text), 3);
+  bool saw_logprob = false, saw_sync = false;
+  double last_progress = 0.0;
+  for (int tick = 0; tick < 3000 && twin.steps_done() < 3; ++tick) {
+    twin.Tick();
+    EXPECT_NE(twin.phase(), Phase::kTrain);
+    saw_logprob = saw_logprob || twin.phase() == Phase::kLogprob;
+    saw_sync = saw_sync || twin.phase() == Phase::kSync;
+    const double p = twin.rollout_progress();
+    EXPECT_GE(p, 0.0);
+    EXPECT_LE(p, 1.0);
+    if (twin.current_phase() == Phase::kRollout) {
+      EXPECT_GE(p, last_progress - 1.0 * (p == 0.0));  // rises within a rollout
+      last_progress = p;
+    }
+  }
+  EXPECT_EQ(twin.steps_done(), 3);
+  EXPECT_TRUE(saw_logprob);
+  EXPECT_TRUE(saw_sync);
+}
+
 TEST(Twin, PowerLimitSlowsEveryPhaseAlongTheClockCurve) {
   // Curve: power fraction 1 -> time 1, 0.5 -> 2 (linear between). Training at 350 W:
   // a 175 W limit needs fraction 0.5 -> twice as long; 262.5 W needs 0.75 -> 1.5x.

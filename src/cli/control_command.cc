@@ -1,0 +1,278 @@
+// `headroom train` and `headroom eval`: thin; the work is in sim/.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/progress.h"
+#include "cli/trace_options.h"
+#include "common/atomic_file.h"
+#include "control/policy.h"
+#include "report/eval_report.h"
+#include "sim/evaluate.h"
+#include "sim/train.h"
+#include "twin/scenario.h"
+
+namespace headroom::cli {
+namespace {
+
+constexpr uintmax_t kMaxPolicyBytes = 64u << 20;
+
+Result<control::Policy> LoadPolicy(const std::string& path) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) return Error::Io(fmt::format("{}: cannot read: {}", path, ec.message()));
+  if (size > kMaxPolicyBytes) {
+    return Error::Input(
+        fmt::format("{}: {} bytes; a policy is at most {} bytes", path, size, kMaxPolicyBytes));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error::Io(fmt::format("{}: cannot open", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return control::PolicyFromJson(ss.str(), path);
+}
+
+Status CheckBudget(const twin::Scenario& s, double budget_w) {
+  if (!(budget_w >= s.budget_range_w.first && budget_w <= s.budget_range_w.second)) {
+    return Error::Usage(
+        fmt::format("--budget-w: {} W is outside scenario '{}''s budget range [{}, {}] W per GPU",
+                    budget_w, s.name, s.budget_range_w.first, s.budget_range_w.second));
+  }
+  return OkStatus();
+}
+
+std::vector<std::string> SplitComma(const std::string& text) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : text) {
+    if (c == ',') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else if (c != ' ') {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+// ---- eval ----------------------------------------------------------------------------------
+
+struct EvalArgs {
+  std::string scenario;
+  std::optional<double> budget_w;
+  std::string controllers;
+  std::string policy;
+  int seeds = 10;
+  int steps = 500;
+  double violation_target = 0.01;
+  int threads = 2;
+  bool json = false;
+  std::string report;
+};
+
+Status RunEval(const EvalArgs& args) {
+  auto scenario = twin::LoadScenario(args.scenario);
+  if (!scenario) return std::move(scenario).error();
+  std::vector<std::string> names = SplitComma(args.controllers);
+  if (names.empty()) {
+    names = {"uncontrolled", "static-safe", "power-cap", "pid"};
+    if (!args.policy.empty()) names.push_back("ppo");
+  }
+  for (const std::string& n : names) {
+    if (std::find(sim::kControllerNames.begin(), sim::kControllerNames.end(), n) ==
+        sim::kControllerNames.end()) {
+      return Error::Usage(fmt::format(
+          "--controllers: unknown controller '{}' (known: uncontrolled, static-safe, power-cap, "
+          "pid, ppo)",
+          n));
+    }
+  }
+  const bool want_ppo = std::find(names.begin(), names.end(), "ppo") != names.end();
+  if (want_ppo && args.policy.empty())
+    return Error::Usage("--controllers: 'ppo' needs --policy FILE");
+  if (!scenario->has_rollout) {
+    return Error::Usage(fmt::format(
+        "scenario '{}' has no rollout: these controllers steer generation, there is none to steer",
+        scenario->name));
+  }
+  const double budget_w = args.budget_w.value_or(scenario->budget_w);
+  if (auto st = CheckBudget(*scenario, budget_w); !st) return st;
+  std::optional<control::Policy> policy;
+  if (want_ppo) {
+    auto p = LoadPolicy(args.policy);
+    if (!p) return std::move(p).error();
+    policy = std::move(*p);
+  }
+  sim::EvalConfig config;
+  config.scenario = *scenario;
+  config.budget_w = budget_w;
+  config.seeds = args.seeds;
+  config.steps = args.steps;
+  config.controllers = names;
+  config.policy = policy ? &*policy : nullptr;
+  config.violation_target = args.violation_target;
+  config.threads = args.threads;
+  config.record_power = !args.report.empty();
+  Progress progress("eval " + scenario->name, std::nullopt);
+  config.progress = [&](const std::string& what, int done, int total) {
+    progress.UpdateCount(done, total, what);
+  };
+  auto result = sim::Evaluate(config);
+  if (!result) return std::move(result).error();
+  const double interval_s = scenario->interval_s;
+  return EmitResult(args.report, args.json,
+                    {[&] { return report::EvalReportHtml(*result, interval_s); },
+                     [&] { return report::EvalToJson(*result).dump(2); },
+                     [&] { return report::EvalToText(*result); }});
+}
+
+// ---- train ---------------------------------------------------------------------------------
+
+struct TrainArgs {
+  std::string scenario;
+  std::optional<double> budget_w;
+  long long timesteps = 0;
+  uint64_t seed = 1;
+  std::string out;
+  std::string curve;
+  double violation_target = 0.01;
+  double cost_window_s = 0.5;
+  int envs = 16;
+  double entropy_coef = 0.001;
+  std::string actuators = "concurrency,group_size";
+  double learning_rate = 3e-4;
+};
+
+Status RunTrain(const TrainArgs& args, const std::string& command_line) {
+  sim::TrainConfig config;
+  for (const std::string& name : SplitComma(args.scenario)) {
+    auto s = twin::LoadScenario(name);
+    if (!s) return std::move(s).error();
+    if (!s->has_rollout) {
+      return Error::Usage(fmt::format(
+          "scenario '{}' has no rollout: a generation policy has nothing to steer there", s->name));
+    }
+    if (args.budget_w) {
+      if (auto st = CheckBudget(*s, *args.budget_w); !st) return st;
+      config.budget_ranges_w.emplace_back(*args.budget_w, *args.budget_w);
+    } else {
+      config.budget_ranges_w.push_back(s->budget_range_w);
+    }
+    config.scenarios.push_back(std::move(*s));
+  }
+  if (config.scenarios.empty()) return Error::Usage("--scenario: give at least one scenario");
+  config.timesteps = args.timesteps;
+  config.seed = args.seed;
+  config.violation_target = args.violation_target;
+  config.cost_window_s = args.cost_window_s;
+  config.envs = args.envs;
+  config.ppo.entropy_coef = args.entropy_coef;
+  if (args.actuators == "group_size") {
+    config.group_size_only = true;
+  } else if (args.actuators != "concurrency,group_size") {
+    return Error::Usage("--actuators: 'concurrency,group_size' (default) or 'group_size'");
+  }
+  config.ppo.learning_rate = args.learning_rate;
+  const std::string curve_path = !args.curve.empty()
+                                     ? args.curve
+                                     : (args.out.size() > 5 && args.out.ends_with(".json")
+                                            ? args.out.substr(0, args.out.size() - 5) + ".curve.csv"
+                                            : args.out + ".curve.csv");
+  std::string curve =
+      "iteration,timesteps,steps_per_s,return,tokens_reward,violation_rate,approx_kl,"
+      "clip_fraction,explained_variance,entropy,multiplier\n";
+  Progress progress("train", std::nullopt);
+  const auto start = std::chrono::steady_clock::now();
+  auto now_s = [start] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  sim::IterationLog last;
+  control::Policy policy = sim::Train(config, now_s, [&](const sim::IterationLog& l) {
+    curve += fmt::format("{},{},{:.1f},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}\n",
+                         l.iteration, l.timesteps, l.steps_per_s, l.mean_reward, l.mean_tokens,
+                         l.violation_rate, l.approx_kl, l.clip_fraction, l.explained_variance,
+                         l.entropy, l.multiplier);
+    progress.UpdateCount(static_cast<double>(l.timesteps), static_cast<double>(args.timesteps),
+                         fmt::format("steps, violations {:.2f}%, lambda {:.2f}",
+                                     100.0 * l.violation_rate, l.multiplier));
+    last = l;
+  });
+  policy.command = command_line;
+  policy.trained_budget = args.budget_w ? fmt::format("{} W", *args.budget_w)
+                                        : std::string("each scenario's budget.range_w");
+  if (auto st = WriteFileAtomically(args.out, control::PolicyToJson(policy)); !st) return st;
+  if (auto st = WriteFileAtomically(curve_path, curve); !st) return st;
+  fmt::print("trained    {} steps in {:.1f} s ({} iterations)\n", last.timesteps, now_s(),
+             last.iteration);
+  fmt::print("last       violations {:.2f}% of intervals, tokens reward {:.3f}, lambda {:.2f}\n",
+             100.0 * last.violation_rate, last.mean_tokens, last.multiplier);
+  fmt::print("wrote      {}\ncurve      {}\n", args.out, curve_path);
+  return OkStatus();
+}
+
+}  // namespace
+
+Command SetupEval(CLI::App& app) {
+  auto args = std::make_shared<EvalArgs>();
+  app.add_option("--scenario", args->scenario, "Built-in scenario name or TOML file")->required();
+  app.add_option("--budget-w", args->budget_w, "Budget per GPU (default: the scenario's)");
+  app.add_option("--controllers", args->controllers,
+                 "Comma-separated: uncontrolled,static-safe,power-cap,pid,ppo (default: all; ppo "
+                 "with --policy)");
+  app.add_option("--policy", args->policy, "Policy JSON for ppo (headroom train)");
+  app.add_option("--seeds", args->seeds, "Evaluation seeds (1..N)")->check(CLI::Range(1, 1000));
+  app.add_option("--steps", args->steps,
+                 "Horizon: the time the uncontrolled trainer takes for this many steps")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--violation-target", args->violation_target,
+                 "0.5 s violation fraction static-safe and pid must meet")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--threads", args->threads, "Worker threads")->check(CLI::Range(1, 256));
+  app.add_flag("--json", args->json, "Print JSON");
+  app.add_option("--report", args->report, "Write an HTML report");
+  return [args] { return RunEval(*args); };
+}
+
+Command SetupTrain(CLI::App& app) {
+  auto args = std::make_shared<TrainArgs>();
+  app.add_option("--scenario", args->scenario,
+                 "Built-in scenario(s) or TOML file(s), comma-separated")
+      ->required();
+  app.add_option("--budget-w", args->budget_w,
+                 "Train at this budget per GPU only (default: the scenario's budget range)");
+  app.add_option("--timesteps", args->timesteps, "Control intervals to train on")
+      ->required()
+      ->check(CLI::Range(1LL, 1000000000LL));
+  app.add_option("--seed", args->seed, "Random seed");
+  app.add_option("--out", args->out, "Policy JSON to write")->required();
+  app.add_option("--curve", args->curve, "Learning-curve CSV (default: OUT with .curve.csv)");
+  app.add_option("--violation-target", args->violation_target,
+                 "Constraint on the fraction of 0.5 s intervals over budget")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--cost-window-s", args->cost_window_s,
+                 "Window of the constraint: trailing mean power over it above budget (0.5: "
+                 "each interval; 30: the paper's 72B scoring)")
+      ->check(CLI::Range(0.001, 3600.0));
+  app.add_option("--envs", args->envs, "Environments side by side")->check(CLI::Range(1, 1024));
+  app.add_option("--actuators", args->actuators,
+                 "What the policy may move: concurrency,group_size (default) or group_size");
+  app.add_option("--entropy-coef", args->entropy_coef, "PPO entropy bonus")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--learning-rate", args->learning_rate, "Adam learning rate")
+      ->check(CLI::Range(1e-7, 1.0));
+  return [args, &app] {
+    std::string line = "headroom train";
+    for (const auto& o : app.get_options()) {
+      if (o->count() == 0 || o->get_name() == "--help") continue;
+      line += " " + o->get_name();
+      for (const auto& r : o->results()) line += " " + r;
+    }
+    return RunTrain(*args, line);
+  };
+}
+
+}  // namespace headroom::cli

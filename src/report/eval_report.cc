@@ -1,0 +1,141 @@
+#include "report/eval_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "report/html_page.h"
+#include "report/svg.h"
+#include "report/table.h"
+
+namespace headroom::report {
+
+namespace {
+
+using nlohmann::ordered_json;
+
+ordered_json StatJson(const sim::Stat& s) { return {{"mean", s.mean}, {"std", s.std}}; }
+ordered_json Opt(const std::optional<double>& v) {
+  return v ? ordered_json(*v) : ordered_json(nullptr);
+}
+std::string PctText(const std::optional<double>& v) {
+  return v ? fmt::format("{:+.1f}%", *v) : "-";
+}
+std::string FracText(const sim::Stat& s) {
+  return fmt::format("{:.2f}±{:.2f}%", 100.0 * s.mean, 100.0 * s.std);
+}
+
+constexpr const char* kColors[] = {"#7f7f7f", "#2ca02c", "#9467bd", "#ff7f0e", "#1f77b4"};
+
+}  // namespace
+
+ordered_json EvalToJson(const sim::EvalResult& r) {
+  ordered_json j;
+  j["scenario"] = r.scenario;
+  j["budget_w"] = r.budget_w;
+  j["seeds"] = r.seeds;
+  j["steps"] = r.steps;
+  j["violation_target"] = r.violation_target;
+  j["horizon_s"] = r.horizon_s;
+  auto controllers = ordered_json::array();
+  for (const auto& c : r.controllers) {
+    ordered_json e;
+    e["name"] = c.name;
+    e["setting"] = c.setting;
+    e["violation_fraction"] = {{"0.5s", StatJson(c.violation_fraction[0])},
+                               {"30s", StatJson(c.violation_fraction[1])},
+                               {"5min", StatJson(c.violation_fraction[2])}};
+    e["tokens"] = StatJson(c.tokens);
+    e["energy_j"] = StatJson(c.energy_j);
+    e["tokens_per_mwh"] = StatJson(c.tokens_per_mwh);
+    e["mean_concurrency"] = StatJson(c.mean_concurrency);
+    e["mean_group_size"] = StatJson(c.mean_group_size);
+    e["tokens_vs_uncontrolled_pct"] = Opt(c.tokens_vs_uncontrolled_pct);
+    e["tokens_vs_static_safe_pct"] = Opt(c.tokens_vs_static_safe_pct);
+    e["violations_vs_uncontrolled_pct"] = Opt(c.violations_vs_uncontrolled_pct);
+    e["tokens_per_mwh_vs_uncontrolled_pct"] = Opt(c.tokens_per_mwh_vs_uncontrolled_pct);
+    controllers.push_back(std::move(e));
+  }
+  j["controllers"] = std::move(controllers);
+  return j;
+}
+
+std::string EvalToText(const sim::EvalResult& r) {
+  double mean_h = 0.0;
+  for (double h : r.horizon_s) mean_h += h / static_cast<double>(r.horizon_s.size());
+  std::string out = fmt::format(
+      "scenario   {} at {:.1f} W per GPU; {} seeds x {:.0f} s (the time of {} uncontrolled steps)\n"
+      "target     0.5 s violation fraction <= {:.2f}% (static-safe and pid searched on "
+      "calibration seeds)\n\n",
+      r.scenario, r.budget_w, r.seeds, mean_h, r.steps, 100.0 * r.violation_target);
+  TextTable t({"controller", "viol 0.5s", "viol 30s", "viol 5min", "tokens", "vs uncontrolled",
+               "vs static-safe", "tokens/MWh", "vs unc.", "energy kWh"});
+  for (const auto& c : r.controllers) {
+    t.AddRow({c.name, FracText(c.violation_fraction[0]), FracText(c.violation_fraction[1]),
+              FracText(c.violation_fraction[2]), fmt::format("{:.0f}", c.tokens.mean),
+              PctText(c.tokens_vs_uncontrolled_pct), PctText(c.tokens_vs_static_safe_pct),
+              fmt::format("{:.4g}", c.tokens_per_mwh.mean),
+              PctText(c.tokens_per_mwh_vs_uncontrolled_pct),
+              fmt::format("{:.3f}", c.energy_j.mean / 3.6e6)});
+  }
+  out += t.Render();
+  out += "\n";
+  TextTable s({"controller", "setting", "mean concurrency", "mean group size"});
+  s.AlignLeft(1);
+  for (const auto& c : r.controllers) {
+    s.AddRow({c.name, c.setting, fmt::format("{:.1f}", c.mean_concurrency.mean),
+              fmt::format("{:.1f}", c.mean_group_size.mean)});
+  }
+  out += s.Render();
+  return out;
+}
+
+std::string EvalReportHtml(const sim::EvalResult& r, double interval_s) {
+  std::string body = fmt::format(
+      "<p>Scenario <b>{}</b>, budget {:.1f} W per GPU, {} seeds, each controller for the time the "
+      "uncontrolled trainer takes for {} steps on that seed. Violations are scored on the true "
+      "power (the job's sum against budget x GPUs) in tumbling windows.</p>\n",
+      HtmlEscape(r.scenario), r.budget_w, r.seeds, r.steps);
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& c : r.controllers) {
+    rows.push_back({c.name, FracText(c.violation_fraction[0]), FracText(c.violation_fraction[1]),
+                    FracText(c.violation_fraction[2]), fmt::format("{:.0f}", c.tokens.mean),
+                    PctText(c.tokens_vs_uncontrolled_pct), PctText(c.tokens_vs_static_safe_pct),
+                    fmt::format("{:.4g}", c.tokens_per_mwh.mean),
+                    PctText(c.tokens_per_mwh_vs_uncontrolled_pct), c.setting});
+  }
+  body += "<h2>Results (mean ± std over seeds)</h2>\n";
+  body +=
+      HtmlTable({"controller", "viol 0.5 s", "viol 30 s", "viol 5 min", "tokens", "vs uncontrolled",
+                 "vs static-safe", "tokens/MWh", "vs uncontrolled", "setting"},
+                rows);
+  // Power over time, seed 1: the first 10 minutes (or all of it) at 0.5 s.
+  body += "<h2>Power per GPU against the budget (seed 1, first 10 minutes, 0.5 s means)</h2>\n";
+  size_t n = 0;
+  float top = static_cast<float>(r.budget_w);
+  for (const auto& c : r.controllers) {
+    if (c.runs.empty()) continue;
+    n = std::max(n, c.runs[0].power_w.size());
+    for (float p : c.runs[0].power_w) top = std::max(top, p);
+  }
+  n = std::min(n, static_cast<size_t>(600.0 / interval_s));
+  if (n > 1) {
+    for (size_t ci = 0; ci < r.controllers.size(); ++ci) {
+      const auto& c = r.controllers[ci];
+      if (c.runs.empty() || c.runs[0].power_w.empty()) continue;
+      SvgChart chart(Axis{0.0, static_cast<double>(n) * interval_s, false, "time (s)", 1.0},
+                     Axis{0.0, top * 1.08, false, "power per GPU (W)", 1.0});
+      std::vector<double> xs, ys;
+      for (size_t i = 0; i < std::min(n, c.runs[0].power_w.size()); ++i) {
+        xs.push_back(static_cast<double>(i) * interval_s);
+        ys.push_back(c.runs[0].power_w[i]);
+      }
+      chart.Line(xs, ys, kColors[ci % 5], c.name);
+      chart.HorizontalRule(r.budget_w, "#d62728", "budget");
+      body += "<h3>" + HtmlEscape(c.name) + "</h3>\n" + chart.Render();
+    }
+  }
+  return Page("headroom eval", body);
+}
+
+}  // namespace headroom::report

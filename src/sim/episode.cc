@@ -1,0 +1,129 @@
+#include "sim/episode.h"
+
+#include <cassert>
+
+#include "analysis/window_stats.h"
+
+namespace headroom::sim {
+
+control::Phase ToControlPhase(twin::Phase phase) {
+  switch (phase) {
+    case twin::Phase::kRollout:
+      return control::Phase::kRollout;
+    case twin::Phase::kLogprob:
+      return control::Phase::kLogprob;
+    case twin::Phase::kTrain:
+      return control::Phase::kTrain;
+    case twin::Phase::kSync:
+      return control::Phase::kSync;
+    case twin::Phase::kCheckpoint:
+      return control::Phase::kCheckpoint;
+    case twin::Phase::kStartup:
+    case twin::Phase::kStopped:
+      return control::Phase::kIdle;
+  }
+  return control::Phase::kIdle;
+}
+
+control::Inputs ToInputs(const twin::Observation& o, double interval_s) {
+  control::Inputs in;
+  in.t_s = o.t_s;
+  in.interval_s = interval_s;
+  in.budget_w = o.budget_w;
+  in.smoothed_power_w = o.smoothed_power_w;
+  in.phase = ToControlPhase(o.phase);
+  in.step = o.step;
+  in.rollout_progress = o.rollout_progress;
+  in.concurrency = o.concurrency;
+  in.group_size = o.group_size;
+  in.next_group_size = o.next_group_size;
+  in.power_limit_w = o.power_limit_w;
+  in.tokens_total = o.tokens_total;
+  return in;
+}
+
+control::ActuatorLimits LimitsOf(const twin::Scenario& s) {
+  control::ActuatorLimits l;
+  l.concurrency = {s.concurrency_range.lo, s.concurrency_range.hi};
+  l.group_size = {s.group_size_range.lo, s.group_size_range.hi};
+  l.nameplate_w = s.nameplate_w;
+  l.power_limit_min_w = s.power_limit_min_w;
+  return l;
+}
+
+control::Applied DefaultsOf(const twin::Scenario& s) {
+  control::Applied a;
+  a.concurrency = s.concurrency;
+  a.group_size = s.group_size;
+  return a;
+}
+
+EpisodeResult RunEpisode(const twin::Scenario& scenario, double budget_w, uint64_t seed,
+                         control::Controller& controller, const EpisodeOptions& options) {
+  assert(options.steps || options.horizon_s);
+  twin::Environment env(scenario, budget_w);
+  twin::Observation obs = env.Reset(seed);
+  controller.Reset();
+  const control::ActuatorLimits limits = LimitsOf(scenario);
+  control::Applied applied = DefaultsOf(scenario);
+  const double job_budget_w = budget_w * scenario.gpus;
+  std::array<analysis::WindowStats, 3> stats = {
+      analysis::WindowStats(kScoreWindowsS[0], job_budget_w),
+      analysis::WindowStats(kScoreWindowsS[1], job_budget_w),
+      analysis::WindowStats(kScoreWindowsS[2], job_budget_w)};
+  const size_t gpus = static_cast<size_t>(scenario.gpus);
+  const int ticks = env.ticks_per_interval();
+  std::vector<double> t_buf(static_cast<size_t>(ticks));
+  std::vector<double> p_buf(static_cast<size_t>(ticks));
+  EpisodeResult r;
+  uint64_t tick_index = 0;
+  uint64_t intervals = 0;
+  double concurrency_sum = 0.0;
+  double group_sum = 0.0;
+  while (true) {
+    if (options.steps && obs.step >= *options.steps) break;
+    if (options.horizon_s && obs.t_s >= *options.horizon_s - 1e-9) break;
+    const control::Inputs in = ToInputs(obs, scenario.interval_s);
+    applied = control::ApplyLimits(limits, applied, controller.Decide(in));
+    twin::Actuation act;
+    act.concurrency = applied.concurrency;
+    act.group_size = applied.group_size;
+    act.power_limit_w = applied.power_limit_w;
+    const twin::Environment::StepResult sr = env.Step(act);
+    double interval_sum = 0.0;
+    for (int k = 0; k < ticks; ++k) {
+      double p = 0.0;
+      for (size_t g = 0; g < gpus; ++g)
+        p += sr.metrics.tick_power_w[static_cast<size_t>(k) * gpus + g];
+      t_buf[static_cast<size_t>(k)] = static_cast<double>(tick_index++) * scenario.tick_s;
+      p_buf[static_cast<size_t>(k)] = p;
+      interval_sum += p;
+    }
+    for (auto& s : stats) s.AddBatch(t_buf.data(), p_buf.data(), t_buf.size());
+    if (options.record_power) {
+      r.power_w.push_back(static_cast<float>(interval_sum / ticks / static_cast<double>(gpus)));
+    }
+    r.tokens += sr.metrics.tokens;
+    r.energy_j += sr.metrics.energy_j;
+    concurrency_sum += applied.concurrency;
+    group_sum += sr.observation.group_size;
+    ++intervals;
+    obs = sr.observation;
+  }
+  for (size_t i = 0; i < stats.size(); ++i) {
+    stats[i].Finish(scenario.tick_s);
+    r.windows[i] = stats[i].counted();
+    r.violation_fraction[i] = stats[i].counted() > 0 ? static_cast<double>(stats[i].over_budget()) /
+                                                           static_cast<double>(stats[i].counted())
+                                                     : 0.0;
+  }
+  r.duration_s = obs.t_s;
+  r.steps_done = obs.step;
+  if (intervals > 0) {
+    r.mean_concurrency = concurrency_sum / static_cast<double>(intervals);
+    r.mean_group_size = group_sum / static_cast<double>(intervals);
+  }
+  return r;
+}
+
+}  // namespace headroom::sim

@@ -1,0 +1,51 @@
+// Controllers in the twin: the adapter between twin::Environment and control::Controller, and an
+// episode scored the way `headroom analyze` scores a trace.
+//
+// Scoring uses the true power (not the telemetry the controller sees): the job's power (the sum
+// over its GPUs, one sample per tick) against budget x GPUs, in tumbling windows of 0.5 s, 30 s
+// and 5 min (analysis::WindowStats, the definitions of docs/METRICS.md).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "control/actuators.h"
+#include "control/controller.h"
+#include "twin/environment.h"
+#include "twin/scenario.h"
+
+namespace headroom::sim {
+
+inline constexpr std::array<double, 3> kScoreWindowsS = {0.5, 30.0, 300.0};
+
+control::Phase ToControlPhase(twin::Phase phase);
+control::Inputs ToInputs(const twin::Observation& o, double interval_s);
+control::ActuatorLimits LimitsOf(const twin::Scenario& s);
+control::Applied DefaultsOf(const twin::Scenario& s);
+
+struct EpisodeOptions {
+  std::optional<int> steps;         // stop when this many steps are done ...
+  std::optional<double> horizon_s;  // ... or at this time, whichever comes first
+  bool record_power = false;        // keep the job's mean power per interval (per GPU)
+};
+
+struct EpisodeResult {
+  double duration_s = 0.0;
+  int steps_done = 0;
+  double tokens = 0.0;
+  double energy_j = 0.0;
+  std::array<double, 3> violation_fraction{};  // per kScoreWindowsS; 0 with no counted window
+  std::array<uint64_t, 3> windows{};
+  std::vector<float> power_w;  // per interval, mean over the job's GPUs (record_power)
+  double mean_concurrency = 0.0;
+  double mean_group_size = 0.0;
+  double tokens_per_mwh() const { return energy_j > 0.0 ? tokens / (energy_j / 3.6e9) : 0.0; }
+};
+
+// REQUIRES: options set steps or horizon_s.
+EpisodeResult RunEpisode(const twin::Scenario& scenario, double budget_w, uint64_t seed,
+                         control::Controller& controller, const EpisodeOptions& options);
+
+}  // namespace headroom::sim

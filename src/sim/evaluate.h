@@ -1,0 +1,112 @@
+// `headroom eval`: every controller on the same seeds, scored like the paper's tables.
+//
+// Horizon: for each seed, the wall time the uncontrolled trainer takes for `steps` GRPO steps;
+// every controller then runs exactly that long on that seed, so tokens measure throughput and
+// energy is over the same time. Static-safe and the PID gains are found by search on separate
+// calibration seeds (1001, 1002, ...), never on the evaluation seeds (1, 2, ...).
+#pragma once
+
+#include <array>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "control/baselines.h"
+#include "control/policy.h"
+#include "sim/episode.h"
+#include "twin/scenario.h"
+
+namespace headroom::sim {
+
+inline constexpr std::array<std::string_view, 5> kControllerNames = {"uncontrolled", "static-safe",
+                                                                     "power-cap", "pid", "ppo"};
+
+struct Stat {
+  double mean = 0.0;
+  double std = 0.0;  // sample standard deviation (n - 1); 0 for one seed
+};
+Stat StatOf(const std::vector<double>& v);
+
+// The fixed setting with the most tokens whose mean 0.5 s violation fraction on the calibration
+// seeds stays <= the target; when none does, the one with the fewest violations (ties: the most
+// tokens).
+struct StaticSafe {
+  int concurrency = 0;
+  int group_size = 0;
+  double violation_fraction = 0.0;  // on the calibration seeds
+  double tokens = 0.0;
+  bool meets_target = false;
+};
+
+struct PidChoice {
+  control::PidGains gains;
+  int group_size = 0;
+  double violation_fraction = 0.0;
+  double tokens = 0.0;
+  bool meets_target = false;
+};
+
+struct EvalConfig {
+  twin::Scenario scenario;
+  double budget_w = 0.0;
+  int seeds = 10;
+  int steps = 500;
+  std::vector<std::string> controllers;
+  const control::Policy* policy = nullptr;  // needed for "ppo"
+  double violation_target = 0.01;
+  int calibration_seeds = 3;
+  int search_steps = 60;
+  control::ShieldRule shield;
+  int threads = 2;
+  bool record_power = true;
+  std::function<void(const std::string& what, int done, int total)> progress;
+};
+
+struct ControllerEval {
+  std::string name;
+  std::string setting;  // what it ran with, in words
+  std::vector<EpisodeResult> runs;
+  std::array<Stat, 3> violation_fraction;
+  Stat tokens;
+  Stat energy_j;
+  Stat tokens_per_mwh;
+  Stat mean_concurrency;
+  Stat mean_group_size;
+  std::optional<double> tokens_vs_uncontrolled_pct;
+  std::optional<double> tokens_vs_static_safe_pct;
+  std::optional<double> violations_vs_uncontrolled_pct;
+  std::optional<double> tokens_per_mwh_vs_uncontrolled_pct;
+};
+
+struct EvalResult {
+  std::string scenario;
+  double budget_w = 0.0;
+  int seeds = 0;
+  int steps = 0;
+  double violation_target = 0.0;
+  std::vector<double> horizon_s;  // per seed
+  StaticSafe static_safe;
+  PidChoice pid;
+  double pid_target = 0.0;  // what PID was tuned to: the policy's constraint when there is one
+  double pid_window_s = 0.5;
+  std::vector<ControllerEval> controllers;  // in the order asked
+};
+
+// Checks names and the budget range before anything runs.
+Result<EvalResult> Evaluate(const EvalConfig& config);
+
+StaticSafe SearchStaticSafe(const twin::Scenario& scenario, double budget_w, double target,
+                            int calibration_seeds, int steps, int threads);
+// The gains with the most tokens whose violation fraction over window_s (one of kScoreWindowsS)
+// stays <= target on the calibration seeds; when none does, the fewest violations.
+PidChoice SearchPid(const twin::Scenario& scenario, double budget_w, double target,
+                    int calibration_seeds, int steps, int group_size, int threads,
+                    double window_s = 0.5);
+
+// Runs tasks 0..n-1 on `threads` threads (task i writes only its own slot).
+void ParallelFor(int n, int threads, const std::function<void(int)>& task);
+
+}  // namespace headroom::sim

@@ -1,0 +1,164 @@
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "control/actuators.h"
+#include "control/baselines.h"
+#include "control/features.h"
+
+namespace headroom::control {
+namespace {
+
+Inputs At(double t_s, double power_w, Phase phase, int concurrency, double budget_w = 300.0) {
+  static std::vector<double> power(1);
+  power[0] = power_w;
+  Inputs in;
+  in.t_s = t_s;
+  in.interval_s = 0.5;
+  in.budget_w = budget_w;
+  in.smoothed_power_w = power;
+  in.phase = phase;
+  in.concurrency = concurrency;
+  in.group_size = 8;
+  in.next_group_size = 8;
+  return in;
+}
+
+TEST(Actuators, ClampRateLimitAndPowerLimit) {
+  ActuatorLimits l;
+  l.concurrency = {1, 16};
+  l.group_size = {4, 16};
+  l.nameplate_w = 400.0;
+  l.power_limit_min_w = 100.0;
+  Applied cur;
+  cur.concurrency = 2;
+  cur.group_size = 8;
+  // Up from 2 at most x2 per interval: 4.
+  Applied a = ApplyLimits(l, cur, {16, 20, 50.0});
+  EXPECT_EQ(a.concurrency, 4);
+  EXPECT_TRUE(a.concurrency_clamped);
+  EXPECT_EQ(a.group_size, 16);
+  EXPECT_TRUE(a.group_size_clamped);
+  EXPECT_EQ(a.power_limit_w, 100.0);  // below the lowest limit: the lowest
+  // Down at once, to the range's floor.
+  cur.concurrency = 16;
+  a = ApplyLimits(l, cur, {0, std::nullopt, 400.0});
+  EXPECT_EQ(a.concurrency, 1);
+  EXPECT_EQ(a.group_size, 8);       // unset: kept
+  EXPECT_EQ(a.power_limit_w, 0.0);  // at nameplate: none
+  cur.concurrency = 1;
+  EXPECT_EQ(ApplyLimits(l, cur, {16, {}, {}}).concurrency, 2);  // +1 at least
+}
+
+TEST(Baselines, UncontrolledStaticAndPowerCapIgnorePower) {
+  Uncontrolled u(256, 8);
+  PowerCap cap(256, 8);
+  Static s("static-safe", 6, 16);
+  for (double p : {100.0, 500.0}) {
+    const Inputs in = At(0.0, p, Phase::kRollout, 256, 314.6);
+    EXPECT_EQ(*u.Decide(in).concurrency, 256);
+    EXPECT_EQ(*u.Decide(in).power_limit_w, 0.0);
+    EXPECT_EQ(*cap.Decide(in).power_limit_w, 314.6);
+    EXPECT_EQ(*s.Decide(in).concurrency, 6);
+    EXPECT_EQ(*s.Decide(in).group_size, 16);
+  }
+}
+
+// PI on log2 concurrency, by hand: kp 2, ki 1/s, margin 0, range [1, 16], start 16 (I = 4).
+TEST(Pid, ScriptedPowerSequence) {
+  Pid pid({2.0, 1.0, 0.0}, {1, 16}, 16, 8);
+  // Over budget in rollout: e = (300 - 330) / 300 = -0.1; I = 4 - 0.1 x 0.5 = 3.95;
+  // u = 3.95 - 0.2 = 3.75; 2^3.75 = 13.45 -> 13.
+  EXPECT_EQ(*pid.Decide(At(0.0, 330.0, Phase::kRollout, 16)).concurrency, 13);
+  EXPECT_EQ(*pid.Decide(At(0.0, 330.0, Phase::kRollout, 16)).group_size, 8);  // I = 3.9 now
+  // Outside rollout the integral holds (3.9): u = 3.9 - 0.2 = 3.7; 2^3.7 = 13.0 -> 13.
+  EXPECT_EQ(*pid.Decide(At(1.0, 330.0, Phase::kTrain, 13)).concurrency, 13);
+  EXPECT_EQ(*pid.Decide(At(1.5, 330.0, Phase::kTrain, 13)).concurrency, 13);
+  // Far below: e = 1/3, I + kp e = 3.9 + 0.667 > 4 (saturated high, e > 0): no integration,
+  // u = 4 -> 16, and the integral stays 3.9: at e = 0, u = 3.9 -> 2^3.9 = 14.9 -> 15.
+  EXPECT_EQ(*pid.Decide(At(2.0, 200.0, Phase::kRollout, 13)).concurrency, 16);
+  EXPECT_EQ(*pid.Decide(At(2.5, 300.0, Phase::kRollout, 16)).concurrency, 15);
+  pid.Reset();
+  EXPECT_EQ(*pid.Decide(At(0.0, 300.0, Phase::kRollout, 16)).concurrency, 16);
+}
+
+TEST(Pid, AntiWindupStopsIntegratingWhenTheOutputSaturates) {
+  Pid pid({1.0, 4.0, 0.0}, {2, 16}, 16, 8);  // log2 range [1, 4], I starts at 4
+  // Far over budget, e = -1. First interval: I + kp e = 3 is inside: I = 4 - 4 x 0.5 = 2.
+  // From then on I + kp e = 1 is saturated low with e < 0: I stays 2 however long it lasts.
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(*pid.Decide(At(i * 0.5, 600.0, Phase::kRollout, 2)).concurrency, 2);
+  }
+  // At the setpoint (e = 0) the output is 2^I = 4 at once: no wound-up integral to unwind.
+  EXPECT_EQ(*pid.Decide(At(50.0, 300.0, Phase::kRollout, 2)).concurrency, 4);
+  // e = +0.5: I = 2 + 4 x 0.5 x 0.5 = 3, u = 3.5 -> 11.3 -> 11; then at the setpoint 2^3 = 8.
+  EXPECT_EQ(*pid.Decide(At(50.5, 150.0, Phase::kRollout, 4)).concurrency, 11);
+  EXPECT_EQ(*pid.Decide(At(51.0, 300.0, Phase::kRollout, 11)).concurrency, 8);
+}
+
+class Fixed final : public Controller {
+ public:
+  std::string_view name() const override { return "fixed"; }
+  Command Decide(const Inputs&) override { return {16, 8, {}}; }
+};
+
+// Rule: margin 2 %, sustain 2 intervals, cut x0.5, hold 5 s. Budget 300: threshold 306 W.
+TEST(Shield, SustainedExcessCutsAndHolds) {
+  Fixed inner;
+  Shield shield(inner, {0.02, 2, 0.5, 5.0}, {1, 16});
+  shield.Reset();
+  EXPECT_EQ(*shield.Decide(At(0.0, 310.0, Phase::kRollout, 16)).concurrency, 16);  // 1 over
+  EXPECT_EQ(*shield.Decide(At(0.5, 305.0, Phase::kRollout, 16)).concurrency, 16);  // under: reset
+  EXPECT_EQ(*shield.Decide(At(1.0, 310.0, Phase::kRollout, 16)).concurrency, 16);
+  EXPECT_EQ(*shield.Decide(At(1.5, 310.0, Phase::kRollout, 16)).concurrency, 8);  // cut
+  EXPECT_EQ(shield.interventions(), 1);
+  EXPECT_EQ(*shield.Decide(At(6.0, 200.0, Phase::kRollout, 8)).concurrency, 8);   // held
+  EXPECT_EQ(*shield.Decide(At(6.5, 200.0, Phase::kRollout, 8)).concurrency, 16);  // released
+  // Outside rollout it passes everything through, however high the power.
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(*shield.Decide(At(10.0 + i, 390.0, Phase::kTrain, 16)).concurrency, 16);
+  }
+  EXPECT_EQ(shield.interventions(), 1);
+}
+
+TEST(Shield, LongScoringWindowsSustainLonger) {
+  EXPECT_EQ(ShieldFor(0.5, 0.5).sustain, 2);    // a quarter of one interval: the default holds
+  EXPECT_EQ(ShieldFor(30.0, 0.5).sustain, 15);  // 7.5 s
+}
+
+TEST(Features, LevelsByHand) {
+  const Range c{1, 16};
+  const int want_c[] = {1, 1, 2, 3, 4, 6, 8, 11, 16};  // round(2^(i/2))
+  for (int i = 0; i < 9; ++i) EXPECT_EQ(ConcurrencyAtLevel(c, i), want_c[i]) << i;
+  const Range g{4, 16};
+  const int want_g[] = {4, 7, 10, 13, 16};
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(GroupAtLevel(g, i), want_g[i]) << i;
+  EXPECT_EQ(NearestConcurrencyLevel(c, 16), 8);
+  EXPECT_EQ(NearestConcurrencyLevel(c, 5), 5);  // log2 5 = 2.32: nearest 6 (2.58) over 4 (2)
+  EXPECT_EQ(NearestConcurrencyLevel(c, 1), 0);  // levels 0 and 1 are both 1: the first
+}
+
+TEST(Features, HeadroomHistoryPhaseAndPositions) {
+  ActuatorLimits l;
+  l.concurrency = {1, 16};
+  l.group_size = {4, 16};
+  l.nameplate_w = 400.0;
+  FeatureState f;
+  double x[kFeatureCount];
+  f.Compute(At(0.0, 330.0, Phase::kRollout, 4), l, x);
+  EXPECT_NEAR(x[0], 0.1, 1e-12);  // 330 / 300 - 1
+  EXPECT_NEAR(x[4], 0.1, 1e-12);  // history starts filled with the first value
+  EXPECT_NEAR(x[5], 0.0, 1e-12);
+  f.Compute(At(0.5, 270.0, Phase::kTrain, 4), l, x);
+  EXPECT_NEAR(x[0], -0.1, 1e-12);
+  EXPECT_NEAR(x[1], 0.1, 1e-12);
+  EXPECT_NEAR(x[5], -0.2, 1e-12);
+  EXPECT_EQ(x[kHistory + 1 + static_cast<int>(Phase::kTrain)], 1.0);
+  EXPECT_EQ(x[kHistory + 1 + static_cast<int>(Phase::kRollout)], 0.0);
+  EXPECT_NEAR(x[kHistory + 1 + kPhaseCount + 1], 0.5, 1e-12);         // log2 4 / log2 16
+  EXPECT_NEAR(x[kHistory + 1 + kPhaseCount + 2], 4.0 / 12.0, 1e-12);  // group 8 in [4, 16]
+  EXPECT_NEAR(x[kFeatureCount - 1], 0.75, 1e-12);                     // 300 / 400
+}
+
+}  // namespace
+}  // namespace headroom::control

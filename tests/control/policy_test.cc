@@ -1,0 +1,86 @@
+#include "control/policy.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace headroom::control {
+namespace {
+
+using ::testing::HasSubstr;
+
+Policy Small() {
+  Policy p;
+  p.net = rl::ActorCritic(kFeatureCount, {kConcurrencyMoves, kGroupLevels}, {8}, 3);
+  p.normalizer = rl::Normalizer(kFeatureCount);
+  p.trained_on = {"a100-7b-tp1"};
+  return p;
+}
+
+TEST(Policy, JsonRoundTripKeepsEveryDecision) {
+  Policy p = Small();
+  Eigen::VectorXd params = p.net.actor().Parameters();
+  for (Eigen::Index i = 0; i < params.size(); ++i) params(i) = std::sin(1.0 + i);
+  p.net.actor().SetParameters(params);
+  auto back = PolicyFromJson(PolicyToJson(p), "p.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_TRUE(back->net.actor().Parameters().isApprox(params, 1e-15));
+  EXPECT_EQ(back->trained_on, p.trained_on);
+}
+
+TEST(Policy, ControllerMapsTheArgmaxToLevels) {
+  Policy p = Small();
+  // Zero weights; biases pick the move -1 level and group level 4.
+  Eigen::VectorXd params = Eigen::VectorXd::Zero(p.net.actor().ParameterCount());
+  p.net.actor().SetParameters(params);
+  p.net.actor().biases().back()(1) = 1.0;
+  p.net.actor().biases().back()(kConcurrencyMoves + 4) = 1.0;
+  ActuatorLimits l;
+  l.concurrency = {1, 16};
+  l.group_size = {4, 16};
+  l.nameplate_w = 400.0;
+  PolicyController c(p, l);
+  std::vector<double> power{250.0};
+  Inputs in;
+  in.budget_w = 300.0;
+  in.smoothed_power_w = power;
+  in.concurrency = 16;
+  in.group_size = 8;
+  const Command cmd = c.Decide(in);
+  EXPECT_EQ(*cmd.concurrency, 11);  // 16 is level 8 of 9 on log2 [1, 16]; one down: 2^3.5
+  EXPECT_EQ(*cmd.group_size, 16);   // level 4 of 5 on [4, 16]
+}
+
+TEST(Policy, RefusesOtherVersionsFamiliesAndShapes) {
+  const std::string good = PolicyToJson(Small());
+  auto edit = [&](auto f) {
+    nlohmann::json j = nlohmann::json::parse(good);
+    f(j);
+    return PolicyFromJson(j.dump(), "p.json");
+  };
+  auto r = edit([](nlohmann::json& j) { j["version"] = 2; });
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message(), HasSubstr("p.json: key 'version': 2"));
+  r = edit([](nlohmann::json& j) { j["family"] = "training-clock"; });
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message(), HasSubstr("key 'family'"));
+  r = edit([](nlohmann::json& j) { j["features"].erase(0); });
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message(), HasSubstr("key 'features'"));
+  r = edit([](nlohmann::json& j) { j["heads"] = {9, 3}; });
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message(), HasSubstr("key 'heads'"));
+  r = edit([](nlohmann::json& j) { j["actor"]["parameters"].erase(0); });
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message(), HasSubstr("key 'actor.parameters'"));
+  r = PolicyFromJson("{\"format\": ", "p.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message(), HasSubstr("p.json: not JSON"));
+  r = PolicyFromJson("[]", "p.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message(), HasSubstr("not a headroom policy"));
+}
+
+}  // namespace
+}  // namespace headroom::control

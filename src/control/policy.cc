@@ -59,7 +59,7 @@ Result<Policy> PolicyFromJson(std::string_view text, std::string_view source) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and numbers out of range
     return Error::Input(fmt::format("{}: not JSON: {}", source, e.what()));
   }
   try {

@@ -77,6 +77,15 @@ TEST(Policy, RefusesOtherVersionsFamiliesAndShapes) {
   r = PolicyFromJson("{\"format\": ", "p.json");
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.error().message(), HasSubstr("p.json: not JSON"));
+  r = PolicyFromJson("8e3333333333", "p.json");  // a number out of range (found by fuzzing)
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message(), HasSubstr("p.json: not JSON"));
+  r = edit([](nlohmann::json& j) {
+    j["actor"]["sizes"] = {
+        kFeatureCount, 4, 4, 4, 4, 4, 4, 4, 4, 4, kConcurrencyMoves + kGroupLevels};
+  });
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message(), HasSubstr("at most 8 hidden layers"));
   r = PolicyFromJson("[]", "p.json");
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.error().message(), HasSubstr("not a headroom policy"));

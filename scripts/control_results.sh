@@ -27,6 +27,8 @@ done
 # Generalisation: a scenario left out of training, and budgets not trained on.
 eval_one loso-h100-8b-tp1 h100-8b-tp1 policies/loso-without-h100-8b-tp1.json --seeds 10 \
   --steps 100 --controllers uncontrolled,static-safe,pid,ppo
+eval_one loso-a100-7b-tp1 a100-7b-tp1 policies/loso-without-a100-7b-tp1.json --seeds 10 \
+  --steps 500 --controllers uncontrolled,static-safe,pid,ppo
 # The policy trained at 314.6 W only, and the shipped one (trained over 260-400 W), at other budgets.
 for b in 280 350; do
   eval_one "a100-7b-tp1-at-314.6w-policy-at-${b}w" a100-7b-tp1 policies/a100-7b-tp1-at-314.6w.json \

@@ -1,0 +1,47 @@
+// Telemetry from NVML, loaded with dlopen at run time: headroom builds and runs on machines
+// without NVIDIA software, and tests run against a fake library (tests/telemetry/fake_nvml.cc).
+//
+// Per GPU and read: power (NVML_FI_DEV_POWER_INSTANT through nvmlDeviceGetFieldValues where the
+// driver has it, else nvmlDeviceGetPowerUsage, the averaged value — which one is reported),
+// total energy, enforced power limit, SM clock, utilisation. Every call's status is checked; an
+// unsupported field is warned about once and then left empty; any other failure of a field is
+// warned about once per distinct error; a failure to read power at all fails the read.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "telemetry/source.h"
+
+namespace headroom::telemetry {
+
+inline constexpr const char* kNvmlLibrary = "libnvidia-ml.so.1";
+
+class NvmlSource final : public Source {
+ public:
+  // Loads the library (a path or a soname), initialises NVML and enumerates the GPUs.
+  static Result<std::unique_ptr<NvmlSource>> Open(const std::string& library = kNvmlLibrary);
+  ~NvmlSource() override;  // nvmlShutdown, dlclose
+
+  std::string_view name() const override { return "nvml"; }
+  int gpus() const override { return static_cast<int>(devices_.size()); }
+  Result<Sample> Read(double t_s) override;
+
+  // Sets a GPU's power limit (W). For the agent's --guard-power-limit.
+  Status SetPowerLimitW(int gpu, double limit_w);
+
+  struct Api;  // the resolved entry points
+
+ private:
+  NvmlSource() = default;
+  void WarnOnce(int gpu, const std::string& field, int status);
+
+  void* handle_ = nullptr;
+  std::unique_ptr<Api> api_;
+  std::vector<void*> devices_;
+  std::vector<std::string> warned_;  // "gpu/field/status" already reported
+  std::vector<bool> instant_ok_;     // per GPU: the instantaneous field works
+};
+
+}  // namespace headroom::telemetry

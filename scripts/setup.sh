@@ -10,6 +10,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev
   libfftw3-dev libfast-float-dev libeigen3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libcpp-httplib-dev                 # the agent's HTTP API
   python3 python3-pandas python3-numpy  # independent reference computations and the pandas peer
 )
 if [ "${1:-}" = "--torch" ]; then

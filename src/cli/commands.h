@@ -17,5 +17,6 @@ Command SetupSynth(CLI::App& app);
 Command SetupTwin(CLI::App& app);
 Command SetupTrain(CLI::App& app);
 Command SetupEval(CLI::App& app);
+Command SetupAgent(CLI::App& app);
 
 }  // namespace headroom::cli

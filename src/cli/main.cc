@@ -43,6 +43,8 @@ int main(int argc, char** argv) {
       headroom::cli::SetupTrain);
   add("eval", "Controllers side by side on the same seeds: violations, tokens, energy",
       headroom::cli::SetupEval);
+  add("agent", "Live power control beside a training job: telemetry, decisions, an HTTP API",
+      headroom::cli::SetupAgent);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,127 @@
+#include "agent/agent.h"
+
+#include <fmt/format.h>
+
+#include <cassert>
+#include <cmath>
+
+namespace headroom::agent {
+
+Agent::Agent(AgentConfig config, control::Controller& controller)
+    : config_(std::move(config)),
+      controller_(controller),
+      stats_{analysis::WindowStats(kWindowsS[0], config_.budget_w),
+             analysis::WindowStats(kWindowsS[1], config_.budget_w),
+             analysis::WindowStats(kWindowsS[2], config_.budget_w)} {
+  assert(config_.budget_w > 0.0 && config_.interval_s > 0.0);
+  applied_.concurrency = config_.safe_concurrency;
+  applied_.group_size = config_.safe_group_size;
+  controller_.Reset();
+  Set(config_.safe_concurrency, config_.safe_group_size, "starting: safe values", 0.0);
+}
+
+void Agent::Set(int concurrency, int group_size, std::string reason, double now_s) {
+  const bool changed = concurrency != actuation_.concurrency ||
+                       group_size != actuation_.group_size || reason != actuation_.reason;
+  actuation_.concurrency = concurrency;
+  actuation_.group_size = group_size;
+  actuation_.valid_for_s = config_.valid_for_s;
+  actuation_.t_s = now_s;
+  actuation_.reason = std::move(reason);
+  if (changed) ++actuation_.seq;
+}
+
+const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& sample) {
+  ++decisions_;
+  std::string failure;
+  if (!sample.ok()) {
+    failure = sample.error().message();
+  } else if (now_s - sample->t_s > config_.stale_after_s) {
+    failure = fmt::format("telemetry is {:.1f} s old", now_s - sample->t_s);
+  } else {
+    std::vector<double> power;
+    for (const auto& g : sample->gpus) {
+      if (!g.power_w || !std::isfinite(*g.power_w)) {
+        failure = "telemetry has no power for every GPU";
+        break;
+      }
+      power.push_back(*g.power_w);
+    }
+    if (failure.empty() && power.empty()) failure = "telemetry has no GPU";
+    if (failure.empty()) {
+      power_w_ = std::move(power);
+      last_good_s_ = now_s;
+    }
+  }
+  if (!failure.empty()) {
+    ++telemetry_errors_;
+    ++safe_decisions_;
+    applied_.concurrency = config_.safe_concurrency;
+    applied_.group_size = config_.safe_group_size;
+    Set(config_.safe_concurrency, config_.safe_group_size, "safe: " + failure, now_s);
+    return actuation_;
+  }
+  double job_w = 0.0;
+  for (double p : power_w_) job_w += p / static_cast<double>(power_w_.size());
+  for (auto& s : stats_) s.Add(now_s, job_w);
+  saw_sample_ = true;
+
+  control::Inputs in;
+  in.t_s = now_s;
+  in.interval_s = config_.interval_s;
+  in.budget_w = config_.budget_w;
+  in.smoothed_power_w = power_w_;
+  in.concurrency = applied_.concurrency;
+  in.group_size = applied_.group_size;
+  in.next_group_size = applied_.group_size;
+  const bool fresh_report = report_ && now_s - report_t_s_ <= config_.report_timeout_s;
+  std::string reason;
+  if (fresh_report) {
+    in.phase = report_->phase;
+    in.step = report_->step;
+    in.tokens_total = report_->tokens;
+    in.rollout_progress = report_->progress;
+    reason =
+        fmt::format("{}: {} at step {}", controller_.name(), control::PhaseName(in.phase), in.step);
+  } else {
+    in.phase = control::Phase::kRollout;  // on power alone
+    reason = fmt::format("{}: on power alone (no trainer report)", controller_.name());
+  }
+  applied_ = control::ApplyLimits(config_.limits, applied_, controller_.Decide(in));
+  Set(applied_.concurrency, applied_.group_size, std::move(reason), now_s);
+  return actuation_;
+}
+
+void Agent::Report(const TrainerReport& report, double now_s) {
+  if (report_ && now_s > report_t_s_ && report.tokens >= tokens_at_report_) {
+    tokens_per_s_ = (report.tokens - tokens_at_report_) / (now_s - report_t_s_);
+  }
+  report_ = report;
+  report_t_s_ = now_s;
+  tokens_at_report_ = report.tokens;
+}
+
+AgentStatus Agent::Status(double now_s) const {
+  AgentStatus s;
+  s.t_s = now_s;
+  s.power_w = power_w_;
+  for (double p : power_w_) s.job_power_w += p / static_cast<double>(power_w_.size());
+  s.actuation = actuation_;
+  s.decisions = decisions_;
+  s.telemetry_errors = telemetry_errors_;
+  s.safe_decisions = safe_decisions_;
+  s.report = report_;
+  s.report_age_s = report_ ? now_s - report_t_s_ : -1.0;
+  s.tokens_per_s = tokens_per_s_;
+  for (size_t i = 0; i < stats_.size(); ++i) {
+    // Windows decided so far (the open one is not counted until it closes).
+    s.windows[i] = stats_[i].counted();
+    s.violation_fraction[i] = stats_[i].counted() > 0
+                                  ? static_cast<double>(stats_[i].over_budget()) /
+                                        static_cast<double>(stats_[i].counted())
+                                  : 0.0;
+  }
+  return s;
+}
+
+}  // namespace headroom::agent

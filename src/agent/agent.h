@@ -1,0 +1,105 @@
+// The agent's core: one decision per control interval from telemetry, the trainer's reports and
+// a controller, with the safety rules of docs/AGENT.md. No I/O, no clock, no threads: the runner
+// (runner.h) feeds it samples and times, the HTTP server reads its state under the runner's lock.
+//
+// Safety:
+// - telemetry that fails, or has no power, or is older than `stale_after_s` -> the safe
+//   actuation at once (this interval), with the reason;
+// - no trainer report for `report_timeout_s` -> the controller keeps acting on power alone (the
+//   phase is taken to be rollout, where concurrency moves power);
+// - every actuation carries `valid_for_s`: a client that hears nothing newer falls back to the
+//   safe values after it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/window_stats.h"
+#include "control/actuators.h"
+#include "control/controller.h"
+#include "telemetry/source.h"
+
+namespace headroom::agent {
+
+struct AgentConfig {
+  double interval_s = 0.5;
+  double budget_w = 0.0;  // per GPU
+  control::ActuatorLimits limits;
+  int safe_concurrency = 1;
+  int safe_group_size = 1;
+  double valid_for_s = 5.0;
+  double stale_after_s = 1.5;
+  double report_timeout_s = 30.0;
+};
+
+struct Actuation {
+  int concurrency = 0;
+  int group_size = 0;
+  uint64_t seq = 0;  // increases with every change
+  double valid_for_s = 0.0;
+  std::string reason;
+  double t_s = 0.0;
+};
+
+struct TrainerReport {
+  int step = 0;
+  control::Phase phase = control::Phase::kRollout;
+  double tokens = 0.0;    // tokens so far
+  int in_flight = 0;      // sequences in flight
+  double progress = 0.0;  // rollout progress, when the trainer knows it
+};
+
+inline constexpr std::array<double, 3> kWindowsS = {0.5, 30.0, 300.0};
+
+struct AgentStatus {
+  double t_s = 0.0;
+  std::vector<double> power_w;  // last good sample, per GPU
+  double job_power_w = 0.0;     // mean over GPUs
+  Actuation actuation;
+  uint64_t decisions = 0;
+  uint64_t telemetry_errors = 0;
+  uint64_t safe_decisions = 0;
+  std::optional<TrainerReport> report;
+  double report_age_s = -1.0;                  // -1: never
+  std::array<double, 3> violation_fraction{};  // per kWindowsS, on the telemetry the agent saw
+  std::array<uint64_t, 3> windows{};
+  double tokens_per_s = 0.0;
+};
+
+class Agent {
+ public:
+  // REQUIRES: config.budget_w > 0, interval_s > 0; `controller` outlives the agent.
+  Agent(AgentConfig config, control::Controller& controller);
+
+  // One control interval at `now_s` with what the source returned.
+  const Actuation& Tick(double now_s, const Result<telemetry::Sample>& sample);
+  void Report(const TrainerReport& report, double now_s);
+
+  const Actuation& actuation() const { return actuation_; }
+  AgentStatus Status(double now_s) const;
+  const AgentConfig& config() const { return config_; }
+
+ private:
+  void Set(int concurrency, int group_size, std::string reason, double now_s);
+
+  AgentConfig config_;
+  control::Controller& controller_;
+  Actuation actuation_;
+  control::Applied applied_;
+  std::vector<double> power_w_;
+  double last_good_s_ = -1.0;
+  std::optional<TrainerReport> report_;
+  double report_t_s_ = -1.0;
+  double tokens_at_report_ = 0.0;
+  double tokens_per_s_ = 0.0;
+  uint64_t decisions_ = 0;
+  uint64_t telemetry_errors_ = 0;
+  uint64_t safe_decisions_ = 0;
+  std::array<analysis::WindowStats, 3> stats_;
+  bool saw_sample_ = false;
+};
+
+}  // namespace headroom::agent

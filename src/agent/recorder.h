@@ -1,0 +1,35 @@
+// The agent's own trace, in headroom's long format (docs/TRACE_FORMAT.md): one row per GPU per
+// control interval — t_s, gpu, power_w, phase, step, tokens, concurrency, group_size — appended
+// and flushed to the file every second, so a crash loses at most the last second.
+// `headroom analyze` reads it as is. Not thread-safe (the runner owns it).
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.h"
+
+namespace headroom::agent {
+
+class Recorder {
+ public:
+  static Result<Recorder> Open(const std::string& path);
+  Recorder(Recorder&& other) noexcept;
+  Recorder& operator=(Recorder&&) = delete;
+  ~Recorder();
+
+  // tokens: produced since the previous row of this GPU.
+  void Write(double t_s, const std::vector<double>& power_w, std::string_view phase, int step,
+             double tokens, int concurrency, int group_size);
+  // Flushes when a second has passed since the last flush (by t_s), or when forced.
+  void MaybeFlush(double t_s, bool force = false);
+
+ private:
+  explicit Recorder(std::FILE* f) : file_(f) {}
+  std::FILE* file_ = nullptr;
+  double last_flush_s_ = 0.0;
+};
+
+}  // namespace headroom::agent

@@ -1,0 +1,93 @@
+#include "agent/runner.h"
+
+#include <fmt/format.h>
+
+namespace headroom::agent {
+
+namespace {
+
+control::Phase ToPhase(twin::Phase p) {
+  switch (p) {
+    case twin::Phase::kRollout:
+      return control::Phase::kRollout;
+    case twin::Phase::kLogprob:
+      return control::Phase::kLogprob;
+    case twin::Phase::kTrain:
+      return control::Phase::kTrain;
+    case twin::Phase::kSync:
+      return control::Phase::kSync;
+    case twin::Phase::kCheckpoint:
+      return control::Phase::kCheckpoint;
+    default:
+      return control::Phase::kIdle;
+  }
+}
+
+}  // namespace
+
+RunSummary Run(telemetry::Source& source, telemetry::TwinSource* twin, Shared& shared,
+               Recorder* recorder, const RunnerOptions& options, const Clock& clock,
+               const std::atomic<bool>& stop, const std::function<void(const std::string&)>& log) {
+  RunSummary summary;
+  double tokens_before = 0.0;
+  for (uint64_t k = 0;; ++k) {
+    const double t_s = static_cast<double>(k) * options.interval_s;
+    if (stop.load() || (options.duration_s && t_s > *options.duration_s + 1e-9)) break;
+    clock.sleep_until(t_s);
+    Result<telemetry::Sample> sample = source.Read(t_s);
+    for (const std::string& w : source.TakeWarnings()) log(w);
+    Actuation a;
+    {
+      std::lock_guard lock(shared.mu);
+      if (twin != nullptr) {
+        const twin::Twin& tw = twin->twin();
+        TrainerReport r;
+        r.step = tw.steps_done();
+        r.phase = ToPhase(tw.current_phase());
+        r.tokens = tw.tokens_total();
+        r.progress = tw.rollout_progress();
+        shared.agent->Report(r, t_s);
+      }
+      a = shared.agent->Tick(t_s, sample);
+    }
+    shared.cv.notify_all();
+    if (!sample.ok()) {
+      ++summary.telemetry_errors;
+      log(fmt::format("telemetry: {} -> safe actuation", sample.error().message()));
+    }
+    if (twin != nullptr) {
+      twin->SetConcurrency(a.concurrency);
+      twin->SetGroupSize(a.group_size);
+    }
+    if (recorder != nullptr && sample.ok()) {
+      std::vector<double> power;
+      for (const auto& g : sample->gpus) power.push_back(g.power_w.value_or(0.0));
+      std::string phase = "idle";
+      int step = 0;
+      double tokens = 0.0;
+      if (twin != nullptr) {
+        phase = std::string(twin::PhaseName(twin->twin().phase()));
+        step = twin->twin().steps_done();
+        tokens = twin->twin().tokens_total() - tokens_before;
+        tokens_before = twin->twin().tokens_total();
+      } else {
+        std::lock_guard lock(shared.mu);
+        const AgentStatus st = shared.agent->Status(t_s);
+        if (st.report) {
+          phase = std::string(control::PhaseName(st.report->phase));
+          step = st.report->step;
+          tokens = st.report->tokens - tokens_before;
+          tokens_before = st.report->tokens;
+        }
+      }
+      recorder->Write(t_s, power, phase, step, tokens, a.concurrency, a.group_size);
+      recorder->MaybeFlush(t_s);
+    }
+    summary.duration_s = t_s;
+    ++summary.intervals;
+  }
+  if (recorder != nullptr) recorder->MaybeFlush(summary.duration_s, /*force=*/true);
+  return summary;
+}
+
+}  // namespace headroom::agent

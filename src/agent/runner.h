@@ -1,0 +1,39 @@
+// The agent's loop: every interval, read the telemetry source, decide, publish, record. The
+// clock is injected (a real one in the CLI; none at all with speed 0, for tests and fast runs).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <optional>
+
+#include "agent/agent.h"
+#include "agent/recorder.h"
+#include "agent/server.h"
+#include "telemetry/source.h"
+#include "telemetry/twin_source.h"
+
+namespace headroom::agent {
+
+struct RunnerOptions {
+  double interval_s = 0.5;
+  std::optional<double> duration_s;  // agent time; none: until stopped
+};
+
+// Sleeps until agent time t_s (the clock maps agent time to wall time; speed 0: returns at once).
+struct Clock {
+  std::function<void(double t_s)> sleep_until;
+};
+
+struct RunSummary {
+  double duration_s = 0.0;
+  uint64_t intervals = 0;
+  uint64_t telemetry_errors = 0;
+};
+
+// `twin`: when the source is the twin, the decisions are applied to it and it reports phase,
+// step and tokens to the agent as a trainer would. `recorder` may be null.
+RunSummary Run(telemetry::Source& source, telemetry::TwinSource* twin, Shared& shared,
+               Recorder* recorder, const RunnerOptions& options, const Clock& clock,
+               const std::atomic<bool>& stop, const std::function<void(const std::string&)>& log);
+
+}  // namespace headroom::agent

@@ -1,0 +1,244 @@
+#include "agent/server.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+namespace headroom::agent {
+
+namespace {
+
+using nlohmann::json;
+
+std::optional<control::Phase> PhaseFromName(const std::string& name) {
+  for (int p = 0; p < control::kPhaseCount; ++p) {
+    const auto phase = static_cast<control::Phase>(p);
+    if (control::PhaseName(phase) == name) return phase;
+  }
+  return std::nullopt;
+}
+
+void Fail(httplib::Response& res, int status, const std::string& message) {
+  res.status = status;
+  res.set_content(json{{"error", message}}.dump() + "\n", "application/json");
+}
+
+}  // namespace
+
+std::string ActuationJson(const Actuation& a) {
+  return json{{"concurrency", a.concurrency},
+              {"group_size", a.group_size},
+              {"seq", a.seq},
+              {"valid_for_s", a.valid_for_s},
+              {"reason", a.reason}}
+             .dump() +
+         "\n";
+}
+
+std::string StatusJson(const AgentStatus& s) {
+  json j;
+  j["t_s"] = s.t_s;
+  j["power_w"] = s.power_w;
+  j["job_power_w"] = s.job_power_w;
+  j["actuation"] = json::parse(ActuationJson(s.actuation));
+  j["decisions"] = s.decisions;
+  j["telemetry_errors"] = s.telemetry_errors;
+  j["safe_decisions"] = s.safe_decisions;
+  j["tokens_per_s"] = s.tokens_per_s;
+  j["report_age_s"] = s.report_age_s < 0.0 ? json(nullptr) : json(s.report_age_s);
+  if (s.report) {
+    j["report"] = {{"step", s.report->step},
+                   {"phase", control::PhaseName(s.report->phase)},
+                   {"tokens", s.report->tokens},
+                   {"in_flight", s.report->in_flight}};
+  }
+  j["violation_fraction"] = {{"0.5s", s.violation_fraction[0]},
+                             {"30s", s.violation_fraction[1]},
+                             {"5min", s.violation_fraction[2]}};
+  return j.dump() + "\n";
+}
+
+std::string MetricsText(const AgentStatus& s, double budget_w) {
+  std::string out;
+  out +=
+      "# HELP headroom_power_watts Telemetry power per GPU.\n# TYPE headroom_power_watts gauge\n";
+  for (size_t g = 0; g < s.power_w.size(); ++g) {
+    out += fmt::format("headroom_power_watts{{gpu=\"{}\"}} {}\n", g, s.power_w[g]);
+  }
+  out += fmt::format(
+      "# HELP headroom_budget_watts Budget per GPU.\n# TYPE headroom_budget_watts gauge\n"
+      "headroom_budget_watts {}\n",
+      budget_w);
+  out += fmt::format(
+      "# HELP headroom_concurrency Generation concurrency decided.\n"
+      "# TYPE headroom_concurrency gauge\nheadroom_concurrency {}\n"
+      "# HELP headroom_group_size Group size decided.\n# TYPE headroom_group_size gauge\n"
+      "headroom_group_size {}\n",
+      s.actuation.concurrency, s.actuation.group_size);
+  out +=
+      "# HELP headroom_violation_fraction Windows over budget / windows, on telemetry.\n"
+      "# TYPE headroom_violation_fraction gauge\n";
+  const char* names[] = {"0.5s", "30s", "5min"};
+  for (size_t i = 0; i < 3; ++i) {
+    out += fmt::format("headroom_violation_fraction{{window=\"{}\"}} {}\n", names[i],
+                       s.violation_fraction[i]);
+  }
+  out += fmt::format(
+      "# HELP headroom_decisions_total Control decisions.\n# TYPE headroom_decisions_total "
+      "counter\nheadroom_decisions_total {}\n"
+      "# HELP headroom_telemetry_errors_total Failed or stale telemetry reads.\n"
+      "# TYPE headroom_telemetry_errors_total counter\nheadroom_telemetry_errors_total {}\n"
+      "# HELP headroom_tokens_per_second Tokens per second reported by the trainer.\n"
+      "# TYPE headroom_tokens_per_second gauge\nheadroom_tokens_per_second {}\n",
+      s.decisions, s.telemetry_errors, s.tokens_per_s);
+  return out;
+}
+
+Result<TrainerReport> ParseReport(const std::string& body) {
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::exception& e) {
+    return Error::Input(fmt::format("body is not JSON: {}", e.what()));
+  }
+  if (!j.is_object()) return Error::Input("body: expected a JSON object");
+  TrainerReport r;
+  auto integer = [&](const char* key, int* out) -> Status {
+    if (!j.contains(key)) return Error::Input(fmt::format("field '{}': missing", key));
+    if (!j[key].is_number_integer() || j[key].get<long long>() < 0 ||
+        j[key].get<long long>() > 1'000'000'000) {
+      return Error::Input(fmt::format("field '{}': expected an integer in [0, 1e9]", key));
+    }
+    *out = j[key].get<int>();
+    return OkStatus();
+  };
+  if (auto s = integer("step", &r.step); !s) return std::move(s).error();
+  if (auto s = integer("in_flight", &r.in_flight); !s) return std::move(s).error();
+  if (!j.contains("tokens") || !j["tokens"].is_number() || j["tokens"].get<double>() < 0.0) {
+    return Error::Input("field 'tokens': expected a number >= 0");
+  }
+  r.tokens = j["tokens"].get<double>();
+  if (!j.contains("phase") || !j["phase"].is_string()) {
+    return Error::Input("field 'phase': expected a string");
+  }
+  const auto phase = PhaseFromName(j["phase"].get<std::string>());
+  if (!phase) {
+    return Error::Input("field 'phase': one of idle, rollout, logprob, train, sync, checkpoint");
+  }
+  r.phase = *phase;
+  if (j.contains("progress")) {
+    if (!j["progress"].is_number() || j["progress"].get<double>() < 0.0 ||
+        j["progress"].get<double>() > 1.0) {
+      return Error::Input("field 'progress': expected a number in [0, 1]");
+    }
+    r.progress = j["progress"].get<double>();
+  }
+  return r;
+}
+
+Result<std::pair<std::string, int>> ParseListen(const std::string& text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return Error::Usage(fmt::format("--listen: '{}': expected HOST:PORT", text));
+  }
+  int port = -1;
+  try {
+    size_t used = 0;
+    port = std::stoi(text.substr(colon + 1), &used);
+    if (used != text.size() - colon - 1) port = -1;
+  } catch (...) {
+    port = -1;
+  }
+  if (port < 0 || port > 65535) {
+    return Error::Usage(fmt::format("--listen: '{}': the port must be 0-65535", text));
+  }
+  return std::make_pair(text.substr(0, colon), port);
+}
+
+Server::Server(Shared& shared, std::string token)
+    : shared_(shared), token_(std::move(token)), http_(std::make_unique<httplib::Server>()) {
+  httplib::Server& s = *http_;
+  s.set_payload_max_length(kMaxBodyBytes);
+  s.set_read_timeout(5, 0);
+  s.set_write_timeout(5, 0);
+
+  s.Get("/v1/actuation", [this](const httplib::Request& req, httplib::Response& res) {
+    std::unique_lock lock(shared_.mu);
+    if (req.has_param("after")) {
+      uint64_t after = 0;
+      double timeout_s = 10.0;
+      try {
+        after = std::stoull(req.get_param_value("after"));
+        if (req.has_param("timeout_s")) timeout_s = std::stod(req.get_param_value("timeout_s"));
+      } catch (...) {
+        lock.unlock();
+        return Fail(res, 400, "after: expected a sequence number; timeout_s: seconds");
+      }
+      timeout_s = std::clamp(timeout_s, 0.0, 30.0);
+      shared_.cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] {
+        return shared_.stopping || shared_.agent->actuation().seq > after;
+      });
+    }
+    res.set_content(ActuationJson(shared_.agent->actuation()), "application/json");
+  });
+  s.Post("/v1/report", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!token_.empty() && req.get_header_value("Authorization") != "Bearer " + token_) {
+      return Fail(res, 401, "a bearer token is required");
+    }
+    auto report = ParseReport(req.body);
+    if (!report) return Fail(res, 400, report.error().message());
+    std::lock_guard lock(shared_.mu);
+    shared_.agent->Report(*report, shared_.now_s());
+    res.set_content("{\"ok\": true}\n", "application/json");
+  });
+  s.Get("/v1/status", [this](const httplib::Request&, httplib::Response& res) {
+    std::lock_guard lock(shared_.mu);
+    res.set_content(StatusJson(shared_.agent->Status(shared_.now_s())), "application/json");
+  });
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    std::lock_guard lock(shared_.mu);
+    res.set_content(
+        MetricsText(shared_.agent->Status(shared_.now_s()), shared_.agent->config().budget_w),
+        "text/plain; version=0.0.4");
+  });
+  s.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(
+        "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>headroom agent</title></head>"
+        "<body><h1>headroom agent</h1><p>API: <a href=\"/v1/status\">/v1/status</a>, "
+        "<a href=\"/v1/actuation\">/v1/actuation</a>, <a href=\"/metrics\">/metrics</a>.</p>"
+        "</body></html>\n",
+        "text/html");
+  });
+}
+
+Server::~Server() { Stop(); }
+
+Status Server::Start(const std::string& host, int port) {
+  if (port == 0) {
+    port_ = http_->bind_to_any_port(host.c_str());
+    if (port_ <= 0) return Error::Io(fmt::format("agent: cannot bind {}", host));
+  } else {
+    if (!http_->bind_to_port(host.c_str(), port)) {
+      return Error::Io(
+          fmt::format("agent: cannot bind {}:{} (in use, or not an address here)", host, port));
+    }
+    port_ = port;
+  }
+  thread_ = std::thread([this] { http_->listen_after_bind(); });
+  return OkStatus();
+}
+
+void Server::Stop() {
+  {
+    std::lock_guard lock(shared_.mu);
+    shared_.stopping = true;
+  }
+  shared_.cv.notify_all();
+  if (http_) http_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace headroom::agent

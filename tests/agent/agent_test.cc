@@ -1,0 +1,264 @@
+#include "agent/agent.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "agent/recorder.h"
+#include "agent/runner.h"
+#include "agent/server.h"
+#include "control/baselines.h"
+#include "trace/reader.h"
+#include "twin/scenario.h"
+
+namespace headroom::agent {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Records what it was given; asks for a concurrency that follows the power.
+class Probe final : public control::Controller {
+ public:
+  std::string_view name() const override { return "probe"; }
+  control::Command Decide(const control::Inputs& in) override {
+    last = in;
+    return {in.JobPowerW() > in.budget_w ? 2 : 8, 6, {}};
+  }
+  control::Inputs last;
+};
+
+AgentConfig Config() {
+  AgentConfig c;
+  c.budget_w = 300.0;
+  c.limits.concurrency = {1, 16};
+  c.limits.group_size = {4, 16};
+  c.safe_concurrency = 1;
+  c.safe_group_size = 4;
+  c.stale_after_s = 1.5;
+  c.report_timeout_s = 10.0;
+  return c;
+}
+
+telemetry::Sample At(double t_s, std::vector<double> power) {
+  telemetry::Sample s;
+  s.t_s = t_s;
+  for (double p : power) s.gpus.push_back({p, false, {}, {}, {}, {}});
+  return s;
+}
+
+TEST(Agent, DecidesOnPowerAndReportsPhase) {
+  Probe probe;
+  Agent a(Config(), probe);
+  EXPECT_EQ(a.actuation().concurrency, 1);  // safe until the first decision
+  const uint64_t seq0 = a.actuation().seq;
+  // No report: on power alone, as if in rollout. Job power = mean over GPUs = 250 W.
+  a.Tick(0.0, At(0.0, {200.0, 300.0}));
+  EXPECT_EQ(probe.last.phase, control::Phase::kRollout);
+  EXPECT_DOUBLE_EQ(probe.last.JobPowerW(), 250.0);
+  EXPECT_EQ(a.actuation().concurrency, 2);  // rises at most x2 from the safe 1
+  EXPECT_EQ(a.actuation().group_size, 6);
+  EXPECT_THAT(a.actuation().reason, HasSubstr("on power alone"));
+  EXPECT_GT(a.actuation().seq, seq0);
+  // A report: its phase and step reach the controller.
+  a.Report({7, control::Phase::kTrain, 1000.0, 0, 1.0}, 0.2);
+  a.Tick(0.5, At(0.5, {200.0, 300.0}));
+  EXPECT_EQ(probe.last.phase, control::Phase::kTrain);
+  EXPECT_EQ(probe.last.step, 7);
+  EXPECT_EQ(a.actuation().concurrency, 4);
+  EXPECT_THAT(a.actuation().reason, HasSubstr("probe: train at step 7"));
+  // Over budget: down at once.
+  a.Tick(1.0, At(1.0, {320.0, 330.0}));
+  EXPECT_EQ(a.actuation().concurrency, 2);
+  // The report goes stale after 10 s: back to power alone.
+  a.Tick(11.0, At(11.0, {100.0, 100.0}));
+  EXPECT_EQ(probe.last.phase, control::Phase::kRollout);
+}
+
+TEST(Agent, FailingStaleOrPowerlessTelemetryMeansSafeValuesAtOnce) {
+  Probe probe;
+  Agent a(Config(), probe);
+  a.Tick(0.0, At(0.0, {100.0}));
+  a.Tick(0.5, At(0.5, {100.0}));
+  ASSERT_EQ(a.actuation().concurrency, 4);
+  a.Tick(1.0, Error::Io("nvml: GPU 0: cannot read power: GPU is lost"));
+  EXPECT_EQ(a.actuation().concurrency, 1);
+  EXPECT_EQ(a.actuation().group_size, 4);
+  EXPECT_THAT(a.actuation().reason, HasSubstr("safe: nvml: GPU 0: cannot read power"));
+  a.Tick(1.5, At(1.5, {100.0}));
+  EXPECT_EQ(a.actuation().concurrency, 2);  // recovers, rate-limited from safe
+  a.Tick(4.0, At(2.0, {100.0}));            // a sample 2 s old (> 1.5)
+  EXPECT_EQ(a.actuation().concurrency, 1);
+  EXPECT_THAT(a.actuation().reason, HasSubstr("telemetry is 2.0 s old"));
+  telemetry::Sample no_power = At(4.5, {100.0});
+  no_power.gpus[0].power_w.reset();
+  a.Tick(4.5, no_power);
+  EXPECT_EQ(a.actuation().concurrency, 1);
+  const AgentStatus s = a.Status(4.5);
+  EXPECT_EQ(s.telemetry_errors, 3u);
+  EXPECT_EQ(s.decisions, 6u);
+}
+
+TEST(Agent, ViolationFractionsOnTheJobPowerItSaw) {
+  Probe probe;
+  Agent a(Config(), probe);
+  // 0.5 s windows: 310, 290, 320, 280 W -> windows at 0, 0.5, 1.0 decided (the last is open).
+  const double w[] = {310.0, 290.0, 320.0, 280.0};
+  for (int i = 0; i < 4; ++i) a.Tick(0.5 * i, At(0.5 * i, {w[i]}));
+  const AgentStatus s = a.Status(1.5);
+  EXPECT_EQ(s.windows[0], 3u);
+  EXPECT_NEAR(s.violation_fraction[0], 2.0 / 3.0, 1e-12);
+}
+
+TEST(Server, ApiEndToEnd) {
+  Probe probe;
+  Agent core(Config(), probe);
+  Shared shared;
+  shared.agent = &core;
+  std::atomic<double> now{0.0};
+  shared.now_s = [&] { return now.load(); };
+  Server server(shared, "s3cret");
+  ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
+  httplib::Client c("127.0.0.1", server.port());
+
+  auto r = c.Get("/v1/actuation");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  auto j = nlohmann::json::parse(r->body);
+  EXPECT_EQ(j["concurrency"], 1);
+  for (const char* key : {"concurrency", "group_size", "seq", "valid_for_s", "reason"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  const uint64_t seq = j["seq"];
+
+  // Long poll: returns once a newer decision exists (the tick may come before or after the
+  // client starts waiting; either way the answer is newer than `seq`).
+  std::thread ticker([&] {
+    std::lock_guard lock(shared.mu);
+    core.Tick(0.0, At(0.0, {100.0}));
+    shared.cv.notify_all();
+  });
+  r = c.Get(("/v1/actuation?after=" + std::to_string(seq) + "&timeout_s=20").c_str());
+  ticker.join();
+  ASSERT_TRUE(r);
+  EXPECT_GT(nlohmann::json::parse(r->body)["seq"].get<uint64_t>(), seq);
+
+  const std::string report = R"({"step": 3, "phase": "rollout", "tokens": 500, "in_flight": 12})";
+  r = c.Post("/v1/report", report, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);  // no token
+  httplib::Headers auth{{"Authorization", "Bearer s3cret"}};
+  r = c.Post("/v1/report", auth, report, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  r = c.Post("/v1/report", auth, "{\"step\": -1}", "application/json");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_THAT(r->body, HasSubstr("field 'step'"));
+  r = c.Post("/v1/report", auth, R"({"step": 1, "phase": "dancing", "tokens": 1, "in_flight": 0})",
+             "application/json");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_THAT(r->body, HasSubstr("field 'phase'"));
+  r = c.Post("/v1/report", auth, "{not json", "application/json");
+  EXPECT_EQ(r->status, 400);
+  r = c.Post("/v1/report", auth, std::string(kMaxBodyBytes + 1, ' '), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+
+  r = c.Get("/v1/status");
+  ASSERT_TRUE(r);
+  j = nlohmann::json::parse(r->body);
+  EXPECT_EQ(j["report"]["step"], 3);
+  EXPECT_EQ(j["report"]["phase"], "rollout");
+  r = c.Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_THAT(r->body, HasSubstr("headroom_power_watts{gpu=\"0\"} 100"));
+  EXPECT_THAT(r->body, HasSubstr("headroom_budget_watts 300"));
+  EXPECT_THAT(r->body, HasSubstr("# TYPE headroom_decisions_total counter"));
+  server.Stop();
+}
+
+TEST(Server, ListenAddressParsing) {
+  auto ok = ParseListen("127.0.0.1:9400");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->first, "127.0.0.1");
+  EXPECT_EQ(ok->second, 9400);
+  EXPECT_FALSE(ParseListen("127.0.0.1").ok());
+  EXPECT_FALSE(ParseListen("127.0.0.1:99999").ok());
+  EXPECT_FALSE(ParseListen("127.0.0.1:94x").ok());
+}
+
+// A source that works until t = 2 s, then fails.
+class Failing final : public telemetry::Source {
+ public:
+  std::string_view name() const override { return "failing"; }
+  int gpus() const override { return 1; }
+  Result<telemetry::Sample> Read(double t_s) override {
+    if (t_s > 2.0) return Error::Io("telemetry stopped");
+    return At(t_s, {150.0});
+  }
+};
+
+TEST(Runner, TelemetryStopsSafeWithinOneIntervalAndTheTraceIsReadable) {
+  Probe probe;
+  Agent core(Config(), probe);
+  Shared shared;
+  shared.agent = &core;
+  shared.now_s = [] { return 0.0; };
+  Failing source;
+  const std::string path = ::testing::TempDir() + "/agent_trace.csv";
+  auto rec = Recorder::Open(path);
+  ASSERT_TRUE(rec.ok());
+  std::vector<double> times;
+  Clock clock{[&](double t) { times.push_back(t); }};
+  std::atomic<bool> stop{false};
+  RunnerOptions o;
+  o.duration_s = 3.0;
+  std::vector<std::string> log;
+  const RunSummary s = agent::Run(source, nullptr, shared, &*rec, o, clock, stop,
+                                  [&](const std::string& l) { log.push_back(l); });
+  EXPECT_EQ(s.intervals, 7u);         // 0, 0.5, ..., 3.0
+  EXPECT_EQ(s.telemetry_errors, 2u);  // 2.5 and 3.0
+  EXPECT_EQ(times.back(), 3.0);
+  EXPECT_EQ(core.actuation().concurrency, 1);  // the first failing interval made it safe
+  EXPECT_THAT(core.actuation().reason, HasSubstr("telemetry stopped"));
+  ASSERT_FALSE(log.empty());
+  EXPECT_THAT(log[0], HasSubstr("telemetry stopped -> safe actuation"));
+  trace::CollectingSink sink;
+  auto read = trace::ReadTraceFile(path, {}, sink);
+  ASSERT_TRUE(read.ok()) << read.error().message();
+  ASSERT_EQ(sink.series().size(), 1u);
+  EXPECT_EQ(sink.series()[0].t_s.size(), 5u);  // the good intervals 0 .. 2.0
+  EXPECT_EQ(sink.series()[0].power_w[0], 150.0);
+}
+
+TEST(Runner, DrivesTheTwinWithItsDecisions) {
+  auto sc = twin::LoadScenario("a100-7b-tp1");
+  ASSERT_TRUE(sc.ok());
+  telemetry::TwinSource twin(*sc, 3);
+  control::Static fixed("static", 5, 12);
+  AgentConfig cfg = Config();
+  cfg.limits.concurrency = {1, 16};
+  Agent core(cfg, fixed);
+  Shared shared;
+  shared.agent = &core;
+  shared.now_s = [] { return 0.0; };
+  Clock clock{[](double) {}};
+  std::atomic<bool> stop{false};
+  RunnerOptions o;
+  o.duration_s = 120.0;
+  agent::Run(twin, &twin, shared, nullptr, o, clock, stop, [](const std::string&) {});
+  EXPECT_EQ(twin.twin().concurrency(), 5);
+  EXPECT_EQ(twin.twin().next_group_size(), 12);
+  EXPECT_GT(twin.twin().steps_done(), 0);
+  EXPECT_NEAR(twin.twin().t_s(), 120.0, 1e-9);
+  // The twin reported its phase and tokens as a trainer would.
+  ASSERT_TRUE(core.Status(120.0).report.has_value());
+  EXPECT_GT(core.Status(120.0).report->tokens, 0.0);
+}
+
+}  // namespace
+}  // namespace headroom::agent

@@ -228,6 +228,9 @@ Status Server::Start(const std::string& host, int port) {
     port_ = port;
   }
   thread_ = std::thread([this] { http_->listen_after_bind(); });
+  // Stop() before the loop runs would be lost (httplib 0.11 has no wait_until_ready): wait for
+  // the accept loop, which starts at once.
+  while (!http_->is_running()) std::this_thread::yield();
   return OkStatus();
 }
 

@@ -22,6 +22,8 @@
 #include "telemetry/twin_source.h"
 #include "twin/scenario.h"
 
+#include <toml++/toml.h>
+
 namespace headroom::cli {
 namespace {
 
@@ -176,11 +178,67 @@ Status RunAgent(const AgentArgs& args) {
   return OkStatus();
 }
 
+// Every key of the TOML file is an option name; the command line wins over the file. Values go
+// through the option's own parsing and checks.
+Status ApplyConfig(CLI::App& app, const std::string& path) {
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    return Error::Input(fmt::format("{}:{}:{}: {}", path, e.source().begin.line,
+                                    e.source().begin.column, e.description()));
+  }
+  for (const auto& [key, node] : root) {
+    const std::string name(key.str());
+    const auto line = node.source().begin.line;
+    CLI::Option* opt = nullptr;
+    try {
+      opt = app.get_option("--" + name);
+    } catch (const CLI::Error&) {
+      opt = nullptr;
+    }
+    if (opt == nullptr || name == "config") {
+      return Error::Usage(
+          fmt::format("{}:{}: key '{}': not an option of headroom agent", path, line, name));
+    }
+    if (opt->count() > 0) continue;  // given on the command line
+    std::vector<std::string> values;
+    auto text = [](const toml::node& n) -> std::optional<std::string> {
+      if (auto v = n.value<std::string>()) return *v;
+      if (auto v = n.value<int64_t>()) return std::to_string(*v);
+      if (auto v = n.value<double>()) return fmt::format("{}", *v);
+      if (auto v = n.value<bool>()) return *v ? "true" : "false";
+      return std::nullopt;
+    };
+    if (const auto* arr = node.as_array()) {
+      for (const auto& item : *arr) {
+        auto t = text(item);
+        if (!t)
+          return Error::Usage(
+              fmt::format("{}:{}: key '{}': expected plain values", path, line, name));
+        values.push_back(*t);
+      }
+    } else if (auto t = text(node)) {
+      values.push_back(*t);
+    } else {
+      return Error::Usage(fmt::format("{}:{}: key '{}': expected a value", path, line, name));
+    }
+    try {
+      for (const auto& v : values) opt->add_result(v);
+      opt->run_callback();
+    } catch (const CLI::Error& e) {
+      return Error::Usage(fmt::format("{}:{}: key '{}': {}", path, line, name, e.what()));
+    }
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 Command SetupAgent(CLI::App& app) {
   auto a = std::make_shared<AgentArgs>();
-  app.set_config("--config", "", "TOML file of these options (keys: the option names)");
+  auto config = std::make_shared<std::string>();
+  app.add_option("--config", *config, "TOML file of these options (keys: the option names)");
   app.add_option("--source", a->source, "Telemetry: nvml, replay or twin");
   app.add_option("--scenario", a->scenario,
                  "Scenario: ranges, defaults and budget (and what the twin runs)");
@@ -206,7 +264,12 @@ Command SetupAgent(CLI::App& app) {
   app.add_option("--trace-out", a->trace_out, "The agent's own trace (long CSV)");
   app.add_option("--duration-s", a->duration_s, "Stop after this much agent time")
       ->check(CLI::Range(0.0, 1e9));
-  return [a] { return RunAgent(*a); };
+  return [a, config, &app]() -> Status {
+    if (!config->empty()) {
+      if (auto st = ApplyConfig(app, *config); !st) return st;
+    }
+    return RunAgent(*a);
+  };
 }
 
 }  // namespace headroom::cli

@@ -294,4 +294,44 @@ TEST_F(Cli, EvalRefusesBadInputBeforeRunning) {
   EXPECT_FALSE(fs::exists(dir_ / "x.json"));
 }
 
+TEST_F(Cli, AgentRunsOnTheTwinFromAConfigFile) {
+  const std::string trace = (dir_ / "agent.csv").string();
+  const std::string config = Write("agent.toml",
+                                   "source = \"twin\"\nscenario = \"a100-7b-tp1\"\n"
+                                   "controller = \"pid\"\nspeed = 0\n"
+                                   "duration-s = 60\nlisten = \"127.0.0.1:0\"\n"
+                                   "trace-out = \"" +
+                                       trace + "\"\n");
+  auto r = Headroom("agent --config " + config);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("twin source, pid controller, budget 314.6 W"));
+  EXPECT_THAT(r.err, HasSubstr("stopped after 60.0 s, 121 intervals, 0 telemetry errors"));
+  auto a = Headroom("analyze " + trace + " --json");
+  ASSERT_EQ(a.status, 0) << a.err;
+  const auto j = nlohmann::json::parse(a.out);
+  EXPECT_EQ(j["samples"], 121);
+}
+
+TEST_F(Cli, AgentRefusesBadConfigAndOptions) {
+  auto r = Headroom("agent --config " + Write("a.toml", "speed = 0\ncontroler = \"pid\"\n"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err, HasSubstr("a.toml:2: key 'controler': not an option of headroom agent"));
+  r = Headroom("agent --config " + Write("b.toml", "speed = \"fast\"\n"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err, HasSubstr("b.toml:1: key 'speed'"));
+  r = Headroom("agent --config " + Write("c.toml", "speed = [\n"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("c.toml:"));
+  r = Headroom("agent --listen nowhere --speed 0 --duration-s 1");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err, HasSubstr("--listen: 'nowhere': expected HOST:PORT"));
+  r = Headroom("agent --controller bang-bang --speed 0 --duration-s 1");
+  EXPECT_EQ(r.status, 2);
+  r = Headroom(
+      "agent --source nvml --nvml-library /nonexistent/libnvidia-ml.so.1 --speed 0 "
+      "--duration-s 1 --listen 127.0.0.1:0");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("nvml: cannot load /nonexistent/libnvidia-ml.so.1"));
+}
+
 }  // namespace

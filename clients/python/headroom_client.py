@@ -1,0 +1,105 @@
+"""Client of the headroom agent's actuation API, standard library only (Python 3.8+).
+
+    from headroom_client import AgentClient, ConcurrencyGate
+    client = AgentClient("http://127.0.0.1:9400", safe_concurrency=4, safe_group_size=8)
+    a = client.actuation()              # {"concurrency", "group_size", "seq", "valid_for_s", "reason"}
+    a = client.actuation(wait_s=10)     # long-poll: returns as soon as a newer decision exists
+    client.report(step=3, phase="rollout", tokens=12000, in_flight=7)
+
+Never raises on network errors: while the agent does not answer, the last decision is used until
+its `valid_for_s` runs out, and then the safe values (reason "fallback: ...").
+"""
+
+import asyncio
+import json
+import time
+import urllib.error
+import urllib.request
+
+
+class AgentClient:
+    def __init__(self, base_url="http://127.0.0.1:9400", token=None, safe_concurrency=1,
+                 safe_group_size=1, timeout_s=2.0, clock=time.monotonic):
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.safe = {"concurrency": int(safe_concurrency), "group_size": int(safe_group_size)}
+        self.timeout_s = timeout_s
+        self.clock = clock
+        self._last = None       # the last decision heard
+        self._last_at = None    # when it was heard (client clock)
+
+    def _request(self, path, body=None, timeout_s=None):
+        headers = {"Content-Type": "application/json"}
+        if body is not None and self.token:
+            headers["Authorization"] = "Bearer " + self.token
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base_url + path, data=data, headers=headers,
+                                     method="POST" if body is not None else "GET")
+        with urllib.request.urlopen(req, timeout=timeout_s or self.timeout_s) as r:
+            return json.loads(r.read().decode())
+
+    def actuation(self, wait_s=0.0):
+        """The decision to apply now (see the module doc for the fallback rule)."""
+        path = "/v1/actuation"
+        if wait_s > 0 and self._last is not None:
+            path += "?after=%d&timeout_s=%g" % (self._last["seq"], wait_s)
+        try:
+            a = self._request(path, timeout_s=self.timeout_s + wait_s)
+            self._last, self._last_at = a, self.clock()
+            return dict(a)
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            return self._fallback(str(e))
+
+    def _fallback(self, why):
+        if self._last is not None and self.clock() - self._last_at <= self._last["valid_for_s"]:
+            return dict(self._last)
+        seq = self._last["seq"] if self._last is not None else 0
+        return dict(self.safe, seq=seq, valid_for_s=0.0, reason="fallback: " + why)
+
+    def report(self, step, phase, tokens, in_flight, progress=None):
+        """Tells the agent where the trainer is. Returns False (never raises) when it fails."""
+        body = {"step": int(step), "phase": phase, "tokens": float(tokens),
+                "in_flight": int(in_flight)}
+        if progress is not None:
+            body["progress"] = float(progress)
+        try:
+            self._request("/v1/report", body)
+            return True
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
+
+
+class ConcurrencyGate:
+    """An asyncio gate whose limit can be changed while tasks wait: generation requests enter
+    with `async with gate:`, and `resize(n)` lets more in at once or stops admitting until the
+    number in flight falls below n (requests already running are never interrupted)."""
+
+    def __init__(self, limit):
+        self._limit = max(1, int(limit))
+        self._in_flight = 0
+        self._cond = asyncio.Condition()
+
+    @property
+    def limit(self):
+        return self._limit
+
+    @property
+    def in_flight(self):
+        return self._in_flight
+
+    async def resize(self, limit):
+        async with self._cond:
+            self._limit = max(1, int(limit))
+            self._cond.notify_all()
+
+    async def __aenter__(self):
+        async with self._cond:
+            await self._cond.wait_for(lambda: self._in_flight < self._limit)
+            self._in_flight += 1
+        return self
+
+    async def __aexit__(self, *exc):
+        async with self._cond:
+            self._in_flight -= 1
+            self._cond.notify_all()
+        return False

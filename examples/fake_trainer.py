@@ -1,0 +1,67 @@
+#!/usr/bin/python3
+"""A fake GRPO trainer driven by a headroom agent, end to end, with no GPU.
+
+Start an agent on the twin, then this trainer:
+
+    headroom agent --source twin --scenario a100-7b-tp1 --controller ppo \\
+        --policy policies/a100-7b-tp1.json --speed 20 --listen 127.0.0.1:9400 &
+    python3 examples/fake_trainer.py --agent http://127.0.0.1:9400 --steps 5
+
+What it shows is the integration a real trainer needs: generation requests pass an asyncio
+gate resized live from the agent's long-poll; the group size is read at each step boundary;
+the trainer reports its phase, step and tokens. The "generation" here sleeps instead of
+decoding (the power the agent sees comes from its own twin).
+"""
+
+import argparse
+import asyncio
+import os
+import random
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "clients", "python"))
+from headroom_client import AgentClient, ConcurrencyGate  # noqa: E402
+
+
+async def follow(client, gate, stop):
+    """Resizes the gate whenever the agent decides something new (long-poll)."""
+    while not stop.is_set():
+        a = await asyncio.to_thread(client.actuation, 2.0)
+        await gate.resize(a["concurrency"])
+
+
+async def generate(gate, rng, tokens):
+    async with gate:
+        n = int(rng.lognormvariate(5.7, 0.8))  # a completion of ~300 tokens
+        await asyncio.sleep(n / 4000.0)        # 4,000 simulated tokens per second
+        tokens[0] += n
+
+
+async def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--agent", default="http://127.0.0.1:9400")
+    p.add_argument("--token")
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--prompts", type=int, default=1)
+    p.add_argument("--seed", type=int, default=1)
+    args = p.parse_args()
+    client = AgentClient(args.agent, token=args.token, safe_concurrency=1, safe_group_size=8)
+    rng = random.Random(args.seed)
+    gate = ConcurrencyGate(client.actuation()["concurrency"])
+    stop = asyncio.Event()
+    follower = asyncio.create_task(follow(client, gate, stop))
+    tokens = [0]
+    for step in range(args.steps):
+        group = client.actuation()["group_size"]  # read at the step boundary
+        client.report(step, "rollout", tokens[0], gate.in_flight)
+        await asyncio.gather(*(generate(gate, rng, tokens) for _ in range(args.prompts * group)))
+        client.report(step, "train", tokens[0], 0)
+        await asyncio.sleep(0.05)
+        print("step %d: group %d, concurrency %d, tokens %d" % (step, group, gate.limit, tokens[0]))
+    stop.set()
+    await follower
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

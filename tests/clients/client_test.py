@@ -1,0 +1,87 @@
+#!/usr/bin/python3
+"""End to end: a twin-mode `headroom agent`, the Python client and the fake trainer.
+
+Usage: client_test.py HEADROOM_BINARY REPO_ROOT. Exit 0 on success. No sleeps: the agent's port
+is read from its log line, and the client's clock is injected to test the fallback.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+
+headroom, root = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.join(root, "clients", "python"))
+from headroom_client import AgentClient  # noqa: E402
+
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def start_agent(*extra):
+    p = subprocess.Popen([headroom, "agent", "--source", "twin", "--scenario", "a100-7b-tp1",
+                          "--controller", "ppo", "--policy",
+                          os.path.join(root, "policies", "a100-7b-tp1.json"),
+                          "--listen", "127.0.0.1:0", "--valid-for-s", "2", *extra],
+                         stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    line = p.stderr.readline()
+    m = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
+    if not m:
+        p.kill()
+        raise SystemExit("agent did not start: " + line + p.stderr.read())
+    return p, "http://127.0.0.1:" + m.group(1)
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    trace = os.path.join(tmp, "agent.csv")
+    agent, url = start_agent("--speed", "20", "--trace-out", trace, "--token", "t0k")
+
+    now = [1000.0]
+    client = AgentClient(url, token="t0k", safe_concurrency=1, safe_group_size=8,
+                         clock=lambda: now[0])
+    a = client.actuation()
+    check(set(a) >= {"concurrency", "group_size", "seq", "valid_for_s", "reason"}, "keys")
+    check(1 <= a["concurrency"] <= 16, "concurrency in range")
+    b = client.actuation(wait_s=10)
+    check(b["seq"] > a["seq"], "long-poll returns a newer decision")
+    check(client.report(1, "rollout", 100, 4), "report accepted with the token")
+    check(not AgentClient(url).report(1, "rollout", 100, 4), "report refused without the token")
+
+    r = subprocess.run([sys.executable, os.path.join(root, "examples", "fake_trainer.py"),
+                        "--agent", url, "--token", "t0k", "--steps", "2"],
+                       capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, "fake trainer runs: " + r.stderr[-500:])
+    check("step 1:" in r.stdout, "fake trainer did two steps")
+
+    # The agent dies: the last decision holds for valid_for_s, then the safe values.
+    last = client.actuation()
+    agent.kill()
+    agent.wait()
+    held = client.actuation()
+    check(held["seq"] == last["seq"] and held["concurrency"] == last["concurrency"],
+          "last decision held while valid")
+    now[0] += 2.1
+    fb = client.actuation()
+    check(fb["concurrency"] == 1 and fb["group_size"] == 8, "safe values after valid_for_s")
+    check(fb["reason"].startswith("fallback:"), "fallback reason")
+
+    # SIGTERM: a clean stop, the trace complete and readable by headroom analyze.
+    agent, url = start_agent("--speed", "20", "--trace-out", trace)
+    AgentClient(url).actuation(wait_s=5)
+    agent.send_signal(signal.SIGTERM)
+    out, err = agent.communicate(timeout=30)
+    check(agent.returncode == 0, "exit 0 on SIGTERM: " + err[-300:])
+    check("stopped after" in err, "stop logged")
+    r = subprocess.run([headroom, "analyze", trace, "--budget-w", "314.6", "--json"],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, "the agent's trace is readable: " + r.stderr)
+
+print("client_test:", "FAILED" if failures else "ok")
+sys.exit(1 if failures else 0)

@@ -55,6 +55,7 @@ RunSummary Run(telemetry::Source& source, telemetry::TwinSource* twin, Shared& s
       ++summary.telemetry_errors;
       log(fmt::format("telemetry: {} -> safe actuation", sample.error().message()));
     }
+    if (options.observe && sample.ok()) options.observe(*sample);
     if (twin != nullptr) {
       twin->SetConcurrency(a.concurrency);
       twin->SetGroupSize(a.group_size);

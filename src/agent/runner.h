@@ -17,6 +17,8 @@ namespace headroom::agent {
 struct RunnerOptions {
   double interval_s = 0.5;
   std::optional<double> duration_s;  // agent time; none: until stopped
+  // Sees every good sample after the decision (the power-limit guard).
+  std::function<void(const telemetry::Sample&)> observe;
 };
 
 // Sleeps until agent time t_s (the clock maps agent time to wall time; speed 0: returns at once).

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "agent/guard.h"
 #include "agent/recorder.h"
 #include "agent/runner.h"
 #include "agent/server.h"
@@ -50,6 +51,7 @@ struct AgentArgs {
   std::string token;
   std::string trace_out;
   std::optional<double> duration_s;
+  bool guard_power_limit = false;
 };
 
 Result<control::Policy> ReadPolicy(const std::string& path) {
@@ -116,6 +118,7 @@ Status RunAgent(const AgentArgs& args) {
   // The telemetry source.
   std::unique_ptr<telemetry::Source> source;
   telemetry::TwinSource* twin = nullptr;
+  telemetry::NvmlSource* nvml = nullptr;
   if (args.source == "twin") {
     auto t = std::make_unique<telemetry::TwinSource>(*scenario, args.seed);
     twin = t.get();
@@ -128,6 +131,7 @@ Status RunAgent(const AgentArgs& args) {
   } else if (args.source == "nvml") {
     auto n = telemetry::NvmlSource::Open(args.nvml_library);
     if (!n) return std::move(n).error();
+    nvml = n->get();
     source = std::move(*n);
   } else {
     return Error::Usage(fmt::format("--source: unknown '{}' (nvml, replay, twin)", args.source));
@@ -138,6 +142,18 @@ Status RunAgent(const AgentArgs& args) {
     auto r = agent::Recorder::Open(args.trace_out);
     if (!r) return std::move(r).error();
     recorder.emplace(std::move(*r));
+  }
+
+  if (args.guard_power_limit && nvml == nullptr) {
+    return Error::Usage("--guard-power-limit needs --source nvml");
+  }
+  const auto log = [](const std::string& line) {
+    fmt::print(stderr, "headroom agent: {}\n", line);
+  };
+  std::optional<agent::PowerLimitGuard> guard;
+  if (args.guard_power_limit) {
+    guard.emplace([nvml](int gpu, double w) { return nvml->SetPowerLimitW(gpu, w); },
+                  config.budget_w);
   }
 
   agent::Agent core(config, *controller);
@@ -168,14 +184,16 @@ Status RunAgent(const AgentArgs& args) {
   agent::RunnerOptions options;
   options.interval_s = args.interval_s;
   options.duration_s = args.duration_s;
-  const agent::RunSummary summary =
-      agent::Run(*source, twin, shared, recorder ? &*recorder : nullptr, options, clock, g_stop,
-                 [](const std::string& line) { fmt::print(stderr, "headroom agent: {}\n", line); });
+  if (guard) options.observe = [&](const telemetry::Sample& s) { guard->Observe(s, log); };
+  const agent::RunSummary summary = agent::Run(
+      *source, twin, shared, recorder ? &*recorder : nullptr, options, clock, g_stop, log);
   server.Stop();
+  Status restored = OkStatus();
+  if (guard) restored = guard->Restore(log);
   fmt::print(stderr, "headroom agent: stopped after {:.1f} s, {} intervals, {} telemetry errors\n",
              summary.duration_s, summary.intervals, summary.telemetry_errors);
   if (!args.trace_out.empty()) fmt::print("trace      {}\n", args.trace_out);
-  return OkStatus();
+  return restored;
 }
 
 // Every key of the TOML file is an option name; the command line wins over the file. Values go
@@ -262,6 +280,8 @@ Command SetupAgent(CLI::App& app) {
   app.add_option("--listen", a->listen, "HOST:PORT of the API (port 0: any free port)");
   app.add_option("--token", a->token, "Bearer token required on POST");
   app.add_option("--trace-out", a->trace_out, "The agent's own trace (long CSV)");
+  app.add_flag("--guard-power-limit", a->guard_power_limit,
+               "Set the NVML power limit to the budget when power stays over it; restored on exit");
   app.add_option("--duration-s", a->duration_s, "Stop after this much agent time")
       ->check(CLI::Range(0.0, 1e9));
   return [a, config, &app]() -> Status {

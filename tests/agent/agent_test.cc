@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "agent/guard.h"
 #include "agent/recorder.h"
 #include "agent/runner.h"
 #include "agent/server.h"
@@ -112,6 +113,62 @@ TEST(Agent, ViolationFractionsOnTheJobPowerItSaw) {
   const AgentStatus s = a.Status(1.5);
   EXPECT_EQ(s.windows[0], 3u);
   EXPECT_NEAR(s.violation_fraction[0], 2.0 / 3.0, 1e-12);
+}
+
+TEST(Guard, SetsTheBudgetAfterSustainedExcessAndRestoresTheOriginals) {
+  std::vector<std::pair<int, double>> calls;
+  PowerLimitGuard guard(
+      [&](int gpu, double w) -> Status {
+        calls.emplace_back(gpu, w);
+        return OkStatus();
+      },
+      300.0, /*sustain=*/3, /*margin=*/0.02);
+  std::vector<std::string> log;
+  auto sample = [](double p, std::optional<double> limit1) {
+    telemetry::Sample s = At(0.0, {p, p});
+    s.gpus[0].power_limit_w = 400.0;
+    s.gpus[1].power_limit_w = limit1;
+    return s;
+  };
+  auto logger = [&](const std::string& l) { log.push_back(l); };
+  guard.Observe(sample(310.0, 350.0), logger);  // over 306: 1
+  guard.Observe(sample(305.0, 350.0), logger);  // under: reset
+  guard.Observe(sample(310.0, 350.0), logger);
+  guard.Observe(sample(310.0, 350.0), logger);
+  EXPECT_FALSE(guard.engaged());
+  guard.Observe(sample(310.0, 350.0), logger);  // third in a row
+  ASSERT_TRUE(guard.engaged());
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0], std::make_pair(0, 300.0));
+  EXPECT_EQ(calls[1], std::make_pair(1, 300.0));
+  guard.Observe(sample(330.0, 350.0), logger);  // once only
+  EXPECT_EQ(calls.size(), 2u);
+  ASSERT_TRUE(guard.Restore(logger).ok());
+  ASSERT_EQ(calls.size(), 4u);
+  EXPECT_EQ(calls[2], std::make_pair(0, 400.0));  // the limits read before the change
+  EXPECT_EQ(calls[3], std::make_pair(1, 350.0));
+  EXPECT_THAT(log.back(), HasSubstr("GPU 1: power limit restored to 350 W"));
+}
+
+TEST(Guard, LeavesAloneALimitItCouldNotReadAndReportsFailures) {
+  int sets = 0;
+  PowerLimitGuard guard(
+      [&](int gpu, double) -> Status {
+        ++sets;
+        if (gpu == 0) return OkStatus();
+        return Error::Io("nvml: GPU 1: cannot set the power limit");
+      },
+      300.0, 1);
+  std::vector<std::string> log;
+  telemetry::Sample s = At(0.0, {350.0, 350.0, 350.0});
+  s.gpus[0].power_limit_w = 400.0;
+  s.gpus[1].power_limit_w = 400.0;  // GPU 2's limit unknown
+  guard.Observe(s, [&](const std::string& l) { log.push_back(l); });
+  EXPECT_EQ(sets, 2);
+  EXPECT_THAT(log[1], HasSubstr("cannot set the power limit"));
+  EXPECT_THAT(log[2], HasSubstr("GPU 2: its power limit could not be read; left alone"));
+  EXPECT_TRUE(guard.Restore([](const std::string&) {}).ok());  // only GPU 0 was changed
+  EXPECT_EQ(sets, 3);
 }
 
 TEST(Server, ApiEndToEnd) {

@@ -334,4 +334,27 @@ TEST_F(Cli, AgentRefusesBadConfigAndOptions) {
   EXPECT_THAT(r.err, HasSubstr("nvml: cannot load /nonexistent/libnvidia-ml.so.1"));
 }
 
+TEST_F(Cli, AgentGuardRestoresPowerLimitsOnExitAndOnSigterm) {
+  const std::string log = (dir_ / "limits.log").string();
+  const std::string env =
+      "FAKE_NVML_GPUS=2 FAKE_NVML_POWER_MW=350000 FAKE_NVML_LIMIT_MW=400000 "
+      "FAKE_NVML_LIMIT_LOG=" +
+      log + " ";
+  const std::string agent = std::string(HEADROOM_BINARY) +
+                            " agent --source nvml --nvml-library " FAKE_NVML_PATH
+                            " --guard-power-limit --budget-w 300 --listen 127.0.0.1:0";
+  // Normal end: set to the budget after sustained excess, then restored.
+  ASSERT_EQ(std::system((env + agent + " --speed 0 --duration-s 5 2>/dev/null").c_str()), 0);
+  EXPECT_EQ(Slurp(log), "0 300000\n1 300000\n0 400000\n1 400000\n");
+  // SIGTERM (from timeout) while running in real time x10: restored, exit 0.
+  fs::remove(log);
+  const int raw = std::system(
+      (env + "timeout --preserve-status -s TERM 3 " + agent + " --speed 10 2>/dev/null").c_str());
+  EXPECT_TRUE(WIFEXITED(raw) && WEXITSTATUS(raw) == 0);
+  EXPECT_EQ(Slurp(log), "0 300000\n1 300000\n0 400000\n1 400000\n");
+  auto r = Headroom("agent --guard-power-limit --speed 0 --duration-s 1");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err, HasSubstr("--guard-power-limit needs --source nvml"));
+}
+
 }  // namespace

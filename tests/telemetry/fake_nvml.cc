@@ -1,6 +1,8 @@
 // A fake libnvidia-ml.so for tests: the entry points NvmlSource uses, serving scripted values
 // and scripted errors, plus fake_nvml_* functions to script them. Not NVIDIA code: the ABI is
 // re-declared from the documented API.
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace {
@@ -75,7 +77,20 @@ unsigned fake_nvml_limit_mw(int i) { return state.gpu[i].limit_mw; }
 int fake_nvml_initialised() { return state.initialised; }
 
 // The NVML entry points.
+//
+// For a separate process (the CLI tests), the environment scripts the fake at init:
+// FAKE_NVML_GPUS, FAKE_NVML_POWER_MW (every GPU, instantaneous and average), FAKE_NVML_LIMIT_MW,
+// and FAKE_NVML_LIMIT_LOG, a file to which every power-limit change is appended ("GPU MW").
 int nvmlInit_v2() {
+  if (const char* g = std::getenv("FAKE_NVML_GPUS")) {
+    state.gpus = std::atoi(g);
+    const char* p = std::getenv("FAKE_NVML_POWER_MW");
+    const char* l = std::getenv("FAKE_NVML_LIMIT_MW");
+    for (int i = 0; i < state.gpus && i < kMaxGpus; ++i) {
+      if (p != nullptr) state.gpu[i].instant_mw = state.gpu[i].average_mw = unsigned(std::atoi(p));
+      if (l != nullptr) state.gpu[i].limit_mw = unsigned(std::atoi(l));
+    }
+  }
   if (state.init_status == 0) ++state.initialised;
   return state.init_status;
 }
@@ -133,7 +148,15 @@ int nvmlDeviceGetUtilizationRates(void* device, Utilization* u) {
   return state.util_status;
 }
 int nvmlDeviceSetPowerManagementLimit(void* device, unsigned int mw) {
-  if (state.set_limit_status == 0) state.gpu[Index(device)].limit_mw = mw;
+  if (state.set_limit_status == 0) {
+    state.gpu[Index(device)].limit_mw = mw;
+    if (const char* log = std::getenv("FAKE_NVML_LIMIT_LOG")) {
+      if (std::FILE* f = std::fopen(log, "a")) {
+        std::fprintf(f, "%d %u\n", Index(device), mw);
+        std::fclose(f);
+      }
+    }
+  }
   return state.set_limit_status;
 }
 

@@ -1,0 +1,55 @@
+#include "agent/guard.h"
+
+#include <fmt/format.h>
+
+namespace headroom::agent {
+
+PowerLimitGuard::PowerLimitGuard(SetLimit set_limit, double budget_w, int sustain, double margin)
+    : set_limit_(std::move(set_limit)), budget_w_(budget_w), sustain_(sustain), margin_(margin) {}
+
+void PowerLimitGuard::Observe(const telemetry::Sample& sample,
+                              const std::function<void(const std::string&)>& log) {
+  if (original_w_.empty()) {
+    for (const auto& g : sample.gpus) original_w_.push_back(g.power_limit_w);
+  }
+  if (engaged_ || sample.gpus.empty()) return;
+  double job_w = 0.0;
+  for (const auto& g : sample.gpus) job_w += g.power_w.value_or(0.0);
+  job_w /= static_cast<double>(sample.gpus.size());
+  over_ = job_w > budget_w_ * (1.0 + margin_) ? over_ + 1 : 0;
+  if (over_ < sustain_) return;
+  engaged_ = true;
+  for (size_t i = 0; i < sample.gpus.size(); ++i) {
+    const int gpu = static_cast<int>(i);
+    if (i >= original_w_.size() || !original_w_[i]) {
+      log(fmt::format("guard: GPU {}: its power limit could not be read; left alone", gpu));
+      continue;
+    }
+    if (auto st = set_limit_(gpu, budget_w_); !st) {
+      log(fmt::format("guard: {}", st.error().message()));
+      continue;
+    }
+    changed_.push_back(gpu);
+    log(
+        fmt::format("guard: GPU {}: power limit {:.0f} W -> {:.0f} W (power over budget for {} "
+                    "intervals)",
+                    gpu, *original_w_[i], budget_w_, sustain_));
+  }
+}
+
+Status PowerLimitGuard::Restore(const std::function<void(const std::string&)>& log) {
+  Status first = OkStatus();
+  for (int gpu : changed_) {
+    const double w = *original_w_[static_cast<size_t>(gpu)];
+    if (auto st = set_limit_(gpu, w); !st) {
+      log(fmt::format("guard: {}", st.error().message()));
+      if (first) first = std::move(st);
+      continue;
+    }
+    log(fmt::format("guard: GPU {}: power limit restored to {:.0f} W", gpu, w));
+  }
+  changed_.clear();
+  return first;
+}
+
+}  // namespace headroom::agent

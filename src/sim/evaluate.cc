@@ -152,7 +152,8 @@ PidChoice SearchPid(const twin::Scenario& s, double budget_w, double target, int
     });
   });
   const size_t k = Best(scores, target);
-  return {grid[k], group_size, scores[k].violation, scores[k].tokens, scores[k].violation <= target};
+  return {grid[k], group_size, scores[k].violation, scores[k].tokens,
+          scores[k].violation <= target};
 }
 
 Result<EvalResult> Evaluate(const EvalConfig& config) {

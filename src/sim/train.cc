@@ -237,10 +237,8 @@ control::Policy Train(const TrainConfig& config, const std::function<double()>& 
               {next_values.data() + o, n}, {cut.data() + o, n}, config.gamma, config.gae_lambda,
               {batch.advantages.data() + o, n}, {batch.returns.data() + o, n});
     }
-    const double collect_s = now_s() - t0;
     const rl::UpdateStats us = trainer.Update(batch);
     const double elapsed = now_s() - t0;
-    (void)collect_s;
 
     const double rate = costs.mean();
     const double err = std::clamp(

@@ -2,29 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "sim/episode.h"
+
 namespace headroom::agent {
-
-namespace {
-
-control::Phase ToPhase(twin::Phase p) {
-  switch (p) {
-    case twin::Phase::kRollout:
-      return control::Phase::kRollout;
-    case twin::Phase::kLogprob:
-      return control::Phase::kLogprob;
-    case twin::Phase::kTrain:
-      return control::Phase::kTrain;
-    case twin::Phase::kSync:
-      return control::Phase::kSync;
-    case twin::Phase::kCheckpoint:
-      return control::Phase::kCheckpoint;
-    default:
-      return control::Phase::kIdle;
-  }
-}
-
-}  // namespace
-
 RunSummary Run(telemetry::Source& source, telemetry::TwinSource* twin, Shared& shared,
                Recorder* recorder, const RunnerOptions& options, const Clock& clock,
                const std::atomic<bool>& stop, const std::function<void(const std::string&)>& log) {
@@ -43,7 +23,7 @@ RunSummary Run(telemetry::Source& source, telemetry::TwinSource* twin, Shared& s
         const twin::Twin& tw = twin->twin();
         TrainerReport r;
         r.step = tw.steps_done();
-        r.phase = ToPhase(tw.current_phase());
+        r.phase = sim::ToControlPhase(tw.current_phase());
         r.tokens = tw.tokens_total();
         r.progress = tw.rollout_progress();
         shared.agent->Report(r, t_s);

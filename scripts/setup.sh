@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages headroom needs to build, test and benchmark.
+# Installs the Debian packages headroom needs to build, test and benchmark, then the npm packages
+# of web/ (the agent dashboard's uPlot, and playwright-core that drives Chromium in its test) with
+# `npm ci` from web/package-lock.json.
 # Idempotent: installs only what is missing. Runs apt-get as root, or through sudo.
 # `setup.sh --torch` adds python3-torch, the peer of `make bench-ppo` only (large; not for tests).
 set -euo pipefail
@@ -12,7 +14,13 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcpp-httplib-dev                 # the agent's HTTP API
   python3 python3-pandas python3-numpy  # independent reference computations and the pandas peer
+  chromium                           # the dashboard test (headless)
+  wrk                                # the agent's API load benchmark
 )
+# Node.js and npm: the machine's own where it has them, else Debian's.
+if ! command -v npm >/dev/null 2>&1; then
+  packages+=(nodejs npm)
+fi
 if [ "${1:-}" = "--torch" ]; then
   packages+=(python3-torch)
 fi
@@ -24,14 +32,20 @@ for p in "${packages[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  run_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+  }
+  export DEBIAN_FRONTEND=noninteractive
+  run_root apt-get update -qq
+  run_root apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-echo "setup: installing ${missing[*]}"
-run_root() {
-  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
-}
-export DEBIAN_FRONTEND=noninteractive
-run_root apt-get update -qq
-run_root apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# web/node_modules, exactly as web/package-lock.json pins it; again only when the lock changed.
+web="$(cd "$(dirname "$0")/../web" && pwd)"
+if [ ! -f "$web/node_modules/.package-lock.json" ] ||
+   [ "$web/package-lock.json" -nt "$web/node_modules/.package-lock.json" ]; then
+  echo "setup: npm ci in web/"
+  npm ci --prefix "$web" --no-audit --no-fund --loglevel=error
+fi

@@ -104,6 +104,7 @@ void Agent::Report(const TrainerReport& report, double now_s) {
 AgentStatus Agent::Status(double now_s) const {
   AgentStatus s;
   s.t_s = now_s;
+  s.budget_w = config_.budget_w;
   s.power_w = power_w_;
   for (double p : power_w_) s.job_power_w += p / static_cast<double>(power_w_.size());
   s.actuation = actuation_;

@@ -56,6 +56,7 @@ inline constexpr std::array<double, 3> kWindowsS = {0.5, 30.0, 300.0};
 
 struct AgentStatus {
   double t_s = 0.0;
+  double budget_w = 0.0;        // per GPU
   std::vector<double> power_w;  // last good sample, per GPU
   double job_power_w = 0.0;     // mean over GPUs
   Actuation actuation;

@@ -1,5 +1,7 @@
 #include "agent/server.h"
 
+#include "agent/dashboard.h"
+
 #include <fmt/format.h>
 #include <httplib.h>
 
@@ -55,9 +57,11 @@ std::string StatusJson(const AgentStatus& s) {
                    {"tokens", s.report->tokens},
                    {"in_flight", s.report->in_flight}};
   }
+  j["budget_w"] = s.budget_w;
   j["violation_fraction"] = {{"0.5s", s.violation_fraction[0]},
                              {"30s", s.violation_fraction[1]},
                              {"5min", s.violation_fraction[2]}};
+  j["windows"] = {{"0.5s", s.windows[0]}, {"30s", s.windows[1]}, {"5min", s.windows[2]}};
   return j.dump() + "\n";
 }
 
@@ -205,12 +209,12 @@ Server::Server(Shared& shared, std::string token)
         "text/plain; version=0.0.4");
   });
   s.Get("/", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(
-        "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>headroom agent</title></head>"
-        "<body><h1>headroom agent</h1><p>API: <a href=\"/v1/status\">/v1/status</a>, "
-        "<a href=\"/v1/actuation\">/v1/actuation</a>, <a href=\"/metrics\">/metrics</a>.</p>"
-        "</body></html>\n",
-        "text/html");
+    // Self-contained: the page's scripts and styles are inline, and it talks only to this agent.
+    res.set_header("Content-Security-Policy",
+                   "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                   "connect-src 'self'; img-src 'self' data:");
+    res.set_header("X-Content-Type-Options", "nosniff");
+    res.set_content(kDashboardHtml.data(), kDashboardHtml.size(), "text/html; charset=utf-8");
   });
 }
 

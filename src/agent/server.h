@@ -4,7 +4,7 @@
 //   POST /v1/report   {"step", "phase", "tokens", "in_flight"[, "progress"]} from the trainer
 //   GET  /v1/status   power, actuation, violations per window, counters
 //   GET  /metrics     the same in Prometheus text format
-//   GET  /            a status page
+//   GET  /            the live dashboard (agent/dashboard.h)
 // Binds to 127.0.0.1 unless told otherwise; with a token, POST needs `Authorization: Bearer T`;
 // bodies are capped at 64 KiB (413); malformed or invalid JSON gets 400 with the reason. No
 // endpoint runs commands or touches files.

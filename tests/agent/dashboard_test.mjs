@@ -1,0 +1,153 @@
+// The agent's live dashboard in headless Chromium (Debian's chromium, driven by playwright-core
+// from web/node_modules): the page loads from a twin-mode agent, receives live data and draws it.
+//
+// Usage: node dashboard_test.mjs HEADROOM_BINARY REPO_ROOT OUT_DIR
+// Exit 0: passed; 1: failed; 77: skipped (no chromium, unless HEADROOM_REQUIRE_BROWSER=1).
+// Leaves OUT_DIR/dashboard.png. Waits on page state (waitForFunction), never on fixed sleeps.
+import { spawn } from "node:child_process";
+import { existsSync, mkdirSync } from "node:fs";
+import { createRequire } from "node:module";
+import path from "node:path";
+
+const [headroom, root, outDir] = process.argv.slice(2);
+const chromium = process.env.CHROMIUM || "/usr/bin/chromium";
+if (!existsSync(chromium)) {
+  const required = process.env.HEADROOM_REQUIRE_BROWSER === "1";
+  console.log(`dashboard_test: ${chromium} not found (./scripts/setup.sh installs it)`);
+  process.exit(required ? 1 : 77);
+}
+const require = createRequire(path.resolve(root, "web", "package.json"));
+const { chromium: playwright } = require("playwright-core");
+
+const failures = [];
+function check(cond, what) {
+  if (!cond) {
+    failures.push(what);
+    console.log("FAIL:", what);
+  }
+}
+
+// A 4-GPU tensor-parallel job in the twin, 20x faster than real time.
+function startAgent() {
+  return new Promise((resolve, reject) => {
+    const p = spawn(headroom, ["agent", "--source", "twin", "--scenario", "h100-70b-tp4",
+                               "--controller", "pid", "--speed", "20", "--listen", "127.0.0.1:0"],
+                    { stdio: ["ignore", "ignore", "pipe"] });
+    let err = "";
+    p.stderr.on("data", (d) => {
+      err += d;
+      const m = err.match(/listening on 127\.0\.0\.1:(\d+)/);
+      if (m && !p.port) {
+        p.port = Number(m[1]);
+        resolve(p);
+      }
+    });
+    p.on("exit", (code) => reject(new Error(`agent exited (${code}): ${err}`)));
+  });
+}
+
+const guard = setTimeout(() => {
+  console.log("FAIL: timed out");
+  process.exit(1);
+}, 120_000);
+
+const agent = await startAgent();
+const base = `http://127.0.0.1:${agent.port}`;
+// Playwright gives Chromium a fresh, empty profile of its own.
+let browser;
+try {
+  browser = await playwright.launch({
+    executablePath: chromium,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+} catch (e) {
+  agent.kill("SIGTERM");
+  throw e;
+}
+try {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  const consoleErrors = [];
+  const foreign = [];
+  page.on("console", (m) => { if (m.type() === "error") consoleErrors.push(m.text()); });
+  page.on("pageerror", (e) => consoleErrors.push(String(e)));
+  page.on("request", (r) => { if (!r.url().startsWith(base)) foreign.push(r.url()); });
+
+  const response = await page.goto(base + "/");
+  check(response.status() === 200, "GET / answers 200");
+  check((response.headers()["content-security-policy"] || "").includes("connect-src 'self'"),
+        "the page is served with a Content-Security-Policy");
+  check((await page.title()) === "headroom agent", "title");
+
+  // Live data: at least 10 decisions drawn, then 5 more.
+  await page.waitForFunction(() => Number(document.getElementById("samples").dataset.count) >= 10,
+                             null, { timeout: 60_000 });
+  const first = Number(await page.getAttribute("#samples", "data-count"));
+  await page.waitForFunction((n) => Number(document.getElementById("samples").dataset.count) >= n,
+                             first + 5, { timeout: 60_000 });
+  check(await page.getAttribute("#conn", "data-state") === "live", "connection shown live");
+
+  // What the page shows agrees with the agent's own API.
+  const status = await (await fetch(base + "/v1/status")).json();
+  check(status.power_w.length === 4, "the agent has 4 GPUs");
+  check(await page.textContent("#stat-budget") === `${status.budget_w.toFixed(1)} W`,
+        "budget card shows the agent's budget");
+  const legend = await page.$$eval("#chart-power .u-legend .u-label", (els) => els.map((e) => e.textContent));
+  for (const name of ["GPU 0", "GPU 1", "GPU 2", "GPU 3", "budget"]) {
+    check(legend.includes(name), `power chart has series '${name}' (legend: ${legend})`);
+  }
+  const actLegend = await page.$$eval("#chart-actuation .u-legend .u-label", (els) => els.map((e) => e.textContent));
+  check(actLegend.includes("concurrency") && actLegend.includes("group size"), "actuation chart series");
+  check(await page.locator(".uplot").count() === 3, "three charts");
+  const fractions = await page.$$eval("#violations tbody .fraction", (els) => els.map((e) => e.textContent));
+  check(fractions.length === 3 && fractions.every((f) => /^\d+\.\d\d %$/.test(f)),
+        `violation fractions shown (${fractions})`);
+  const counts = await page.$$eval("#violations tbody .count", (els) => els.map((e) => Number(e.textContent)));
+  check(counts[0] >= 10, `0.5 s windows counted (${counts})`);
+
+  // The data behind the charts: times strictly increasing, budget flat at the agent's budget,
+  // concurrency inside the scenario's range.
+  const data = await page.evaluate(() => {
+    const s = window.headroomDashboard;
+    return { t: s.t, budget: s.budget, power: s.power, concurrency: s.concurrency };
+  });
+  check(data.t.every((t, i) => i === 0 || t > data.t[i - 1]), "agent times increase");
+  check(data.budget.every((b) => b === status.budget_w), "budget series flat");
+  check(data.power.length === 4 && data.power.every((p) => p.length === data.t.length && p.every((w) => w > 0)),
+        "a power series per GPU, every point positive");
+  check(data.concurrency.every((c) => Number.isInteger(c) && c >= 1), "concurrency series integral");
+
+  // And it is drawn: the power canvas holds pixels of GPU 0's colour and of the budget's.
+  const pixels = await page.evaluate(() => {
+    const canvas = document.querySelector("#chart-power canvas");
+    const ctx = canvas.getContext("2d");
+    const img = ctx.getImageData(0, 0, canvas.width, canvas.height).data;
+    const near = (i, r, g, b) => Math.abs(img[i] - r) + Math.abs(img[i + 1] - g) + Math.abs(img[i + 2] - b) < 60 && img[i + 3] > 200;
+    let gpu0 = 0, budget = 0;
+    for (let i = 0; i < img.length; i += 4) {
+      if (near(i, 0x1f, 0x77, 0xb4)) gpu0++;
+      if (near(i, 0xd6, 0x27, 0x28)) budget++;
+    }
+    return { gpu0, budget, width: canvas.width, height: canvas.height };
+  });
+  check(pixels.width > 300 && pixels.height > 100, `power canvas sized (${pixels.width}x${pixels.height})`);
+  check(pixels.gpu0 > 50, `GPU 0 line drawn (${pixels.gpu0} px)`);
+  check(pixels.budget > 50, `budget line drawn (${pixels.budget} px)`);
+
+  check(consoleErrors.length === 0, `no console errors (${consoleErrors})`);
+  check(foreign.length === 0, `no request leaves the agent (${foreign})`);
+
+  mkdirSync(outDir, { recursive: true });
+  const shot = path.join(outDir, "dashboard.png");
+  await page.screenshot({ path: shot, fullPage: true });
+  console.log("dashboard_test: screenshot", shot);
+} catch (e) {
+  check(false, String(e && e.stack || e));
+} finally {
+  await browser.close();
+  agent.kill("SIGTERM");
+  clearTimeout(guard);
+}
+console.log("dashboard_test:", failures.length ? "FAILED" : "ok");
+process.exit(failures.length ? 1 : 0);

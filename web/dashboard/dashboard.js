@@ -1,0 +1,132 @@
+// The agent's live dashboard: polls this agent's /v1/status every interval and draws the last
+// five minutes with uPlot. No other address is contacted.
+"use strict";
+(function () {
+  const POLL_MS = 500;
+  const KEEP = 600; // points: 5 min at 0.5 s
+  const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                  "#bcbd22", "#17becf", "#d62728"];
+  const WINDOWS = ["0.5s", "30s", "5min"];
+
+  const state = { t: [], power: [], budget: [], concurrency: [], group: [], tokens: [],
+                  gpus: -1, lastT: null, samples: 0, errors: 0 };
+  let charts = null;
+
+  const $ = (id) => document.getElementById(id);
+  const fmt = (x, digits) => (x === null || x === undefined || !isFinite(x)) ? "–" : x.toFixed(digits);
+
+  function widthOf(el) { return Math.max(300, el.clientWidth - 8); }
+
+  function makeChart(el, series, yLabel, height, extraAxes) {
+    const opts = {
+      width: widthOf(el), height: height,
+      scales: { x: { time: false } },
+      series: [{ label: "agent time (s)", value: (u, v) => fmt(v, 1) }].concat(series),
+      axes: [{ label: "agent time (s)" }, { label: yLabel }].concat(extraAxes || []),
+      legend: { live: true },
+    };
+    return new uPlot(opts, [[]].concat(series.map(() => [])), el);
+  }
+
+  function buildCharts(gpus) {
+    for (const id of ["chart-power", "chart-actuation", "chart-tokens"]) $(id).textContent = "";
+    const powerSeries = [];
+    for (let g = 0; g < gpus; g++) {
+      powerSeries.push({ label: "GPU " + g, stroke: COLORS[g % COLORS.length], width: 1.5,
+                         value: (u, v) => fmt(v, 1) });
+    }
+    powerSeries.push({ label: "budget", stroke: "#d62728", width: 2, dash: [8, 4],
+                       value: (u, v) => fmt(v, 1) });
+    const stepped = uPlot.paths && uPlot.paths.stepped ? uPlot.paths.stepped({ align: 1 }) : undefined;
+    charts = {
+      power: makeChart($("chart-power"), powerSeries, "W", 260),
+      actuation: makeChart($("chart-actuation"), [
+        { label: "concurrency", stroke: "#1f77b4", width: 2, paths: stepped },
+        { label: "group size", stroke: "#ff7f0e", width: 2, paths: stepped, scale: "group" },
+      ], "concurrency", 200, [{ scale: "group", side: 1, label: "group size", grid: { show: false } }]),
+      tokens: makeChart($("chart-tokens"), [
+        { label: "tokens/s", stroke: "#2ca02c", width: 2, fill: "rgba(44,160,44,0.08)",
+          value: (u, v) => fmt(v, 0) },
+      ], "tokens/s", 200),
+    };
+  }
+
+  function trim(a) { if (a.length > KEEP) a.splice(0, a.length - KEEP); }
+
+  function add(s) {
+    const gpus = s.power_w.length;
+    if (gpus !== state.gpus) {
+      state.gpus = gpus;
+      state.t = []; state.budget = []; state.concurrency = []; state.group = []; state.tokens = [];
+      state.power = Array.from({ length: gpus }, () => []);
+      buildCharts(gpus);
+    }
+    if (state.lastT !== null && s.t_s <= state.lastT) return false; // no new decision yet
+    state.lastT = s.t_s;
+    state.t.push(s.t_s);
+    s.power_w.forEach((p, g) => state.power[g].push(p));
+    state.budget.push(s.budget_w);
+    state.concurrency.push(s.actuation.concurrency);
+    state.group.push(s.actuation.group_size);
+    state.tokens.push(s.tokens_per_s);
+    for (const a of [state.t, state.budget, state.concurrency, state.group, state.tokens].concat(state.power)) trim(a);
+    state.samples += 1;
+    return true;
+  }
+
+  function draw(s) {
+    charts.power.setData([state.t].concat(state.power, [state.budget]));
+    charts.actuation.setData([state.t, state.concurrency, state.group]);
+    charts.tokens.setData([state.t, state.tokens]);
+    $("stat-budget").textContent = fmt(s.budget_w, 1) + " W";
+    const power = $("stat-power");
+    power.textContent = fmt(s.job_power_w, 1) + " W";
+    power.classList.toggle("over", s.job_power_w > s.budget_w);
+    $("stat-concurrency").textContent = s.actuation.concurrency;
+    $("stat-group").textContent = s.actuation.group_size;
+    $("stat-tokens").textContent = fmt(s.tokens_per_s, 0);
+    $("stat-decisions").textContent = s.decisions;
+    $("stat-errors").textContent = s.telemetry_errors;
+    $("reason").textContent = "t = " + fmt(s.t_s, 1) + " s · " + s.actuation.reason;
+    for (const w of WINDOWS) {
+      const row = document.querySelector('tr[data-window="' + w + '"]');
+      row.querySelector(".fraction").textContent = fmt(100 * s.violation_fraction[w], 2) + " %";
+      row.querySelector(".count").textContent = s.windows ? s.windows[w] : "–";
+    }
+    const samples = $("samples");
+    samples.textContent = String(state.samples);
+    samples.dataset.count = String(state.samples);
+  }
+
+  function setConnection(up, text) {
+    const c = $("conn");
+    c.textContent = text;
+    c.dataset.state = up ? "live" : "down";
+    c.classList.toggle("up", up);
+    c.classList.toggle("down", !up);
+  }
+
+  async function poll() {
+    try {
+      const r = await fetch("/v1/status", { cache: "no-store" });
+      if (!r.ok) throw new Error("HTTP " + r.status);
+      const s = await r.json();
+      if (add(s)) draw(s);
+      setConnection(true, "live");
+    } catch (e) {
+      state.errors += 1;
+      setConnection(false, "agent not answering");
+    }
+    setTimeout(poll, POLL_MS);
+  }
+
+  window.addEventListener("resize", () => {
+    if (!charts) return;
+    for (const [id, c] of [["chart-power", charts.power], ["chart-actuation", charts.actuation],
+                           ["chart-tokens", charts.tokens]]) {
+      c.setSize({ width: widthOf($(id)), height: c.height });
+    }
+  });
+  window.headroomDashboard = state; // for tests and the curious
+  poll();
+})();

@@ -23,10 +23,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "clients", "pyt
 from headroom_client import AgentClient, ConcurrencyGate  # noqa: E402
 
 
-async def follow(client, gate, stop):
+async def follow(client, gate, stop, changes, until_agent_stops):
     """Resizes the gate whenever the agent decides something new (long-poll)."""
     while not stop.is_set():
         a = await asyncio.to_thread(client.actuation, 2.0)
+        if until_agent_stops and not client.reachable:
+            stop.set()
+            break
+        if a["concurrency"] != gate.limit:
+            changes[0] += 1
         await gate.resize(a["concurrency"])
 
 
@@ -41,7 +46,8 @@ async def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--agent", default="http://127.0.0.1:9400")
     p.add_argument("--token")
-    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--steps", type=int, default=5,
+                   help="GRPO steps to run; 0: until the agent stops answering")
     p.add_argument("--prompts", type=int, default=1)
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args()
@@ -49,17 +55,22 @@ async def main():
     rng = random.Random(args.seed)
     gate = ConcurrencyGate(client.actuation()["concurrency"])
     stop = asyncio.Event()
-    follower = asyncio.create_task(follow(client, gate, stop))
+    changes = [0]
+    follower = asyncio.create_task(follow(client, gate, stop, changes, args.steps == 0))
     tokens = [0]
-    for step in range(args.steps):
+    step = 0
+    while (args.steps == 0 and not stop.is_set()) or step < args.steps:
         group = client.actuation()["group_size"]  # read at the step boundary
-        client.report(step, "rollout", tokens[0], gate.in_flight)
+        client.report(step, "rollout", tokens[0], gate.in_flight, group_size=group)
         await asyncio.gather(*(generate(gate, rng, tokens) for _ in range(args.prompts * group)))
-        client.report(step, "train", tokens[0], 0)
+        client.report(step, "train", tokens[0], 0, group_size=group)
         await asyncio.sleep(0.05)
-        print("step %d: group %d, concurrency %d, tokens %d" % (step, group, gate.limit, tokens[0]))
+        print("step %d: group %d, concurrency %d, tokens %d" % (step, group, gate.limit, tokens[0]),
+              flush=True)
+        step += 1
     stop.set()
     await follower
+    print("fake trainer: %d steps, %d concurrency changes followed" % (step, changes[0]))
     return 0
 
 

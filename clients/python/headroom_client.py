@@ -27,6 +27,7 @@ class AgentClient:
         self.clock = clock
         self._last = None       # the last decision heard
         self._last_at = None    # when it was heard (client clock)
+        self.reachable = None   # did the last request get an answer? (None: none made yet)
 
     def _request(self, path, body=None, timeout_s=None):
         headers = {"Content-Type": "application/json"}
@@ -46,8 +47,10 @@ class AgentClient:
         try:
             a = self._request(path, timeout_s=self.timeout_s + wait_s)
             self._last, self._last_at = a, self.clock()
+            self.reachable = True
             return dict(a)
         except (urllib.error.URLError, OSError, ValueError) as e:
+            self.reachable = False
             return self._fallback(str(e))
 
     def _fallback(self, why):
@@ -56,12 +59,15 @@ class AgentClient:
         seq = self._last["seq"] if self._last is not None else 0
         return dict(self.safe, seq=seq, valid_for_s=0.0, reason="fallback: " + why)
 
-    def report(self, step, phase, tokens, in_flight, progress=None):
-        """Tells the agent where the trainer is. Returns False (never raises) when it fails."""
+    def report(self, step, phase, tokens, in_flight, progress=None, group_size=None):
+        """Tells the agent where the trainer is (group_size: the one in force this step).
+        Returns False (never raises) when it fails."""
         body = {"step": int(step), "phase": phase, "tokens": float(tokens),
                 "in_flight": int(in_flight)}
         if progress is not None:
             body["progress"] = float(progress)
+        if group_size is not None:
+            body["group_size"] = int(group_size)
         try:
             self._request("/v1/report", body)
             return True

@@ -14,10 +14,12 @@ Agent::Agent(AgentConfig config, control::Controller& controller)
              analysis::WindowStats(kWindowsS[1], config_.budget_w),
              analysis::WindowStats(kWindowsS[2], config_.budget_w)} {
   assert(config_.budget_w > 0.0 && config_.interval_s > 0.0);
-  applied_.concurrency = config_.safe_concurrency;
-  applied_.group_size = config_.safe_group_size;
+  const bool initial = config_.initial_concurrency || config_.initial_group_size;
+  applied_.concurrency = config_.initial_concurrency.value_or(config_.safe_concurrency);
+  applied_.group_size = config_.initial_group_size.value_or(config_.safe_group_size);
   controller_.Reset();
-  Set(config_.safe_concurrency, config_.safe_group_size, "starting: safe values", 0.0);
+  Set(applied_.concurrency, applied_.group_size,
+      initial ? "starting: initial values" : "starting: safe values", 0.0);
 }
 
 void Agent::Set(int concurrency, int group_size, std::string reason, double now_s) {
@@ -81,6 +83,7 @@ const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& samp
     in.step = report_->step;
     in.tokens_total = report_->tokens;
     in.rollout_progress = report_->progress;
+    if (report_->group_size) in.group_size = *report_->group_size;
     reason =
         fmt::format("{}: {} at step {}", controller_.name(), control::PhaseName(in.phase), in.step);
   } else {

@@ -30,6 +30,10 @@ struct AgentConfig {
   control::ActuatorLimits limits;
   int safe_concurrency = 1;
   int safe_group_size = 1;
+  // What the agent announces before its first decision (default: the safe values) — the
+  // trainer's configured values, when the operator knows them and wants no slow start.
+  std::optional<int> initial_concurrency;
+  std::optional<int> initial_group_size;
   double valid_for_s = 5.0;
   double stale_after_s = 1.5;
   double report_timeout_s = 30.0;
@@ -50,6 +54,9 @@ struct TrainerReport {
   double tokens = 0.0;    // tokens so far
   int in_flight = 0;      // sequences in flight
   double progress = 0.0;  // rollout progress, when the trainer knows it
+  // The group size in force this step, when the trainer says (a new one applies from the next
+  // step boundary); otherwise the agent takes its own last decision.
+  std::optional<int> group_size;
 };
 
 inline constexpr std::array<double, 3> kWindowsS = {0.5, 30.0, 300.0};

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 namespace headroom::agent {
@@ -19,17 +21,22 @@ Result<Recorder> Recorder::Open(const std::string& path) {
 }
 
 Recorder::Recorder(Recorder&& other) noexcept
-    : file_(std::exchange(other.file_, nullptr)), last_flush_s_(other.last_flush_s_) {}
+    : file_(std::exchange(other.file_, nullptr)),
+      last_flush_s_(other.last_flush_s_),
+      tokens_written_(other.tokens_written_) {}
 
 Recorder::~Recorder() {
   if (file_ != nullptr) std::fclose(file_);
 }
 
 void Recorder::Write(double t_s, const std::vector<double>& power_w, std::string_view phase,
-                     int step, double tokens, int concurrency, int group_size) {
+                     int step, double tokens_total, int concurrency, int group_size) {
+  const long long total = std::max(std::llround(tokens_total), tokens_written_);
+  const long long tokens = total - tokens_written_;
+  tokens_written_ = total;
   for (size_t g = 0; g < power_w.size(); ++g) {
-    fmt::print(file_, "{:.3f},{},{:.2f},{},{},{:.0f},{},{}\n", t_s, g, power_w[g], phase, step,
-               g == 0 ? tokens : 0.0, concurrency, group_size);
+    fmt::print(file_, "{:.3f},{},{:.2f},{},{},{},{},{}\n", t_s, g, power_w[g], phase, step,
+               g == 0 ? tokens : 0LL, concurrency, group_size);
   }
 }
 

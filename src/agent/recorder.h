@@ -20,9 +20,11 @@ class Recorder {
   Recorder& operator=(Recorder&&) = delete;
   ~Recorder();
 
-  // tokens: produced since the previous row of this GPU.
+  // tokens_total: the job's tokens so far. Each row's `tokens` column (on GPU 0's row) is the
+  // whole-token increase since the previous row, so the column sums to round(tokens_total)
+  // without drift.
   void Write(double t_s, const std::vector<double>& power_w, std::string_view phase, int step,
-             double tokens, int concurrency, int group_size);
+             double tokens_total, int concurrency, int group_size);
   // Flushes when a second has passed since the last flush (by t_s), or when forced.
   void MaybeFlush(double t_s, bool force = false);
 
@@ -30,6 +32,7 @@ class Recorder {
   explicit Recorder(std::FILE* f) : file_(f) {}
   std::FILE* file_ = nullptr;
   double last_flush_s_ = 0.0;
+  long long tokens_written_ = 0;
 };
 
 }  // namespace headroom::agent

@@ -9,7 +9,6 @@ RunSummary Run(telemetry::Source& source, telemetry::TwinSource* twin, Shared& s
                Recorder* recorder, const RunnerOptions& options, const Clock& clock,
                const std::atomic<bool>& stop, const std::function<void(const std::string&)>& log) {
   RunSummary summary;
-  double tokens_before = 0.0;
   for (uint64_t k = 0;; ++k) {
     const double t_s = static_cast<double>(k) * options.interval_s;
     if (stop.load() || (options.duration_s && t_s > *options.duration_s + 1e-9)) break;
@@ -26,6 +25,7 @@ RunSummary Run(telemetry::Source& source, telemetry::TwinSource* twin, Shared& s
         r.phase = sim::ToControlPhase(tw.current_phase());
         r.tokens = tw.tokens_total();
         r.progress = tw.rollout_progress();
+        r.group_size = tw.group_size();
         shared.agent->Report(r, t_s);
       }
       a = shared.agent->Tick(t_s, sample);
@@ -45,23 +45,21 @@ RunSummary Run(telemetry::Source& source, telemetry::TwinSource* twin, Shared& s
       for (const auto& g : sample->gpus) power.push_back(g.power_w.value_or(0.0));
       std::string phase = "idle";
       int step = 0;
-      double tokens = 0.0;
+      double tokens_total = 0.0;
       if (twin != nullptr) {
         phase = std::string(twin::PhaseName(twin->twin().phase()));
         step = twin->twin().steps_done();
-        tokens = twin->twin().tokens_total() - tokens_before;
-        tokens_before = twin->twin().tokens_total();
+        tokens_total = twin->twin().tokens_total();
       } else {
         std::lock_guard lock(shared.mu);
         const AgentStatus st = shared.agent->Status(t_s);
         if (st.report) {
           phase = std::string(control::PhaseName(st.report->phase));
           step = st.report->step;
-          tokens = st.report->tokens - tokens_before;
-          tokens_before = st.report->tokens;
+          tokens_total = st.report->tokens;
         }
       }
-      recorder->Write(t_s, power, phase, step, tokens, a.concurrency, a.group_size);
+      recorder->Write(t_s, power, phase, step, tokens_total, a.concurrency, a.group_size);
       recorder->MaybeFlush(t_s);
     }
     summary.duration_s = t_s;

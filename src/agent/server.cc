@@ -140,6 +140,13 @@ Result<TrainerReport> ParseReport(const std::string& body) {
     }
     r.progress = j["progress"].get<double>();
   }
+  if (j.contains("group_size")) {
+    if (!j["group_size"].is_number_integer() || j["group_size"].get<long long>() < 1 ||
+        j["group_size"].get<long long>() > 1'000'000) {
+      return Error::Input("field 'group_size': expected an integer in [1, 1e6]");
+    }
+    r.group_size = j["group_size"].get<int>();
+  }
   return r;
 }
 

@@ -1,7 +1,8 @@
 // The agent's HTTP/JSON API (docs/AGENT.md), on cpp-httplib:
 //   GET  /v1/actuation[?after=SEQ&timeout_s=T]  the current decision; with `after`, long-polls
 //        until a newer one exists or T (default 10, at most 30) seconds pass
-//   POST /v1/report   {"step", "phase", "tokens", "in_flight"[, "progress"]} from the trainer
+//   POST /v1/report   {"step", "phase", "tokens", "in_flight"[, "progress", "group_size"]} from
+//        the trainer
 //   GET  /v1/status   power, actuation, violations per window, counters
 //   GET  /metrics     the same in Prometheus text format
 //   GET  /            the live dashboard (agent/dashboard.h)

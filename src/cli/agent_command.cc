@@ -46,6 +46,8 @@ struct AgentArgs {
   std::vector<int> group_size_range;
   std::optional<int> safe_concurrency;
   std::optional<int> safe_group_size;
+  std::optional<int> initial_concurrency;
+  std::optional<int> initial_group_size;
   double valid_for_s = 5.0;
   std::string listen = "127.0.0.1:9400";
   std::string token;
@@ -86,6 +88,12 @@ Status RunAgent(const AgentArgs& args) {
       config.limits.concurrency.Clamp(args.safe_concurrency.value_or(config.limits.concurrency.lo));
   config.safe_group_size =
       config.limits.group_size.Clamp(args.safe_group_size.value_or(scenario->group_size));
+  if (args.initial_concurrency) {
+    config.initial_concurrency = config.limits.concurrency.Clamp(*args.initial_concurrency);
+  }
+  if (args.initial_group_size) {
+    config.initial_group_size = config.limits.group_size.Clamp(*args.initial_group_size);
+  }
   config.valid_for_s = args.valid_for_s;
   config.stale_after_s = 3.0 * args.interval_s;
   auto listen = agent::ParseListen(args.listen);
@@ -275,6 +283,10 @@ Command SetupAgent(CLI::App& app) {
   app.add_option("--safe-concurrency", a->safe_concurrency, "Safe concurrency (default: lowest)");
   app.add_option("--safe-group-size", a->safe_group_size,
                  "Safe group size (default: the scenario's)");
+  app.add_option("--initial-concurrency", a->initial_concurrency,
+                 "Concurrency announced before the first decision (default: the safe one)");
+  app.add_option("--initial-group-size", a->initial_group_size,
+                 "Group size announced before the first decision (default: the safe one)");
   app.add_option("--valid-for-s", a->valid_for_s, "How long a client may trust a decision")
       ->check(CLI::Range(0.1, 3600.0));
   app.add_option("--listen", a->listen, "HOST:PORT of the API (port 0: any free port)");

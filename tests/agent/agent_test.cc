@@ -66,12 +66,20 @@ TEST(Agent, DecidesOnPowerAndReportsPhase) {
   EXPECT_THAT(a.actuation().reason, HasSubstr("on power alone"));
   EXPECT_GT(a.actuation().seq, seq0);
   // A report: its phase and step reach the controller.
-  a.Report({7, control::Phase::kTrain, 1000.0, 0, 1.0}, 0.2);
+  a.Report({7, control::Phase::kTrain, 1000.0, 0, 1.0, std::nullopt}, 0.2);
   a.Tick(0.5, At(0.5, {200.0, 300.0}));
   EXPECT_EQ(probe.last.phase, control::Phase::kTrain);
   EXPECT_EQ(probe.last.step, 7);
   EXPECT_EQ(a.actuation().concurrency, 4);
   EXPECT_THAT(a.actuation().reason, HasSubstr("probe: train at step 7"));
+  // Without the trainer's group size, the agent's own last decision (6) stands for it; with it,
+  // the group size in force reaches the controller while the decision (6) waits for the step.
+  EXPECT_EQ(probe.last.group_size, 6);
+  a.Report({7, control::Phase::kRollout, 1000.0, 0, 0.5, 12}, 0.6);
+  a.Tick(0.75, At(0.75, {200.0, 300.0}));
+  EXPECT_EQ(probe.last.group_size, 12);
+  EXPECT_EQ(probe.last.next_group_size, 6);
+  EXPECT_DOUBLE_EQ(probe.last.rollout_progress, 0.5);
   // Over budget: down at once.
   a.Tick(1.0, At(1.0, {320.0, 330.0}));
   EXPECT_EQ(a.actuation().concurrency, 2);
@@ -219,6 +227,11 @@ TEST(Server, ApiEndToEnd) {
              "application/json");
   EXPECT_EQ(r->status, 400);
   EXPECT_THAT(r->body, HasSubstr("field 'phase'"));
+  r = c.Post("/v1/report", auth,
+             R"({"step": 1, "phase": "train", "tokens": 1, "in_flight": 0, "group_size": 0})",
+             "application/json");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_THAT(r->body, HasSubstr("field 'group_size'"));
   r = c.Post("/v1/report", auth, "{not json", "application/json");
   EXPECT_EQ(r->status, 400);
   r = c.Post("/v1/report", auth, std::string(kMaxBodyBytes + 1, ' '), "application/json");
@@ -230,6 +243,18 @@ TEST(Server, ApiEndToEnd) {
   j = nlohmann::json::parse(r->body);
   EXPECT_EQ(j["report"]["step"], 3);
   EXPECT_EQ(j["report"]["phase"], "rollout");
+  EXPECT_EQ(j["budget_w"], 300.0);
+  EXPECT_EQ(j["windows"]["0.5s"], 0);  // one sample so far: its window is still open
+  r = c.Get("/");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_THAT(r->get_header_value("Content-Type"), HasSubstr("text/html"));
+  EXPECT_THAT(r->get_header_value("Content-Security-Policy"), HasSubstr("connect-src 'self'"));
+  EXPECT_THAT(r->body, HasSubstr("uPlot"));  // the chart library, inlined at build time
+  EXPECT_THAT(r->body, HasSubstr("/v1/status"));
+  for (const char* remote : {"src=\"http", "href=\"http", "src='http", "fetch(\"http"}) {
+    EXPECT_EQ(r->body.find(remote), std::string::npos) << remote;  // nothing from elsewhere
+  }
   r = c.Get("/metrics");
   ASSERT_TRUE(r);
   EXPECT_THAT(r->body, HasSubstr("headroom_power_watts{gpu=\"0\"} 100"));
@@ -258,6 +283,29 @@ class Failing final : public telemetry::Source {
     return At(t_s, {150.0});
   }
 };
+
+TEST(Recorder, TokenColumnIsWholeTokensThatSumToTheRoundedTotal) {
+  const std::string path = ::testing::TempDir() + "/recorder_tokens.csv";
+  {
+    auto rec = Recorder::Open(path);
+    ASSERT_TRUE(rec.ok());
+    // Totals 0.4, 0.8, 1.2, 10.6 -> rounded 0, 1, 1, 11 -> increments 0, 1, 0, 10.
+    const double totals[] = {0.4, 0.8, 1.2, 10.6};
+    for (int k = 0; k < 4; ++k) rec->Write(0.5 * k, {100.0, 101.0}, "rollout", 0, totals[k], 4, 8);
+  }
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "t_s,gpu,power_w,phase,step,tokens,concurrency,group_size");
+  std::vector<std::string> rows;
+  while (std::getline(in, line)) rows.push_back(line);
+  ASSERT_EQ(rows.size(), 8u);
+  EXPECT_EQ(rows[0], "0.000,0,100.00,rollout,0,0,4,8");
+  EXPECT_EQ(rows[1], "0.000,1,101.00,rollout,0,0,4,8");  // tokens on GPU 0's row only
+  EXPECT_EQ(rows[2], "0.500,0,100.00,rollout,0,1,4,8");
+  EXPECT_EQ(rows[4], "1.000,0,100.00,rollout,0,0,4,8");
+  EXPECT_EQ(rows[6], "1.500,0,100.00,rollout,0,10,4,8");
+}
 
 TEST(Runner, TelemetryStopsSafeWithinOneIntervalAndTheTraceIsReadable) {
   Probe probe;

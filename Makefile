@@ -10,7 +10,7 @@ FUZZ_SECONDS ?= 60
 DEMO_DIR ?= build/demo
 HEADROOM := build/bin/headroom
 
-.PHONY: all setup build test test-release test-asan fuzz bench bench-pandas bench-twin bench-ppo demo policies results clean format
+.PHONY: all setup build test test-release test-asan fuzz bench bench-pandas bench-twin bench-ppo bench-agent demo policies results clean format
 
 all: build
 
@@ -69,6 +69,13 @@ bench-twin: build
 bench-ppo: build
 	./scripts/setup.sh --torch
 	./bench/ppo_compare.sh
+
+# The agent's CPU, memory, decision and API latency against a Python stdlib poll-and-serve loop
+# doing the same job (docs/PERFORMANCE.md). About 3 minutes.
+bench-agent: build
+	mkdir -p build/bench
+	/usr/bin/python3 bench/agent_overhead.py $(HEADROOM) build/tests/libfake_nvml.so \
+	  --json build/bench/agent_overhead.json
 
 # Retrain the shipped policies (policies/*.json) and rerun docs/RESULTS.md's evaluations.
 policies: build

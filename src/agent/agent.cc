@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 
@@ -104,6 +105,16 @@ void Agent::Report(const TrainerReport& report, double now_s) {
   tokens_at_report_ = report.tokens;
 }
 
+void Agent::RecordDecisionLatency(double seconds) {
+  if (latency_s_.size() < kLatencyKeep) {
+    latency_s_.push_back(seconds);
+  } else {
+    latency_s_[latency_samples_ % kLatencyKeep] = seconds;
+  }
+  ++latency_samples_;
+  latency_sum_s_ += seconds;
+}
+
 AgentStatus Agent::Status(double now_s) const {
   AgentStatus s;
   s.t_s = now_s;
@@ -117,6 +128,21 @@ AgentStatus Agent::Status(double now_s) const {
   s.report = report_;
   s.report_age_s = report_ ? now_s - report_t_s_ : -1.0;
   s.tokens_per_s = tokens_per_s_;
+  s.latency_samples = latency_samples_;
+  s.latency_sum_s = latency_sum_s_;
+  if (!latency_s_.empty()) {
+    std::vector<double> v = latency_s_;
+    // Nearest rank: the smallest value with at least q of the samples at or below it.
+    auto quantile = [&v](double q) {
+      const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
+      const size_t k = std::clamp<size_t>(rank, 1, v.size()) - 1;
+      std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+      return v[k];
+    };
+    s.decision_p50_s = quantile(0.50);
+    s.decision_p99_s = quantile(0.99);
+    s.decision_max_s = *std::max_element(v.begin(), v.end());
+  }
   for (size_t i = 0; i < stats_.size(); ++i) {
     // Windows decided so far (the open one is not counted until it closes).
     s.windows[i] = stats_[i].counted();

@@ -75,7 +75,16 @@ struct AgentStatus {
   std::array<double, 3> violation_fraction{};  // per kWindowsS, on the telemetry the agent saw
   std::array<uint64_t, 3> windows{};
   double tokens_per_s = 0.0;
+  // Decision latency (telemetry read + decision + publication) over the last kLatencyKeep
+  // decisions, nearest-rank quantiles; 0 with none recorded.
+  double decision_p50_s = 0.0;
+  double decision_p99_s = 0.0;
+  double decision_max_s = 0.0;
+  uint64_t latency_samples = 0;
+  double latency_sum_s = 0.0;  // over all decisions measured
 };
+
+inline constexpr size_t kLatencyKeep = 4096;
 
 class Agent {
  public:
@@ -85,6 +94,8 @@ class Agent {
   // One control interval at `now_s` with what the source returned.
   const Actuation& Tick(double now_s, const Result<telemetry::Sample>& sample);
   void Report(const TrainerReport& report, double now_s);
+  // The runner's measure of one decision's latency (it owns the clock).
+  void RecordDecisionLatency(double seconds);
 
   const Actuation& actuation() const { return actuation_; }
   AgentStatus Status(double now_s) const;
@@ -108,6 +119,9 @@ class Agent {
   uint64_t safe_decisions_ = 0;
   std::array<analysis::WindowStats, 3> stats_;
   bool saw_sample_ = false;
+  std::vector<double> latency_s_;  // ring of the last kLatencyKeep
+  uint64_t latency_samples_ = 0;
+  double latency_sum_s_ = 0.0;
 };
 
 }  // namespace headroom::agent

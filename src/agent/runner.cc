@@ -13,6 +13,7 @@ RunSummary Run(telemetry::Source& source, telemetry::TwinSource* twin, Shared& s
     const double t_s = static_cast<double>(k) * options.interval_s;
     if (stop.load() || (options.duration_s && t_s > *options.duration_s + 1e-9)) break;
     clock.sleep_until(t_s);
+    const double started_s = options.monotonic_s ? options.monotonic_s() : 0.0;
     Result<telemetry::Sample> sample = source.Read(t_s);
     for (const std::string& w : source.TakeWarnings()) log(w);
     Actuation a;
@@ -31,6 +32,11 @@ RunSummary Run(telemetry::Source& source, telemetry::TwinSource* twin, Shared& s
       a = shared.agent->Tick(t_s, sample);
     }
     shared.cv.notify_all();
+    if (options.monotonic_s) {
+      const double latency_s = options.monotonic_s() - started_s;
+      std::lock_guard lock(shared.mu);
+      shared.agent->RecordDecisionLatency(latency_s);
+    }
     if (!sample.ok()) {
       ++summary.telemetry_errors;
       log(fmt::format("telemetry: {} -> safe actuation", sample.error().message()));

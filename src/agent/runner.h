@@ -19,6 +19,9 @@ struct RunnerOptions {
   std::optional<double> duration_s;  // agent time; none: until stopped
   // Sees every good sample after the decision (the power-limit guard).
   std::function<void(const telemetry::Sample&)> observe;
+  // A monotonic clock in seconds, to measure each decision (read, decide, publish); none: not
+  // measured.
+  std::function<double()> monotonic_s;
 };
 
 // Sleeps until agent time t_s (the clock maps agent time to wall time; speed 0: returns at once).

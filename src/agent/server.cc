@@ -62,6 +62,10 @@ std::string StatusJson(const AgentStatus& s) {
                              {"30s", s.violation_fraction[1]},
                              {"5min", s.violation_fraction[2]}};
   j["windows"] = {{"0.5s", s.windows[0]}, {"30s", s.windows[1]}, {"5min", s.windows[2]}};
+  j["decision_latency_s"] = {{"p50", s.decision_p50_s},
+                             {"p99", s.decision_p99_s},
+                             {"max", s.decision_max_s},
+                             {"samples", s.latency_samples}};
   return j.dump() + "\n";
 }
 
@@ -98,6 +102,14 @@ std::string MetricsText(const AgentStatus& s, double budget_w) {
       "# HELP headroom_tokens_per_second Tokens per second reported by the trainer.\n"
       "# TYPE headroom_tokens_per_second gauge\nheadroom_tokens_per_second {}\n",
       s.decisions, s.telemetry_errors, s.tokens_per_s);
+  out += fmt::format(
+      "# HELP headroom_decision_latency_seconds Telemetry read + decision + publication, over "
+      "the last {} decisions.\n# TYPE headroom_decision_latency_seconds summary\n"
+      "headroom_decision_latency_seconds{{quantile=\"0.5\"}} {}\n"
+      "headroom_decision_latency_seconds{{quantile=\"0.99\"}} {}\n"
+      "headroom_decision_latency_seconds_sum {}\n"
+      "headroom_decision_latency_seconds_count {}\n",
+      kLatencyKeep, s.decision_p50_s, s.decision_p99_s, s.latency_sum_s, s.latency_samples);
   return out;
 }
 
@@ -173,6 +185,11 @@ Server::Server(Shared& shared, std::string token)
     : shared_(shared), token_(std::move(token)), http_(std::make_unique<httplib::Server>()) {
   httplib::Server& s = *http_;
   s.set_payload_max_length(kMaxBodyBytes);
+  // A worker per open connection: long-polling trainers hold theirs for up to 30 s, so the pool
+  // is far larger than httplib's default (cores - 1, at least 8); idle workers cost no CPU.
+  s.new_task_queue = [] { return new httplib::ThreadPool(kServerThreads); };
+  s.set_tcp_nodelay(true);  // small JSON answers: no Nagle delay against the client's ACK
+  s.set_keep_alive_max_count(1000);
   s.set_read_timeout(5, 0);
   s.set_write_timeout(5, 0);
 

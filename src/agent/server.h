@@ -28,6 +28,7 @@ class Server;
 namespace headroom::agent {
 
 inline constexpr size_t kMaxBodyBytes = 64 * 1024;
+inline constexpr size_t kServerThreads = 64;  // connections served at once
 
 // What the runner and the server share. The runner ticks the agent under `mu` and then notifies
 // `cv`; every handler reads under `mu`.

@@ -192,6 +192,10 @@ Status RunAgent(const AgentArgs& args) {
   agent::RunnerOptions options;
   options.interval_s = args.interval_s;
   options.duration_s = args.duration_s;
+  options.monotonic_s = [] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
   if (guard) options.observe = [&](const telemetry::Sample& s) { guard->Observe(s, log); };
   const agent::RunSummary summary = agent::Run(
       *source, twin, shared, recorder ? &*recorder : nullptr, options, clock, g_stop, log);

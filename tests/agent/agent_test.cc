@@ -88,6 +88,25 @@ TEST(Agent, DecidesOnPowerAndReportsPhase) {
   EXPECT_EQ(probe.last.phase, control::Phase::kRollout);
 }
 
+TEST(Agent, DecisionLatencyQuantilesAreNearestRankOverTheLastDecisions) {
+  Probe probe;
+  Agent a(Config(), probe);
+  EXPECT_EQ(a.Status(0.0).decision_p99_s, 0.0);  // none yet
+  // 1..100 ms, shuffled: nearest rank p50 = the 50th smallest, p99 = the 99th.
+  for (int i = 0; i < 100; ++i) a.RecordDecisionLatency(((i * 37) % 100 + 1) * 1e-3);
+  AgentStatus s = a.Status(0.0);
+  EXPECT_DOUBLE_EQ(s.decision_p50_s, 50e-3);
+  EXPECT_DOUBLE_EQ(s.decision_p99_s, 99e-3);
+  EXPECT_DOUBLE_EQ(s.decision_max_s, 100e-3);
+  EXPECT_EQ(s.latency_samples, 100u);
+  EXPECT_NEAR(s.latency_sum_s, 5.050, 1e-12);  // 1 + ... + 100 ms
+  // Only the last kLatencyKeep count: after that many 1 us decisions the old ones are gone.
+  for (size_t i = 0; i < kLatencyKeep; ++i) a.RecordDecisionLatency(1e-6);
+  s = a.Status(0.0);
+  EXPECT_DOUBLE_EQ(s.decision_max_s, 1e-6);
+  EXPECT_EQ(s.latency_samples, 100u + kLatencyKeep);
+}
+
 TEST(Agent, FailingStaleOrPowerlessTelemetryMeansSafeValuesAtOnce) {
   Probe probe;
   Agent a(Config(), probe);

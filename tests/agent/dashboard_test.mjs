@@ -46,12 +46,12 @@ function startAgent() {
   });
 }
 
+const agent = await startAgent();
 const guard = setTimeout(() => {
   console.log("FAIL: timed out");
+  agent.kill("SIGKILL");
   process.exit(1);
 }, 120_000);
-
-const agent = await startAgent();
 const base = `http://127.0.0.1:${agent.port}`;
 // Playwright gives Chromium a fresh, empty profile of its own.
 let browser;

@@ -2,7 +2,8 @@
 # The demo: the digital twin at the source paper's three scales, analyzed at every window, and
 # the paper's 16-GPU composite fleet (2x 72B TP4 + 2x 14B TP2 + 4x 7B) built from the twin's
 # traces, and the controllers (uncontrolled, static-safe, power-cap, PID, the shipped PPO policy)
-# side by side on the paper's 7B scenario, with HTML reports. Usage: demo.sh HEADROOM_BINARY OUT_DIR
+# side by side on the paper's 7B scenario, and the live agent running the PPO policy against the
+# twin, with HTML reports. Usage: demo.sh HEADROOM_BINARY OUT_DIR
 set -euo pipefail
 headroom="$1"
 out="$2"
@@ -32,7 +33,18 @@ echo "== 5. headroom eval: five controllers on a100-7b-tp1 at 314.6 W, 10 seeds 
   --steps 500 --report "$out/eval.html"
 
 echo
+echo "== 6. headroom agent: the PPO policy live against the twin, 10 simulated minutes (no waiting),"
+echo "      its own trace analyzed"
+"$headroom" agent --source twin --scenario a100-7b-tp1 --controller ppo \
+  --policy policies/a100-7b-tp1.json --speed 0 --duration-s 600 --listen 127.0.0.1:0 \
+  --trace-out "$out/agent.csv"
+"$headroom" analyze "$out/agent.csv" --budget-w 314.6 --report "$out/agent.html"
+echo "   (live, with its dashboard: $headroom agent --controller ppo \\"
+echo "      --policy policies/a100-7b-tp1.json, then open http://127.0.0.1:9400/)"
+
+echo
 echo "Reports:"
 echo "  $(realpath "$out/eval.html")"
 echo "  $(realpath "$out/analyze.html")"
 echo "  $(realpath "$out/fleet.html")"
+echo "  $(realpath "$out/agent.html")"

@@ -1,5 +1,7 @@
 #include "agent/recorder.h"
 
+#include "trace/meta.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,11 +11,25 @@
 
 namespace headroom::agent {
 
-Result<Recorder> Recorder::Open(const std::string& path) {
+Result<Recorder> Recorder::Open(const std::string& path,
+                                const std::optional<trace::TraceMeta>& meta) {
+  if (meta) {
+    const std::string meta_path = trace::MetaPathFor(path);
+    std::FILE* m = std::fopen(meta_path.c_str(), "w");
+    const std::string text = trace::MetaToJson(*meta);
+    const bool ok = m != nullptr && std::fwrite(text.data(), 1, text.size(), m) == text.size();
+    if (m != nullptr && std::fclose(m) != 0) m = nullptr;
+    if (!ok || m == nullptr) {
+      return Error::Io(fmt::format("{}: cannot write the agent trace's metadata: {}", meta_path,
+                                   std::strerror(errno)));
+    }
+  }
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) {
+    const int error = errno;
+    if (meta) std::remove(trace::MetaPathFor(path).c_str());  // nothing half-written
     return Error::Io(
-        fmt::format("{}: cannot write the agent trace: {}", path, std::strerror(errno)));
+        fmt::format("{}: cannot write the agent trace: {}", path, std::strerror(error)));
   }
   std::fputs("t_s,gpu,power_w,phase,step,tokens,concurrency,group_size\n", f);
   std::fflush(f);

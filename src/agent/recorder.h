@@ -5,17 +5,21 @@
 #pragma once
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/error.h"
+#include "trace/schema.h"
 
 namespace headroom::agent {
 
 class Recorder {
  public:
-  static Result<Recorder> Open(const std::string& path);
+  // Creates the trace (header only) and, when given, its `<trace>.meta.json` sidecar.
+  static Result<Recorder> Open(const std::string& path,
+                               const std::optional<trace::TraceMeta>& meta = std::nullopt);
   Recorder(Recorder&& other) noexcept;
   Recorder& operator=(Recorder&&) = delete;
   ~Recorder();

@@ -147,7 +147,15 @@ Status RunAgent(const AgentArgs& args) {
 
   std::optional<agent::Recorder> recorder;
   if (!args.trace_out.empty()) {
-    auto r = agent::Recorder::Open(args.trace_out);
+    trace::TraceMeta meta;
+    meta.sample_interval_s = args.interval_s;
+    meta.job = fmt::format("headroom agent: {} source, {} controller, scenario {}, budget {} W",
+                           source->name(), controller->name(), scenario->name, config.budget_w);
+    if (twin != nullptr) {
+      meta.gpu_model = scenario->gpu_model;
+      meta.nameplate_w = scenario->nameplate_w;
+    }
+    auto r = agent::Recorder::Open(args.trace_out, meta);
     if (!r) return std::move(r).error();
     recorder.emplace(std::move(*r));
   }

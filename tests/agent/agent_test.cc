@@ -14,6 +14,7 @@
 #include "agent/runner.h"
 #include "agent/server.h"
 #include "control/baselines.h"
+#include "trace/meta.h"
 #include "trace/reader.h"
 #include "twin/scenario.h"
 
@@ -306,7 +307,10 @@ class Failing final : public telemetry::Source {
 TEST(Recorder, TokenColumnIsWholeTokensThatSumToTheRoundedTotal) {
   const std::string path = ::testing::TempDir() + "/recorder_tokens.csv";
   {
-    auto rec = Recorder::Open(path);
+    trace::TraceMeta meta;
+    meta.nameplate_w = 400.0;
+    meta.sample_interval_s = 0.5;
+    auto rec = Recorder::Open(path, meta);
     ASSERT_TRUE(rec.ok());
     // Totals 0.4, 0.8, 1.2, 10.6 -> rounded 0, 1, 1, 11 -> increments 0, 1, 0, 10.
     const double totals[] = {0.4, 0.8, 1.2, 10.6};
@@ -324,6 +328,14 @@ TEST(Recorder, TokenColumnIsWholeTokensThatSumToTheRoundedTotal) {
   EXPECT_EQ(rows[2], "0.500,0,100.00,rollout,0,1,4,8");
   EXPECT_EQ(rows[4], "1.000,0,100.00,rollout,0,0,4,8");
   EXPECT_EQ(rows[6], "1.500,0,100.00,rollout,0,10,4,8");
+  // The sidecar, as headroom analyze will find it.
+  std::vector<std::string> warnings;
+  auto meta = trace::LoadMetaFor(path, &warnings);
+  ASSERT_TRUE(meta.ok()) << meta.error().message();
+  ASSERT_TRUE(meta->has_value());
+  EXPECT_EQ((*meta)->nameplate_w, 400.0);
+  EXPECT_EQ((*meta)->sample_interval_s, 0.5);
+  EXPECT_TRUE(warnings.empty());
 }
 
 TEST(Runner, TelemetryStopsSafeWithinOneIntervalAndTheTraceIsReadable) {

@@ -62,6 +62,7 @@ const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& samp
     applied_.concurrency = config_.safe_concurrency;
     applied_.group_size = config_.safe_group_size;
     Set(config_.safe_concurrency, config_.safe_group_size, "safe: " + failure, now_s);
+    Remember(now_s, /*good=*/false);
     return actuation_;
   }
   double job_w = 0.0;
@@ -93,7 +94,33 @@ const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& samp
   }
   applied_ = control::ApplyLimits(config_.limits, applied_, controller_.Decide(in));
   Set(applied_.concurrency, applied_.group_size, std::move(reason), now_s);
+  Remember(now_s, /*good=*/true);
   return actuation_;
+}
+
+void Agent::Remember(double now_s, bool good) {
+  HistoryPoint p;
+  if (history_.size() == kHistoryKeep) {
+    p = std::move(history_.front());  // reuse its storage
+    history_.pop_front();
+  }
+  p.t_s = now_s;
+  if (good) {
+    p.power_w.assign(power_w_.begin(), power_w_.end());
+  } else {
+    p.power_w.clear();
+  }
+  p.concurrency = actuation_.concurrency;
+  p.group_size = actuation_.group_size;
+  p.tokens_per_s = tokens_per_s_;
+  history_.push_back(std::move(p));
+}
+
+std::vector<HistoryPoint> Agent::History(double after_t_s) const {
+  auto first = std::upper_bound(
+      history_.begin(), history_.end(), after_t_s,
+      [](double t, const HistoryPoint& p) { return t < p.t_s; });
+  return {first, history_.end()};
 }
 
 void Agent::Report(const TrainerReport& report, double now_s) {

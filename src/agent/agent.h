@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 #include <vector>
@@ -86,6 +87,17 @@ struct AgentStatus {
 
 inline constexpr size_t kLatencyKeep = 4096;
 
+// One decision as the dashboard draws it.
+struct HistoryPoint {
+  double t_s = 0.0;
+  std::vector<double> power_w;  // per GPU; empty when the telemetry failed
+  int concurrency = 0;
+  int group_size = 0;
+  double tokens_per_s = 0.0;
+};
+
+inline constexpr size_t kHistoryKeep = 600;  // 5 minutes at 0.5 s
+
 class Agent {
  public:
   // REQUIRES: config.budget_w > 0, interval_s > 0; `controller` outlives the agent.
@@ -99,6 +111,8 @@ class Agent {
 
   const Actuation& actuation() const { return actuation_; }
   AgentStatus Status(double now_s) const;
+  // The decisions after `after_t_s` still kept (the last kHistoryKeep), oldest first.
+  std::vector<HistoryPoint> History(double after_t_s) const;
   const AgentConfig& config() const { return config_; }
 
  private:
@@ -119,6 +133,9 @@ class Agent {
   uint64_t safe_decisions_ = 0;
   std::array<analysis::WindowStats, 3> stats_;
   bool saw_sample_ = false;
+  void Remember(double now_s, bool good);
+
+  std::deque<HistoryPoint> history_;
   std::vector<double> latency_s_;  // ring of the last kLatencyKeep
   uint64_t latency_samples_ = 0;
   double latency_sum_s_ = 0.0;

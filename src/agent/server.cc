@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 namespace headroom::agent {
@@ -111,6 +113,20 @@ std::string MetricsText(const AgentStatus& s, double budget_w) {
       "headroom_decision_latency_seconds_count {}\n",
       kLatencyKeep, s.decision_p50_s, s.decision_p99_s, s.latency_sum_s, s.latency_samples);
   return out;
+}
+
+std::string HistoryJson(const std::vector<HistoryPoint>& points, double budget_w) {
+  json j;
+  j["budget_w"] = budget_w;
+  json& out = j["points"] = json::array();
+  for (const HistoryPoint& p : points) {
+    out.push_back({{"t_s", p.t_s},
+                   {"power_w", p.power_w.empty() ? json(nullptr) : json(p.power_w)},
+                   {"concurrency", p.concurrency},
+                   {"group_size", p.group_size},
+                   {"tokens_per_s", p.tokens_per_s}});
+  }
+  return j.dump() + "\n";
 }
 
 Result<TrainerReport> ParseReport(const std::string& body) {
@@ -225,6 +241,23 @@ Server::Server(Shared& shared, std::string token)
   s.Get("/v1/status", [this](const httplib::Request&, httplib::Response& res) {
     std::lock_guard lock(shared_.mu);
     res.set_content(StatusJson(shared_.agent->Status(shared_.now_s())), "application/json");
+  });
+  s.Get("/v1/history", [this](const httplib::Request& req, httplib::Response& res) {
+    double after_t_s = -1.0;
+    if (req.has_param("after")) {
+      const std::string text = req.get_param_value("after");
+      char* end = nullptr;
+      after_t_s = std::strtod(text.c_str(), &end);
+      if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(after_t_s)) {
+        return Fail(res, 400, "after: expected agent time in seconds");
+      }
+    }
+    std::vector<HistoryPoint> points;
+    {
+      std::lock_guard lock(shared_.mu);
+      points = shared_.agent->History(after_t_s);
+    }
+    res.set_content(HistoryJson(points, shared_.agent->config().budget_w), "application/json");
   });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     std::lock_guard lock(shared_.mu);

@@ -4,6 +4,7 @@
 //   POST /v1/report   {"step", "phase", "tokens", "in_flight"[, "progress", "group_size"]} from
 //        the trainer
 //   GET  /v1/status   power, actuation, violations per window, counters
+//   GET  /v1/history[?after=T]  the decisions after agent time T of the last 5 minutes
 //   GET  /metrics     the same in Prometheus text format
 //   GET  /            the live dashboard (agent/dashboard.h)
 // Binds to 127.0.0.1 unless told otherwise; with a token, POST needs `Authorization: Bearer T`;
@@ -65,6 +66,7 @@ Result<std::pair<std::string, int>> ParseListen(const std::string& text);
 std::string ActuationJson(const Actuation& a);
 std::string StatusJson(const AgentStatus& s);
 std::string MetricsText(const AgentStatus& s, double budget_w);
+std::string HistoryJson(const std::vector<HistoryPoint>& points, double budget_w);
 // Parses a trainer report; the error names the field.
 Result<TrainerReport> ParseReport(const std::string& body);
 

@@ -108,6 +108,35 @@ TEST(Agent, DecisionLatencyQuantilesAreNearestRankOverTheLastDecisions) {
   EXPECT_EQ(s.latency_samples, 100u + kLatencyKeep);
 }
 
+TEST(Agent, HistoryKeepsTheLastFiveMinutesOfDecisions) {
+  Probe probe;
+  Agent a(Config(), probe);
+  a.Tick(0.0, At(0.0, {100.0, 200.0}));
+  a.Tick(0.5, Error::Io("gone"));
+  a.Tick(1.0, At(1.0, {400.0, 400.0}));
+  std::vector<HistoryPoint> h = a.History(-1.0);
+  ASSERT_EQ(h.size(), 3u);
+  EXPECT_EQ(h[0].t_s, 0.0);
+  EXPECT_EQ(h[0].power_w, (std::vector<double>{100.0, 200.0}));
+  EXPECT_EQ(h[0].concurrency, 2);  // the probe asks 8; x2 from the safe 1
+  EXPECT_TRUE(h[1].power_w.empty());  // the failed read: no power, the safe actuation
+  EXPECT_EQ(h[1].concurrency, 1);
+  EXPECT_EQ(h[2].power_w, (std::vector<double>{400.0, 400.0}));
+  EXPECT_EQ(h[2].concurrency, 2);  // over the 300 W budget the probe asks 2: allowed from 1
+  h = a.History(0.5);  // strictly after
+  ASSERT_EQ(h.size(), 1u);
+  EXPECT_EQ(h[0].t_s, 1.0);
+  EXPECT_TRUE(a.History(1.0).empty());
+  // Only the last kHistoryKeep stay.
+  for (size_t k = 3; k < kHistoryKeep + 10; ++k) {
+    a.Tick(0.5 * static_cast<double>(k), At(0.5 * static_cast<double>(k), {100.0, 100.0}));
+  }
+  h = a.History(-1.0);
+  ASSERT_EQ(h.size(), kHistoryKeep);
+  EXPECT_EQ(h.front().t_s, 0.5 * 10);
+  EXPECT_EQ(h.back().t_s, 0.5 * static_cast<double>(kHistoryKeep + 9));
+}
+
 TEST(Agent, FailingStaleOrPowerlessTelemetryMeansSafeValuesAtOnce) {
   Probe probe;
   Agent a(Config(), probe);
@@ -265,6 +294,20 @@ TEST(Server, ApiEndToEnd) {
   EXPECT_EQ(j["report"]["phase"], "rollout");
   EXPECT_EQ(j["budget_w"], 300.0);
   EXPECT_EQ(j["windows"]["0.5s"], 0);  // one sample so far: its window is still open
+  r = c.Get("/v1/history");
+  ASSERT_TRUE(r);
+  j = nlohmann::json::parse(r->body);
+  EXPECT_EQ(j["budget_w"], 300.0);
+  ASSERT_EQ(j["points"].size(), 1u);
+  EXPECT_EQ(j["points"][0]["t_s"], 0.0);
+  EXPECT_EQ(j["points"][0]["power_w"], nlohmann::json::array({100.0}));
+  r = c.Get("/v1/history?after=0");
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(nlohmann::json::parse(r->body)["points"].empty());
+  r = c.Get("/v1/history?after=soon");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_THAT(r->body, HasSubstr("after"));
   r = c.Get("/");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);

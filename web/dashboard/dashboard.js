@@ -1,5 +1,7 @@
-// The agent's live dashboard: polls this agent's /v1/status every interval and draws the last
-// five minutes with uPlot. No other address is contacted.
+// The agent's live dashboard: every 0.5 s it asks this agent for the decisions it has not drawn
+// yet (/v1/history?after=T: every interval, however fast the agent runs; the last five minutes
+// on first load) and for its status (/v1/status: cards, violation table), and draws them with
+// uPlot. No other address is contacted.
 "use strict";
 (function () {
   const POLL_MS = 500;
@@ -9,7 +11,7 @@
   const WINDOWS = ["0.5s", "30s", "5min"];
 
   const state = { t: [], power: [], budget: [], concurrency: [], group: [], tokens: [],
-                  gpus: -1, lastT: null, samples: 0, errors: 0 };
+                  gpus: -1, lastT: null, samples: 0, errors: 0 }; // samples: decisions received
   let charts = null;
 
   const $ = (id) => document.getElementById(id);
@@ -53,31 +55,44 @@
 
   function trim(a) { if (a.length > KEEP) a.splice(0, a.length - KEEP); }
 
-  function add(s) {
-    const gpus = s.power_w.length;
-    if (gpus !== state.gpus) {
-      state.gpus = gpus;
-      state.t = []; state.budget = []; state.concurrency = []; state.group = []; state.tokens = [];
-      state.power = Array.from({ length: gpus }, () => []);
-      buildCharts(gpus);
-    }
-    if (state.lastT !== null && s.t_s <= state.lastT) return false; // no new decision yet
-    state.lastT = s.t_s;
-    state.t.push(s.t_s);
-    s.power_w.forEach((p, g) => state.power[g].push(p));
-    state.budget.push(s.budget_w);
-    state.concurrency.push(s.actuation.concurrency);
-    state.group.push(s.actuation.group_size);
-    state.tokens.push(s.tokens_per_s);
-    for (const a of [state.t, state.budget, state.concurrency, state.group, state.tokens].concat(state.power)) trim(a);
-    state.samples += 1;
-    return true;
+  function reset(gpus) {
+    state.gpus = gpus;
+    state.t = []; state.budget = []; state.concurrency = []; state.group = []; state.tokens = [];
+    state.power = Array.from({ length: gpus }, () => []);
+    buildCharts(gpus);
   }
 
-  function draw(s) {
+  // Appends the decisions of a /v1/history answer; returns how many were new.
+  function add(h) {
+    let added = 0;
+    for (const p of h.points) {
+      if (state.lastT !== null && p.t_s <= state.lastT) continue;
+      if (p.power_w !== null && p.power_w.length !== state.gpus) reset(p.power_w.length);
+      if (state.gpus < 0) continue; // nothing to draw against until a good sample
+      state.lastT = p.t_s;
+      state.t.push(p.t_s);
+      for (let g = 0; g < state.gpus; g++) state.power[g].push(p.power_w === null ? null : p.power_w[g]);
+      state.budget.push(h.budget_w);
+      state.concurrency.push(p.concurrency);
+      state.group.push(p.group_size);
+      state.tokens.push(p.tokens_per_s);
+      added += 1;
+    }
+    for (const a of [state.t, state.budget, state.concurrency, state.group, state.tokens].concat(state.power)) trim(a);
+    state.samples += added;
+    return added;
+  }
+
+  function drawCharts() {
     charts.power.setData([state.t].concat(state.power, [state.budget]));
     charts.actuation.setData([state.t, state.concurrency, state.group]);
     charts.tokens.setData([state.t, state.tokens]);
+    const samples = $("samples");
+    samples.textContent = String(state.samples);
+    samples.dataset.count = String(state.samples);
+  }
+
+  function drawStatus(s) {
     $("stat-budget").textContent = fmt(s.budget_w, 1) + " W";
     const power = $("stat-power");
     power.textContent = fmt(s.job_power_w, 1) + " W";
@@ -93,9 +108,6 @@
       row.querySelector(".fraction").textContent = fmt(100 * s.violation_fraction[w], 2) + " %";
       row.querySelector(".count").textContent = s.windows ? s.windows[w] : "–";
     }
-    const samples = $("samples");
-    samples.textContent = String(state.samples);
-    samples.dataset.count = String(state.samples);
   }
 
   function setConnection(up, text) {
@@ -108,10 +120,13 @@
 
   async function poll() {
     try {
-      const r = await fetch("/v1/status", { cache: "no-store" });
-      if (!r.ok) throw new Error("HTTP " + r.status);
-      const s = await r.json();
-      if (add(s)) draw(s);
+      const query = state.lastT === null ? "" : "?after=" + state.lastT;
+      const [hr, sr] = await Promise.all([fetch("/v1/history" + query, { cache: "no-store" }),
+                                          fetch("/v1/status", { cache: "no-store" })]);
+      if (!hr.ok || !sr.ok) throw new Error("HTTP " + (hr.ok ? sr.status : hr.status));
+      const [h, s] = await Promise.all([hr.json(), sr.json()]);
+      if (add(h) > 0 && charts) drawCharts();
+      drawStatus(s);
       setConnection(true, "live");
     } catch (e) {
       state.errors += 1;

@@ -117,9 +117,8 @@ void Agent::Remember(double now_s, bool good) {
 }
 
 std::vector<HistoryPoint> Agent::History(double after_t_s) const {
-  auto first = std::upper_bound(
-      history_.begin(), history_.end(), after_t_s,
-      [](double t, const HistoryPoint& p) { return t < p.t_s; });
+  auto first = std::upper_bound(history_.begin(), history_.end(), after_t_s,
+                                [](double t, const HistoryPoint& p) { return t < p.t_s; });
   return {first, history_.end()};
 }
 

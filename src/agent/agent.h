@@ -83,6 +83,7 @@ struct AgentStatus {
   double decision_max_s = 0.0;
   uint64_t latency_samples = 0;
   double latency_sum_s = 0.0;  // over all decisions measured
+  int long_polls_waiting = 0;  // filled in by the server
 };
 
 inline constexpr size_t kLatencyKeep = 4096;

@@ -64,6 +64,7 @@ std::string StatusJson(const AgentStatus& s) {
                              {"30s", s.violation_fraction[1]},
                              {"5min", s.violation_fraction[2]}};
   j["windows"] = {{"0.5s", s.windows[0]}, {"30s", s.windows[1]}, {"5min", s.windows[2]}};
+  j["long_polls_waiting"] = s.long_polls_waiting;
   j["decision_latency_s"] = {{"p50", s.decision_p50_s},
                              {"p99", s.decision_p99_s},
                              {"max", s.decision_max_s},
@@ -222,9 +223,13 @@ Server::Server(Shared& shared, std::string token)
         return Fail(res, 400, "after: expected a sequence number; timeout_s: seconds");
       }
       timeout_s = std::clamp(timeout_s, 0.0, 30.0);
-      shared_.cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] {
-        return shared_.stopping || shared_.agent->actuation().seq > after;
-      });
+      if (shared_.long_polls < kMaxLongPolls) {
+        ++shared_.long_polls;
+        shared_.cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] {
+          return shared_.stopping || shared_.agent->actuation().seq > after;
+        });
+        --shared_.long_polls;
+      }
     }
     res.set_content(ActuationJson(shared_.agent->actuation()), "application/json");
   });
@@ -240,7 +245,9 @@ Server::Server(Shared& shared, std::string token)
   });
   s.Get("/v1/status", [this](const httplib::Request&, httplib::Response& res) {
     std::lock_guard lock(shared_.mu);
-    res.set_content(StatusJson(shared_.agent->Status(shared_.now_s())), "application/json");
+    AgentStatus status = shared_.agent->Status(shared_.now_s());
+    status.long_polls_waiting = shared_.long_polls;
+    res.set_content(StatusJson(status), "application/json");
   });
   s.Get("/v1/history", [this](const httplib::Request& req, httplib::Response& res) {
     double after_t_s = -1.0;

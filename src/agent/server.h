@@ -1,6 +1,7 @@
 // The agent's HTTP/JSON API (docs/AGENT.md), on cpp-httplib:
 //   GET  /v1/actuation[?after=SEQ&timeout_s=T]  the current decision; with `after`, long-polls
-//        until a newer one exists or T (default 10, at most 30) seconds pass
+//        until a newer one exists or T (default 10, at most 30) seconds pass (at most
+//        kMaxLongPolls wait at once; more answer at once)
 //   POST /v1/report   {"step", "phase", "tokens", "in_flight"[, "progress", "group_size"]} from
 //        the trainer
 //   GET  /v1/status   power, actuation, violations per window, counters
@@ -30,6 +31,9 @@ namespace headroom::agent {
 
 inline constexpr size_t kMaxBodyBytes = 64 * 1024;
 inline constexpr size_t kServerThreads = 64;  // connections served at once
+// Long-polls waiting at once; beyond this a long-poll answers at once (as with timeout_s=0), so
+// that waiting clients can never hold every worker and starve the other endpoints.
+inline constexpr int kMaxLongPolls = 48;
 
 // What the runner and the server share. The runner ticks the agent under `mu` and then notifies
 // `cv`; every handler reads under `mu`.
@@ -39,6 +43,7 @@ struct Shared {
   Agent* agent = nullptr;
   std::function<double()> now_s;  // the runner's clock
   bool stopping = false;
+  int long_polls = 0;  // waiting now (under mu)
 };
 
 class Server {

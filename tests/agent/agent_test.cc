@@ -5,6 +5,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -118,12 +119,12 @@ TEST(Agent, HistoryKeepsTheLastFiveMinutesOfDecisions) {
   ASSERT_EQ(h.size(), 3u);
   EXPECT_EQ(h[0].t_s, 0.0);
   EXPECT_EQ(h[0].power_w, (std::vector<double>{100.0, 200.0}));
-  EXPECT_EQ(h[0].concurrency, 2);  // the probe asks 8; x2 from the safe 1
+  EXPECT_EQ(h[0].concurrency, 2);     // the probe asks 8; x2 from the safe 1
   EXPECT_TRUE(h[1].power_w.empty());  // the failed read: no power, the safe actuation
   EXPECT_EQ(h[1].concurrency, 1);
   EXPECT_EQ(h[2].power_w, (std::vector<double>{400.0, 400.0}));
   EXPECT_EQ(h[2].concurrency, 2);  // over the 300 W budget the probe asks 2: allowed from 1
-  h = a.History(0.5);  // strictly after
+  h = a.History(0.5);              // strictly after
   ASSERT_EQ(h.size(), 1u);
   EXPECT_EQ(h[0].t_s, 1.0);
   EXPECT_TRUE(a.History(1.0).empty());
@@ -323,6 +324,53 @@ TEST(Server, ApiEndToEnd) {
   EXPECT_THAT(r->body, HasSubstr("headroom_power_watts{gpu=\"0\"} 100"));
   EXPECT_THAT(r->body, HasSubstr("headroom_budget_watts 300"));
   EXPECT_THAT(r->body, HasSubstr("# TYPE headroom_decisions_total counter"));
+  server.Stop();
+}
+
+TEST(Server, LongPollsCannotStarveTheOtherEndpoints) {
+  Probe probe;
+  Agent core(Config(), probe);
+  Shared shared;
+  shared.agent = &core;
+  shared.now_s = [] { return 0.0; };
+  Server server(shared, "");
+  ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
+  const uint64_t seq = core.actuation().seq;
+  // More long-polls than may wait: kMaxLongPolls wait, the rest answer at once.
+  const int clients = kMaxLongPolls + 12;
+  std::atomic<int> answered{0};
+  std::atomic<int> ok{0};
+  std::vector<std::thread> pollers;
+  for (int i = 0; i < clients; ++i) {
+    pollers.emplace_back([&] {
+      httplib::Client c("127.0.0.1", server.port());
+      c.set_read_timeout(60, 0);
+      auto r = c.Get(("/v1/actuation?after=" + std::to_string(seq) + "&timeout_s=25").c_str());
+      if (r && r->status == 200) ++ok;
+      ++answered;
+    });
+  }
+  // Wait (on state, with a deadline) until every long-poll either waits or was answered.
+  httplib::Client c("127.0.0.1", server.port());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  int waiting = -1;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto r = c.Get("/v1/status");  // answered even now: the other endpoints are not starved
+    ASSERT_TRUE(r);
+    waiting = nlohmann::json::parse(r->body)["long_polls_waiting"].get<int>();
+    if (waiting == kMaxLongPolls && answered.load() == clients - kMaxLongPolls) break;
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(waiting, kMaxLongPolls);
+  EXPECT_EQ(answered.load(), clients - kMaxLongPolls);  // the extra ones did not wait
+  // A new decision releases every waiting one.
+  {
+    std::lock_guard lock(shared.mu);
+    core.Tick(0.0, At(0.0, {100.0}));
+  }
+  shared.cv.notify_all();
+  for (auto& t : pollers) t.join();
+  EXPECT_EQ(ok.load(), clients);
   server.Stop();
 }
 

@@ -37,6 +37,7 @@ struct AgentArgs {
   uint64_t seed = 1;
   std::string replay;
   std::string nvml_library = telemetry::kNvmlLibrary;
+  std::vector<int> gpus;
   double speed = 1.0;
   double interval_s = 0.5;
   std::optional<double> budget_w;
@@ -137,13 +138,14 @@ Status RunAgent(const AgentArgs& args) {
     if (!r) return std::move(r).error();
     source = std::move(*r);
   } else if (args.source == "nvml") {
-    auto n = telemetry::NvmlSource::Open(args.nvml_library);
+    auto n = telemetry::NvmlSource::Open(args.nvml_library, args.gpus);
     if (!n) return std::move(n).error();
     nvml = n->get();
     source = std::move(*n);
   } else {
     return Error::Usage(fmt::format("--source: unknown '{}' (nvml, replay, twin)", args.source));
   }
+  if (!args.gpus.empty() && nvml == nullptr) return Error::Usage("--gpus needs --source nvml");
 
   std::optional<agent::Recorder> recorder;
   if (!args.trace_out.empty()) {
@@ -283,6 +285,9 @@ Command SetupAgent(CLI::App& app) {
   app.add_option("--seed", a->seed, "Twin seed");
   app.add_option("--replay", a->replay, "Trace to replay (--source replay)");
   app.add_option("--nvml-library", a->nvml_library, "NVML library to load");
+  app.add_option("--gpus", a->gpus, "The job's GPUs, NVML indices (default: every GPU)")
+      ->delimiter(',')
+      ->check(CLI::Range(0, 1023));
   app.add_option("--speed", a->speed, "Agent seconds per wall second (0: as fast as possible)")
       ->check(CLI::Range(0.0, 1e6));
   app.add_option("--interval-s", a->interval_s, "Control interval")->check(CLI::Range(0.01, 60.0));

@@ -77,7 +77,8 @@ bool Resolve(void* handle, const char* symbol, F* out) {
 
 }  // namespace
 
-Result<std::unique_ptr<NvmlSource>> NvmlSource::Open(const std::string& library) {
+Result<std::unique_ptr<NvmlSource>> NvmlSource::Open(const std::string& library,
+                                                     const std::vector<int>& indices) {
   std::unique_ptr<NvmlSource> s(new NvmlSource());
   s->handle_ = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (s->handle_ == nullptr) {
@@ -117,14 +118,30 @@ Result<std::unique_ptr<NvmlSource>> NvmlSource::Open(const std::string& library)
     return Error::Io(fmt::format("nvml: cannot count GPUs: {}", a.Describe(r)));
   }
   if (count == 0) return Error::Io("nvml: no GPU found");
-  for (unsigned int i = 0; i < count; ++i) {
+  if (indices.empty()) {
+    for (unsigned int i = 0; i < count; ++i) s->indices_.push_back(static_cast<int>(i));
+  } else {
+    for (size_t k = 0; k < indices.size(); ++k) {
+      const int i = indices[k];
+      if (i < 0 || i >= static_cast<int>(count)) {
+        return Error::Usage(fmt::format(
+            "--gpus: GPU {} is not on this node (NVML sees {} GPUs: 0-{})", i, count, count - 1));
+      }
+      if (std::find(indices.begin(), indices.begin() + static_cast<std::ptrdiff_t>(k), i) !=
+          indices.begin() + static_cast<std::ptrdiff_t>(k)) {
+        return Error::Usage(fmt::format("--gpus: GPU {} is listed twice", i));
+      }
+      s->indices_.push_back(i);
+    }
+  }
+  for (const int i : s->indices_) {
     NvmlDevice d = nullptr;
-    if (const NvmlReturn r = a.handle_by_index(i, &d); r != kSuccess) {
+    if (const NvmlReturn r = a.handle_by_index(static_cast<unsigned int>(i), &d); r != kSuccess) {
       return Error::Io(fmt::format("nvml: GPU {}: no handle: {}", i, a.Describe(r)));
     }
     s->devices_.push_back(d);
   }
-  s->instant_ok_.assign(count, a.field_values != nullptr);
+  s->instant_ok_.assign(s->devices_.size(), a.field_values != nullptr);
   if (a.field_values == nullptr) {
     s->Warn("nvml: nvmlDeviceGetFieldValues missing: power is the driver's averaged value");
   }
@@ -151,7 +168,7 @@ Result<Sample> NvmlSource::Read(double t_s) {
   out.t_s = t_s;
   out.gpus.resize(devices_.size());
   for (size_t i = 0; i < devices_.size(); ++i) {
-    const int gpu = static_cast<int>(i);
+    const int gpu = indices_[i];  // named by its NVML index
     NvmlDevice d = devices_[i];
     GpuSample& g = out.gpus[i];
     if (instant_ok_[i]) {
@@ -224,8 +241,8 @@ Status NvmlSource::SetPowerLimitW(int gpu, double limit_w) {
   }
   const auto mw = static_cast<unsigned int>(std::max(0.0, limit_w) * 1000.0 + 0.5);
   if (const NvmlReturn r = api_->set_limit(devices_[static_cast<size_t>(gpu)], mw); r != kSuccess) {
-    return Error::Io(fmt::format("nvml: GPU {}: cannot set the power limit to {:.0f} W: {}", gpu,
-                                 limit_w, api_->Describe(r)));
+    return Error::Io(fmt::format("nvml: GPU {}: cannot set the power limit to {:.0f} W: {}",
+                                 indices_[static_cast<size_t>(gpu)], limit_w, api_->Describe(r)));
   }
   return OkStatus();
 }

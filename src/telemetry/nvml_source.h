@@ -20,16 +20,21 @@ inline constexpr const char* kNvmlLibrary = "libnvidia-ml.so.1";
 
 class NvmlSource final : public Source {
  public:
-  // Loads the library (a path or a soname), initialises NVML and enumerates the GPUs.
-  static Result<std::unique_ptr<NvmlSource>> Open(const std::string& library = kNvmlLibrary);
+  // Loads the library (a path or a soname), initialises NVML and enumerates the GPUs: all of
+  // them, or those of `indices` (NVML indices, each once), in that order — the job's GPUs when
+  // a node runs several jobs. Sample position i is GPU indices[i]; logs name NVML indices.
+  static Result<std::unique_ptr<NvmlSource>> Open(const std::string& library = kNvmlLibrary,
+                                                  const std::vector<int>& indices = {});
   ~NvmlSource() override;  // nvmlShutdown, dlclose
 
   std::string_view name() const override { return "nvml"; }
   int gpus() const override { return static_cast<int>(devices_.size()); }
   Result<Sample> Read(double t_s) override;
 
-  // Sets a GPU's power limit (W). For the agent's --guard-power-limit.
+  // Sets the power limit (W) of the GPU at sample position `gpu`. For --guard-power-limit.
   Status SetPowerLimitW(int gpu, double limit_w);
+  // The NVML index of each sample position.
+  const std::vector<int>& indices() const { return indices_; }
 
   struct Api;  // the resolved entry points
 
@@ -40,6 +45,7 @@ class NvmlSource final : public Source {
   void* handle_ = nullptr;
   std::unique_ptr<Api> api_;
   std::vector<void*> devices_;
+  std::vector<int> indices_;
   std::vector<std::string> warned_;  // "gpu/field/status" already reported
   std::vector<bool> instant_ok_;     // per GPU: the instantaneous field works
 };

@@ -355,6 +355,15 @@ TEST_F(Cli, AgentGuardRestoresPowerLimitsOnExitAndOnSigterm) {
   auto r = Headroom("agent --guard-power-limit --speed 0 --duration-s 1");
   EXPECT_EQ(r.status, 2);
   EXPECT_THAT(r.err, HasSubstr("--guard-power-limit needs --source nvml"));
+  // --gpus: the guard touches only the job's GPUs (NVML 1 here, of 2), and only nvml has GPUs
+  // to choose.
+  fs::remove(log);
+  ASSERT_EQ(std::system((env + agent + " --gpus 1 --speed 0 --duration-s 5 2>/dev/null").c_str()),
+            0);
+  EXPECT_EQ(Slurp(log), "1 300000\n1 400000\n");
+  r = Headroom("agent --gpus 0,1 --speed 0 --duration-s 1 --listen 127.0.0.1:0");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err, HasSubstr("--gpus needs --source nvml"));
 }
 
 }  // namespace

@@ -138,6 +138,37 @@ TEST(Nvml, SetsPowerLimits) {
   EXPECT_THAT(denied.error().message(), HasSubstr("cannot set the power limit to 300 W"));
 }
 
+TEST(Nvml, ReadsOnlyTheJobsGpusInTheOrderGiven) {
+  Fake fake;
+  fake.reset(8);
+  for (int i = 0; i < 8; ++i) fake.gpu(i, 100000u + 1000u * i, 0, 0, 700000, 1980, 50);
+  auto s = NvmlSource::Open(FAKE_NVML_PATH, {6, 2});
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  EXPECT_EQ((*s)->gpus(), 2);
+  EXPECT_EQ((*s)->indices(), (std::vector<int>{6, 2}));
+  auto r = (*s)->Read(0.0);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->gpus.size(), 2u);
+  EXPECT_DOUBLE_EQ(*r->gpus[0].power_w, 106.0);  // NVML GPU 6
+  EXPECT_DOUBLE_EQ(*r->gpus[1].power_w, 102.0);  // NVML GPU 2
+  // The guard's writes reach the GPU at that position; failures name the NVML index.
+  ASSERT_TRUE((*s)->SetPowerLimitW(0, 500.0).ok());
+  EXPECT_EQ(fake.limit_mw(6), 500000u);
+  EXPECT_EQ(fake.limit_mw(0), 700000u);
+  fake.status("set_limit", 4);
+  auto denied = (*s)->SetPowerLimitW(1, 500.0);
+  ASSERT_FALSE(denied.ok());
+  EXPECT_THAT(denied.error().message(), HasSubstr("GPU 2: cannot set"));
+  s->reset();
+
+  auto missing = NvmlSource::Open(FAKE_NVML_PATH, {1, 8});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().message(), "--gpus: GPU 8 is not on this node (NVML sees 8 GPUs: 0-7)");
+  auto twice = NvmlSource::Open(FAKE_NVML_PATH, {3, 3});
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.error().message(), "--gpus: GPU 3 is listed twice");
+}
+
 TEST(Replay, LastSampleAtOrBeforeTheTime) {
   trace::CollectingSink::Series a, b;
   a.t_s = {10.0, 10.5, 11.0};

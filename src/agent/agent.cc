@@ -9,7 +9,7 @@
 namespace headroom::agent {
 
 Agent::Agent(AgentConfig config, control::Controller& controller)
-    : config_(std::move(config)),
+    : config_(config),
       controller_(controller),
       stats_{analysis::WindowStats(kWindowsS[0], config_.budget_w),
              analysis::WindowStats(kWindowsS[1], config_.budget_w),

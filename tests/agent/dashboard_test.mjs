@@ -150,6 +150,14 @@ try {
   const shot = path.join(outDir, "dashboard.png");
   await page.screenshot({ path: shot, fullPage: true });
   console.log("dashboard_test: screenshot", shot);
+
+  // The agent goes away: the page says so (and keeps what it drew).
+  agent.kill("SIGTERM");
+  await page.waitForFunction(() => document.getElementById("conn").dataset.state === "down", null,
+                             { timeout: 30_000 });
+  check(await page.textContent("#conn") === "agent not answering", "a lost agent is shown");
+  check(await page.evaluate(() => window.headroomDashboard.t.length) >= data.t.length,
+        "what was drawn stays");
 } catch (e) {
   check(false, String(e && e.stack || e));
 } finally {

@@ -47,8 +47,9 @@ Recorder::~Recorder() {
 
 void Recorder::Write(double t_s, const std::vector<double>& power_w, std::string_view phase,
                      int step, double tokens_total, int concurrency, int group_size) {
-  const long long total = std::max(std::llround(tokens_total), tokens_written_);
-  const long long tokens = total - tokens_written_;
+  const long long total = std::llround(std::max(tokens_total, 0.0));
+  // A total below what was written: the trainer restarted and counts from 0 again.
+  const long long tokens = total >= tokens_written_ ? total - tokens_written_ : total;
   tokens_written_ = total;
   for (size_t g = 0; g < power_w.size(); ++g) {
     fmt::print(file_, "{:.3f},{},{:.2f},{},{},{},{},{}\n", t_s, g, power_w[g], phase, step,

@@ -26,7 +26,7 @@ class Recorder {
 
   // tokens_total: the job's tokens so far. Each row's `tokens` column (on GPU 0's row) is the
   // whole-token increase since the previous row, so the column sums to round(tokens_total)
-  // without drift.
+  // without drift. A total that falls (a restarted trainer counting from 0) starts a new count.
   void Write(double t_s, const std::vector<double>& power_w, std::string_view phase, int step,
              double tokens_total, int concurrency, int group_size);
   // Flushes when a second has passed since the last flush (by t_s), or when forced.

@@ -403,9 +403,10 @@ TEST(Recorder, TokenColumnIsWholeTokensThatSumToTheRoundedTotal) {
     meta.sample_interval_s = 0.5;
     auto rec = Recorder::Open(path, meta);
     ASSERT_TRUE(rec.ok());
-    // Totals 0.4, 0.8, 1.2, 10.6 -> rounded 0, 1, 1, 11 -> increments 0, 1, 0, 10.
-    const double totals[] = {0.4, 0.8, 1.2, 10.6};
-    for (int k = 0; k < 4; ++k) rec->Write(0.5 * k, {100.0, 101.0}, "rollout", 0, totals[k], 4, 8);
+    // Totals 0.4, 0.8, 1.2, 10.6 -> rounded 0, 1, 1, 11 -> increments 0, 1, 0, 10; then the
+    // trainer restarts and reports 3: 3 new tokens.
+    const double totals[] = {0.4, 0.8, 1.2, 10.6, 3.0};
+    for (int k = 0; k < 5; ++k) rec->Write(0.5 * k, {100.0, 101.0}, "rollout", 0, totals[k], 4, 8);
   }
   std::ifstream in(path);
   std::string line;
@@ -413,12 +414,13 @@ TEST(Recorder, TokenColumnIsWholeTokensThatSumToTheRoundedTotal) {
   EXPECT_EQ(line, "t_s,gpu,power_w,phase,step,tokens,concurrency,group_size");
   std::vector<std::string> rows;
   while (std::getline(in, line)) rows.push_back(line);
-  ASSERT_EQ(rows.size(), 8u);
+  ASSERT_EQ(rows.size(), 10u);
   EXPECT_EQ(rows[0], "0.000,0,100.00,rollout,0,0,4,8");
   EXPECT_EQ(rows[1], "0.000,1,101.00,rollout,0,0,4,8");  // tokens on GPU 0's row only
   EXPECT_EQ(rows[2], "0.500,0,100.00,rollout,0,1,4,8");
   EXPECT_EQ(rows[4], "1.000,0,100.00,rollout,0,0,4,8");
   EXPECT_EQ(rows[6], "1.500,0,100.00,rollout,0,10,4,8");
+  EXPECT_EQ(rows[8], "2.000,0,100.00,rollout,0,3,4,8");
   // The sidecar, as headroom analyze will find it.
   std::vector<std::string> warnings;
   auto meta = trace::LoadMetaFor(path, &warnings);

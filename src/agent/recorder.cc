@@ -47,7 +47,7 @@ Recorder::~Recorder() {
 
 void Recorder::Write(double t_s, const std::vector<double>& power_w, std::string_view phase,
                      int step, double tokens_total, int concurrency, int group_size) {
-  const long long total = std::llround(std::max(tokens_total, 0.0));
+  const long long total = std::llround(std::clamp(tokens_total, 0.0, 1e15));
   // A total below what was written: the trainer restarted and counts from 0 again.
   const long long tokens = total >= tokens_written_ ? total - tokens_written_ : total;
   tokens_written_ = total;

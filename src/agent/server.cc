@@ -150,8 +150,9 @@ Result<TrainerReport> ParseReport(const std::string& body) {
   };
   if (auto s = integer("step", &r.step); !s) return std::move(s).error();
   if (auto s = integer("in_flight", &r.in_flight); !s) return std::move(s).error();
-  if (!j.contains("tokens") || !j["tokens"].is_number() || j["tokens"].get<double>() < 0.0) {
-    return Error::Input("field 'tokens': expected a number >= 0");
+  if (!j.contains("tokens") || !j["tokens"].is_number() || !(j["tokens"].get<double>() >= 0.0) ||
+      j["tokens"].get<double>() > 1e15) {
+    return Error::Input("field 'tokens': expected a number in [0, 1e15]");
   }
   r.tokens = j["tokens"].get<double>();
   if (!j.contains("phase") || !j["phase"].is_string()) {

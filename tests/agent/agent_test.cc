@@ -278,6 +278,11 @@ TEST(Server, ApiEndToEnd) {
   EXPECT_EQ(r->status, 400);
   EXPECT_THAT(r->body, HasSubstr("field 'phase'"));
   r = c.Post("/v1/report", auth,
+             R"({"step": 1, "phase": "train", "tokens": 1e300, "in_flight": 0})",
+             "application/json");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_THAT(r->body, HasSubstr("field 'tokens': expected a number in [0, 1e15]"));
+  r = c.Post("/v1/report", auth,
              R"({"step": 1, "phase": "train", "tokens": 1, "in_flight": 0, "group_size": 0})",
              "application/json");
   EXPECT_EQ(r->status, 400);

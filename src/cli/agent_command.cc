@@ -197,8 +197,9 @@ Status RunAgent(const AgentArgs& args) {
   std::signal(SIGTERM, OnSignal);
   fmt::print(stderr,
              "headroom agent: {} source, {} controller, budget {:.1f} W per GPU, "
-             "listening on {}:{}\n",
-             source->name(), controller->name(), config.budget_w, listen->first, server.port());
+             "listening on {}:{} (dashboard: http://{}:{}/)\n",
+             source->name(), controller->name(), config.budget_w, listen->first, server.port(),
+             listen->first, server.port());
   agent::RunnerOptions options;
   options.interval_s = args.interval_s;
   options.duration_s = args.duration_s;

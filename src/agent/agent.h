@@ -111,6 +111,7 @@ class Agent {
   void RecordDecisionLatency(double seconds);
 
   const Actuation& actuation() const { return actuation_; }
+  const std::optional<TrainerReport>& report() const { return report_; }  // the last one
   AgentStatus Status(double now_s) const;
   // The decisions after `after_t_s` still kept (the last kHistoryKeep), oldest first.
   std::vector<HistoryPoint> History(double after_t_s) const;

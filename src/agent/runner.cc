@@ -58,11 +58,10 @@ RunSummary Run(telemetry::Source& source, telemetry::TwinSource* twin, Shared& s
         tokens_total = twin->twin().tokens_total();
       } else {
         std::lock_guard lock(shared.mu);
-        const AgentStatus st = shared.agent->Status(t_s);
-        if (st.report) {
-          phase = std::string(control::PhaseName(st.report->phase));
-          step = st.report->step;
-          tokens_total = st.report->tokens;
+        if (const auto& report = shared.agent->report()) {
+          phase = std::string(control::PhaseName(report->phase));
+          step = report->step;
+          tokens_total = report->tokens;
         }
       }
       recorder->Write(t_s, power, phase, step, tokens_total, a.concurrency, a.group_size);

@@ -245,10 +245,13 @@ Server::Server(Shared& shared, std::string token)
     res.set_content("{\"ok\": true}\n", "application/json");
   });
   s.Get("/v1/status", [this](const httplib::Request&, httplib::Response& res) {
-    std::lock_guard lock(shared_.mu);
-    AgentStatus status = shared_.agent->Status(shared_.now_s());
-    status.long_polls_waiting = shared_.long_polls;
-    res.set_content(StatusJson(status), "application/json");
+    AgentStatus status;
+    {
+      std::lock_guard lock(shared_.mu);
+      status = shared_.agent->Status(shared_.now_s());
+      status.long_polls_waiting = shared_.long_polls;
+    }
+    res.set_content(StatusJson(status), "application/json");  // serialised outside the lock
   });
   s.Get("/v1/history", [this](const httplib::Request& req, httplib::Response& res) {
     double after_t_s = -1.0;
@@ -268,10 +271,12 @@ Server::Server(Shared& shared, std::string token)
     res.set_content(HistoryJson(points, shared_.agent->config().budget_w), "application/json");
   });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    std::lock_guard lock(shared_.mu);
-    res.set_content(
-        MetricsText(shared_.agent->Status(shared_.now_s()), shared_.agent->config().budget_w),
-        "text/plain; version=0.0.4");
+    AgentStatus status;
+    {
+      std::lock_guard lock(shared_.mu);
+      status = shared_.agent->Status(shared_.now_s());
+    }
+    res.set_content(MetricsText(status, status.budget_w), "text/plain; version=0.0.4");
   });
   s.Get("/", [](const httplib::Request&, httplib::Response& res) {
     // Self-contained: the page's scripts and styles are inline, and it talks only to this agent.

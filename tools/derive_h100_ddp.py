@@ -6,6 +6,16 @@ traces (save10, save50, save100, save500; save200 spare) are not read here.
 Per-GPU levels are node power / 8. Segments are runs of one level class:
   idle (< 95 W), loaded (95-135 W), stall/checkpoint (135-400 W), training (> 400 W).
 
+Slow storage. save1 checkpoints after every step, so its checkpoints are the gaps between the
+steps' power spikes (> 187.5 W per GPU; 100 ms sampling never shows a 0.23 s step above
+400 W): 21 take ~17 s, then from t = 474 s every checkpoint takes over a minute until the job is
+killed. save1000's two checkpoints (t = 348 s, 600 s) are both fast. The twin models this as a
+switch to slow storage at an exponential time after the first step: its mean is the censored
+maximum-likelihood estimate (switches observed / time exposed in the fast state, counted from
+each trace's first step to its first slow checkpoint, or to its last checkpoint when all were
+fast), and the slow duration is the mean of the complete slow checkpoints, less the scripted
+5 s SIGSTOP (t ~ 600 s) for the one that holds it.
+
 Usage: derive_h100_ddp.py [DATA_DIR]   (default ../shared/power-data/h100-8gpu-training-traces)
 """
 import os
@@ -48,6 +58,31 @@ cycle = [x for x in one if x[0] == "C" and x[2] - x[1] > 100][0]
 cycle_w = cycle[3].mean()
 ckpt_w = (cycle_w * (step_s + ckpt_s) - train_w * step_s) / ckpt_s
 
+# Slow storage (see the module docstring).
+d1 = pd.read_csv(os.path.join(root, "h100x8_llm8b_ddp_save1.csv"))
+t1 = d1.t_s.to_numpy()
+spike = d1.node_gpu_w.to_numpy() / 8 > 187.5
+edges = t1[1:][spike[1:] & ~spike[:-1]]  # each step's first sample
+ckpt_starts = edges + step_s
+ckpt_durations = np.diff(edges) - step_s
+fast_s = np.median(ckpt_durations)
+slow = ckpt_durations > 2 * fast_s
+first_slow = int(np.argmax(slow))
+stall_at_s, stall_s = 600.0, 5.0  # train_gpt_power.sh: SIGSTOP rank 0 for 5 s, ~600 s in
+slow_durations = [d - (stall_s if start <= stall_at_s <= start + d else 0.0)
+                  for start, d in zip(ckpt_starts[:-1][slow], ckpt_durations[slow])]
+exposure_1 = ckpt_starts[first_slow] - edges[0]
+train_start_1000 = trains[0][1]
+exposure_1000 = ckpts[-1][1] - train_start_1000  # both checkpoints fast
+switches = 1  # save1's; none in save1000
+onset_mean_s = (exposure_1 + exposure_1000) / switches
+print(f"save1: {len(ckpt_durations)} complete checkpoints, {int((~slow).sum())} fast "
+      f"(median {fast_s:.1f} s), slow: {', '.join(f'{d:.1f}' for d in ckpt_durations[slow])} s "
+      f"from t = {ckpt_starts[first_slow]:.1f} s")
+print(f"checkpoint.slow_onset_mean_s = {onset_mean_s:.0f}   # exposure {exposure_1:.1f} s (save1) "
+      f"+ {exposure_1000:.1f} s (save1000), 1 switch")
+print(f"checkpoint.slow_duration_s = {np.mean(slow_durations):.1f}   # mean of "
+      f"{', '.join(f'{d:.1f}' for d in slow_durations)} s")
 print(f"idle_before_s = {idle0[2] - idle0[1]:.1f}   # idle at {idle0[3].mean():.0f} W")
 print(f"startup_s = {loaded[2] - loaded[1]:.1f}      # model load at {loaded[3].mean():.0f} W")
 print(f"stop_at_s = {stop_s:.1f}     # end of the last training segment (SIGKILL)")

@@ -91,6 +91,10 @@ Status RunTwin(const RunArgs& args) {
       "seed {}, concurrency {}, group size {}, power limit {}", args.seed, twin.concurrency(),
       twin.next_group_size(),
       twin.power_limit_w() > 0.0 ? fmt::format("{} W", twin.power_limit_w()) : std::string("none"));
+  if (std::isfinite(twin.slow_storage_from_s())) {
+    meta.notes = fmt::format("{}, storage slow from t = {:.1f} s ({} s checkpoints)", *meta.notes,
+                             twin.slow_storage_from_s(), scenario->checkpoint_slow_s);
+  }
   if (auto status = writer->Commit(meta); !status) return status;
   fmt::print(stderr, "wrote {:.1f} s, {} steps, {:.4f} kWh, {:.0f} tokens to {}\n", twin.t_s(),
              twin.steps_done(), twin.energy_j() / 3.6e6, twin.tokens_total(), args.out);

@@ -288,10 +288,16 @@ Result<Scenario> ParseScenario(std::string_view toml_text, std::string_view sour
   }
 
   const auto* checkpoint = r.Table("checkpoint", false);
+  bool has_slow_checkpoints = false;
   if (checkpoint != nullptr) {
     s.checkpoint_every_steps = r.Integer(checkpoint, "checkpoint", "every_steps", 0, 1 << 30);
     s.checkpoint_s = r.Number(checkpoint, "checkpoint", "duration_s", 0.0, 1e6);
     s.checkpoint_power_w = r.Number(checkpoint, "checkpoint", "power_w", 0.0, max_w);
+    s.checkpoint_slow_onset_mean_s =
+        r.Number(checkpoint, "checkpoint", "slow_onset_mean_s", 0.0, 1e9, 0.0);
+    has_slow_checkpoints = checkpoint->contains("slow_duration_s");
+    s.checkpoint_slow_s =
+        r.Number(checkpoint, "checkpoint", "slow_duration_s", 0.0, 1e6, s.checkpoint_s);
   }
 
   const auto* dynamics = r.Table("dynamics", true);
@@ -335,6 +341,12 @@ Result<Scenario> ParseScenario(std::string_view toml_text, std::string_view sour
     return fail("budget.default_w",
                 fmt::format("{} W is outside budget.range_w [{}, {}]", s.budget_w,
                             s.budget_range_w.first, s.budget_range_w.second));
+  }
+  if (s.checkpoint_slow_onset_mean_s > 0.0 && !has_slow_checkpoints) {
+    return fail("checkpoint.slow_onset_mean_s", "needs checkpoint.slow_duration_s");
+  }
+  if (has_slow_checkpoints && s.checkpoint_slow_onset_mean_s == 0.0) {
+    return fail("checkpoint.slow_duration_s", "needs checkpoint.slow_onset_mean_s > 0");
   }
   if (s.gpus % s.tp != 0) {
     return fail("job.tp", fmt::format("tp = {} does not divide job.gpus = {}", s.tp, s.gpus));

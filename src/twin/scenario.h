@@ -85,6 +85,10 @@ struct Scenario {
   int checkpoint_every_steps = 0;  // 0: never
   double checkpoint_s = 0.0;
   double checkpoint_power_w = 0.0;
+  // Slow storage: from a random time after the first step (exponential, this mean; 0: never)
+  // every checkpoint that begins lasts checkpoint_slow_s instead of checkpoint_s.
+  double checkpoint_slow_onset_mean_s = 0.0;
+  double checkpoint_slow_s = 0.0;
 
   // [dynamics]
   double tau_up_s = 0.5;

@@ -9,6 +9,18 @@ namespace {
 
 constexpr double kTimeEpsilon = 1e-12;
 constexpr int kMaxEmptyPhases = 64;  // guards against a step whose every phase takes no time
+constexpr uint64_t kStorageStream = 0x53746f7261676521ull;  // seeds the slow-storage draw
+
+// When storage turns slow: the first step's start plus an exponential time of the scenario's
+// mean, drawn from its own generator so that the other draws of a seed stay as they were.
+// u = (top 53 bits + 1/2) / 2^53 lies in (0, 1), and -mean ln u is exponential.
+double SlowStorageFrom(const Scenario& scenario, uint64_t seed) {
+  if (scenario.checkpoint_slow_onset_mean_s <= 0.0) return std::numeric_limits<double>::infinity();
+  std::mt19937_64 storage_rng(seed ^ kStorageStream);
+  const double u = (static_cast<double>(storage_rng() >> 11) + 0.5) * 0x1p-53;
+  return scenario.idle_before_s + scenario.startup_s -
+         scenario.checkpoint_slow_onset_mean_s * std::log(u);
+}
 
 double Alpha(double tick_s, double tau_s) {
   return tau_s <= 0.0 ? 1.0 : 1.0 - std::exp(-tick_s / tau_s);
@@ -40,6 +52,7 @@ Twin::Twin(const Scenario& scenario, uint64_t seed)
     : scenario_(scenario),
       kv_capacity_(scenario.has_rollout ? KvCapacitySequences(scenario) : 0),
       rng_(seed),
+      slow_storage_from_s_(SlowStorageFrom(scenario, seed)),
       concurrency_(scenario.concurrency),
       group_size_(scenario.group_size),
       step_group_size_(scenario.group_size) {
@@ -124,7 +137,7 @@ void Twin::BeginFixedPhase(Phase phase, double work_s, double full_power_w) {
   phase_power_w_ = full_power_w;
 }
 
-void Twin::NextAfter(Phase finished) {
+void Twin::NextAfter(Phase finished, double at_s) {
   switch (finished) {
     case Phase::kStartup:
     case Phase::kCheckpoint:
@@ -157,7 +170,10 @@ void Twin::NextAfter(Phase finished) {
       ++steps_done_;
       if (scenario_.checkpoint_every_steps > 0 &&
           steps_done_ % scenario_.checkpoint_every_steps == 0) {
-        BeginFixedPhase(Phase::kCheckpoint, scenario_.checkpoint_s, scenario_.checkpoint_power_w);
+        const bool slow = at_s >= slow_storage_from_s_;
+        BeginFixedPhase(Phase::kCheckpoint,
+                        slow ? scenario_.checkpoint_slow_s : scenario_.checkpoint_s,
+                        scenario_.checkpoint_power_w);
         return;
       }
       BeginStep();
@@ -206,7 +222,7 @@ void Twin::Tick() {
         all_done = all_done && engines_[e].done();
       }
       used = span;
-      if (all_done) NextAfter(Phase::kRollout);
+      if (all_done) NextAfter(Phase::kRollout, t_now + used);
     } else if (phase == Phase::kStartup) {
       if (idle_before_left_s_ > kTimeEpsilon) {  // before the job holds the GPUs
         used = std::min(span, idle_before_left_s_);
@@ -218,7 +234,7 @@ void Twin::Tick() {
         phase_left_s_ -= used;
       }
       if (idle_before_left_s_ <= kTimeEpsilon && phase_left_s_ <= kTimeEpsilon) {
-        NextAfter(Phase::kStartup);
+        NextAfter(Phase::kStartup, t_now + used);
       }
     } else {
       // Work measured at full clock; a power limit stretches it.
@@ -230,7 +246,7 @@ void Twin::Tick() {
       phase_left_s_ -= used / effect.time_factor;
       if (used >= needed - kTimeEpsilon) {
         phase_left_s_ = 0.0;
-        NextAfter(phase);
+        NextAfter(phase, t_now + used);
       }
     }
     phase_time_[static_cast<size_t>(phase)] += used;

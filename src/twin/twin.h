@@ -62,17 +62,20 @@ class Twin {
   double tokens_total() const { return tokens_total_; }
   double drawn_tokens_total() const { return drawn_tokens_; }  // completion lengths drawn
   const Scenario& scenario() const { return scenario_; }
+  // From when checkpoints take checkpoint_slow_s (infinity: never); drawn from the seed.
+  double slow_storage_from_s() const { return slow_storage_from_s_; }
 
  private:
   void BeginStep();
   void BeginFixedPhase(Phase phase, double work_s, double full_power_w);
-  void NextAfter(Phase finished);
+  void NextAfter(Phase finished, double at_s);  // at_s: when it finished
   void AddUniform(double power_w, double duration_s);
 
   const Scenario scenario_;
   const int kv_capacity_;
   std::mt19937_64 rng_;
   std::normal_distribution<double> unit_normal_{0.0, 1.0};
+  const double slow_storage_from_s_;  // checkpoints beginning from then on are slow
 
   // Actuators.
   int concurrency_;

@@ -68,6 +68,14 @@ TEST(Scenario, ErrorsNameFileKeyAndReason) {
   EXPECT_THAT(error("[scenario\nname = 1"), HasSubstr("bad.toml:1:"));
   EXPECT_THAT(error(Replace(ok, "time_factor = [1.0, 2.0]", "time_factor = [1.0]")),
               HasSubstr("power_fraction and time_factor need the same length"));
+  const std::string checkpoint = "[checkpoint]\nevery_steps = 2\nduration_s = 3\npower_w = 100\n";
+  EXPECT_THAT(
+      error(ok + checkpoint + "slow_onset_mean_s = 60\n"),
+      HasSubstr("bad.toml: checkpoint.slow_onset_mean_s: needs checkpoint.slow_duration_s"));
+  EXPECT_THAT(error(ok + checkpoint + "slow_duration_s = 60\n"),
+              HasSubstr("checkpoint.slow_duration_s: needs checkpoint.slow_onset_mean_s > 0"));
+  EXPECT_THAT(error(ok + checkpoint + "slow_onset_mean_s = 60\nslow_duration_s = -1\n"),
+              HasSubstr("key 'checkpoint.slow_duration_s': -1 is out of range"));
 }
 
 TEST(Scenario, BudgetRangeDefaultsAndChecks) {

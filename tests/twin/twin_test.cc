@@ -265,6 +265,107 @@ TEST(Twin, StopsAtStopTime) {
   EXPECT_DOUBLE_EQ(twin.power_w()[0], 50.0);  // idle_w
 }
 
+// TrainOnly with slow storage: checkpoints beginning at or after the drawn onset take 6 s.
+Scenario SlowStorage(double onset_mean_s) {
+  Scenario s = TrainOnly();
+  s.checkpoint_slow_onset_mean_s = onset_mean_s;
+  s.checkpoint_slow_s = 6.0;
+  return s;
+}
+
+// (start, duration) of every checkpoint the twin ran in `ticks` ticks, from the phase of each
+// tick (every phase boundary of TrainOnly falls on a tick boundary).
+std::vector<std::pair<double, double>> Checkpoints(Twin& twin, int ticks) {
+  std::vector<std::pair<double, double>> out;
+  bool in = false;
+  for (int k = 0; k < ticks; ++k) {
+    const double t_s = twin.t_s();
+    twin.Tick();
+    const bool now = twin.phase() == Phase::kCheckpoint;
+    if (now && !in) out.push_back({t_s, 0.0});
+    if (now) out.back().second += 0.1;
+    in = now;
+  }
+  if (in) out.pop_back();  // still running: its duration is unknown
+  return out;
+}
+
+TEST(Twin, CheckpointsTurnSlowFromTheDrawnOnsetOn) {
+  // Steps of 3 s (2 s train + 1 s sync) from 1.5 s; a checkpoint after every second step:
+  // fast ones at 7.5, 16.5, 25.5, ... (3 s), and once storage is slow, 6 s each.
+  int saw_both = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    Twin twin(SlowStorage(20.0), seed);
+    const double onset_s = twin.slow_storage_from_s();
+    ASSERT_GE(onset_s, 1.5);  // counted from the first step
+    const auto checkpoints = Checkpoints(twin, 1200);
+    ASSERT_GE(checkpoints.size(), 8u);
+    double expect_start_s = 7.5;
+    bool fast = false, slow = false;
+    for (const auto& [start_s, duration_s] : checkpoints) {
+      EXPECT_NEAR(start_s, expect_start_s, 1e-6) << "seed " << seed;
+      const double expect_s = start_s >= onset_s ? 6.0 : 3.0;
+      EXPECT_NEAR(duration_s, expect_s, 1e-6) << "seed " << seed << " at " << start_s;
+      (expect_s == 6.0 ? slow : fast) = true;
+      expect_start_s = start_s + duration_s + 6.0;  // then two 3 s steps
+    }
+    saw_both += fast && slow;
+  }
+  EXPECT_GE(saw_both, 10);  // most onsets (mean 20 s) fall inside the 120 s run
+}
+
+TEST(Twin, SlowStorageOnsetIsExponentialFromTheFirstStep) {
+  // Over 4000 seeds: the mean of onset - 1.5 s is the scenario's 50 s within 4 standard errors
+  // (50 / sqrt(4000) = 0.79 s), and P(onset - 1.5 <= 50 ln 2) = 1/2 within 4 x 0.0079.
+  const Scenario s = SlowStorage(50.0);
+  const int n = 4000;
+  double sum_s = 0.0;
+  int below_median = 0;
+  for (int seed = 0; seed < n; ++seed) {
+    const double after_s = Twin(s, static_cast<uint64_t>(seed)).slow_storage_from_s() - 1.5;
+    ASSERT_GT(after_s, 0.0);
+    sum_s += after_s;
+    below_median += after_s <= 50.0 * std::log(2.0);
+  }
+  EXPECT_NEAR(sum_s / n, 50.0, 4 * 50.0 / std::sqrt(n));
+  EXPECT_NEAR(static_cast<double>(below_median) / n, 0.5, 4 * 0.5 / std::sqrt(n));
+  EXPECT_TRUE(std::isinf(Twin(TrainOnly(), 1).slow_storage_from_s()));  // not configured
+}
+
+TEST(Twin, SlowStorageLeavesTheOtherDrawsOfASeedAlone) {
+  // Noise and every other draw are the same with and without slow storage: the two runs agree
+  // until the first slow checkpoint outlasts a fast one (3 s after it begins), then part.
+  auto noisy = [](Scenario s) {
+    s.noise_w = 5.0;
+    s.noise_rho = 0.9;
+    return s;
+  };
+  for (uint64_t seed : {3u, 4u, 5u}) {
+    Twin plain(noisy(TrainOnly()), seed);
+    Twin slow(noisy(SlowStorage(20.0)), seed);
+    const double onset_s = slow.slow_storage_from_s();
+    // Checkpoints begin at 7.5 + 9 k s while storage is fast: the first slow one is the first
+    // at or after the onset.
+    const double first_slow_s = 7.5 + 9.0 * std::ceil((onset_s - 7.5) / 9.0);
+    int ticks_equal = 0;
+    bool parted = false;
+    while (plain.t_s() < first_slow_s + 5.0) {
+      const double t_s = plain.t_s();
+      plain.Tick();
+      slow.Tick();
+      if (t_s < first_slow_s + 3.0 - 1e-9) {
+        // (Equal to rounding: the fast checkpoint's last tick may end 1e-15 s early.)
+        ASSERT_NEAR(plain.power_w()[0], slow.power_w()[0], 1e-9) << "seed " << seed << " t " << t_s;
+        ++ticks_equal;
+      } else {
+        parted = parted || std::abs(plain.power_w()[0] - slow.power_w()[0]) > 1.0;
+      }
+    }
+    EXPECT_GT(ticks_equal, 100) << "seed " << seed;
+    EXPECT_TRUE(parted) << "seed " << seed;
+  }
+}
+
 std::vector<double> PowerRun(const Scenario& s, uint64_t seed, int ticks) {
   Twin twin(s, seed);
   std::vector<double> out;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <limits>
 
@@ -110,17 +111,39 @@ Analyzer::Gpu& Analyzer::AddGpus(uint32_t index) {
 
 void Analyzer::OnBatch(const trace::SampleBatch& batch, const trace::TraceSchema& schema) {
   const size_t n = batch.size();
+  if (n == 0) return;
   // Gather each GPU's samples of the batch (a batch usually interleaves GPUs), then run every
   // statistic over each GPU's run at once. (A counting sort into one array measured slower.)
+  // Every GPU of the batch is in the schema; each run buffer holds a whole batch, so the gather
+  // writes through plain pointers.
+  if (!schema.gpu_ids.empty()) GpuAt(static_cast<uint32_t>(schema.gpu_ids.size() - 1));
+  const size_t gpus = gpus_.size();
+  run_t_s_.resize(gpus);
+  run_power_w_.resize(gpus);
+  run_size_.assign(gpus, 0);
+  for (size_t g = 0; g < gpus; ++g) {
+    Gpu& gpu = *gpus_[g];
+    if (gpu.run_t_s.size() < n) {
+      gpu.run_t_s.resize(n);
+      gpu.run_power_w.resize(n);
+    }
+    run_t_s_[g] = gpu.run_t_s.data();
+    run_power_w_[g] = gpu.run_power_w.data();
+  }
+  double* const* run_t_s = run_t_s_.data();
+  double* const* run_power_w = run_power_w_.data();
+  size_t* run_size = run_size_.data();
   for (size_t i = 0; i < n; ++i) {
-    Gpu& gpu = GpuAt(batch.gpu[i]);
-    gpu.run_t_s.push_back(batch.t_s[i]);
-    gpu.run_power_w.push_back(batch.power_w[i]);
+    const uint32_t g = batch.gpu[i];
+    assert(g < gpus);  // SampleSink: the schema holds every GPU of the batch
+    const size_t k = run_size[g]++;
+    run_t_s[g][k] = batch.t_s[i];
+    run_power_w[g][k] = batch.power_w[i];
   }
   StepStats& steps = steps_->stats;
-  for (auto& gpu_ptr : gpus_) {
-    Gpu& gpu = *gpu_ptr;
-    const size_t m = gpu.run_t_s.size();
+  for (size_t g = 0; g < gpus; ++g) {
+    Gpu& gpu = *gpus_[g];
+    const size_t m = run_size[g];
     if (m == 0) continue;
     const double* t_s = gpu.run_t_s.data();
     const double* power_w = gpu.run_power_w.data();
@@ -139,8 +162,6 @@ void Analyzer::OnBatch(const trace::SampleBatch& batch, const trace::TraceSchema
       gpu.samples.t_s.insert(gpu.samples.t_s.end(), t_s, t_s + m);
       gpu.samples.power_w.insert(gpu.samples.power_w.end(), power_w, power_w + m);
     }
-    gpu.run_t_s.clear();
-    gpu.run_power_w.clear();
   }
   samples_ += n;
   if (schema.Has(trace::Field::kTokens)) {

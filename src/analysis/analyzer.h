@@ -106,6 +106,10 @@ class Analyzer final : public trace::SampleSink {
   std::unique_ptr<Steps> steps_;
   uint64_t samples_ = 0;
   double tokens_ = 0.0;
+  // OnBatch's gather: per GPU, where its run goes and how long it is.
+  std::vector<double*> run_t_s_;
+  std::vector<double*> run_power_w_;
+  std::vector<size_t> run_size_;
 };
 
 }  // namespace headroom::analysis

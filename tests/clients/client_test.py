@@ -74,7 +74,9 @@ with tempfile.TemporaryDirectory() as tmp:
 
     # SIGTERM: a clean stop, the trace complete and readable by headroom analyze.
     agent, url = start_agent("--speed", "20", "--trace-out", trace)
-    AgentClient(url).actuation(wait_s=5)
+    c = AgentClient(url)
+    c.actuation()  # may be the initial decision, made before any interval ...
+    c.actuation(wait_s=5)  # ... this newer one closes an interval, whose row is then written
     agent.send_signal(signal.SIGTERM)
     out, err = agent.communicate(timeout=30)
     check(agent.returncode == 0, "exit 0 on SIGTERM: " + err[-300:])

@@ -77,7 +77,7 @@ class Analyzer::SeriesStats {
 struct Analyzer::Gpu {
   std::optional<SeriesStats> series;  // scope gpu
   TimeSeries samples;                 // scope sum
-  std::vector<double> run_t_s;        // this GPU's samples of the current batch
+  std::vector<double> run_t_s;        // this GPU's samples of the current batch (run_size_)
   std::vector<double> run_power_w;
   bool started = false;
   double first_t_s = 0.0;

@@ -22,6 +22,16 @@ Result<Scope> ParseScope(std::string_view name) {
 
 std::string_view ScopeName(Scope scope) { return scope == Scope::kGpu ? "gpu" : "sum"; }
 
+static_assert(WindowStats::kMaxLanes == WelchAccumulator::kMaxLanes);
+
+// A batch of whole polls, scanned (see ScanPolls).
+struct Analyzer::PollScan {
+  std::vector<double> t_s;    // each poll's time
+  std::vector<double> sum_w;  // each poll's power summed over GPUs
+  double lane_sum_w[WindowStats::kMaxLanes];
+  double lane_peak_w[WindowStats::kMaxLanes];
+};
+
 // Everything computed on one series: a GPU's own samples (scope gpu) or the sum series.
 class Analyzer::SeriesStats {
  public:
@@ -47,6 +57,44 @@ class Analyzer::SeriesStats {
     const double batch_peak_w = Max(power_w, n);
     peak_w_ = n_ == 0 ? batch_peak_w : std::max(peak_w_, batch_peak_w);
     n_ += n;
+  }
+
+  // Adds `polls` samples to each of `lane_count` series that share their times (see
+  // WindowStats::AddPolls). REQUIRES: lanes built from the same options; lane_count <=
+  // WindowStats::kMaxLanes; every lane has been given the same times so far.
+  // lane_sum_w[g] and lane_peak_w[g]: the sum and the largest of series g's new samples.
+  static void AddPolls(SeriesStats* const* lanes, size_t lane_count, const double* t_s,
+                       const double* power_w, size_t polls, const double* lane_sum_w,
+                       const double* lane_peak_w) {
+    if (polls == 0 || lane_count == 0) return;
+    WindowStats* windows[WindowStats::kMaxLanes];
+    const auto add_windows = [&](auto member, size_t count) {
+      for (size_t w = 0; w < count; ++w) {
+        for (size_t g = 0; g < lane_count; ++g) windows[g] = &(lanes[g]->*member)[w];
+        WindowStats::AddPolls(windows, lane_count, t_s, power_w, polls);
+      }
+    };
+    SeriesStats& lead = *lanes[0];
+    add_windows(&SeriesStats::windows_, lead.windows_.size());
+    add_windows(&SeriesStats::curve_, lead.curve_.size());
+    for (size_t g = 0; g < lane_count; ++g) windows[g] = &lanes[g]->ramp_;
+    WindowStats::AddPolls(windows, lane_count, t_s, power_w, polls);
+    WelchAccumulator* welch[WindowStats::kMaxLanes];
+    for (size_t g = 0; g < lane_count; ++g) welch[g] = &lanes[g]->welch_;
+    WelchAccumulator::AddPolls(welch, lane_count, t_s, power_w, polls);
+    if (lead.envelope_ != nullptr) {
+      for (size_t r = 0; r < polls; ++r) {
+        for (size_t g = 0; g < lane_count; ++g) {
+          lanes[g]->envelope_->Add(t_s[r], power_w[r * lane_count + g]);
+        }
+      }
+    }
+    for (size_t g = 0; g < lane_count; ++g) {
+      SeriesStats& s = *lanes[g];
+      s.sum_w_ += lane_sum_w[g];
+      s.peak_w_ = s.n_ == 0 ? lane_peak_w[g] : std::max(s.peak_w_, lane_peak_w[g]);
+      s.n_ += polls;
+    }
   }
 
   void Finish(double dt_s) {
@@ -92,7 +140,8 @@ struct Analyzer::Steps {
 Analyzer::Analyzer(AnalyzeOptions options)
     : options_(std::move(options)),
       spectrum_(std::make_unique<SpectrumPool>()),
-      steps_(std::make_unique<Steps>()) {
+      steps_(std::make_unique<Steps>()),
+      scan_(std::make_unique<PollScan>()) {
   if (options_.plot_data) envelope_.emplace();
 }
 
@@ -109,9 +158,73 @@ Analyzer::Gpu& Analyzer::AddGpus(uint32_t index) {
   return *gpus_[index];
 }
 
+namespace {
+
+// Whether the batch is whole polls of `gpus` GPUs: every GPU once per poll, in dense-index order,
+// all at the poll's time (how headroom and most loggers write a long trace). If so, `scan` holds
+// each poll's time and power summed over GPUs, and each GPU's sum and largest power. One pass;
+// kLanes > 0 fixes the GPU count at compile time (the loops unroll).
+template <size_t kLanes>
+bool ScanPollsOf(const trace::SampleBatch& batch, size_t gpus_at_run_time,
+                 Analyzer::PollScan& scan) {
+  const size_t gpus = kLanes > 0 ? kLanes : gpus_at_run_time;
+  const size_t n = batch.size();
+  const size_t polls = n / gpus;
+  scan.t_s.resize(polls);
+  scan.sum_w.resize(polls);
+  const uint32_t* gpu = batch.gpu.data();
+  const double* t_s = batch.t_s.data();
+  const double* power_w = batch.power_w.data();
+  double lane_sum_w[WindowStats::kMaxLanes], lane_peak_w[WindowStats::kMaxLanes];
+  for (size_t g = 0; g < gpus; ++g) lane_sum_w[g] = 0.0, lane_peak_w[g] = power_w[g];
+  uint32_t differ = 0;
+  for (size_t r = 0; r < polls; ++r) {
+    const size_t base = r * gpus;
+    const double t = t_s[base];
+    double sum_w = 0.0;
+    for (size_t g = 0; g < gpus; ++g) {
+      differ |=
+          (gpu[base + g] ^ static_cast<uint32_t>(g)) | static_cast<uint32_t>(t_s[base + g] != t);
+      const double p = power_w[base + g];
+      sum_w += p;
+      lane_sum_w[g] += p;
+      lane_peak_w[g] = std::max(lane_peak_w[g], p);
+    }
+    scan.t_s[r] = t;
+    scan.sum_w[r] = sum_w;
+  }
+  std::copy(lane_sum_w, lane_sum_w + gpus, scan.lane_sum_w);
+  std::copy(lane_peak_w, lane_peak_w + gpus, scan.lane_peak_w);
+  return differ == 0;
+}
+
+bool ScanPolls(const trace::SampleBatch& batch, size_t gpus, Analyzer::PollScan& scan) {
+  if (gpus == 0 || gpus > WindowStats::kMaxLanes || batch.size() % gpus != 0) return false;
+  switch (gpus) {
+    case 8:
+      return ScanPollsOf<8>(batch, 8, scan);
+    default:
+      return ScanPollsOf<0>(batch, gpus, scan);
+  }
+}
+
+}  // namespace
+
 void Analyzer::OnBatch(const trace::SampleBatch& batch, const trace::TraceSchema& schema) {
   const size_t n = batch.size();
   if (n == 0) return;
+  AddTokens(batch, schema);
+  // While every batch is whole polls of the same GPUs, each GPU has had the same times, and the
+  // time arithmetic of every statistic is done once per poll for all of them.
+  if (lockstep_) {
+    const size_t gpus = schema.gpu_ids.size();
+    if (options_.scope == Scope::kGpu && (lockstep_gpus_ == 0 || lockstep_gpus_ == gpus) &&
+        ScanPolls(batch, gpus, *scan_)) {
+      OnPolls(batch, gpus);
+      return;
+    }
+    lockstep_ = false;
+  }
   // Gather each GPU's samples of the batch (a batch usually interleaves GPUs), then run every
   // statistic over each GPU's run at once. (A counting sort into one array measured slower.)
   // Every GPU of the batch is in the schema; each run buffer holds a whole batch, so the gather
@@ -164,12 +277,58 @@ void Analyzer::OnBatch(const trace::SampleBatch& batch, const trace::TraceSchema
     }
   }
   samples_ += n;
-  if (schema.Has(trace::Field::kTokens)) {
-    const auto& tokens = batch.fields[trace::FieldIndex(trace::Field::kTokens)];
-    for (size_t i = 0; i < n; ++i) {
-      if (!std::isnan(tokens[i])) tokens_ += tokens[i];
-    }
+}
+
+void Analyzer::AddTokens(const trace::SampleBatch& batch, const trace::TraceSchema& schema) {
+  if (!schema.Has(trace::Field::kTokens)) return;
+  const auto& tokens = batch.fields[trace::FieldIndex(trace::Field::kTokens)];
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (!std::isnan(tokens[i])) tokens_ += tokens[i];
   }
+}
+
+void Analyzer::OnPolls(const trace::SampleBatch& batch, size_t gpus) {
+  const size_t polls = batch.size() / gpus;
+  GpuAt(static_cast<uint32_t>(gpus - 1));
+  if (lockstep_gpus_ == 0) {
+    lockstep_gpus_ = gpus;
+    lanes_.clear();
+    for (size_t g = 0; g < gpus; ++g) lanes_.push_back(&*gpus_[g]->series);
+  }
+  const PollScan& scan = *scan_;
+  const double* t_s = scan.t_s.data();
+  const double* sum_w = scan.sum_w.data();
+  const double* power_w = batch.power_w.data();
+  // Steps: every GPU steps by the same time; the poll's trapezoids share it.
+  StepStats& steps = steps_->stats;
+  size_t first = 0;
+  double prev_t_s = 0.0, prev_sum_w = 0.0;
+  if (!gpus_[0]->started) {
+    for (size_t g = 0; g < gpus; ++g) {
+      gpus_[g]->started = true;
+      gpus_[g]->first_t_s = t_s[0];
+    }
+    prev_t_s = t_s[0];
+    prev_sum_w = sum_w[0];
+    first = 1;
+  } else {
+    prev_t_s = gpus_[0]->last_t_s;
+    prev_sum_w = lockstep_last_sum_w_;
+  }
+  for (size_t r = first; r < polls; ++r) {
+    const double step_s = t_s[r] - prev_t_s;
+    steps.Add(step_s, 0.5 * (sum_w[r] + prev_sum_w) * step_s, gpus);
+    prev_t_s = t_s[r];
+    prev_sum_w = sum_w[r];
+  }
+  lockstep_last_sum_w_ = prev_sum_w;
+  for (size_t g = 0; g < gpus; ++g) {
+    gpus_[g]->last_t_s = t_s[polls - 1];
+    gpus_[g]->last_power_w = power_w[(polls - 1) * gpus + g];
+  }
+  SeriesStats::AddPolls(lanes_.data(), gpus, t_s, power_w, polls, scan.lane_sum_w,
+                        scan.lane_peak_w);
+  samples_ += batch.size();
 }
 
 namespace {

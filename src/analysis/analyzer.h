@@ -90,6 +90,11 @@ class Analyzer final : public trace::SampleSink {
  private:
   struct Gpu;
   class SeriesStats;
+
+ public:
+  struct PollScan;  // a batch of whole polls, scanned (analyzer.cc)
+
+ private:
   Gpu& GpuAt(uint32_t index) {
     if (index < gpus_.size()) [[likely]] {
       return *gpus_[index];
@@ -97,6 +102,9 @@ class Analyzer final : public trace::SampleSink {
     return AddGpus(index);
   }
   Gpu& AddGpus(uint32_t index);
+  void AddTokens(const trace::SampleBatch& batch, const trace::TraceSchema& schema);
+  // A batch of whole polls while every GPU has had the same times (scope gpu).
+  void OnPolls(const trace::SampleBatch& batch, size_t gpus);
 
   AnalyzeOptions options_;
   std::vector<std::unique_ptr<Gpu>> gpus_;
@@ -110,6 +118,12 @@ class Analyzer final : public trace::SampleSink {
   std::vector<double*> run_t_s_;
   std::vector<double*> run_power_w_;
   std::vector<size_t> run_size_;
+  // Lockstep: every batch so far was whole polls of lockstep_gpus_ GPUs (0: none yet).
+  bool lockstep_ = true;
+  size_t lockstep_gpus_ = 0;
+  std::vector<SeriesStats*> lanes_;   // each GPU's series, in dense order
+  std::unique_ptr<PollScan> scan_;    // the current batch's polls
+  double lockstep_last_sum_w_ = 0.0;  // the last poll's power summed over GPUs
 };
 
 }  // namespace headroom::analysis

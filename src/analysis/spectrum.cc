@@ -3,6 +3,7 @@
 #include <fftw3.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <numbers>
 
@@ -197,14 +198,86 @@ void WelchAccumulator::Append(const double* power_w, size_t n) {
     filled_ += take;
     power_w += take;
     n -= take;
-    if (filled_ == kSegmentSamples) {
-      pool_->AddSegment(buffer_.data(), kSegmentSamples);
-      emitted_ = true;
-      // 50 % overlap: the second half starts the next segment.
-      std::copy(buffer_.begin() + kSegmentSamples / 2, buffer_.end(), buffer_.begin());
-      filled_ = kSegmentSamples / 2;
+    if (filled_ == kSegmentSamples) EmitSegment();
+  }
+}
+
+void WelchAccumulator::AppendStrided(const double* power_w, size_t stride, size_t n) {
+  while (n > 0) {
+    const size_t take = std::min(n, kSegmentSamples - filled_);
+    double* out = buffer_.data() + filled_;
+    for (size_t i = 0; i < take; ++i) out[i] = power_w[i * stride];
+    filled_ += take;
+    power_w += take * stride;
+    n -= take;
+    if (filled_ == kSegmentSamples) EmitSegment();
+  }
+}
+
+void WelchAccumulator::EmitSegment() {
+  pool_->AddSegment(buffer_.data(), kSegmentSamples);
+  emitted_ = true;
+  // 50 % overlap: the second half starts the next segment.
+  std::copy(buffer_.begin() + kSegmentSamples / 2, buffer_.end(), buffer_.begin());
+  filled_ = kSegmentSamples / 2;
+}
+
+void WelchAccumulator::AddPolls(WelchAccumulator* const* lanes, size_t lane_count,
+                                const double* t_s, const double* power_w, size_t polls) {
+  if (polls == 0 || lane_count == 0) return;
+  WelchAccumulator& lead = *lanes[0];
+  size_t i = 0;
+  while (i < polls && !lead.provisional_dt_s_) {
+    for (size_t g = 0; g < lane_count; ++g) {
+      lanes[g]->AddEarly(t_s[i], power_w[i * lane_count + g]);
+    }
+    ++i;
+  }
+  if (i == polls) return;
+  // Variance sums, one pair of accumulators per lane.
+  assert(lane_count <= kMaxLanes);
+  double shift[kMaxLanes], sum[kMaxLanes], sum_sq[kMaxLanes];
+  for (size_t g = 0; g < lane_count; ++g) {
+    shift[g] = lanes[g]->shift_w_;
+    sum[g] = 0.0;
+    sum_sq[g] = 0.0;
+  }
+  for (size_t r = i; r < polls; ++r) {
+    const double* row = power_w + r * lane_count;
+    for (size_t g = 0; g < lane_count; ++g) {
+      const double x = row[g] - shift[g];
+      sum[g] += x;
+      sum_sq[g] += x * x;
     }
   }
+  for (size_t g = 0; g < lane_count; ++g) {
+    lanes[g]->sum_ += sum[g];
+    lanes[g]->sum_sq_ += sum_sq[g];
+    lanes[g]->n_ += polls - i;
+  }
+  // Segments: a gap (the same for every lane) restarts the buffers.
+  const double gap_s = kGapSteps * *lead.provisional_dt_s_;
+  double max_step_s = t_s[i] - lead.last_t_s_;
+  for (size_t j = i + 1; j < polls; ++j) max_step_s = std::max(max_step_s, t_s[j] - t_s[j - 1]);
+  const auto append = [&](size_t begin, size_t end) {
+    for (size_t g = 0; g < lane_count; ++g) {
+      lanes[g]->AppendStrided(power_w + begin * lane_count + g, lane_count, end - begin);
+    }
+  };
+  size_t run_start = i;
+  if (max_step_s > gap_s) {
+    double prev_t_s = lead.last_t_s_;
+    for (size_t j = i; j < polls; ++j) {
+      if (t_s[j] - prev_t_s > gap_s) {
+        append(run_start, j);
+        for (size_t g = 0; g < lane_count; ++g) lanes[g]->filled_ = 0;
+        run_start = j;
+      }
+      prev_t_s = t_s[j];
+    }
+  }
+  append(run_start, polls);
+  for (size_t g = 0; g < lane_count; ++g) lanes[g]->last_t_s_ = t_s[polls - 1];
 }
 
 void WelchAccumulator::SetProvisionalStep() {

@@ -70,6 +70,12 @@ class WelchAccumulator {
   // Adds n time-ordered samples. REQUIRES: t_s not below the last time added.
   void AddBatch(const double* t_s, const double* power_w, size_t n);
 
+  // Adds `polls` samples to each of `lane_count` series that share their times: series g gets
+  // power_w[r * lane_count + g] at t_s[r]. The same as AddBatch on each series with its own
+  // column. REQUIRES: every lane has been given the same times so far; lane_count <= kMaxLanes.
+  static constexpr size_t kMaxLanes = 64;
+  static void AddPolls(WelchAccumulator* const* lanes, size_t lane_count, const double* t_s,
+                       const double* power_w, size_t polls);
   // REQUIRES: called once, after the last AddBatch.
   void Finish();
 
@@ -81,6 +87,10 @@ class WelchAccumulator {
   void SetProvisionalStep();
   // Appends samples to the segment buffer, emitting every full segment.
   void Append(const double* power_w, size_t n);
+  // The same for every stride-th value from power_w.
+  void AppendStrided(const double* power_w, size_t stride, size_t n);
+  // Emits the full segment and keeps its second half.
+  void EmitSegment();
 
   SpectrumPool* pool_;
   std::vector<double> buffer_;  // kSegmentSamples; [0, filled_) in use

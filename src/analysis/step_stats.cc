@@ -14,18 +14,18 @@ constexpr double kEmpty = -1.0;
 
 StepStats::StepStats() : slots_(kInitialSlots, Slot{kEmpty, 0, 0.0}) {}
 
-void StepStats::AddSlow(double step_s, double area_j) {
+void StepStats::AddSlow(double step_s, double area_j, uint64_t count) {
   const size_t mask = slots_.size() - 1;
   size_t i = Hash(step_s);
   while (true) {
     Slot& slot = slots_[i];
     if (slot.step_s == step_s) {
-      ++slot.count;
+      slot.count += count;
       slot.area_j += area_j;
       return;
     }
     if (slot.step_s == kEmpty) {
-      slot = Slot{step_s, 1, area_j};
+      slot = Slot{step_s, count, area_j};
       ++used_;
       if (2 * used_ > slots_.size()) Grow();
       return;

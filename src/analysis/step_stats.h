@@ -22,19 +22,19 @@ class StepStats {
  public:
   StepStats();
 
-  // One step of one GPU: its length and trapezoid area (mean of the two powers x step).
-  // REQUIRES: step_s >= 0.
-  void Add(double step_s, double area_j) {
+  // `count` steps of the same length (one per GPU), with their trapezoid areas (mean of the two
+  // powers x step) summed in area_j. REQUIRES: step_s >= 0.
+  void Add(double step_s, double area_j, uint64_t count = 1) {
     // Most steps hit their slot at the first probe: branch-light when steps alternate between a
     // few values (timestamps printed in decimal differ by an ulp from one step to the next).
     if (step_s == 0.0) step_s = 0.0;  // one key for +0 and -0
     Slot& slot = slots_[Hash(step_s)];
     if (slot.step_s == step_s) [[likely]] {
-      ++slot.count;
+      slot.count += count;
       slot.area_j += area_j;
       return;
     }
-    AddSlow(step_s, area_j);
+    AddSlow(step_s, area_j, count);
   }
 
   // The steps of one GPU's run of samples t_s[0..n) (powers power_w), the first one from the
@@ -71,7 +71,7 @@ class StepStats {
     return static_cast<size_t>((std::bit_cast<uint64_t>(step_s) * 0x9E3779B97F4A7C15ull) >> 32) &
            (slots_.size() - 1);
   }
-  void AddSlow(double step_s, double area_j);
+  void AddSlow(double step_s, double area_j, uint64_t count);
   void Grow();
 
   std::vector<Slot> slots_;  // open addressing; step_s < 0 marks an empty slot

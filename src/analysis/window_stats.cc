@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 
 #include "analysis/kernels.h"
 
@@ -33,7 +34,10 @@ void WindowStats::SetBoundary() {
 
 void WindowStats::MaybeAdvance(double t_s) {
   const int64_t k = WindowIndex(t_s, t0_s_, window_s_);
-  if (k == k_) return;
+  if (k != k_) Advance(k, t_s);
+}
+
+void WindowStats::Advance(int64_t k, double t_s) {
   const Closed closed{k_, sum_w_ / static_cast<double>(count_),
                       t0_s_ + static_cast<double>(k_ + 1) * window_s_};
   // Usually the closing sample is past the window's end, so it counts now; otherwise (a sample
@@ -72,6 +76,136 @@ void WindowStats::AddBatch(const double* t_s, const double* power_w, size_t n) {
   if (!pending_.empty()) ResolvePending(t_s[n - 1]);
   samples_ += n;
   last_t_s_ = t_s[n - 1];
+}
+
+void WindowStats::AddPolls(WindowStats* const* lanes, size_t lane_count, const double* t_s,
+                           const double* power_w, size_t polls) {
+  assert(lane_count <= kMaxLanes);
+  if (polls == 0 || lane_count == 0) return;
+  // The common node sizes get loops of a fixed length (unrolled and vectorised).
+  switch (lane_count) {
+    case 4:
+      return AddPollsOf<4>(lanes, 4, t_s, power_w, polls);
+    case 8:
+      return AddPollsOf<8>(lanes, 8, t_s, power_w, polls);
+    default:
+      return AddPollsOf<0>(lanes, lane_count, t_s, power_w, polls);
+  }
+}
+
+template <size_t kLanes>
+void WindowStats::AddPollsOf(WindowStats* const* lanes, size_t lane_count_at_run_time,
+                             const double* t_s, const double* power_w, size_t polls) {
+  const size_t lane_count = kLanes > 0 ? kLanes : lane_count_at_run_time;
+  WindowStats& lead = *lanes[0];
+  if (lead.samples_ == 0) {
+    for (size_t g = 0; g < lane_count; ++g) lanes[g]->Start(t_s[0]);
+  }
+  // Every lane has the same window arithmetic (t0, k, boundary, count, which windows counted);
+  // only sums and what follows from them differ. Both live in locals here and go back to the
+  // lanes at the end, or before a window that waits (a sample within rounding of the end).
+  const double t0_s = lead.t0_s_;
+  const double window_s = lead.window_s_;
+  const bool track_ramp = lead.track_ramp_;
+  const bool has_budget = lead.budget_w_.has_value();
+  const double budget_w = lead.budget_w_.value_or(0.0);
+  double sum_w[kMaxLanes], max_w[kMaxLanes], prev_w[kMaxLanes], ramp[kMaxLanes];
+  uint64_t over[kMaxLanes];
+  int64_t k = 0;
+  double boundary_s = 0.0;
+  uint64_t count = 0, counted = 0;
+  std::optional<int64_t> prev_k;
+  bool has_ramp = false;
+  const auto load = [&] {
+    for (size_t g = 0; g < lane_count; ++g) {
+      const WindowStats& w = *lanes[g];
+      sum_w[g] = w.sum_w_;
+      max_w[g] = w.max_power_w_;
+      prev_w[g] = w.prev_counted_w_;
+      ramp[g] = w.max_ramp_.value_or(0.0);
+      over[g] = w.over_budget_;
+    }
+    k = lead.k_;
+    boundary_s = lead.boundary_s_;
+    count = lead.count_;
+    counted = lead.counted_;
+    prev_k = lead.prev_counted_k_;
+    has_ramp = lead.max_ramp_.has_value();
+  };
+  const auto store = [&] {
+    for (size_t g = 0; g < lane_count; ++g) {
+      WindowStats& w = *lanes[g];
+      w.sum_w_ = sum_w[g];
+      w.max_power_w_ = max_w[g];
+      w.prev_counted_w_ = prev_w[g];
+      if (has_ramp) w.max_ramp_ = ramp[g];
+      w.over_budget_ = over[g];
+      w.k_ = k;
+      w.boundary_s_ = boundary_s;
+      w.count_ = count;
+      w.counted_ = counted;
+      w.prev_counted_k_ = prev_k;
+    }
+  };
+  load();
+  size_t i = 0;
+  while (true) {
+    size_t j = i;
+    while (j < polls && t_s[j] < boundary_s) ++j;
+    for (size_t r = i; r < j; ++r) {
+      const double* row = power_w + r * lane_count;
+      for (size_t g = 0; g < lane_count; ++g) sum_w[g] += row[g];
+    }
+    count += j - i;
+    if (j == polls) break;
+    // Near or past the boundary: the exact test, once for every lane.
+    const double t = t_s[j];
+    const int64_t next_k = WindowIndex(t, t0_s, window_s);
+    if (next_k != k) {
+      const double end_s = t0_s + static_cast<double>(k + 1) * window_s;
+      if (lead.pending_.empty() && end_s <= t) {
+        // The usual close: the window counts now (as Advance and Decide would decide it).
+        const double n = static_cast<double>(count);
+        const bool adjacent = track_ramp && prev_k && *prev_k + 1 == k;
+        for (size_t g = 0; g < lane_count; ++g) {
+          const double mean_w = sum_w[g] / n;
+          max_w[g] = counted == 0 ? mean_w : std::max(max_w[g], mean_w);
+          over[g] += has_budget && mean_w > budget_w;
+          if (adjacent) {
+            const double step = std::abs(mean_w - prev_w[g]) / window_s;
+            ramp[g] = has_ramp ? std::max(ramp[g], step) : step;
+          }
+          prev_w[g] = mean_w;
+          sum_w[g] = 0.0;
+        }
+        if (track_ramp) {
+          has_ramp = has_ramp || adjacent;
+          prev_k = k;
+        }
+        ++counted;
+        count = 0;
+        k = next_k;
+        const double next = static_cast<double>(k + 1);
+        boundary_s = next < kMaxFastWindows ? t0_s + (next - kBoundaryMargin) * window_s : t0_s;
+      } else {
+        store();
+        for (size_t g = 0; g < lane_count; ++g) lanes[g]->Advance(next_k, t);
+        load();
+      }
+    }
+    const double* row = power_w + j * lane_count;
+    for (size_t g = 0; g < lane_count; ++g) sum_w[g] += row[g];
+    ++count;
+    i = j + 1;
+    if (i == polls) break;
+  }
+  store();
+  for (size_t g = 0; g < lane_count; ++g) {
+    WindowStats& w = *lanes[g];
+    if (!w.pending_.empty()) w.ResolvePending(t_s[polls - 1]);
+    w.samples_ += polls;
+    w.last_t_s_ = t_s[polls - 1];
+  }
 }
 
 void WindowStats::ResolvePending(double t_s) {

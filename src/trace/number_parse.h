@@ -9,6 +9,7 @@
 
 #include <fast_float/fast_float.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace headroom::trace {
@@ -50,6 +51,24 @@ inline bool IsDigit(char c) { return static_cast<unsigned>(c - '0') < 10u; }
   if (fraction_digits > 0) value /= kExactPowersOfTen[fraction_digits];
   out = negative ? -value : value;
   return p;
+}
+
+// The value of a plain decimal from its digits: `mantissa` (all digits as one integer, < 10^15)
+// and the number of digits after the point -- the value ParsePlainDecimal gives for that text.
+// Power readings (at most two decimals, below 1310.72) are looked up in a table of k / 100,
+// built with the same correctly rounded division: m / 10 and m / 1 are (10 m) / 100 and
+// (100 m) / 100 as real numbers, so they round to the same double. Anything else divides.
+inline constexpr size_t kHundredthsTableSize = size_t{1} << 17;
+const double* HundredthsTable();
+
+[[gnu::always_inline]] inline double PlainDecimalValue(uint64_t mantissa, size_t fraction_digits,
+                                                       const double* hundredths) {
+  static constexpr uint64_t kToHundredths[3] = {100, 10, 1};
+  if (fraction_digits <= 2) {
+    const uint64_t k = mantissa * kToHundredths[fraction_digits];
+    if (k < kHundredthsTableSize) return hundredths[k];
+  }
+  return static_cast<double>(mantissa) / kExactPowersOfTen[fraction_digits];
 }
 
 // Parses any number std::strtod accepts in the C locale without leading blanks (also "inf",

@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,11 +14,21 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <unordered_map>
 
 #include "trace/number_parse.h"
 
 namespace headroom::trace {
+
+const double* HundredthsTable() {
+  static const std::vector<double> table = [] {
+    std::vector<double> values(kHundredthsTableSize);
+    for (size_t k = 0; k < values.size(); ++k) values[k] = static_cast<double>(k) / 100.0;
+    return values;
+  }();
+  return table.data();
+}
 
 // ---------------------------------------------------------------------------------------------
 // Byte sources
@@ -26,6 +38,103 @@ Result<size_t> MemorySource::Read(char* buffer, size_t capacity) {
   std::memcpy(buffer, data_.data() + offset_, n);
   offset_ += n;
   return n;
+}
+
+Result<std::optional<std::string_view>> MemorySource::View(uint64_t offset, size_t want) {
+  if (offset >= data_.size()) return std::optional<std::string_view>(std::string_view());
+  return std::optional<std::string_view>(data_.substr(offset, want));
+}
+
+namespace {
+
+// SIGBUS guard for mapped windows: a file that shrinks under its mapping makes reads of the
+// lost pages raise SIGBUS. The handler maps zeros over the faulting page of this thread's
+// window, so the parse ends normally, and records the fault; FileSource::View then reports the
+// file as changed. A fault anywhere else goes to the disposition from before.
+thread_local const char* g_window_begin = nullptr;
+thread_local const char* g_window_end = nullptr;
+thread_local volatile sig_atomic_t g_window_faulted = 0;
+struct sigaction g_previous_sigbus {};
+size_t g_page_bytes = 4096;
+
+void OnSigbus(int signal, siginfo_t* info, void* context) {
+  char* const address = static_cast<char*>(info->si_addr);
+  if (address >= g_window_begin && address < g_window_end) {
+    const auto page = reinterpret_cast<uintptr_t>(address) & ~(uintptr_t{g_page_bytes} - 1);
+    void* const zeros = ::mmap(reinterpret_cast<void*>(page), g_page_bytes, PROT_READ,
+                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    if (zeros != MAP_FAILED) {
+      g_window_faulted = 1;
+      return;
+    }
+  }
+  if (g_previous_sigbus.sa_flags & SA_SIGINFO) {
+    if (g_previous_sigbus.sa_sigaction != nullptr) {
+      g_previous_sigbus.sa_sigaction(signal, info, context);
+      return;
+    }
+  } else if (g_previous_sigbus.sa_handler != SIG_DFL && g_previous_sigbus.sa_handler != SIG_IGN) {
+    g_previous_sigbus.sa_handler(signal);
+    return;
+  }
+  // Default action: returning re-runs the faulting access, which now kills the process.
+  ::signal(SIGBUS, SIG_DFL);
+}
+
+void InstallSigbusGuard() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    g_page_bytes = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    struct sigaction action {};
+    action.sa_sigaction = OnSigbus;
+    action.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGBUS, &action, &g_previous_sigbus);
+  });
+}
+
+}  // namespace
+
+void FileSource::Unmap() {
+  if (map_ == nullptr) return;
+  g_window_begin = g_window_end = nullptr;
+  ::munmap(map_, map_bytes_);
+  map_ = nullptr;
+  map_bytes_ = 0;
+}
+
+Result<std::optional<std::string_view>> FileSource::View(uint64_t offset, size_t want) {
+  Unmap();
+  if (g_window_faulted) {
+    g_window_faulted = 0;
+    return Error::Io(fmt::format("{}: the file shrank while being read", path_));
+  }
+  if (!mappable_ || !size_bytes_ || *size_bytes_ == 0) return std::optional<std::string_view>();
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) {
+    return Error::Io(fmt::format("{}: cannot stat: {}", path_, std::strerror(errno)));
+  }
+  const auto size = static_cast<uint64_t>(st.st_size);
+  if (size < offset) return Error::Io(fmt::format("{}: the file shrank while being read", path_));
+  if (offset == size) return std::optional<std::string_view>(std::string_view());
+  InstallSigbusGuard();
+  const uint64_t map_offset = offset / g_page_bytes * g_page_bytes;
+  const size_t lead = static_cast<size_t>(offset - map_offset);
+  const size_t bytes = static_cast<size_t>(std::min<uint64_t>(size - map_offset, lead + want));
+  void* const map =
+      ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd_, static_cast<off_t>(map_offset));
+  if (map == MAP_FAILED) {
+    if (offset == 0) {  // a file system without mmap: read() instead
+      mappable_ = false;
+      return std::optional<std::string_view>();
+    }
+    return Error::Io(fmt::format("{}: cannot map: {}", path_, std::strerror(errno)));
+  }
+  map_ = map;
+  map_bytes_ = bytes;
+  g_window_begin = static_cast<const char*>(map);
+  g_window_end = g_window_begin + bytes;
+  return std::optional<std::string_view>(std::string_view(g_window_begin + lead, bytes - lead));
 }
 
 Result<std::unique_ptr<FileSource>> FileSource::Open(const std::string& path) {
@@ -38,7 +147,10 @@ Result<std::unique_ptr<FileSource>> FileSource::Open(const std::string& path) {
   return std::unique_ptr<FileSource>(new FileSource(path, fd, size));
 }
 
-FileSource::~FileSource() { ::close(fd_); }
+FileSource::~FileSource() {
+  Unmap();
+  ::close(fd_);
+}
 
 Result<size_t> FileSource::Read(char* buffer, size_t capacity) {
   while (true) {
@@ -253,15 +365,31 @@ class RowParser {
   void set_column_names(std::vector<std::string> names) { column_names_ = std::move(names); }
 
  protected:
+  // A line longer than the limit is reported as that, whatever else is wrong in it, so that the
+  // error does not depend on how much of the file was in memory when the line was seen.
   [[gnu::noinline, gnu::cold]] bool Fail(size_t column_index, std::string_view reason) {
+    if (LineTooLong()) return FailLine("");
     const std::string_view field =
         column_index < column_names_.size() ? std::string_view(column_names_[column_index]) : "";
     error_ = LocatedMessage(name_, line_no_, static_cast<int>(column_index + 1), field, reason);
     return false;
   }
   [[gnu::noinline, gnu::cold]] bool FailLine(std::string_view reason) {
+    if (LineTooLong()) {
+      error_ = LocatedMessage(name_, line_no_, 0, "",
+                              fmt::format("line longer than {} bytes", options_.max_line_bytes));
+      return false;
+    }
     error_ = LocatedMessage(name_, line_no_, 0, "", reason);
     return false;
+  }
+  // Whether the line being parsed, with its newline, is longer than max_line_bytes.
+  bool LineTooLong() const {
+    if (line_begin_ == nullptr || chunk_end_ == nullptr) return false;
+    const auto* nl = static_cast<const char*>(
+        std::memchr(line_begin_, '\n', static_cast<size_t>(chunk_end_ - line_begin_)));
+    const size_t bytes = static_cast<size_t>((nl != nullptr ? nl + 1 : chunk_end_) - line_begin_);
+    return bytes > options_.max_line_bytes;
   }
 
   // Parses a numeric field. Empty leaves `out` NaN; `required` makes it an error.
@@ -322,6 +450,7 @@ class RowParser {
     while (p < end) {
       ++line_no_;
       const char* const line_begin = p;
+      line_begin_ = line_begin;
       if (BlankLine(p)) continue;
       if (!parse_row(p, line_begin)) return false;
     }
@@ -448,15 +577,21 @@ class RowParser {
   SampleSink& sink_;
   ReadSummary& summary_;
   std::vector<std::string> column_names_;
-  const char* chunk_end_ = nullptr;  // end of the lines being parsed
-  int64_t line_no_ = 1;              // the header is line 1
+  // The fast path's powers before conversion: integer mantissa and fraction digits per sample.
+  std::vector<uint64_t> mantissa_;
+  std::vector<uint8_t> fraction_digits_;
+  const char* chunk_end_ = nullptr;   // end of the lines being parsed
+  const char* line_begin_ = nullptr;  // the line being parsed (for errors)
+  int64_t line_no_ = 1;               // the header is line 1
   std::string error_;
   SampleBatch batch_;
   bool any_field_ = false;
   std::vector<double> last_t_;  // per dense GPU index
 
+ protected:
+  std::vector<int64_t> direct_gpu_;  // GPU number -> dense index (-1: not seen)
+
  private:
-  std::vector<int64_t> direct_gpu_;
   std::unordered_map<std::string, uint32_t> named_gpu_;
 };
 
@@ -528,20 +663,23 @@ class LongParser final : public RowParser {
 
  private:
   // The layout with just the required columns, "t_s,gpu,power_w": the same checks as
-  // ParseAnyLines, unrolled (measured 13 % faster than the column loop on long traces).
-  bool ParseMinimalLines(const char* begin, const char* end) {
+  // ParseAnyLines, unrolled (measured 13 % faster than the column loop on long traces). A line
+  // of plain decimals and a known GPU takes a fast path that keeps the parser's state in locals;
+  // anything else (blank lines, quotes, units, new GPUs, errors) takes the checked path.
+  bool ParseMinimalLines(const char* p, const char* end) {
+    chunk_end_ = end;
     const double no_fields[kFieldCount] = {kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN};
     GpuToken gpu;
     RepeatedField time;
-    return ForEachLine(begin, end, [&](const char*& p, const char* line_begin) {
+    const auto checked_line = [&](const char*& q, const char* line_begin) {
       double t_s, power_w;
-      if (!time.Match(p, end, t_s)) {
-        const char* field = p;
-        if (!Number(p, 0, t_s, /*required=*/true)) return false;
-        time.Remember(field, p, t_s);
+      if (!time.Match(q, end, t_s)) {
+        const char* field = q;
+        if (!Number(q, 0, t_s, /*required=*/true)) return false;
+        time.Remember(field, q, t_s);
       }
-      if (!Separator(p, 1) || !GpuField(p, 1, gpu) || !Separator(p, 2) ||
-          !Number(p, 2, power_w, /*required=*/true) || !EndOfLine(p, line_begin)) {
+      if (!Separator(q, 1) || !GpuField(q, 1, gpu) || !Separator(q, 2) ||
+          !Number(q, 2, power_w, /*required=*/true) || !EndOfLine(q, line_begin)) {
         return false;
       }
       if (power_w < 0.0) [[unlikely]] {
@@ -552,7 +690,94 @@ class LongParser final : public RowParser {
       Emit(InternGpu(gpu, known), t_s, power_w, no_fields, SampleBatch::kNoPhase);
       ++summary_.rows;
       return true;
-    });
+    };
+    const size_t max_line_bytes = options_.max_line_bytes;
+    const double* const hundredths = HundredthsTable();
+    mantissa_.resize(batch_.capacity());
+    fraction_digits_.resize(batch_.capacity());
+    while (p < end) {
+      // The fast path's state, reloaded after every checked line (which may add a GPU or
+      // flush the batch).
+      const int64_t* const direct = direct_gpu_.data();
+      const size_t direct_size = direct_gpu_.size();
+      double* const last_t = last_t_.data();
+      uint32_t* const batch_gpu = batch_.gpu.data();
+      double* const batch_t = batch_.t_s.data();
+      double* const batch_power = batch_.power_w.data();
+      const size_t capacity = batch_.capacity();
+      size_t count = batch_.count;
+      int64_t line_no = line_no_;
+      uint64_t rows = 0;
+      while (p < end) {
+        const char* q = p;
+        double t_s;
+        if (!time.Match(q, end, t_s)) {
+          const char* after = ParsePlainDecimal(q, t_s);
+          if (after == nullptr || *after != ',') break;
+          time.Remember(q, after, t_s);
+          q = after;
+        }
+        ++q;  // ','
+        uint32_t number = static_cast<uint32_t>(*q - '0');
+        if (number > 9) break;
+        ++q;
+        while (IsDigit(*q) && number < kMaxDirectGpuNumber) {
+          number = number * 10 + static_cast<uint32_t>(*q - '0');
+          ++q;
+        }
+        if (*q != ',' || number >= direct_size) break;
+        const int64_t dense = direct[number];
+        // The power as digits[.digits]: only its integer mantissa and the number of fraction
+        // digits here; the division to a double is done for the whole run below, off the
+        // line-to-line path (the same value as ParsePlainDecimal gives).
+        ++q;
+        uint64_t mantissa = 0;
+        const char* const integer = q;
+        while (IsDigit(*q)) mantissa = mantissa * 10 + static_cast<unsigned>(*q++ - '0');
+        size_t total_digits = static_cast<size_t>(q - integer);
+        size_t fraction_digits = 0;
+        if (*q == '.') {
+          const char* const fraction = ++q;
+          while (IsDigit(*q)) mantissa = mantissa * 10 + static_cast<unsigned>(*q++ - '0');
+          fraction_digits = static_cast<size_t>(q - fraction);
+          total_digits += fraction_digits;
+        }
+        q += *q == '\r';
+        if (*q != '\n' || total_digits == 0 || total_digits > kMaxPlainDigits || dense < 0 ||
+            t_s < last_t[dense]) {
+          break;
+        }
+        ++q;
+        if (static_cast<size_t>(q - p) > max_line_bytes) break;
+        last_t[dense] = t_s;
+        batch_gpu[count] = static_cast<uint32_t>(dense);
+        batch_t[count] = t_s;
+        mantissa_[count] = mantissa;
+        fraction_digits_[count] = static_cast<uint8_t>(fraction_digits);
+        ++line_no;
+        ++rows;
+        p = q;
+        if (++count == capacity) break;
+      }
+      for (size_t i = count - rows; i < count; ++i) {
+        batch_power[i] = PlainDecimalValue(mantissa_[i], fraction_digits_[i], hundredths);
+      }
+      batch_.count = count;
+      line_no_ = line_no;
+      summary_.rows += rows;
+      if (count == capacity) {
+        Flush();
+        continue;
+      }
+      if (p == end) break;
+      // The line at p did not take the fast path: the checked path parses it (or says why not).
+      ++line_no_;
+      const char* const line_begin = p;
+      line_begin_ = line_begin;
+      if (BlankLine(p)) continue;
+      if (!checked_line(p, line_begin)) return false;
+    }
+    return true;
   }
 
   bool ParseAnyLines(const char* begin, const char* end) {
@@ -1009,8 +1234,104 @@ Result<std::unique_ptr<RowParser>> MakeParser(std::string_view name, std::string
 // ---------------------------------------------------------------------------------------------
 // The driver: chunked reading, whole lines to the parser, the header, the last line.
 
+namespace {
+
+// The end of a read: `rest` holds what followed the last newline (the header of a header-only
+// file, or an unterminated last line).
+Result<ReadSummary> FinishRead(std::unique_ptr<RowParser> parser, std::string rest,
+                               uint64_t consumed, std::string_view name, const ReadOptions& options,
+                               SampleSink& sink, ReadSummary& summary) {
+  if (!parser) {
+    if (rest.empty()) return Error::Input(fmt::format("{}: empty file (no header)", name));
+    if (!rest.empty() && rest.back() == '\r') rest.pop_back();
+    auto made = MakeParser(name, rest, options, sink, summary);
+    if (!made) return std::move(made).error();
+    return std::move(summary);
+  }
+  const size_t rest_bytes = rest.size();
+  if (!rest.empty()) {
+    rest += '\n';
+    if (!parser->ParseLines(rest.data(), rest.data() + rest.size())) {
+      summary.warnings.push_back(fmt::format(
+          "{} (last line, no newline at the end: skipped as a trace still being written)",
+          parser->error()));
+    }
+  }
+  parser->Flush();
+  if (options.on_progress) options.on_progress(consumed + rest_bytes);
+  return std::move(summary);
+}
+
+Error TooLong(std::string_view name, int64_t line_no, const ReadOptions& options) {
+  return Error::Input(LocatedMessage(
+      name, line_no, 0, "", fmt::format("line longer than {} bytes", options.max_line_bytes)));
+}
+
+// Reading through views: the source's bytes are parsed where they lie.
+Result<ReadSummary> ReadViews(ByteSource& source, std::string_view name, const ReadOptions& options,
+                              SampleSink& sink, size_t window_bytes) {
+  ReadSummary summary;
+  std::unique_ptr<RowParser> parser;
+  uint64_t offset = 0;
+  std::string rest;
+  while (true) {
+    auto viewed = source.View(offset, window_bytes);
+    if (!viewed) return std::move(viewed).error();
+    const std::string_view view = viewed->value_or(std::string_view());
+    if (offset == 0 && view.starts_with("\xEF\xBB\xBF")) {
+      offset = 3;  // the BOM is not data
+      continue;
+    }
+    if (view.empty()) break;
+    const char* const base = view.data();
+    const void* const last_nl = memrchr(base, '\n', view.size());
+    if (last_nl == nullptr) {
+      // A view shorter than asked for ends the source; window_bytes > max_line_bytes + 1.
+      if (view.size() > options.max_line_bytes) {
+        return TooLong(name, parser ? parser->line_no() + 1 : 1, options);
+      }
+      rest.assign(view);
+      offset += view.size();
+      // Once more: the source reports a file that changed under the copy.
+      auto end = source.View(offset, 1);
+      if (!end) return std::move(end).error();
+      break;
+    }
+    const size_t stop = static_cast<size_t>(static_cast<const char*>(last_nl) - base) + 1;
+    if (!parser) {
+      const char* nl = static_cast<const char*>(std::memchr(base, '\n', stop));
+      std::string_view header(base, static_cast<size_t>(nl - base));
+      if (header.size() > options.max_line_bytes) return TooLong(name, 1, options);
+      if (!header.empty() && header.back() == '\r') header.remove_suffix(1);
+      auto made = MakeParser(name, header, options, sink, summary);
+      if (!made) return std::move(made).error();
+      parser = std::move(made).value();
+      offset += static_cast<uint64_t>(nl - base) + 1;
+      continue;
+    }
+    if (!parser->ParseLines(base, base + stop)) return Error::Input(parser->error());
+    offset += stop;
+    if (options.on_progress) options.on_progress(offset);
+  }
+  const uint64_t consumed = offset - rest.size();
+  return FinishRead(std::move(parser), std::move(rest), consumed, name, options, sink, summary);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// The driver: whole lines to the parser, the header, the last line. Sources that can are read
+// through views (no copy); others in chunks through a buffer.
+
 Result<ReadSummary> ReadTrace(ByteSource& source, std::string_view name, const ReadOptions& options,
                               SampleSink& sink) {
+  // A view holds at least one whole line of the longest allowed, or shows that it is too long.
+  const size_t window_bytes = std::max(options.view_bytes, options.max_line_bytes + 2);
+  {
+    auto viewed = source.View(0, window_bytes);
+    if (!viewed) return std::move(viewed).error();
+    if (viewed->has_value()) return ReadViews(source, name, options, sink, window_bytes);
+  }
   ReadSummary summary;
   const size_t capacity = options.max_line_bytes + kReadChunkBytes;
   // Uninitialised on purpose: only what is read gets touched (small inputs stay cheap).
@@ -1023,36 +1344,33 @@ Result<ReadSummary> ReadTrace(ByteSource& source, std::string_view name, const R
   bool eof = false;
   std::unique_ptr<RowParser> parser;
 
-  const auto too_long = [&](int64_t line_no) {
-    return Error::Input(LocatedMessage(
-        name, line_no, 0, "", fmt::format("line longer than {} bytes", options.max_line_bytes)));
-  };
-
   while (true) {
-    // Whole lines available?
-    const char* base = buffer_data;
-    const void* last_nl = filled > begin ? memrchr(base + begin, '\n', filled - begin) : nullptr;
-    if (last_nl != nullptr) {
-      const size_t stop = static_cast<size_t>(static_cast<const char*>(last_nl) - base) + 1;
-      if (!parser) {
-        const char* nl = static_cast<const char*>(std::memchr(base + begin, '\n', stop - begin));
-        std::string_view header(base + begin, static_cast<size_t>(nl - (base + begin)));
-        if (header.size() > options.max_line_bytes) return too_long(1);
-        if (!header.empty() && header.back() == '\r') header.remove_suffix(1);
-        auto made = MakeParser(name, header, options, sink, summary);
-        if (!made) return std::move(made).error();
-        parser = std::move(made).value();
-        begin = static_cast<size_t>(nl - base) + 1;
-        continue;
+    // Whole lines available? (Once the start is known not to be a BOM.)
+    if (!at_start) {
+      const char* base = buffer_data;
+      const void* last_nl = filled > begin ? memrchr(base + begin, '\n', filled - begin) : nullptr;
+      if (last_nl != nullptr) {
+        const size_t stop = static_cast<size_t>(static_cast<const char*>(last_nl) - base) + 1;
+        if (!parser) {
+          const char* nl = static_cast<const char*>(std::memchr(base + begin, '\n', stop - begin));
+          std::string_view header(base + begin, static_cast<size_t>(nl - (base + begin)));
+          if (header.size() > options.max_line_bytes) return TooLong(name, 1, options);
+          if (!header.empty() && header.back() == '\r') header.remove_suffix(1);
+          auto made = MakeParser(name, header, options, sink, summary);
+          if (!made) return std::move(made).error();
+          parser = std::move(made).value();
+          begin = static_cast<size_t>(nl - base) + 1;
+          continue;
+        }
+        if (!parser->ParseLines(base + begin, base + stop)) return Error::Input(parser->error());
+        consumed += stop - begin;
+        begin = stop;
+        if (options.on_progress) options.on_progress(consumed);
+      } else if (filled - begin > options.max_line_bytes) {
+        return TooLong(name, parser ? parser->line_no() + 1 : 1, options);
       }
-      if (!parser->ParseLines(base + begin, base + stop)) return Error::Input(parser->error());
-      consumed += stop - begin;
-      begin = stop;
-      if (options.on_progress) options.on_progress(consumed);
-    } else if (filled - begin > options.max_line_bytes) {
-      return too_long(parser ? parser->line_no() + 1 : 1);
+      if (eof) break;
     }
-    if (eof) break;
     // Compact and read more.
     if (begin > 0) {
       std::memmove(buffer_data, buffer_data + begin, filled - begin);
@@ -1063,34 +1381,18 @@ Result<ReadSummary> ReadTrace(ByteSource& source, std::string_view name, const R
     auto n = source.Read(buffer_data + filled, std::min(capacity - filled, kReadChunkBytes));
     if (!n) return std::move(n).error();
     if (*n == 0) eof = true;
-    if (at_start && filled + *n >= 3 && std::memcmp(buffer_data, "\xEF\xBB\xBF", 3) == 0) {
-      std::memmove(buffer_data, buffer_data + 3, filled + *n - 3);
-      filled -= 3;  // the BOM is not data
-    }
-    if (filled + *n > 0) at_start = false;
     filled += *n;
-  }
-
-  // What is left has no newline: the header of a header-only file, or an unterminated last line.
-  std::string rest(buffer_data + begin, filled - begin);
-  if (!parser) {
-    if (rest.empty()) return Error::Input(fmt::format("{}: empty file (no header)", name));
-    if (!rest.empty() && rest.back() == '\r') rest.pop_back();
-    auto made = MakeParser(name, rest, options, sink, summary);
-    if (!made) return std::move(made).error();
-    return summary;
-  }
-  if (!rest.empty()) {
-    rest += '\n';
-    if (!parser->ParseLines(rest.data(), rest.data() + rest.size())) {
-      summary.warnings.push_back(fmt::format(
-          "{} (last line, no newline at the end: skipped as a trace still being written)",
-          parser->error()));
+    // A BOM is not data; it is known once three bytes (or the end) are in.
+    if (at_start && (filled >= 3 || eof)) {
+      at_start = false;
+      if (filled >= 3 && std::memcmp(buffer_data, "\xEF\xBB\xBF", 3) == 0) {
+        std::memmove(buffer_data, buffer_data + 3, filled - 3);
+        filled -= 3;
+      }
     }
   }
-  parser->Flush();
-  if (options.on_progress) options.on_progress(consumed + (filled - begin));
-  return summary;
+  return FinishRead(std::move(parser), std::string(buffer_data + begin, filled - begin), consumed,
+                    name, options, sink, summary);
 }
 
 Result<ReadSummary> ReadTraceFile(const std::string& path, const ReadOptions& options,

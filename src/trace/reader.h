@@ -30,6 +30,14 @@ class ByteSource {
   virtual Result<size_t> Read(char* buffer, size_t capacity) = 0;
   // The total size, when known (for progress display).
   virtual std::optional<uint64_t> SizeBytes() const { return std::nullopt; }
+  // Zero-copy reading: up to `want` bytes from `offset` on (fewer only at the end; empty at the
+  // end), valid until the next call. nullopt: this source cannot, use Read. A source that
+  // views does so from offset 0 on, in increasing offsets.
+  virtual Result<std::optional<std::string_view>> View(uint64_t offset, size_t want) {
+    (void)offset;
+    (void)want;
+    return std::optional<std::string_view>();
+  }
 };
 
 class MemorySource final : public ByteSource {
@@ -37,6 +45,7 @@ class MemorySource final : public ByteSource {
   explicit MemorySource(std::string_view data) : data_(data) {}
   Result<size_t> Read(char* buffer, size_t capacity) override;
   std::optional<uint64_t> SizeBytes() const override { return data_.size(); }
+  Result<std::optional<std::string_view>> View(uint64_t offset, size_t want) override;
 
  private:
   std::string_view data_;
@@ -52,13 +61,21 @@ class FileSource final : public ByteSource {
 
   Result<size_t> Read(char* buffer, size_t capacity) override;
   std::optional<uint64_t> SizeBytes() const override { return size_bytes_; }
+  // A regular file is mapped a window at a time (no copy; the pages of one window at most are
+  // mapped). If the file shrinks under the mapping, the next View says so instead of the
+  // process dying of SIGBUS.
+  Result<std::optional<std::string_view>> View(uint64_t offset, size_t want) override;
 
  private:
   FileSource(std::string path, int fd, std::optional<uint64_t> size_bytes)
       : path_(std::move(path)), fd_(fd), size_bytes_(size_bytes) {}
+  void Unmap();
   std::string path_;
   int fd_;
   std::optional<uint64_t> size_bytes_;
+  bool mappable_ = true;
+  void* map_ = nullptr;
+  size_t map_bytes_ = 0;
 };
 
 // Receives samples in batches, in file order.
@@ -77,6 +94,9 @@ struct ReadOptions {
   int gpus_per_poll = 0;
   // A line longer than this is an error.
   size_t max_line_bytes = kDefaultMaxLineBytes;
+  // Bytes per view for sources read in place (files are mapped this much at a time); at least
+  // max_line_bytes + 2 is used.
+  size_t view_bytes = size_t{4} << 20;
   // Samples per SampleSink::OnBatch call.
   size_t batch_rows = 4096;
   // Called after every chunk with the bytes consumed so far.

@@ -2,18 +2,23 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <cmath>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "trace/reader.h"
 
 namespace headroom::analysis {
 namespace {
 
-Result<AnalyzeResult> Analyze(const std::string& csv, AnalyzeOptions options) {
+Result<AnalyzeResult> Analyze(const std::string& csv, AnalyzeOptions options,
+                              trace::ReadOptions read = {}) {
   trace::MemorySource source(csv);
   Analyzer analyzer(options);
-  auto summary = trace::ReadTrace(source, "t.csv", {}, analyzer);
+  auto summary = trace::ReadTrace(source, "t.csv", read, analyzer);
   if (!summary) return std::move(summary).error();
   return analyzer.Finish(summary->schema);
 }
@@ -53,6 +58,104 @@ TEST(Analyzer, ScopeGpuByHand) {
   EXPECT_DOUBLE_EQ(*r->tokens_per_mwh, 45.0 / (600.0 / 3.6e9));
   EXPECT_DOUBLE_EQ(*r->nameplate_w, 400.0);
   EXPECT_DOUBLE_EQ(*r->peak_fraction_of_nameplate, 0.5);
+}
+
+TEST(Analyzer, ScopeGpuByHandInAnyBatching) {
+  // kTwoGpus is whole polls: batches of whole polls (2, 4 rows) keep the GPUs in lockstep;
+  // batches of 3 rows split polls. Every batching gives the values by hand above.
+  for (size_t batch_rows : {2u, 3u, 4u}) {
+    AnalyzeOptions o;
+    o.windows_s = {2.0};
+    o.budget_w = 100.0;
+    trace::ReadOptions read;
+    read.batch_rows = batch_rows;
+    auto r = Analyze(kTwoGpus, o, read);
+    ASSERT_TRUE(r.ok()) << r.error().message();
+    EXPECT_EQ(r->samples, 8u) << batch_rows;
+    EXPECT_DOUBLE_EQ(*r->dt_s, 1.0) << batch_rows;
+    EXPECT_DOUBLE_EQ(r->energy_j, 600.0) << batch_rows;
+    EXPECT_DOUBLE_EQ(r->mean_power_w, 100.0) << batch_rows;
+    EXPECT_DOUBLE_EQ(r->peak_power_w, 200.0) << batch_rows;
+    EXPECT_EQ(r->windows[0].windows_counted, 4u) << batch_rows;
+    EXPECT_DOUBLE_EQ(*r->windows[0].violation_fraction, 0.5) << batch_rows;
+    EXPECT_DOUBLE_EQ(*r->windows[0].max_window_power_w, 150.0) << batch_rows;
+    EXPECT_DOUBLE_EQ(*r->max_ramp_w_per_s, 100.0) << batch_rows;
+    EXPECT_DOUBLE_EQ(*r->tokens, 45.0) << batch_rows;
+  }
+}
+
+TEST(Analyzer, AGpuJoiningLaterByHand) {
+  // GPUs 0 and 1 poll together at t = 0..5 s (0: 100/200 W alternating, 1: 50 W); GPU 2 joins
+  // at t = 4 (300 W). Batches of 2 rows: the first five are whole polls of GPUs 0 and 1, then
+  // the polls hold three GPUs.
+  const std::string csv =
+      "t_s,gpu,power_w\n"
+      "0,0,100\n0,1,50\n1,0,200\n1,1,50\n2,0,100\n2,1,50\n3,0,200\n3,1,50\n"
+      "4,0,100\n4,1,50\n4,2,300\n5,0,200\n5,1,50\n5,2,300\n";
+  AnalyzeOptions o;
+  o.windows_s = {2.0};
+  o.budget_w = 100.0;
+  trace::ReadOptions read;
+  read.batch_rows = 2;
+  auto r = Analyze(csv, o, read);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->gpus, 3u);
+  EXPECT_EQ(r->samples, 14u);
+  EXPECT_DOUBLE_EQ(*r->dt_s, 1.0);
+  // Trapezoids: GPU 0 5 x 150, GPU 1 5 x 50, GPU 2 1 x 300.
+  EXPECT_DOUBLE_EQ(r->energy_j, 1300.0);
+  EXPECT_DOUBLE_EQ(r->mean_power_w, 1800.0 / 14);
+  EXPECT_DOUBLE_EQ(r->peak_power_w, 300.0);
+  // 2 s windows: GPU 0 {150, 150, 150}, GPU 1 {50, 50, 50}, GPU 2 (from its own t0 = 4) {300};
+  // every last window ends at 6 <= 5 + 1. Over 100 W: 3 + 0 + 1 of 7.
+  EXPECT_EQ(r->windows[0].windows_counted, 7u);
+  EXPECT_DOUBLE_EQ(*r->windows[0].violation_fraction, 4.0 / 7);
+  EXPECT_DOUBLE_EQ(*r->windows[0].max_window_power_w, 300.0);
+  EXPECT_DOUBLE_EQ(*r->max_ramp_w_per_s, 100.0);
+}
+
+TEST(Analyzer, GpusInLockstepGiveWhatEachGpuAloneGives) {
+  // Eight GPUs polled together at 10 Hz with a gap (whole polls: every statistic runs once per
+  // poll for all GPUs), against the same samples with every poll after the first listed in
+  // reverse GPU order (each GPU's samples taken alone). Same samples, same numbers.
+  std::mt19937_64 rng(17);
+  std::uniform_int_distribution<int> centiwatts(5000, 45000);
+  std::string in_order = "t_s,gpu,power_w\n", reversed = in_order;
+  for (int poll = 0; poll < 20000; ++poll) {
+    const double t = (poll < 12000 ? 0 : 300.0) + poll * 0.1;
+    std::vector<std::string> rows;
+    for (int g = 0; g < 8; ++g) {
+      rows.push_back(fmt::format("{},{},{}\n", t, g, centiwatts(rng) / 100.0));
+      in_order += rows.back();
+    }
+    if (poll == 0) {
+      for (const auto& row : rows) reversed += row;
+    } else {
+      for (auto it = rows.rbegin(); it != rows.rend(); ++it) reversed += *it;
+    }
+  }
+  AnalyzeOptions o;
+  o.windows_s = {0.5, 30.0, 300.0};
+  o.budget_w = 250.0;
+  auto a = Analyze(in_order, o);
+  auto b = Analyze(reversed, o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->samples, 160000u);
+  EXPECT_EQ(a->gaps, b->gaps);
+  EXPECT_EQ(a->gaps, 8u);
+  EXPECT_DOUBLE_EQ(*a->dt_s, *b->dt_s);
+  EXPECT_NEAR(a->energy_j, b->energy_j, 1e-9 * b->energy_j);
+  EXPECT_NEAR(a->mean_power_w, b->mean_power_w, 1e-9 * b->mean_power_w);
+  EXPECT_DOUBLE_EQ(a->peak_power_w, b->peak_power_w);
+  EXPECT_DOUBLE_EQ(a->duration_s, b->duration_s);
+  for (size_t w = 0; w < 3; ++w) {
+    EXPECT_EQ(a->windows[w].windows_counted, b->windows[w].windows_counted) << w;
+    EXPECT_EQ(a->windows[w].windows_over_budget, b->windows[w].windows_over_budget) << w;
+    EXPECT_NEAR(*a->windows[w].max_window_power_w, *b->windows[w].max_window_power_w, 1e-9) << w;
+  }
+  EXPECT_NEAR(*a->max_ramp_w_per_s, *b->max_ramp_w_per_s, 1e-9);
+  EXPECT_NEAR(*a->spectrum.band_fraction, *b->spectrum.band_fraction, 1e-12);
+  EXPECT_DOUBLE_EQ(*a->spectrum.dominant_hz, *b->spectrum.dominant_hz);
 }
 
 TEST(Analyzer, ScopeSumOfUnalignedGpusByHand) {

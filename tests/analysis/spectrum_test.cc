@@ -90,5 +90,68 @@ TEST(Spectrum, GapsDropTheSegmentsHoldingThem) {
   EXPECT_NEAR(*r.dominant_hz, 1.0, 0.01);
 }
 
+// Feeds series that share their times through AddPolls, `chunk` polls per call.
+void FeedPolls(SpectrumPool& pool, const std::vector<double>& t_s,
+               const std::vector<std::vector<double>>& lanes, size_t chunk) {
+  const size_t lane_count = lanes.size();
+  std::vector<WelchAccumulator> welch(lane_count, WelchAccumulator(&pool));
+  std::vector<WelchAccumulator*> pointers;
+  for (auto& w : welch) pointers.push_back(&w);
+  std::vector<double> rows;
+  for (size_t r = 0; r < t_s.size(); ++r) {
+    for (size_t g = 0; g < lane_count; ++g) rows.push_back(lanes[g][r]);
+  }
+  for (size_t r = 0; r < t_s.size(); r += chunk) {
+    const size_t n = std::min(chunk, t_s.size() - r);
+    WelchAccumulator::AddPolls(pointers.data(), lane_count, &t_s[r], &rows[r * lane_count], n);
+  }
+  for (auto& w : welch) w.Finish();
+}
+
+TEST(Spectrum, PollsOfTwoSeriesSplitTheVarianceByHand) {
+  // Lane 0: 1 Hz sine (in the band), lane 1: 0.02 Hz sine (below it), both amplitude 10
+  // (variance 50 each): the band holds 50 / 100 of the pooled variance. 10 Hz for 4000 s.
+  std::vector<double> t(40000);
+  std::vector<std::vector<double>> lanes(2, std::vector<double>(t.size()));
+  for (size_t i = 0; i < t.size(); ++i) {
+    t[i] = static_cast<double>(i) * 0.1;
+    lanes[0][i] = 300.0 + 10.0 * std::sin(2 * kPi * 1.0 * t[i]);
+    lanes[1][i] = 200.0 + 10.0 * std::sin(2 * kPi * 0.02 * t[i]);
+  }
+  SpectrumPool pool;
+  FeedPolls(pool, t, lanes, 1000);
+  const auto r = pool.Result(0.1, 0.1, 20.0);
+  EXPECT_NEAR(*r.band_fraction, 0.5, 0.01);
+  // Per lane, a segment every 2048 samples after the first 4096: 2 x (40000 / 2048 - 1).
+  EXPECT_EQ(pool.segments(), 2u * (40000 / 2048 - 1));
+}
+
+TEST(Spectrum, PollsGiveWhatEachSeriesAloneGives) {
+  // Eight noisy lanes with a gap, fed in odd chunks (the first ones inside the provisional
+  // step's 63 steps), against each lane fed alone into its own pool.
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> noise(0.0, 20.0);
+  std::vector<double> t;
+  for (int i = 0; i < 30000; ++i) t.push_back(i < 17000 ? i * 0.1 : 500.0 + i * 0.1);
+  std::vector<std::vector<double>> lanes(8, std::vector<double>(t.size()));
+  for (size_t g = 0; g < lanes.size(); ++g) {
+    for (size_t i = 0; i < t.size(); ++i) {
+      lanes[g][i] = 250.0 + 30.0 * std::sin(0.3 * t[i] + g) + noise(rng);
+    }
+  }
+  SpectrumPool polled;
+  FeedPolls(polled, t, lanes, 37);
+  SpectrumPool alone;
+  for (const auto& lane : lanes) {
+    WelchAccumulator welch(&alone);
+    welch.AddBatch(t.data(), lane.data(), t.size());
+    welch.Finish();
+  }
+  EXPECT_EQ(polled.segments(), alone.segments());
+  const auto a = polled.Result(0.1, 0.1, 20.0), b = alone.Result(0.1, 0.1, 20.0);
+  EXPECT_NEAR(*a.band_fraction, *b.band_fraction, 1e-12);
+  EXPECT_DOUBLE_EQ(*a.dominant_hz, *b.dominant_hz);
+}
+
 }  // namespace
 }  // namespace headroom::analysis

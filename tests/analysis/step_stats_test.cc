@@ -50,5 +50,18 @@ TEST(StepStats, ManyDistinctStepsGrowTheTable) {
   EXPECT_EQ(r.steps, 3001u);
 }
 
+TEST(StepStats, ACountAddsThatManyStepsAtOnce) {
+  // 8 GPUs stepping 1 s together three times (areas summed over the GPUs), one 2 s step:
+  // 25 steps, median 1 s, energy 3 x 800 + 20 J.
+  StepStats s;
+  for (int i = 0; i < 3; ++i) s.Add(1.0, 800.0, 8);
+  s.Add(2.0, 20.0);
+  const auto r = s.Finish();
+  EXPECT_EQ(r.steps, 25u);
+  EXPECT_DOUBLE_EQ(*r.dt_s, 1.0);
+  EXPECT_DOUBLE_EQ(r.energy_j, 2420.0);
+  EXPECT_EQ(r.gaps, 0u);
+}
+
 }  // namespace
 }  // namespace headroom::analysis

@@ -126,5 +126,74 @@ TEST(WindowStats, AddBatchDecidesLikeAdd) {
   }
 }
 
+// Feeds series that share their times through AddPolls, `chunk` polls per call.
+std::vector<WindowStats> RunPolls(const std::vector<double>& t_s,
+                                  const std::vector<std::vector<double>>& lanes, double window_s,
+                                  std::optional<double> budget_w, double dt_s, size_t chunk) {
+  const size_t lane_count = lanes.size();
+  std::vector<WindowStats> out;
+  for (size_t g = 0; g < lane_count; ++g) out.emplace_back(window_s, budget_w, true);
+  std::vector<WindowStats*> pointers;
+  for (auto& w : out) pointers.push_back(&w);
+  std::vector<double> rows;  // poll-major
+  for (size_t r = 0; r < t_s.size(); ++r) {
+    for (size_t g = 0; g < lane_count; ++g) rows.push_back(lanes[g][r]);
+  }
+  for (size_t r = 0; r < t_s.size(); r += chunk) {
+    const size_t n = std::min(chunk, t_s.size() - r);
+    WindowStats::AddPolls(pointers.data(), lane_count, &t_s[r], &rows[r * lane_count], n);
+  }
+  for (auto& w : out) w.Finish(dt_s);
+  return out;
+}
+
+TEST(WindowStats, PollsOfTwoSeriesByHand) {
+  // t = 0..9 s; 2.5 s windows {0,1,2} {3,4} {5,6,7} {8,9}, all counted (10 <= 9 + 1).
+  // Lane 0: 10..100 W -> means 20, 45, 70, 95; over 50 W: 2; ramps 25 / 2.5 = 10 W/s.
+  // Lane 1: 0 0 0 0 0 100 100 100 0 0 -> means 0, 0, 100, 0; over 50 W: 1; ramp 100 / 2.5.
+  const Series ramp = Ramp10();
+  const std::vector<double> pulse = {0, 0, 0, 0, 0, 100, 100, 100, 0, 0};
+  for (size_t chunk : {1u, 3u, 10u}) {
+    const auto w = RunPolls(ramp.t_s, {ramp.power_w, pulse}, 2.5, 50.0, 1.0, chunk);
+    EXPECT_EQ(w[0].counted(), 4u) << chunk;
+    EXPECT_EQ(w[0].over_budget(), 2u) << chunk;
+    EXPECT_DOUBLE_EQ(*w[0].max_power_w(), 95.0) << chunk;
+    EXPECT_DOUBLE_EQ(*w[0].max_ramp_w_per_s(), 10.0) << chunk;
+    EXPECT_EQ(w[1].counted(), 4u) << chunk;
+    EXPECT_EQ(w[1].over_budget(), 1u) << chunk;
+    EXPECT_DOUBLE_EQ(*w[1].max_power_w(), 100.0) << chunk;
+    EXPECT_DOUBLE_EQ(*w[1].max_ramp_w_per_s(), 40.0) << chunk;
+  }
+}
+
+TEST(WindowStats, PollsDecideLikeEachSeriesAlone) {
+  // Times on a 0.1 s grid built by repeated addition land within rounding of window ends (the
+  // windows that wait for a later sample), plus gaps; 3 lanes (any count) and 8 (unrolled).
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> power(0.0, 500.0);
+  std::vector<double> t_s;
+  double t = 0.0;
+  for (int i = 0; i < 6000; ++i) {
+    t += (i % 1499 == 1498) ? 25.0 : 0.1;
+    t_s.push_back(t);
+  }
+  for (size_t lane_count : {3u, 8u}) {
+    std::vector<std::vector<double>> lanes(lane_count, std::vector<double>(t_s.size()));
+    for (auto& lane : lanes) {
+      for (double& p : lane) p = power(rng);
+    }
+    for (double window_s : {0.3, 0.5, 1.0, 7.0}) {
+      const auto polled = RunPolls(t_s, lanes, window_s, 250.0, 0.1, 257);
+      for (size_t g = 0; g < lane_count; ++g) {
+        const auto alone = RunWindows({t_s, lanes[g]}, window_s, 250.0, 0.1, true);
+        EXPECT_EQ(polled[g].counted(), alone.counted()) << window_s << " lane " << g;
+        EXPECT_EQ(polled[g].over_budget(), alone.over_budget()) << window_s << " lane " << g;
+        EXPECT_NEAR(*polled[g].max_power_w(), *alone.max_power_w(), 1e-9) << window_s;
+        EXPECT_NEAR(*polled[g].max_ramp_w_per_s(), *alone.max_ramp_w_per_s(), 1e-9) << window_s;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace headroom::analysis

@@ -1,9 +1,11 @@
 // Fuzzes the trace readers and the analyzer behind them: any bytes, every format.
 // Invariants checked on whatever the reader accepts: finite times, non-decreasing per GPU,
 // finite non-negative power.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
 #include <vector>
 
@@ -35,13 +37,32 @@ class CheckingSink final : public headroom::trace::SampleSink {
   std::vector<double> last_;
 };
 
+// A source without views: the reader's buffered path, in reads of `chunk` bytes.
+class ChunkedSource final : public headroom::trace::ByteSource {
+ public:
+  ChunkedSource(std::string_view data, size_t chunk) : data_(data), chunk_(chunk) {}
+  headroom::Result<size_t> Read(char* buffer, size_t capacity) override {
+    const size_t n = std::min({capacity, chunk_, data_.size() - offset_});
+    std::memcpy(buffer, data_.data() + offset_, n);
+    offset_ += n;
+    return n;
+  }
+
+ private:
+  std::string_view data_;
+  size_t chunk_;
+  size_t offset_ = 0;
+};
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (size == 0) return 0;
-  // The first byte picks the format, the scope and small limits; the rest is the file.
+  if (size < 2) return 0;
+  // The first byte picks the format, the scope and small limits; the second how the bytes are
+  // read (in place in small or large views, or through a buffer); the rest is the file.
   const uint8_t control = data[0];
-  const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
+  const uint8_t reading = data[1];
+  const std::string_view text(reinterpret_cast<const char*>(data + 2), size - 2);
   headroom::trace::ReadOptions options;
   options.format = static_cast<headroom::trace::TraceFormat>(control % 4);
   options.gpus_per_poll = 1 + (control >> 2) % 4;
@@ -55,8 +76,30 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   analyze.plot_data = (control & 0x20) != 0;
   headroom::analysis::Analyzer analyzer(analyze);
   CheckingSink sink(&analyzer);
-  headroom::trace::MemorySource source(text);
-  auto summary = headroom::trace::ReadTrace(source, "fuzz.csv", options, sink);
+  options.view_bytes = (reading & 1) ? 1 : size_t{4} << 20;  // 1: views of max_line_bytes + 2
+  headroom::trace::MemorySource in_place(text);
+  auto summary = headroom::trace::ReadTrace(in_place, "fuzz.csv", options, sink);
   if (summary.ok()) (void)analyzer.Finish(summary->schema);
+  // Differential: the buffered path must give exactly the same samples, warnings or error.
+  ChunkedSource buffered(text, 1 + reading % 61);
+  headroom::trace::CollectingSink in_place_samples, buffered_samples;
+  headroom::trace::MemorySource again(text);
+  auto a = headroom::trace::ReadTrace(again, "fuzz.csv", options, in_place_samples);
+  auto b = headroom::trace::ReadTrace(buffered, "fuzz.csv", options, buffered_samples);
+  if (a.ok() != b.ok()) std::abort();
+  if (!a.ok()) {
+    if (a.error().message() != b.error().message()) std::abort();
+    return 0;
+  }
+  if (a->samples != b->samples || a->warnings != b->warnings ||
+      a->schema.gpu_ids != b->schema.gpu_ids) {
+    std::abort();
+  }
+  const auto& x = in_place_samples.series();
+  const auto& y = buffered_samples.series();
+  if (x.size() != y.size()) std::abort();
+  for (size_t g = 0; g < x.size(); ++g) {
+    if (x[g].t_s != y[g].t_s || x[g].power_w != y[g].power_w) std::abort();
+  }
   return 0;
 }

@@ -70,5 +70,36 @@ TEST(ParseDouble, HandlesTheGeneralCase) {
   EXPECT_EQ(ParseDouble(bad.data(), bad.data() + bad.size(), v), nullptr);
 }
 
+TEST(PlainDecimalValue, MatchesStrtodOverTheWholeTableAndBeyond) {
+  // Every mantissa of the table with 0, 1 and 2 fraction digits (the table holds k / 100;
+  // m and m / 10 are looked up as 100 m / 100 and 10 m / 100), then past its end and with
+  // more decimals (divided).
+  const double* hundredths = HundredthsTable();
+  const auto text = [](uint64_t m, size_t f) {
+    std::string digits = std::to_string(m);
+    if (f == 0) return digits;
+    if (digits.size() <= f) digits.insert(0, f + 1 - digits.size(), '0');
+    return digits.substr(0, digits.size() - f) + "." + digits.substr(digits.size() - f);
+  };
+  for (size_t f = 0; f <= 2; ++f) {
+    for (uint64_t m = 0; m < kHundredthsTableSize + 1000; m += (f == 0 ? 7 : 1)) {
+      const std::string s = text(m, f);
+      ASSERT_EQ(std::bit_cast<uint64_t>(PlainDecimalValue(m, f, hundredths)),
+                std::bit_cast<uint64_t>(Strtod(s)))
+          << s;
+    }
+  }
+  std::mt19937_64 rng(9);
+  std::uniform_int_distribution<uint64_t> mantissa(0, 999999999999999);
+  for (int trial = 0; trial < 100000; ++trial) {
+    const uint64_t m = mantissa(rng);
+    const size_t f = static_cast<size_t>(trial % 16);
+    const std::string s = text(m, f);
+    ASSERT_EQ(std::bit_cast<uint64_t>(PlainDecimalValue(m, f, hundredths)),
+              std::bit_cast<uint64_t>(Strtod(s)))
+        << s;
+  }
+}
+
 }  // namespace
 }  // namespace headroom::trace

@@ -7,6 +7,10 @@
 #include "analysis/window_stats.h"
 #include "bench_data.h"
 
+#include <string>
+#include <string_view>
+#include <vector>
+
 namespace headroom::bench {
 namespace {
 
@@ -26,6 +30,29 @@ void BM_WindowStats(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(s.t_s.size()));
 }
 BENCHMARK(BM_WindowStats)->Arg(5)->Arg(300)->Arg(3000);  // 0.5 s, 30 s, 5 min
+
+// Eight series sharing their times (GPUs polled together), 1 M samples in all: the lockstep
+// path of `headroom analyze`. Compare items/s with BM_WindowStats.
+void BM_WindowStatsPolls(benchmark::State& state) {
+  constexpr size_t kLanes = 8;
+  const Series s = SeriesOf(1 << 20);
+  const size_t polls = s.t_s.size() / kLanes;
+  const double window_s = static_cast<double>(state.range(0)) / 10.0;
+  for (auto _ : state) {
+    std::vector<analysis::WindowStats> lanes(kLanes, analysis::WindowStats(window_s, 400.0));
+    analysis::WindowStats* pointers[kLanes];
+    for (size_t g = 0; g < kLanes; ++g) pointers[g] = &lanes[g];
+    // Poll r's time is s.t_s[r]; its powers are the next eight samples.
+    for (size_t r = 0; r < polls; r += kBatch) {
+      const size_t n = std::min(kBatch, polls - r);
+      analysis::WindowStats::AddPolls(pointers, kLanes, &s.t_s[r], &s.power_w[r * kLanes], n);
+    }
+    for (auto& w : lanes) w.Finish(0.1);
+    benchmark::DoNotOptimize(lanes[0].counted());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(polls * kLanes));
+}
+BENCHMARK(BM_WindowStatsPolls)->Arg(5)->Arg(300)->Arg(3000);
 
 void BM_StepStats(benchmark::State& state) {
   const Series s = SeriesOf(1 << 20);
@@ -56,6 +83,27 @@ void BM_WelchSpectrum(benchmark::State& state) {
 }
 BENCHMARK(BM_WelchSpectrum);
 
+// The same for eight series sharing their times; compare items/s with BM_WelchSpectrum.
+void BM_WelchSpectrumPolls(benchmark::State& state) {
+  constexpr size_t kLanes = 8;
+  const Series s = SeriesOf(1 << 20);
+  const size_t polls = s.t_s.size() / kLanes;
+  for (auto _ : state) {
+    analysis::SpectrumPool pool;
+    std::vector<analysis::WelchAccumulator> lanes(kLanes, analysis::WelchAccumulator(&pool));
+    analysis::WelchAccumulator* pointers[kLanes];
+    for (size_t g = 0; g < kLanes; ++g) pointers[g] = &lanes[g];
+    for (size_t r = 0; r < polls; r += kBatch) {
+      const size_t n = std::min(kBatch, polls - r);
+      analysis::WelchAccumulator::AddPolls(pointers, kLanes, &s.t_s[r], &s.power_w[r * kLanes], n);
+    }
+    for (auto& w : lanes) w.Finish();
+    benchmark::DoNotOptimize(pool.Result(0.1, 0.1, 20.0).band_fraction);
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(polls * kLanes));
+}
+BENCHMARK(BM_WelchSpectrumPolls);
+
 // Reading plus every statistic: `headroom analyze --scope gpu` without the file system.
 void BM_AnalyzeTrace(benchmark::State& state) {
   const std::string csv = LongTraceCsv(static_cast<size_t>(state.range(0)), 8);
@@ -72,6 +120,38 @@ void BM_AnalyzeTrace(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 BENCHMARK(BM_AnalyzeTrace)->Arg(1 << 20);
+
+// The same trace with every poll's GPUs listed in reverse order after the first poll: each GPU
+// is analysed on its own (the path for traces whose polls are not whole), for comparison.
+void BM_AnalyzeTraceGpuByGpu(benchmark::State& state) {
+  const std::string polled = LongTraceCsv(static_cast<size_t>(state.range(0)), 8);
+  std::string csv;
+  {
+    // Lines 1..8 (header, first poll) as they are; then each poll of 8 lines reversed.
+    std::vector<std::string_view> lines;
+    for (size_t start = 0; start < polled.size();) {
+      const size_t nl = polled.find('\n', start);
+      lines.emplace_back(polled.data() + start, nl + 1 - start);
+      start = nl + 1;
+    }
+    for (size_t i = 0; i < 9 && i < lines.size(); ++i) csv += lines[i];
+    for (size_t i = 9; i + 8 <= lines.size(); i += 8) {
+      for (size_t k = 8; k-- > 0;) csv += lines[i + k];
+    }
+  }
+  for (auto _ : state) {
+    trace::MemorySource source(csv);
+    analysis::AnalyzeOptions options;
+    options.budget_w = 400.0;
+    analysis::Analyzer analyzer(options);
+    auto summary = trace::ReadTrace(source, "bench.csv", {}, analyzer);
+    auto result = analyzer.Finish(summary->schema);
+    benchmark::DoNotOptimize(result->energy_j);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * csv.size()));
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_AnalyzeTraceGpuByGpu)->Arg(1 << 20);
 
 }  // namespace
 }  // namespace headroom::bench

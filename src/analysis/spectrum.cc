@@ -7,6 +7,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "analysis/kernels.h"
 #include "common/stats.h"
 
 namespace headroom::analysis {
@@ -19,6 +20,17 @@ constexpr size_t kBins = kSegmentSamples / 2 + 1;
 double Hann(size_t i, size_t n) {
   return 0.5 -
          0.5 * std::cos(2.0 * std::numbers::pi * static_cast<double>(i) / static_cast<double>(n));
+}
+
+// The sum of one half segment, eight partial sums wide.
+double SumOfHalf(const double* x) {
+  static_assert(kHalfSegment % 8 == 0);
+  double partial[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (size_t i = 0; i < kHalfSegment; i += 8) {
+    for (size_t k = 0; k < 8; ++k) partial[k] += x[i + k];
+  }
+  return ((partial[0] + partial[1]) + (partial[2] + partial[3])) +
+         ((partial[4] + partial[5]) + (partial[6] + partial[7]));
 }
 
 }  // namespace
@@ -53,29 +65,26 @@ struct SpectrumPool::Fft {
 SpectrumPool::SpectrumPool() : fft_(std::make_unique<Fft>()), power_sum_(kBins, 0.0) {}
 SpectrumPool::~SpectrumPool() = default;
 
-void SpectrumPool::AddSegment(const double* samples, size_t count) {
-  // Eight partial sums: the reduction pipelines instead of waiting on one accumulator.
-  double partial[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  const size_t full = count / 8 * 8;
-  for (size_t i = 0; i < full; i += 8) {
-    for (size_t k = 0; k < 8; ++k) partial[k] += samples[i + k];
-  }
-  for (size_t i = full; i < count; ++i) partial[i - full] += samples[i];
-  const double mean = (((partial[0] + partial[1]) + (partial[2] + partial[3])) +
-                       ((partial[4] + partial[5]) + (partial[6] + partial[7]))) /
-                      static_cast<double>(count);
+void SpectrumPool::AddSegment(const double* first, const double* second, size_t count,
+                              double sum_w) {
+  const double mean = sum_w / static_cast<double>(count);
   double window_power = 0.0;
+  double* in = fft_->in;
   if (count == kSegmentSamples) {
     const double* w = fft_->window.data();
-    for (size_t i = 0; i < count; ++i) fft_->in[i] = (samples[i] - mean) * w[i];
+    for (size_t i = 0; i < kHalfSegment; ++i) in[i] = (first[i] - mean) * w[i];
+    for (size_t i = 0; i < kHalfSegment; ++i) {
+      in[kHalfSegment + i] = (second[i] - mean) * w[kHalfSegment + i];
+    }
     window_power = fft_->window_power;
   } else {
     for (size_t i = 0; i < count; ++i) {
       const double w = Hann(i, count);
-      fft_->in[i] = (samples[i] - mean) * w;
+      const double x = i < kHalfSegment ? first[i] : second[i - kHalfSegment];
+      in[i] = (x - mean) * w;
       window_power += w * w;
     }
-    std::fill(fft_->in + count, fft_->in + kSegmentSamples, 0.0);
+    std::fill(in + count, in + kSegmentSamples, 0.0);
   }
   fftw_execute(fft_->plan);
   const double scale = 1.0 / window_power;
@@ -181,7 +190,7 @@ void WelchAccumulator::AddBatch(const double* t_s, const double* power_w, size_t
     for (j = i; j < n; ++j) {
       if (t_s[j] - prev_t_s > gap_s) {
         Append(power_w + run_start, j - run_start);
-        filled_ = 0;
+        Restart();
         run_start = j;
       }
       prev_t_s = t_s[j];
@@ -191,10 +200,18 @@ void WelchAccumulator::AddBatch(const double* t_s, const double* power_w, size_t
   last_t_s_ = t_s[n - 1];
 }
 
+// The buffer holds two halves of a segment; first_half_ is the older. Sample j of the segment
+// being filled is at half (first_half_ + j / kHalfSegment) % 2, offset j % kHalfSegment, so the
+// 50 % overlap needs no copy: after a segment, the newer half becomes the older.
+double* WelchAccumulator::FillPosition() {
+  const size_t half = filled_ < kHalfSegment ? first_half_ : first_half_ ^ 1;
+  return buffer_.data() + half * kHalfSegment + filled_ % kHalfSegment;
+}
+
 void WelchAccumulator::Append(const double* power_w, size_t n) {
   while (n > 0) {
-    const size_t take = std::min(n, kSegmentSamples - filled_);
-    std::copy(power_w, power_w + take, buffer_.data() + filled_);
+    const size_t take = std::min(n, kHalfSegment - filled_ % kHalfSegment);
+    std::copy(power_w, power_w + take, FillPosition());
     filled_ += take;
     power_w += take;
     n -= take;
@@ -204,8 +221,8 @@ void WelchAccumulator::Append(const double* power_w, size_t n) {
 
 void WelchAccumulator::AppendStrided(const double* power_w, size_t stride, size_t n) {
   while (n > 0) {
-    const size_t take = std::min(n, kSegmentSamples - filled_);
-    double* out = buffer_.data() + filled_;
+    const size_t take = std::min(n, kHalfSegment - filled_ % kHalfSegment);
+    double* out = FillPosition();
     for (size_t i = 0; i < take; ++i) out[i] = power_w[i * stride];
     filled_ += take;
     power_w += take * stride;
@@ -215,11 +232,23 @@ void WelchAccumulator::AppendStrided(const double* power_w, size_t stride, size_
 }
 
 void WelchAccumulator::EmitSegment() {
-  pool_->AddSegment(buffer_.data(), kSegmentSamples);
+  const double* older = buffer_.data() + first_half_ * kHalfSegment;
+  const double* newer = buffer_.data() + (first_half_ ^ 1) * kHalfSegment;
+  // Each half is summed once: a half's sum serves both segments it belongs to.
+  if (!older_sum_w_) older_sum_w_ = SumOfHalf(older);
+  const double newer_sum_w = SumOfHalf(newer);
+  pool_->AddSegment(older, newer, kSegmentSamples, *older_sum_w_ + newer_sum_w);
   emitted_ = true;
-  // 50 % overlap: the second half starts the next segment.
-  std::copy(buffer_.begin() + kSegmentSamples / 2, buffer_.end(), buffer_.begin());
-  filled_ = kSegmentSamples / 2;
+  // 50 % overlap: the newer half starts the next segment.
+  first_half_ ^= 1;
+  filled_ = kHalfSegment;
+  older_sum_w_ = newer_sum_w;
+}
+
+void WelchAccumulator::Restart() {
+  filled_ = 0;
+  first_half_ = 0;
+  older_sum_w_.reset();
 }
 
 void WelchAccumulator::AddPolls(WelchAccumulator* const* lanes, size_t lane_count,
@@ -270,7 +299,7 @@ void WelchAccumulator::AddPolls(WelchAccumulator* const* lanes, size_t lane_coun
     for (size_t j = i; j < polls; ++j) {
       if (t_s[j] - prev_t_s > gap_s) {
         append(run_start, j);
-        for (size_t g = 0; g < lane_count; ++g) lanes[g]->filled_ = 0;
+        for (size_t g = 0; g < lane_count; ++g) lanes[g]->Restart();
         run_start = j;
       }
       prev_t_s = t_s[j];
@@ -303,8 +332,12 @@ void WelchAccumulator::Finish() {
   const double mean = sum_ / static_cast<double>(n_);
   pool_->AddVariance(std::max(0.0, sum_sq_ - mean * sum_), n_);
   if (!provisional_dt_s_ && !early_steps_.empty()) SetProvisionalStep();
-  if (!emitted_ && filled_ >= kMinSegmentSamples) pool_->AddSegment(buffer_.data(), filled_);
-  filled_ = 0;
+  // Never a full segment: the samples lie in order from the buffer's start.
+  if (!emitted_ && filled_ >= kMinSegmentSamples) {
+    pool_->AddSegment(buffer_.data(), buffer_.data() + kHalfSegment, filled_,
+                      Sum(buffer_.data(), filled_));
+  }
+  Restart();
 }
 
 }  // namespace headroom::analysis

@@ -22,6 +22,7 @@
 namespace headroom::analysis {
 
 inline constexpr size_t kSegmentSamples = 4096;
+inline constexpr size_t kHalfSegment = kSegmentSamples / 2;
 inline constexpr double kDefaultBandLoHz = 0.1;
 inline constexpr double kDefaultBandHiHz = 20.0;
 
@@ -40,8 +41,10 @@ class SpectrumPool {
   SpectrumPool(const SpectrumPool&) = delete;
   SpectrumPool& operator=(const SpectrumPool&) = delete;
 
-  // Adds one segment: `samples` (<= kSegmentSamples) with its mean removed and Hann-windowed.
-  void AddSegment(const double* samples, size_t count);
+  // Adds one segment of `count` (<= kSegmentSamples) samples, the first kHalfSegment of them
+  // from `first`, the rest from `second`, with its mean (sum_w / count) removed and
+  // Hann-windowed.
+  void AddSegment(const double* first, const double* second, size_t count, double sum_w);
   // Adds a series' variance about its own mean (sum of squared deviations over n samples).
   void AddVariance(double sum_sq_dev, uint64_t n) {
     sum_sq_dev_ += sum_sq_dev;
@@ -89,12 +92,18 @@ class WelchAccumulator {
   void Append(const double* power_w, size_t n);
   // The same for every stride-th value from power_w.
   void AppendStrided(const double* power_w, size_t stride, size_t n);
-  // Emits the full segment and keeps its second half.
+  // Where the next sample goes.
+  double* FillPosition();
+  // Emits the full segment and keeps its newer half.
   void EmitSegment();
+  // Drops the samples of the segment being filled (after a gap).
+  void Restart();
 
   SpectrumPool* pool_;
-  std::vector<double> buffer_;  // kSegmentSamples; [0, filled_) in use
-  size_t filled_ = 0;
+  std::vector<double> buffer_;         // two halves of kHalfSegment (see FillPosition)
+  size_t filled_ = 0;                  // samples of the segment being filled
+  size_t first_half_ = 0;              // the half holding its older samples
+  std::optional<double> older_sum_w_;  // their sum, once the older half is full and summed
   std::vector<double> early_steps_;
   std::optional<double> provisional_dt_s_;
   double last_t_s_ = 0.0;

@@ -1268,16 +1268,22 @@ Error TooLong(std::string_view name, int64_t line_no, const ReadOptions& options
 }
 
 // Reading through views: the source's bytes are parsed where they lie.
-Result<ReadSummary> ReadViews(ByteSource& source, std::string_view name, const ReadOptions& options,
-                              SampleSink& sink, size_t window_bytes) {
+// `first` is the source's view from offset 0.
+Result<ReadSummary> ReadViews(ByteSource& source, std::string_view first, std::string_view name,
+                              const ReadOptions& options, SampleSink& sink, size_t window_bytes) {
   ReadSummary summary;
   std::unique_ptr<RowParser> parser;
   uint64_t offset = 0;
   std::string rest;
+  std::optional<std::string_view> next = first;
   while (true) {
-    auto viewed = source.View(offset, window_bytes);
-    if (!viewed) return std::move(viewed).error();
-    const std::string_view view = viewed->value_or(std::string_view());
+    if (!next) {
+      auto viewed = source.View(offset, window_bytes);
+      if (!viewed) return std::move(viewed).error();
+      next = viewed->value_or(std::string_view());
+    }
+    const std::string_view view = *next;
+    next.reset();
     if (offset == 0 && view.starts_with("\xEF\xBB\xBF")) {
       offset = 3;  // the BOM is not data
       continue;
@@ -1330,7 +1336,7 @@ Result<ReadSummary> ReadTrace(ByteSource& source, std::string_view name, const R
   {
     auto viewed = source.View(0, window_bytes);
     if (!viewed) return std::move(viewed).error();
-    if (viewed->has_value()) return ReadViews(source, name, options, sink, window_bytes);
+    if (viewed->has_value()) return ReadViews(source, **viewed, name, options, sink, window_bytes);
   }
   ReadSummary summary;
   const size_t capacity = options.max_line_bytes + kReadChunkBytes;

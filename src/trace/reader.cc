@@ -454,6 +454,7 @@ class RowParser {
       if (BlankLine(p)) continue;
       if (!parse_row(p, line_begin)) return false;
     }
+    line_begin_ = nullptr;  // the chunk may be unmapped next
     return true;
   }
 
@@ -777,6 +778,7 @@ class LongParser final : public RowParser {
       if (BlankLine(p)) continue;
       if (!checked_line(p, line_begin)) return false;
     }
+    line_begin_ = nullptr;  // the chunk may be unmapped next
     return true;
   }
 

@@ -30,10 +30,11 @@ fi
 rows=$(($(wc -l < "$big") - 1))
 echo "trace: $big ($rows samples, $(du -m "$big" | cut -f1) MB)"
 
-# Warm the page cache so both read from memory.
-cat "$big" > /dev/null
 
 time_of() {  # prints wall seconds of one run of "$@" pinned to one core; output to $out
+  # Both read the file from memory: warm it again before every run (the other subject's run,
+  # or the kernel's proactive reclaim on a VM, may have evicted part of it).
+  cat "$big" > /dev/null
   /usr/bin/time -f "%e %M" -o "$dir/time.txt" taskset -c "$core" "$@" > "$out"
   cat "$dir/time.txt"
 }

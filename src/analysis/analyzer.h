@@ -4,6 +4,11 @@
 // streams: memory does not grow with trace length. Scope `sum` keeps the samples, to align the
 // GPUs on one grid.
 //
+// Two paths give the same numbers. While every batch is whole polls (each GPU once, in the same
+// order, at the poll's time), the GPUs are in lockstep and each statistic does its time
+// arithmetic once per poll for all of them; from the first batch that is not, each GPU's samples
+// are gathered and run through the statistics on their own.
+//
 // Not thread-safe: one Analyzer per trace.
 #pragma once
 

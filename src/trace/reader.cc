@@ -705,6 +705,8 @@ class LongParser final : public RowParser {
       uint32_t* const batch_gpu = batch_.gpu.data();
       double* const batch_t = batch_.t_s.data();
       double* const batch_power = batch_.power_w.data();
+      uint64_t* const mantissas = mantissa_.data();
+      uint8_t* const fraction_digit_counts = fraction_digits_.data();
       const size_t capacity = batch_.capacity();
       size_t count = batch_.count;
       int64_t line_no = line_no_;
@@ -753,15 +755,15 @@ class LongParser final : public RowParser {
         last_t[dense] = t_s;
         batch_gpu[count] = static_cast<uint32_t>(dense);
         batch_t[count] = t_s;
-        mantissa_[count] = mantissa;
-        fraction_digits_[count] = static_cast<uint8_t>(fraction_digits);
+        mantissas[count] = mantissa;
+        fraction_digit_counts[count] = static_cast<uint8_t>(fraction_digits);
         ++line_no;
         ++rows;
         p = q;
         if (++count == capacity) break;
       }
       for (size_t i = count - rows; i < count; ++i) {
-        batch_power[i] = PlainDecimalValue(mantissa_[i], fraction_digits_[i], hundredths);
+        batch_power[i] = PlainDecimalValue(mantissas[i], fraction_digit_counts[i], hundredths);
       }
       batch_.count = count;
       line_no_ = line_no;

@@ -51,9 +51,9 @@ namespace {
 // lost pages raise SIGBUS. The handler maps zeros over the faulting page of this thread's
 // window, so the parse ends normally, and records the fault; FileSource::View then reports the
 // file as changed. A fault anywhere else goes to the disposition from before.
-thread_local const char* g_window_begin = nullptr;
-thread_local const char* g_window_end = nullptr;
-thread_local volatile sig_atomic_t g_window_faulted = 0;
+[[gnu::tls_model("initial-exec")]] thread_local const char* g_window_begin = nullptr;
+[[gnu::tls_model("initial-exec")]] thread_local const char* g_window_end = nullptr;
+[[gnu::tls_model("initial-exec")]] thread_local volatile sig_atomic_t g_window_faulted = 0;
 struct sigaction g_previous_sigbus {};
 size_t g_page_bytes = 4096;
 

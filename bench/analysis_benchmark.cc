@@ -105,8 +105,7 @@ void BM_WelchSpectrumPolls(benchmark::State& state) {
 BENCHMARK(BM_WelchSpectrumPolls);
 
 // Reading plus every statistic: `headroom analyze --scope gpu` without the file system.
-void BM_AnalyzeTrace(benchmark::State& state) {
-  const std::string csv = LongTraceCsv(static_cast<size_t>(state.range(0)), 8);
+void AnalyzeCsv(benchmark::State& state, const std::string& csv) {
   for (auto _ : state) {
     trace::MemorySource source(csv);
     analysis::AnalyzeOptions options;
@@ -118,6 +117,10 @@ void BM_AnalyzeTrace(benchmark::State& state) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * csv.size()));
   state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+
+void BM_AnalyzeTrace(benchmark::State& state) {
+  AnalyzeCsv(state, LongTraceCsv(static_cast<size_t>(state.range(0)), 8));
 }
 BENCHMARK(BM_AnalyzeTrace)->Arg(1 << 20);
 
@@ -139,17 +142,7 @@ void BM_AnalyzeTraceGpuByGpu(benchmark::State& state) {
       for (size_t k = 8; k-- > 0;) csv += lines[i + k];
     }
   }
-  for (auto _ : state) {
-    trace::MemorySource source(csv);
-    analysis::AnalyzeOptions options;
-    options.budget_w = 400.0;
-    analysis::Analyzer analyzer(options);
-    auto summary = trace::ReadTrace(source, "bench.csv", {}, analyzer);
-    auto result = analyzer.Finish(summary->schema);
-    benchmark::DoNotOptimize(result->energy_j);
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * csv.size()));
-  state.SetItemsProcessed(state.iterations() * state.range(0));
+  AnalyzeCsv(state, csv);
 }
 BENCHMARK(BM_AnalyzeTraceGpuByGpu)->Arg(1 << 20);
 

@@ -1236,9 +1236,23 @@ Result<std::unique_ptr<RowParser>> MakeParser(std::string_view name, std::string
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-// The driver: chunked reading, whole lines to the parser, the header, the last line.
+// The driver's parts: the header, the last line, reading through views.
 
 namespace {
+
+Error TooLong(std::string_view name, int64_t line_no, const ReadOptions& options) {
+  return Error::Input(LocatedMessage(
+      name, line_no, 0, "", fmt::format("line longer than {} bytes", options.max_line_bytes)));
+}
+
+// The parser for the header line `header` (without its newline).
+Result<std::unique_ptr<RowParser>> ParserForHeader(std::string_view header, std::string_view name,
+                                                   const ReadOptions& options, SampleSink& sink,
+                                                   ReadSummary& summary) {
+  if (header.size() > options.max_line_bytes) return TooLong(name, 1, options);
+  if (!header.empty() && header.back() == '\r') header.remove_suffix(1);
+  return MakeParser(name, header, options, sink, summary);
+}
 
 // The end of a read: `rest` holds what followed the last newline (the header of a header-only
 // file, or an unterminated last line).
@@ -1247,8 +1261,7 @@ Result<ReadSummary> FinishRead(std::unique_ptr<RowParser> parser, std::string re
                                SampleSink& sink, ReadSummary& summary) {
   if (!parser) {
     if (rest.empty()) return Error::Input(fmt::format("{}: empty file (no header)", name));
-    if (!rest.empty() && rest.back() == '\r') rest.pop_back();
-    auto made = MakeParser(name, rest, options, sink, summary);
+    auto made = ParserForHeader(rest, name, options, sink, summary);
     if (!made) return std::move(made).error();
     return std::move(summary);
   }
@@ -1264,11 +1277,6 @@ Result<ReadSummary> FinishRead(std::unique_ptr<RowParser> parser, std::string re
   parser->Flush();
   if (options.on_progress) options.on_progress(consumed + rest_bytes);
   return std::move(summary);
-}
-
-Error TooLong(std::string_view name, int64_t line_no, const ReadOptions& options) {
-  return Error::Input(LocatedMessage(
-      name, line_no, 0, "", fmt::format("line longer than {} bytes", options.max_line_bytes)));
 }
 
 // Reading through views: the source's bytes are parsed where they lie.
@@ -1310,10 +1318,8 @@ Result<ReadSummary> ReadViews(ByteSource& source, std::string_view first, std::s
     const size_t stop = static_cast<size_t>(static_cast<const char*>(last_nl) - base) + 1;
     if (!parser) {
       const char* nl = static_cast<const char*>(std::memchr(base, '\n', stop));
-      std::string_view header(base, static_cast<size_t>(nl - base));
-      if (header.size() > options.max_line_bytes) return TooLong(name, 1, options);
-      if (!header.empty() && header.back() == '\r') header.remove_suffix(1);
-      auto made = MakeParser(name, header, options, sink, summary);
+      auto made = ParserForHeader(std::string_view(base, static_cast<size_t>(nl - base)), name,
+                                  options, sink, summary);
       if (!made) return std::move(made).error();
       parser = std::move(made).value();
       offset += static_cast<uint64_t>(nl - base) + 1;
@@ -1363,10 +1369,9 @@ Result<ReadSummary> ReadTrace(ByteSource& source, std::string_view name, const R
         const size_t stop = static_cast<size_t>(static_cast<const char*>(last_nl) - base) + 1;
         if (!parser) {
           const char* nl = static_cast<const char*>(std::memchr(base + begin, '\n', stop - begin));
-          std::string_view header(base + begin, static_cast<size_t>(nl - (base + begin)));
-          if (header.size() > options.max_line_bytes) return TooLong(name, 1, options);
-          if (!header.empty() && header.back() == '\r') header.remove_suffix(1);
-          auto made = MakeParser(name, header, options, sink, summary);
+          auto made = ParserForHeader(
+              std::string_view(base + begin, static_cast<size_t>(nl - (base + begin))), name,
+              options, sink, summary);
           if (!made) return std::move(made).error();
           parser = std::move(made).value();
           begin = static_cast<size_t>(nl - base) + 1;

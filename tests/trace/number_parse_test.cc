@@ -70,7 +70,7 @@ TEST(ParseDouble, HandlesTheGeneralCase) {
   EXPECT_EQ(ParseDouble(bad.data(), bad.data() + bad.size(), v), nullptr);
 }
 
-TEST(PlainDecimalValue, MatchesStrtodOverTheWholeTableAndBeyond) {
+TEST(PlainDecimalValue, MatchesStrtodAcrossTheTableAndBeyond) {
   // Every mantissa of the table with 0, 1 and 2 fraction digits (the table holds k / 100;
   // m and m / 10 are looked up as 100 m / 100 and 10 m / 100), then past its end and with
   // more decimals (divided).

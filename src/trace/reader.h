@@ -97,8 +97,9 @@ struct ReadOptions {
   // Bytes per view for sources read in place (files are mapped this much at a time); at least
   // max_line_bytes + 2 is used.
   size_t view_bytes = size_t{4} << 20;
-  // Samples per SampleSink::OnBatch call.
-  size_t batch_rows = 4096;
+  // Samples per SampleSink::OnBatch call. 4032 = 2^6 x 3^2 x 7: a whole number of polls for
+  // 1-4, 6-9, 12, 14, 16, 18, 21, 24, 28, 32, 36, 42, 48, 56 or 64 GPUs (see Analyzer).
+  size_t batch_rows = 4032;
   // Called after every chunk with the bytes consumed so far.
   std::function<void(uint64_t bytes_done)> on_progress;
 };

@@ -115,47 +115,50 @@ TEST(Analyzer, AGpuJoiningLaterByHand) {
 }
 
 TEST(Analyzer, GpusInLockstepGiveWhatEachGpuAloneGives) {
-  // Eight GPUs polled together at 10 Hz with a gap (whole polls: every statistic runs once per
-  // poll for all GPUs), against the same samples with every poll after the first listed in
-  // reverse GPU order (each GPU's samples taken alone). Same samples, same numbers.
-  std::mt19937_64 rng(17);
-  std::uniform_int_distribution<int> centiwatts(5000, 45000);
-  std::string in_order = "t_s,gpu,power_w\n", reversed = in_order;
-  for (int poll = 0; poll < 20000; ++poll) {
-    const double t = (poll < 12000 ? 0 : 300.0) + poll * 0.1;
-    std::vector<std::string> rows;
-    for (int g = 0; g < 8; ++g) {
-      rows.push_back(fmt::format("{},{},{}\n", t, g, centiwatts(rng) / 100.0));
-      in_order += rows.back();
+  // GPUs polled together at 10 Hz with a gap (whole polls: every statistic runs once per poll
+  // for all GPUs), against the same samples with every poll after the first listed in reverse
+  // GPU order (each GPU's samples taken alone). Same samples, same numbers. Eight GPUs (loops
+  // of a fixed length) and three (any count; whole polls in the default batches too).
+  for (int gpus : {8, 3}) {
+    std::mt19937_64 rng(17);
+    std::uniform_int_distribution<int> centiwatts(5000, 45000);
+    std::string in_order = "t_s,gpu,power_w\n", reversed = in_order;
+    for (int poll = 0; poll < 20000; ++poll) {
+      const double t = (poll < 12000 ? 0 : 300.0) + poll * 0.1;
+      std::vector<std::string> rows;
+      for (int g = 0; g < gpus; ++g) {
+        rows.push_back(fmt::format("{},{},{}\n", t, g, centiwatts(rng) / 100.0));
+        in_order += rows.back();
+      }
+      if (poll == 0) {
+        for (const auto& row : rows) reversed += row;
+      } else {
+        for (auto it = rows.rbegin(); it != rows.rend(); ++it) reversed += *it;
+      }
     }
-    if (poll == 0) {
-      for (const auto& row : rows) reversed += row;
-    } else {
-      for (auto it = rows.rbegin(); it != rows.rend(); ++it) reversed += *it;
+    AnalyzeOptions o;
+    o.windows_s = {0.5, 30.0, 300.0};
+    o.budget_w = 250.0;
+    auto a = Analyze(in_order, o);
+    auto b = Analyze(reversed, o);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->samples, 20000u * gpus);
+    EXPECT_EQ(a->gaps, b->gaps);
+    EXPECT_EQ(a->gaps, static_cast<uint64_t>(gpus));
+    EXPECT_DOUBLE_EQ(*a->dt_s, *b->dt_s);
+    EXPECT_NEAR(a->energy_j, b->energy_j, 1e-9 * b->energy_j);
+    EXPECT_NEAR(a->mean_power_w, b->mean_power_w, 1e-9 * b->mean_power_w);
+    EXPECT_DOUBLE_EQ(a->peak_power_w, b->peak_power_w);
+    EXPECT_DOUBLE_EQ(a->duration_s, b->duration_s);
+    for (size_t w = 0; w < 3; ++w) {
+      EXPECT_EQ(a->windows[w].windows_counted, b->windows[w].windows_counted) << gpus << " " << w;
+      EXPECT_EQ(a->windows[w].windows_over_budget, b->windows[w].windows_over_budget) << w;
+      EXPECT_NEAR(*a->windows[w].max_window_power_w, *b->windows[w].max_window_power_w, 1e-9) << w;
     }
+    EXPECT_NEAR(*a->max_ramp_w_per_s, *b->max_ramp_w_per_s, 1e-9);
+    EXPECT_NEAR(*a->spectrum.band_fraction, *b->spectrum.band_fraction, 1e-12);
+    EXPECT_DOUBLE_EQ(*a->spectrum.dominant_hz, *b->spectrum.dominant_hz);
   }
-  AnalyzeOptions o;
-  o.windows_s = {0.5, 30.0, 300.0};
-  o.budget_w = 250.0;
-  auto a = Analyze(in_order, o);
-  auto b = Analyze(reversed, o);
-  ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_EQ(a->samples, 160000u);
-  EXPECT_EQ(a->gaps, b->gaps);
-  EXPECT_EQ(a->gaps, 8u);
-  EXPECT_DOUBLE_EQ(*a->dt_s, *b->dt_s);
-  EXPECT_NEAR(a->energy_j, b->energy_j, 1e-9 * b->energy_j);
-  EXPECT_NEAR(a->mean_power_w, b->mean_power_w, 1e-9 * b->mean_power_w);
-  EXPECT_DOUBLE_EQ(a->peak_power_w, b->peak_power_w);
-  EXPECT_DOUBLE_EQ(a->duration_s, b->duration_s);
-  for (size_t w = 0; w < 3; ++w) {
-    EXPECT_EQ(a->windows[w].windows_counted, b->windows[w].windows_counted) << w;
-    EXPECT_EQ(a->windows[w].windows_over_budget, b->windows[w].windows_over_budget) << w;
-    EXPECT_NEAR(*a->windows[w].max_window_power_w, *b->windows[w].max_window_power_w, 1e-9) << w;
-  }
-  EXPECT_NEAR(*a->max_ramp_w_per_s, *b->max_ramp_w_per_s, 1e-9);
-  EXPECT_NEAR(*a->spectrum.band_fraction, *b->spectrum.band_fraction, 1e-12);
-  EXPECT_DOUBLE_EQ(*a->spectrum.dominant_hz, *b->spectrum.dominant_hz);
 }
 
 TEST(Analyzer, ScopeSumOfUnalignedGpusByHand) {

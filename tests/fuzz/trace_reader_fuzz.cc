@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../trace/trickle_source.h"  // the buffered path
 #include "analysis/analyzer.h"
 #include "trace/reader.h"
 
@@ -35,23 +36,6 @@ class CheckingSink final : public headroom::trace::SampleSink {
  private:
   headroom::trace::SampleSink* next_;
   std::vector<double> last_;
-};
-
-// A source without views: the reader's buffered path, in reads of `chunk` bytes.
-class ChunkedSource final : public headroom::trace::ByteSource {
- public:
-  ChunkedSource(std::string_view data, size_t chunk) : data_(data), chunk_(chunk) {}
-  headroom::Result<size_t> Read(char* buffer, size_t capacity) override {
-    const size_t n = std::min({capacity, chunk_, data_.size() - offset_});
-    std::memcpy(buffer, data_.data() + offset_, n);
-    offset_ += n;
-    return n;
-  }
-
- private:
-  std::string_view data_;
-  size_t chunk_;
-  size_t offset_ = 0;
 };
 
 }  // namespace
@@ -81,7 +65,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto summary = headroom::trace::ReadTrace(in_place, "fuzz.csv", options, sink);
   if (summary.ok()) (void)analyzer.Finish(summary->schema);
   // Differential: the buffered path must give exactly the same samples, warnings or error.
-  ChunkedSource buffered(text, 1 + reading % 61);
+  headroom::trace::TrickleSource buffered(text, 1 + reading % 61);
   headroom::trace::CollectingSink in_place_samples, buffered_samples;
   headroom::trace::MemorySource again(text);
   auto a = headroom::trace::ReadTrace(again, "fuzz.csv", options, in_place_samples);

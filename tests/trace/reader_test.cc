@@ -13,6 +13,8 @@
 #include <cstring>
 #include <string>
 
+#include "trickle_source.h"
+
 namespace headroom::trace {
 namespace {
 
@@ -22,23 +24,6 @@ using ::testing::HasSubstr;
 struct Collected {
   Result<ReadSummary> summary = Error::Input("unset");
   CollectingSink sink;
-};
-
-// A source that hands out a few bytes at a time: lines straddle every read.
-class TrickleSource final : public ByteSource {
- public:
-  TrickleSource(std::string data, size_t step) : data_(std::move(data)), step_(step) {}
-  Result<size_t> Read(char* buffer, size_t capacity) override {
-    const size_t n = std::min({capacity, step_, data_.size() - offset_});
-    std::copy_n(data_.data() + offset_, n, buffer);
-    offset_ += n;
-    return n;
-  }
-
- private:
-  std::string data_;
-  size_t step_;
-  size_t offset_ = 0;
 };
 
 // Reads `text` in place (views), and checks that reading it through a buffer in 7-byte reads

@@ -172,10 +172,10 @@ AgentStatus Agent::Status(double now_s) const {
   for (size_t i = 0; i < stats_.size(); ++i) {
     // Windows decided so far (the open one is not counted until it closes).
     s.windows[i] = stats_[i].counted();
-    s.violation_fraction[i] = stats_[i].counted() > 0
-                                  ? static_cast<double>(stats_[i].over_budget()) /
-                                        static_cast<double>(stats_[i].counted())
-                                  : 0.0;
+    if (stats_[i].counted() > 0) {
+      s.violation_fraction[i] = static_cast<double>(stats_[i].over_budget()) /
+                                static_cast<double>(stats_[i].counted());
+    }
   }
   return s;
 }

@@ -73,7 +73,8 @@ struct AgentStatus {
   uint64_t safe_decisions = 0;
   std::optional<TrainerReport> report;
   double report_age_s = -1.0;                  // -1: never
-  std::array<double, 3> violation_fraction{};  // per kWindowsS, on the telemetry the agent saw
+  // Per kWindowsS, on the telemetry the agent saw; none before the first window closes.
+  std::array<std::optional<double>, 3> violation_fraction{};
   std::array<uint64_t, 3> windows{};
   double tokens_per_s = 0.0;
   // Decision latency (telemetry read + decision + publication) over the last kLatencyKeep

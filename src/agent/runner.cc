@@ -31,7 +31,7 @@ RunSummary Run(telemetry::Source& source, telemetry::TwinSource* twin, Shared& s
       }
       a = shared.agent->Tick(t_s, sample);
     }
-    shared.cv.notify_all();
+    shared.NotifyDecision();
     if (options.monotonic_s) {
       const double latency_s = options.monotonic_s() - started_s;
       std::lock_guard lock(shared.mu);

@@ -1,321 +1,527 @@
 #include "agent/server.h"
 
-#include "agent/dashboard.h"
+// Boost 1.74's asio headers use std::exchange and std::optional without including them.
+#include <optional>
+#include <utility>
 
-#include <fmt/format.h>
-#include <httplib.h>
+#include <sys/resource.h>
 
-#include <algorithm>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
 #include <chrono>
-#include <cmath>
-#include <cstdlib>
-#include <nlohmann/json.hpp>
+#include <fmt/format.h>
+#include <list>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace headroom::agent {
 
 namespace {
 
-using nlohmann::json;
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using error_code = boost::system::error_code;
+using SteadyClock = std::chrono::steady_clock;
 
-std::optional<control::Phase> PhaseFromName(const std::string& name) {
-  for (int p = 0; p < control::kPhaseCount; ++p) {
-    const auto phase = static_cast<control::Phase>(p);
-    if (control::PhaseName(phase) == name) return phase;
-  }
-  return std::nullopt;
+constexpr size_t kReadChunkBytes = 4096;
+constexpr auto kDrainTime = std::chrono::milliseconds(500);  // reading after a closing answer
+constexpr auto kAcceptRetry = std::chrono::milliseconds(50);  // after EMFILE and the like
+constexpr int kSpareDescriptors = 64;  // kept free for the trace, NVML and the like
+
+SteadyClock::duration Seconds(double s) {
+  return std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(s));
 }
 
-void Fail(httplib::Response& res, int status, const std::string& message) {
-  res.status = status;
-  res.set_content(json{{"error", message}}.dump() + "\n", "application/json");
+std::optional<std::string_view> Header(const http::request<http::string_body>& req,
+                                       http::field field) {
+  const auto it = req.find(field);
+  if (it == req.end()) return std::nullopt;
+  return std::string_view(it->value().data(), it->value().size());
 }
+
+constexpr std::string_view kRefusal =
+    "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+    "Content-Length: 33\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
+    "{\"error\":\"too many connections\"}\n";
+static_assert(std::string_view("{\"error\":\"too many connections\"}\n").size() == 33);
 
 }  // namespace
 
-std::string ActuationJson(const Actuation& a) {
-  return json{{"concurrency", a.concurrency},
-              {"group_size", a.group_size},
-              {"seq", a.seq},
-              {"valid_for_s", a.valid_for_s},
-              {"reason", a.reason}}
-             .dump() +
-         "\n";
-}
+class Connection;
 
-std::string StatusJson(const AgentStatus& s) {
-  json j;
-  j["t_s"] = s.t_s;
-  j["power_w"] = s.power_w;
-  j["job_power_w"] = s.job_power_w;
-  j["actuation"] = json::parse(ActuationJson(s.actuation));
-  j["decisions"] = s.decisions;
-  j["telemetry_errors"] = s.telemetry_errors;
-  j["safe_decisions"] = s.safe_decisions;
-  j["tokens_per_s"] = s.tokens_per_s;
-  j["report_age_s"] = s.report_age_s < 0.0 ? json(nullptr) : json(s.report_age_s);
-  if (s.report) {
-    j["report"] = {{"step", s.report->step},
-                   {"phase", control::PhaseName(s.report->phase)},
-                   {"tokens", s.report->tokens},
-                   {"in_flight", s.report->in_flight}};
-  }
-  j["budget_w"] = s.budget_w;
-  j["violation_fraction"] = {{"0.5s", s.violation_fraction[0]},
-                             {"30s", s.violation_fraction[1]},
-                             {"5min", s.violation_fraction[2]}};
-  j["windows"] = {{"0.5s", s.windows[0]}, {"30s", s.windows[1]}, {"5min", s.windows[2]}};
-  j["long_polls_waiting"] = s.long_polls_waiting;
-  j["decision_latency_s"] = {{"p50", s.decision_p50_s},
-                             {"p99", s.decision_p99_s},
-                             {"max", s.decision_max_s},
-                             {"samples", s.latency_samples}};
-  return j.dump() + "\n";
-}
+class Server::Impl {
+ public:
+  Impl(Shared& shared, ApiConfig api_config, ServerLimits server_limits)
+      : shared_state(shared), api(shared, std::move(api_config)), limits(server_limits) {}
 
-std::string MetricsText(const AgentStatus& s, double budget_w) {
-  std::string out;
-  out +=
-      "# HELP headroom_power_watts Telemetry power per GPU.\n# TYPE headroom_power_watts gauge\n";
-  for (size_t g = 0; g < s.power_w.size(); ++g) {
-    out += fmt::format("headroom_power_watts{{gpu=\"{}\"}} {}\n", g, s.power_w[g]);
-  }
-  out += fmt::format(
-      "# HELP headroom_budget_watts Budget per GPU.\n# TYPE headroom_budget_watts gauge\n"
-      "headroom_budget_watts {}\n",
-      budget_w);
-  out += fmt::format(
-      "# HELP headroom_concurrency Generation concurrency decided.\n"
-      "# TYPE headroom_concurrency gauge\nheadroom_concurrency {}\n"
-      "# HELP headroom_group_size Group size decided.\n# TYPE headroom_group_size gauge\n"
-      "headroom_group_size {}\n",
-      s.actuation.concurrency, s.actuation.group_size);
-  out +=
-      "# HELP headroom_violation_fraction Windows over budget / windows, on telemetry.\n"
-      "# TYPE headroom_violation_fraction gauge\n";
-  const char* names[] = {"0.5s", "30s", "5min"};
-  for (size_t i = 0; i < 3; ++i) {
-    out += fmt::format("headroom_violation_fraction{{window=\"{}\"}} {}\n", names[i],
-                       s.violation_fraction[i]);
-  }
-  out += fmt::format(
-      "# HELP headroom_decisions_total Control decisions.\n# TYPE headroom_decisions_total "
-      "counter\nheadroom_decisions_total {}\n"
-      "# HELP headroom_telemetry_errors_total Failed or stale telemetry reads.\n"
-      "# TYPE headroom_telemetry_errors_total counter\nheadroom_telemetry_errors_total {}\n"
-      "# HELP headroom_tokens_per_second Tokens per second reported by the trainer.\n"
-      "# TYPE headroom_tokens_per_second gauge\nheadroom_tokens_per_second {}\n",
-      s.decisions, s.telemetry_errors, s.tokens_per_s);
-  out += fmt::format(
-      "# HELP headroom_decision_latency_seconds Telemetry read + decision + publication, over "
-      "the last {} decisions.\n# TYPE headroom_decision_latency_seconds summary\n"
-      "headroom_decision_latency_seconds{{quantile=\"0.5\"}} {}\n"
-      "headroom_decision_latency_seconds{{quantile=\"0.99\"}} {}\n"
-      "headroom_decision_latency_seconds_sum {}\n"
-      "headroom_decision_latency_seconds_count {}\n",
-      kLatencyKeep, s.decision_p50_s, s.decision_p99_s, s.latency_sum_s, s.latency_samples);
-  return out;
-}
+  void Accept();
+  void Shutdown();
+  void WakeLongPolls();
+  // At a cap: closes the connection idle the longest (from `address` when given).
+  bool Evict(const std::string* address);
+  void MarkIdle(Connection* c);
+  void MarkBusy(Connection* c);
+  void Forget(Connection* c);
 
-std::string HistoryJson(const std::vector<HistoryPoint>& points, double budget_w) {
-  json j;
-  j["budget_w"] = budget_w;
-  json& out = j["points"] = json::array();
-  for (const HistoryPoint& p : points) {
-    out.push_back({{"t_s", p.t_s},
-                   {"power_w", p.power_w.empty() ? json(nullptr) : json(p.power_w)},
-                   {"concurrency", p.concurrency},
-                   {"group_size", p.group_size},
-                   {"tokens_per_s", p.tokens_per_s}});
-  }
-  return j.dump() + "\n";
-}
+  Shared& shared_state;
+  asio::io_context io{1};
+  tcp::acceptor acceptor{io};
+  asio::steady_timer accept_retry{io};
+  Api api;
+  ServerLimits limits;
 
-Result<TrainerReport> ParseReport(const std::string& body) {
-  json j;
-  try {
-    j = json::parse(body);
-  } catch (const json::exception& e) {
-    return Error::Input(fmt::format("body is not JSON: {}", e.what()));
+  // Io thread only.
+  bool stopping = false;
+  std::unordered_map<Connection*, std::weak_ptr<Connection>> all;
+  std::list<Connection*> idle;  // front: idle the longest
+  std::unordered_map<std::string, int> per_address;
+  std::unordered_set<Connection*> parked;
+
+  std::atomic<uint64_t> accepted{0};
+  std::atomic<uint64_t> refused{0};
+  std::atomic<uint64_t> evicted{0};
+  std::atomic<uint64_t> timed_out{0};
+  std::atomic<uint64_t> requests{0};
+  std::atomic<int> open{0};
+
+ private:
+  void OnAccept(tcp::socket socket);
+  void Refuse(tcp::socket& socket);
+};
+
+// One client connection, driven by the io thread: a request's life is idle -> header -> body
+// -> (parked) -> writing -> idle again (keep-alive) or draining -> closed.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(Server::Impl& server, tcp::socket socket, std::string address)
+      : server_(server),
+        socket_(std::move(socket)),
+        timer_(server.io),
+        address_(std::move(address)),
+        buffer_(server.limits.max_header_bytes + kReadChunkBytes) {}
+
+  void Start() {
+    NewParser();
+    phase_ = Phase::kIdle;
+    server_.MarkIdle(this);
+    SetDeadline(server_.limits.idle_timeout_s);
+    WaitDeadline();
+    Read();
   }
-  if (!j.is_object()) return Error::Input("body: expected a JSON object");
-  TrainerReport r;
-  auto integer = [&](const char* key, int* out) -> Status {
-    if (!j.contains(key)) return Error::Input(fmt::format("field '{}': missing", key));
-    if (!j[key].is_number_integer() || j[key].get<long long>() < 0 ||
-        j[key].get<long long>() > 1'000'000'000) {
-      return Error::Input(fmt::format("field '{}': expected an integer in [0, 1e9]", key));
+
+  void Close() {
+    if (phase_ == Phase::kClosed) return;
+    if (phase_ == Phase::kParked) {
+      server_.parked.erase(this);
+      server_.api.EndLongPoll();  // uncounts it
     }
-    *out = j[key].get<int>();
-    return OkStatus();
-  };
-  if (auto s = integer("step", &r.step); !s) return std::move(s).error();
-  if (auto s = integer("in_flight", &r.in_flight); !s) return std::move(s).error();
-  if (!j.contains("tokens") || !j["tokens"].is_number() || !(j["tokens"].get<double>() >= 0.0) ||
-      j["tokens"].get<double>() > 1e15) {
-    return Error::Input("field 'tokens': expected a number in [0, 1e15]");
+    phase_ = Phase::kClosed;
+    error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+    timer_.cancel();
+    server_.Forget(this);
   }
-  r.tokens = j["tokens"].get<double>();
-  if (!j.contains("phase") || !j["phase"].is_string()) {
-    return Error::Input("field 'phase': expected a string");
+
+  // A parked long-poll: answer it now with the decision in force.
+  void Unpark() {
+    if (phase_ != Phase::kParked) return;
+    server_.parked.erase(this);
+    Respond(server_.api.EndLongPoll());
   }
-  const auto phase = PhaseFromName(j["phase"].get<std::string>());
-  if (!phase) {
-    return Error::Input("field 'phase': one of idle, rollout, logprob, train, sync, checkpoint");
+
+  bool parked() const { return phase_ == Phase::kParked; }
+  uint64_t wait_after() const { return wait_after_; }
+  const std::string& address() const { return address_; }
+
+  std::list<Connection*>::iterator idle_it;
+  bool in_idle = false;
+
+ private:
+  enum class Phase { kIdle, kHeader, kBody, kParked, kWriting, kDraining, kClosed };
+
+  void NewParser() {
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(server_.limits.max_header_bytes));
+    parser_->body_limit(server_.limits.max_body_bytes);
   }
-  r.phase = *phase;
-  if (j.contains("progress")) {
-    if (!j["progress"].is_number() || j["progress"].get<double>() < 0.0 ||
-        j["progress"].get<double>() > 1.0) {
-      return Error::Input("field 'progress': expected a number in [0, 1]");
+
+  void SetDeadline(double seconds) { timer_.expires_after(Seconds(seconds)); }
+  void SetDeadline(SteadyClock::duration d) { timer_.expires_after(d); }
+
+  // One wait at a time; moving the deadline cancels it, and the handler waits again.
+  void WaitDeadline() {
+    timer_.async_wait([self = shared_from_this()](error_code) {
+      if (self->phase_ == Phase::kClosed) return;
+      if (self->timer_.expiry() <= SteadyClock::now()) self->OnDeadline();
+      if (self->phase_ != Phase::kClosed) self->WaitDeadline();
+    });
+  }
+
+  void OnDeadline() {
+    if (phase_ == Phase::kParked) return Unpark();  // the long-poll's own timeout
+    if (phase_ != Phase::kDraining) ++server_.timed_out;
+    Close();
+  }
+
+  void Read() {
+    if (reading_ || phase_ == Phase::kClosed) return;
+    const size_t room = buffer_.max_size() - buffer_.size();
+    if (room == 0) {
+      return Respond(ErrorResponse(431, "request header too large"), /*close_after=*/true);
     }
-    r.progress = j["progress"].get<double>();
+    reading_ = true;
+    socket_.async_read_some(buffer_.prepare(std::min(room, kReadChunkBytes)),
+                            [self = shared_from_this()](error_code ec, size_t n) {
+                              self->reading_ = false;
+                              self->OnRead(ec, n);
+                            });
   }
-  if (j.contains("group_size")) {
-    if (!j["group_size"].is_number_integer() || j["group_size"].get<long long>() < 1 ||
-        j["group_size"].get<long long>() > 1'000'000) {
-      return Error::Input("field 'group_size': expected an integer in [1, 1e6]");
+
+  void OnRead(error_code ec, size_t n) {
+    if (phase_ == Phase::kClosed) return;
+    if (ec) return Close();  // end of stream, reset, or closed by a deadline
+    buffer_.commit(n);
+    if (phase_ == Phase::kDraining) {
+      buffer_.consume(buffer_.size());
+      return Read();
     }
-    r.group_size = j["group_size"].get<int>();
+    if (phase_ == Phase::kParked || phase_ == Phase::kWriting) return;  // kept for later
+    Feed();
   }
-  return r;
-}
 
-Result<std::pair<std::string, int>> ParseListen(const std::string& text) {
-  const auto colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
-    return Error::Usage(fmt::format("--listen: '{}': expected HOST:PORT", text));
-  }
-  int port = -1;
-  try {
-    size_t used = 0;
-    port = std::stoi(text.substr(colon + 1), &used);
-    if (used != text.size() - colon - 1) port = -1;
-  } catch (...) {
-    port = -1;
-  }
-  if (port < 0 || port > 65535) {
-    return Error::Usage(fmt::format("--listen: '{}': the port must be 0-65535", text));
-  }
-  return std::make_pair(text.substr(0, colon), port);
-}
-
-Server::Server(Shared& shared, std::string token)
-    : shared_(shared), token_(std::move(token)), http_(std::make_unique<httplib::Server>()) {
-  httplib::Server& s = *http_;
-  s.set_payload_max_length(kMaxBodyBytes);
-  // A worker per open connection: long-polling trainers hold theirs for up to 30 s, so the pool
-  // is far larger than httplib's default (cores - 1, at least 8); idle workers cost no CPU.
-  s.new_task_queue = [] { return new httplib::ThreadPool(kServerThreads); };
-  s.set_tcp_nodelay(true);  // small JSON answers: no Nagle delay against the client's ACK
-  s.set_keep_alive_max_count(1000);
-  s.set_read_timeout(5, 0);
-  s.set_write_timeout(5, 0);
-
-  s.Get("/v1/actuation", [this](const httplib::Request& req, httplib::Response& res) {
-    std::unique_lock lock(shared_.mu);
-    if (req.has_param("after")) {
-      uint64_t after = 0;
-      double timeout_s = 10.0;
-      try {
-        after = std::stoull(req.get_param_value("after"));
-        if (req.has_param("timeout_s")) timeout_s = std::stod(req.get_param_value("timeout_s"));
-      } catch (...) {
-        lock.unlock();
-        return Fail(res, 400, "after: expected a sequence number; timeout_s: seconds");
+  void Feed() {
+    if (phase_ == Phase::kIdle && buffer_.size() > 0) {
+      phase_ = Phase::kHeader;
+      server_.MarkBusy(this);
+      SetDeadline(server_.limits.header_timeout_s);
+    }
+    while (buffer_.size() > 0) {
+      error_code ec;
+      const size_t used = parser_->put(buffer_.data(), ec);
+      buffer_.consume(used);
+      if (ec == http::error::need_more) break;
+      if (ec) return Reject(ec);
+      if (phase_ == Phase::kHeader && parser_->is_header_done()) {
+        phase_ = Phase::kBody;
+        SetDeadline(server_.limits.body_timeout_s);
+        ContinueIfExpected();
       }
-      timeout_s = std::clamp(timeout_s, 0.0, 30.0);
-      if (shared_.long_polls < kMaxLongPolls) {
-        ++shared_.long_polls;
-        shared_.cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] {
-          return shared_.stopping || shared_.agent->actuation().seq > after;
-        });
-        --shared_.long_polls;
-      }
+      if (parser_->is_done()) return Dispatch();
+      if (used == 0) break;
     }
-    res.set_content(ActuationJson(shared_.agent->actuation()), "application/json");
-  });
-  s.Post("/v1/report", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!token_.empty() && req.get_header_value("Authorization") != "Bearer " + token_) {
-      return Fail(res, 401, "a bearer token is required");
+    Read();
+  }
+
+  // `Expect: 100-continue` (curl sends it before bodies over 1 KiB): say so at once. A short
+  // write on a fresh connection's empty send buffer; if it would block, the client sends its
+  // body after its own wait anyway.
+  void ContinueIfExpected() {
+    const auto& req = parser_->get();
+    const auto expect = Header(req, http::field::expect);
+    if (!expect || !beast::iequals(beast::string_view(expect->data(), expect->size()),
+                                   "100-continue")) {
+      return;
     }
-    auto report = ParseReport(req.body);
-    if (!report) return Fail(res, 400, report.error().message());
-    std::lock_guard lock(shared_.mu);
-    shared_.agent->Report(*report, shared_.now_s());
-    res.set_content("{\"ok\": true}\n", "application/json");
-  });
-  s.Get("/v1/status", [this](const httplib::Request&, httplib::Response& res) {
-    AgentStatus status;
-    {
-      std::lock_guard lock(shared_.mu);
-      status = shared_.agent->Status(shared_.now_s());
-      status.long_polls_waiting = shared_.long_polls;
+    static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    error_code ignored;
+    socket_.write_some(asio::buffer(kContinue.data(), kContinue.size()), ignored);
+  }
+
+  void Reject(error_code ec) {
+    if (ec == http::error::header_limit) {
+      return Respond(ErrorResponse(431, "request header too large"), true);
     }
-    res.set_content(StatusJson(status), "application/json");  // serialised outside the lock
-  });
-  s.Get("/v1/history", [this](const httplib::Request& req, httplib::Response& res) {
-    double after_t_s = -1.0;
-    if (req.has_param("after")) {
-      const std::string text = req.get_param_value("after");
-      char* end = nullptr;
-      after_t_s = std::strtod(text.c_str(), &end);
-      if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(after_t_s)) {
-        return Fail(res, 400, "after: expected agent time in seconds");
-      }
+    if (ec == http::error::body_limit) {
+      return Respond(ErrorResponse(413, fmt::format("body larger than {} bytes",
+                                                    server_.limits.max_body_bytes)),
+                     true);
     }
-    std::vector<HistoryPoint> points;
-    {
-      std::lock_guard lock(shared_.mu);
-      points = shared_.agent->History(after_t_s);
+    Respond(ErrorResponse(400, "malformed HTTP request: " + ec.message()), true);
+  }
+
+  void Dispatch() {
+    ++server_.requests;
+    const auto& req = parser_->get();
+    keep_alive_ = req.keep_alive();
+    head_ = req.method() == http::verb::head;
+    if (req.count(http::field::host) > 1) {
+      return Respond(ErrorResponse(400, "Host: repeated"), true);
     }
-    res.set_content(HistoryJson(points, shared_.agent->config().budget_w), "application/json");
-  });
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    AgentStatus status;
-    {
-      std::lock_guard lock(shared_.mu);
-      status = shared_.agent->Status(shared_.now_s());
+    ApiRequest request;
+    request.method = std::string_view(req.method_string().data(), req.method_string().size());
+    request.target = std::string_view(req.target().data(), req.target().size());
+    request.host = Header(req, http::field::host);
+    request.authorization = Header(req, http::field::authorization);
+    request.content_type = Header(req, http::field::content_type);
+    request.body = req.body();
+    ApiResponse response = server_.api.Handle(request);
+    if (response.wait_after) {
+      // A decision published after Handle's check wakes us: its wake is posted to this thread
+      // and runs after this handler, when this connection is already in `parked`.
+      phase_ = Phase::kParked;
+      wait_after_ = *response.wait_after;
+      server_.parked.insert(this);
+      SetDeadline(response.wait_s);
+      if (server_.stopping) Unpark();
+      return;
     }
-    res.set_content(MetricsText(status, status.budget_w), "text/plain; version=0.0.4");
-  });
-  s.Get("/", [](const httplib::Request&, httplib::Response& res) {
-    // Self-contained: the page's scripts and styles are inline, and it talks only to this agent.
-    res.set_header("Content-Security-Policy",
-                   "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
-                   "connect-src 'self'; img-src 'self' data:");
-    res.set_header("X-Content-Type-Options", "nosniff");
-    res.set_content(kDashboardHtml.data(), kDashboardHtml.size(), "text/html; charset=utf-8");
+    Respond(std::move(response));
+  }
+
+  void Respond(ApiResponse r, bool close_after = false) {
+    if (close_after || server_.stopping) keep_alive_ = false;
+    response_ = {};
+    response_.version(11);
+    response_.result(static_cast<unsigned>(r.status));
+    response_.set(http::field::content_type, r.content_type);
+    response_.set(http::field::cache_control, "no-store");
+    response_.set("X-Content-Type-Options", "nosniff");
+    for (const auto& [name, value] : r.headers) response_.set(name, value);
+    response_.keep_alive(keep_alive_);
+    response_.body() = std::move(r.body);
+    response_.prepare_payload();
+    if (head_) response_.body().clear();  // Content-Length stays: what GET would send
+    phase_ = Phase::kWriting;
+    SetDeadline(server_.limits.write_timeout_s);
+    http::async_write(socket_, response_, [self = shared_from_this()](error_code ec, size_t) {
+      self->OnWritten(ec);
+    });
+  }
+
+  void OnWritten(error_code ec) {
+    if (phase_ == Phase::kClosed) return;
+    if (ec) return Close();
+    if (!keep_alive_) {
+      // Send our end, then read and discard until the client closes (or briefly), so that an
+      // unread request body does not turn our close into a reset that loses the answer.
+      phase_ = Phase::kDraining;
+      error_code ignored;
+      socket_.shutdown(tcp::socket::shutdown_send, ignored);
+      buffer_.consume(buffer_.size());
+      SetDeadline(kDrainTime);
+      return Read();
+    }
+    NewParser();
+    phase_ = Phase::kIdle;
+    server_.MarkIdle(this);
+    SetDeadline(server_.limits.idle_timeout_s);
+    if (buffer_.size() > 0) return Feed();  // a pipelined request
+    Read();
+  }
+
+  Server::Impl& server_;
+  tcp::socket socket_;
+  asio::steady_timer timer_;
+  std::string address_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  http::response<http::string_body> response_;
+  Phase phase_ = Phase::kIdle;
+  bool reading_ = false;
+  bool keep_alive_ = true;
+  bool head_ = false;
+  uint64_t wait_after_ = 0;
+};
+
+void Server::Impl::Accept() {
+  acceptor.async_accept([this](error_code ec, tcp::socket socket) {
+    if (stopping) return;
+    if (ec) {
+      if (ec == asio::error::operation_aborted) return;
+      // Out of descriptors or buffers: try again shortly instead of spinning.
+      accept_retry.expires_after(kAcceptRetry);
+      accept_retry.async_wait([this](error_code e) {
+        if (!e && !stopping) Accept();
+      });
+      return;
+    }
+    OnAccept(std::move(socket));
+    Accept();
   });
 }
+
+void Server::Impl::OnAccept(tcp::socket socket) {
+  error_code ec;
+  const tcp::endpoint remote = socket.remote_endpoint(ec);
+  if (ec) return;  // already gone
+  std::string address = remote.address().to_string();
+  const auto count = per_address.find(address);
+  if (count != per_address.end() && count->second >= limits.max_connections_per_address) {
+    if (!Evict(&address)) return Refuse(socket);
+  } else if (open.load() >= limits.max_connections) {
+    if (!Evict(nullptr)) return Refuse(socket);
+  }
+  socket.set_option(tcp::no_delay(true), ec);  // small JSON answers: no Nagle delay
+  socket.non_blocking(true, ec);
+  auto c = std::make_shared<Connection>(*this, std::move(socket), address);
+  all.emplace(c.get(), c);
+  ++per_address[address];
+  ++open;
+  ++accepted;
+  c->Start();
+}
+
+void Server::Impl::Refuse(tcp::socket& socket) {
+  ++refused;
+  error_code ignored;
+  socket.non_blocking(true, ignored);
+  socket.write_some(asio::buffer(kRefusal.data(), kRefusal.size()), ignored);
+  socket.shutdown(tcp::socket::shutdown_both, ignored);
+  socket.close(ignored);
+}
+
+bool Server::Impl::Evict(const std::string* address) {
+  for (Connection* c : idle) {
+    if (address != nullptr && c->address() != *address) continue;
+    ++evicted;
+    c->Close();  // removes it from `idle`
+    return true;
+  }
+  return false;
+}
+
+void Server::Impl::MarkIdle(Connection* c) {
+  if (c->in_idle) return;
+  c->idle_it = idle.insert(idle.end(), c);
+  c->in_idle = true;
+}
+
+void Server::Impl::MarkBusy(Connection* c) {
+  if (!c->in_idle) return;
+  idle.erase(c->idle_it);
+  c->in_idle = false;
+}
+
+void Server::Impl::Forget(Connection* c) {
+  MarkBusy(c);
+  parked.erase(c);
+  if (all.erase(c) == 0) return;
+  --open;
+  const auto it = per_address.find(c->address());
+  if (it != per_address.end() && --it->second <= 0) per_address.erase(it);
+}
+
+void Server::Impl::WakeLongPolls() {
+  std::vector<Connection*> ready;
+  for (Connection* c : parked) {
+    if (api.Newer(c->wait_after())) ready.push_back(c);
+  }
+  for (Connection* c : ready) c->Unpark();
+}
+
+void Server::Impl::Shutdown() {
+  stopping = true;
+  error_code ignored;
+  acceptor.close(ignored);
+  accept_retry.cancel();
+  std::vector<std::shared_ptr<Connection>> open_now;
+  for (auto& [raw, weak] : all) {
+    if (auto c = weak.lock()) open_now.push_back(std::move(c));
+  }
+  for (auto& c : open_now) c->Close();
+  io.stop();
+}
+
+Server::Server(Shared& shared, ApiConfig api, ServerLimits limits)
+    : shared_(shared), impl_(std::make_unique<Impl>(shared, std::move(api), limits)) {}
 
 Server::~Server() { Stop(); }
 
 Status Server::Start(const std::string& host, int port) {
-  if (port == 0) {
-    port_ = http_->bind_to_any_port(host.c_str());
-    if (port_ <= 0) return Error::Io(fmt::format("agent: cannot bind {}", host));
+  Impl& s = *impl_;
+  error_code ec;
+  tcp::endpoint endpoint;
+  const auto address = asio::ip::make_address(host, ec);
+  if (!ec) {
+    endpoint = tcp::endpoint(address, static_cast<unsigned short>(port));
   } else {
-    if (!http_->bind_to_port(host.c_str(), port)) {
-      return Error::Io(
-          fmt::format("agent: cannot bind {}:{} (in use, or not an address here)", host, port));
+    tcp::resolver resolver(s.io);
+    const auto results = resolver.resolve(host, std::to_string(port), ec);
+    if (ec || results.empty()) {
+      return Error::Usage(fmt::format("--listen: cannot resolve '{}': {}", host, ec.message()));
     }
-    port_ = port;
+    endpoint = results.begin()->endpoint();
   }
-  thread_ = std::thread([this] { http_->listen_after_bind(); });
-  // Stop() before the loop runs would be lost (httplib 0.11 has no wait_until_ready): wait for
-  // the accept loop, which starts at once.
-  while (!http_->is_running()) std::this_thread::yield();
+  const std::string where = fmt::format("{}:{}", host, port);
+  // SO_REUSEADDR lets a restart bind while old connections linger in TIME_WAIT; on Linux it
+  // does not let two sockets listen on one port. No SO_REUSEPORT: that would.
+  s.acceptor.open(endpoint.protocol(), ec);
+  if (!ec) s.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) s.acceptor.bind(endpoint, ec);
+  if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    error_code ignored;
+    s.acceptor.close(ignored);
+    if (ec == asio::error::address_in_use) {
+      return Error::Io(fmt::format("agent: cannot listen on {}: the port is in use (another agent?)",
+                                   where));
+    }
+    return Error::Io(fmt::format("agent: cannot listen on {}: {}", where, ec.message()));
+  }
+  port_ = s.acceptor.local_endpoint().port();
+
+  // Every connection is a descriptor: raise the soft limit as far as the cap needs (and the
+  // hard limit allows), and keep the cap within it.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0) {
+    const rlim_t want = static_cast<rlim_t>(s.limits.max_connections + kSpareDescriptors);
+    if (files.rlim_cur < want) {
+      rlimit raised = files;
+      raised.rlim_cur = std::min(want, files.rlim_max);
+      if (setrlimit(RLIMIT_NOFILE, &raised) == 0) files = raised;
+    }
+    const auto usable = static_cast<long long>(files.rlim_cur) - kSpareDescriptors;
+    s.limits.max_connections =
+        static_cast<int>(std::clamp<long long>(usable, 1, s.limits.max_connections));
+  }
+
+  {
+    std::lock_guard lock(shared_.mu);
+    Impl* impl = impl_.get();
+    shared_.wake = [impl] { asio::post(impl->io, [impl] { impl->WakeLongPolls(); }); };
+  }
+  s.Accept();
+  thread_ = std::thread([impl = impl_.get()] {
+    for (;;) {
+      try {
+        impl->io.run();
+        return;
+      } catch (const std::exception&) {
+        // A handler failed (out of memory, say): the loop goes on serving the others.
+      }
+    }
+  });
   return OkStatus();
 }
 
 void Server::Stop() {
   {
     std::lock_guard lock(shared_.mu);
-    shared_.stopping = true;
+    shared_.wake = nullptr;
   }
-  shared_.cv.notify_all();
-  if (http_) http_->stop();
-  if (thread_.joinable()) thread_.join();
+  if (!thread_.joinable()) return;
+  Impl* impl = impl_.get();
+  asio::post(impl->io, [impl] { impl->Shutdown(); });
+  thread_.join();
+}
+
+ServerCounters Server::counters() const {
+  ServerCounters c;
+  c.accepted = impl_->accepted.load();
+  c.refused = impl_->refused.load();
+  c.evicted = impl_->evicted.load();
+  c.timed_out = impl_->timed_out.load();
+  c.requests = impl_->requests.load();
+  c.open = impl_->open.load();
+  return c;
 }
 
 }  // namespace headroom::agent

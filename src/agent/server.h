@@ -1,78 +1,73 @@
-// The agent's HTTP/JSON API (docs/AGENT.md), on cpp-httplib:
-//   GET  /v1/actuation[?after=SEQ&timeout_s=T]  the current decision; with `after`, long-polls
-//        until a newer one exists or T (default 10, at most 30) seconds pass (at most
-//        kMaxLongPolls wait at once; more answer at once)
-//   POST /v1/report   {"step", "phase", "tokens", "in_flight"[, "progress", "group_size"]} from
-//        the trainer
-//   GET  /v1/status   power, actuation, violations per window, counters
-//   GET  /v1/history[?after=T]  the decisions after agent time T of the last 5 minutes
-//   GET  /metrics     the same in Prometheus text format
-//   GET  /            the live dashboard (agent/dashboard.h)
-// Binds to 127.0.0.1 unless told otherwise; with a token, POST needs `Authorization: Bearer T`;
-// bodies are capped at 64 KiB (413); malformed or invalid JSON gets 400 with the reason. No
-// endpoint runs commands or touches files.
+// The agent's HTTP/1.1 transport (Boost.Asio + Boost.Beast's parser): one event-loop thread
+// serves every connection, so slow, idle or long-polling clients cost a socket each and never a
+// worker. What it defends against (docs/AGENT.md, "Limits"):
+// - slow clients: a request's header must arrive within `header_timeout_s` of its first byte and
+//   its body within `body_timeout_s` of the header; an answer must be taken within
+//   `write_timeout_s`; a connection that sends nothing for `idle_timeout_s` is closed;
+// - many clients: at most `max_connections` open, `max_connections_per_address` from one
+//   address; at a cap, the connection idle the longest (between requests) is closed to make
+//   room, and when none is idle the new one gets 503 and is closed;
+// - big requests: headers over `max_header_bytes` get 431, bodies over `max_body_bytes` 413;
+// - long-polls wait on timers, within the Api's own cap;
+// - binding: no SO_REUSEPORT, so a second agent on a port in use fails to start.
+// Stop() closes every connection at once: it returns within milliseconds whatever clients do.
+// The routes are the Api's (api.h).
 #pragma once
 
-#include <condition_variable>
-#include <functional>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
-#include "agent/agent.h"
+#include "agent/api.h"
 #include "common/error.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace headroom::agent {
 
-inline constexpr size_t kMaxBodyBytes = 64 * 1024;
-inline constexpr size_t kServerThreads = 64;  // connections served at once
-// Long-polls waiting at once; beyond this a long-poll answers at once (as with timeout_s=0), so
-// that waiting clients can never hold every worker and starve the other endpoints.
-inline constexpr int kMaxLongPolls = 48;
+struct ServerLimits {
+  int max_connections = 1024;
+  int max_connections_per_address = 512;
+  double idle_timeout_s = 10.0;
+  double header_timeout_s = 5.0;
+  double body_timeout_s = 5.0;
+  double write_timeout_s = 5.0;
+  size_t max_header_bytes = 8 * 1024;
+  size_t max_body_bytes = kMaxBodyBytes;
+};
 
-// What the runner and the server share. The runner ticks the agent under `mu` and then notifies
-// `cv`; every handler reads under `mu`.
-struct Shared {
-  std::mutex mu;
-  std::condition_variable cv;
-  Agent* agent = nullptr;
-  std::function<double()> now_s;  // the runner's clock
-  bool stopping = false;
-  int long_polls = 0;  // waiting now (under mu)
+struct ServerCounters {
+  uint64_t accepted = 0;
+  uint64_t refused = 0;     // at a cap with nothing idle to close: 503
+  uint64_t evicted = 0;     // idle connections closed to make room
+  uint64_t timed_out = 0;   // header, body, write or idle deadline passed
+  uint64_t requests = 0;
+  int open = 0;
 };
 
 class Server {
  public:
-  Server(Shared& shared, std::string token);
+  // `shared` outlives the server.
+  Server(Shared& shared, ApiConfig api, ServerLimits limits = {});
   ~Server();  // stops and joins
 
-  // Binds host:port (port 0: any free port) and serves on a thread.
+  // Binds host:port (port 0: any free port) and serves on a thread of its own. Fails with one
+  // line when the address is in use or not this machine's.
   Status Start(const std::string& host, int port);
   int port() const { return port_; }
+  // Closes the listener and every connection and joins the thread. Idempotent.
   void Stop();
+  // A snapshot; thread-safe.
+  ServerCounters counters() const;
+
+  class Impl;
 
  private:
   Shared& shared_;
-  std::string token_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<Impl> impl_;
   std::thread thread_;
   int port_ = 0;
 };
-
-// "host:port" -> parts. Usage error naming the flag when malformed.
-Result<std::pair<std::string, int>> ParseListen(const std::string& text);
-
-// The bodies, exposed for tests and the runner's log.
-std::string ActuationJson(const Actuation& a);
-std::string StatusJson(const AgentStatus& s);
-std::string MetricsText(const AgentStatus& s, double budget_w);
-std::string HistoryJson(const std::vector<HistoryPoint>& points, double budget_w);
-// Parses a trainer report; the error names the field.
-Result<TrainerReport> ParseReport(const std::string& body);
 
 }  // namespace headroom::agent

@@ -191,7 +191,9 @@ Status RunAgent(const AgentArgs& args) {
                                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                       std::chrono::duration<double>(t_s / speed)));
   };
-  agent::Server server(shared, args.token);
+  agent::ApiConfig api;
+  api.token = args.token;
+  agent::Server server(shared, api);
   if (auto st = server.Start(listen->first, listen->second); !st) return st;
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);

@@ -170,7 +170,15 @@ TEST(Agent, ViolationFractionsOnTheJobPowerItSaw) {
   for (int i = 0; i < 4; ++i) a.Tick(0.5 * i, At(0.5 * i, {w[i]}));
   const AgentStatus s = a.Status(1.5);
   EXPECT_EQ(s.windows[0], 3u);
-  EXPECT_NEAR(s.violation_fraction[0], 2.0 / 3.0, 1e-12);
+  ASSERT_TRUE(s.violation_fraction[0].has_value());
+  EXPECT_NEAR(*s.violation_fraction[0], 2.0 / 3.0, 1e-12);
+  // No 30 s or 5 min window has closed: no fraction yet (not a false 0).
+  EXPECT_EQ(s.windows[1], 0u);
+  EXPECT_FALSE(s.violation_fraction[1].has_value());
+  EXPECT_FALSE(s.violation_fraction[2].has_value());
+  const auto j = nlohmann::json::parse(StatusJson(s));
+  EXPECT_TRUE(j["violation_fraction"]["30s"].is_null());
+  EXPECT_THAT(MetricsText(s), HasSubstr("headroom_violation_fraction{window=\"5min\"} NaN"));
 }
 
 TEST(Guard, SetsTheBudgetAfterSustainedExcessAndRestoresTheOriginals) {
@@ -236,7 +244,9 @@ TEST(Server, ApiEndToEnd) {
   shared.agent = &core;
   std::atomic<double> now{0.0};
   shared.now_s = [&] { return now.load(); };
-  Server server(shared, "s3cret");
+  ApiConfig api;
+  api.token = "s3cret";
+  Server server(shared, api);
   ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
   httplib::Client c("127.0.0.1", server.port());
 
@@ -253,9 +263,11 @@ TEST(Server, ApiEndToEnd) {
   // Long poll: returns once a newer decision exists (the tick may come before or after the
   // client starts waiting; either way the answer is newer than `seq`).
   std::thread ticker([&] {
-    std::lock_guard lock(shared.mu);
-    core.Tick(0.0, At(0.0, {100.0}));
-    shared.cv.notify_all();
+    {
+      std::lock_guard lock(shared.mu);
+      core.Tick(0.0, At(0.0, {100.0}));
+    }
+    shared.NotifyDecision();
   });
   r = c.Get(("/v1/actuation?after=" + std::to_string(seq) + "&timeout_s=20").c_str());
   ticker.join();
@@ -338,13 +350,13 @@ TEST(Server, LongPollsCannotStarveTheOtherEndpoints) {
   Shared shared;
   shared.agent = &core;
   shared.now_s = [] { return 0.0; };
-  Server server(shared, "");
+  Server server(shared, ApiConfig{});
   ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
   const uint64_t seq = core.actuation().seq;
   // More long-polls than may wait: kMaxLongPolls wait, the rest answer at once. The clients
   // come one at a time, each once the previous one is accounted for (waiting or answered), so
   // that no burst of connections meets the listen backlog.
-  const int clients = kMaxLongPolls + 12;
+  const int clients = kDefaultMaxLongPolls + 12;
   std::atomic<int> answered{0};
   std::atomic<int> ok{0};
   std::vector<std::thread> pollers;
@@ -370,15 +382,15 @@ TEST(Server, LongPollsCannotStarveTheOtherEndpoints) {
       ADD_FAILURE() << "client " << i << " not accounted for";
       break;  // release and join the others below
     }
-    EXPECT_EQ(waiting, std::min(i + 1, kMaxLongPolls)) << "client " << i;
-    EXPECT_EQ(answered.load(), std::max(0, i + 1 - kMaxLongPolls)) << "client " << i;
+    EXPECT_EQ(waiting, std::min(i + 1, kDefaultMaxLongPolls)) << "client " << i;
+    EXPECT_EQ(answered.load(), std::max(0, i + 1 - kDefaultMaxLongPolls)) << "client " << i;
   }
   // A new decision releases every waiting one.
   {
     std::lock_guard lock(shared.mu);
     core.Tick(0.0, At(0.0, {100.0}));
   }
-  shared.cv.notify_all();
+  shared.NotifyDecision();
   for (auto& t : pollers) t.join();
   EXPECT_EQ(ok.load(), static_cast<int>(pollers.size()));
   EXPECT_EQ(ok.load(), clients);

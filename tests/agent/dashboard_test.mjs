@@ -102,10 +102,14 @@ try {
   const actLegend = await page.$$eval("#chart-actuation .u-legend .u-label", (els) => els.map((e) => e.textContent));
   check(actLegend.includes("concurrency") && actLegend.includes("group size"), "actuation chart series");
   check(await page.locator(".uplot").count() === 3, "three charts");
-  const fractions = await page.$$eval("#violations tbody .fraction", (els) => els.map((e) => e.textContent));
-  check(fractions.length === 3 && fractions.every((f) => /^\d+\.\d\d %$/.test(f)),
-        `violation fractions shown (${fractions})`);
-  const counts = await page.$$eval("#violations tbody .count", (els) => els.map((e) => Number(e.textContent)));
+  // Read in one go (a poll between two reads could close a window): a number where a window of
+  // that length has closed, a dash (not a false 0 %) where none has.
+  const rows = await page.$$eval("#violations tbody tr", (els) => els.map((e) => [
+    e.querySelector(".fraction").textContent, Number(e.querySelector(".count").textContent)]));
+  const fractions = rows.map((r) => r[0]);
+  const counts = rows.map((r) => r[1]);
+  check(rows.length === 3 && rows.every(([f, n]) => n > 0 ? /^\d+\.\d\d %$/.test(f) : f === "–"),
+        `violation fractions shown (${fractions}; windows ${counts})`);
   check(counts[0] >= 10, `0.5 s windows counted (${counts})`);
 
   // The data behind the charts: times strictly increasing, budget flat at the agent's budget,

@@ -14,6 +14,11 @@
                   gpus: -1, lastT: null, samples: 0, errors: 0 }; // samples: decisions received
   let charts = null;
 
+  // An agent that needs its token on reads (--token-on-reads) is opened as .../#token=T: the
+  // fragment never leaves the browser, and the page sends it as a bearer token.
+  const token = new URLSearchParams(location.hash.slice(1)).get("token");
+  const request = { cache: "no-store", headers: token ? { Authorization: "Bearer " + token } : {} };
+
   const $ = (id) => document.getElementById(id);
   const fmt = (x, digits) => (x === null || x === undefined || !isFinite(x)) ? "–" : x.toFixed(digits);
 
@@ -105,7 +110,8 @@
     $("reason").textContent = "t = " + fmt(s.t_s, 1) + " s · " + s.actuation.reason;
     for (const w of WINDOWS) {
       const row = document.querySelector('tr[data-window="' + w + '"]');
-      row.querySelector(".fraction").textContent = fmt(100 * s.violation_fraction[w], 2) + " %";
+      const f = s.violation_fraction[w]; // null until the first window of that length closes
+      row.querySelector(".fraction").textContent = f === null || f === undefined ? "–" : fmt(100 * f, 2) + " %";
       row.querySelector(".count").textContent = s.windows ? s.windows[w] : "–";
     }
   }
@@ -121,8 +127,8 @@
   async function poll() {
     try {
       const query = state.lastT === null ? "" : "?after=" + state.lastT;
-      const [hr, sr] = await Promise.all([fetch("/v1/history" + query, { cache: "no-store" }),
-                                          fetch("/v1/status", { cache: "no-store" })]);
+      const [hr, sr] = await Promise.all([fetch("/v1/history" + query, request),
+                                          fetch("/v1/status", request)]);
       if (!hr.ok || !sr.ok) throw new Error("HTTP " + (hr.ok ? sr.status : hr.status));
       const [h, s] = await Promise.all([hr.json(), sr.json()]);
       if (add(h) > 0 && charts) drawCharts();

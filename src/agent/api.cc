@@ -1,0 +1,616 @@
+#include "agent/api.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "agent/dashboard.h"
+
+namespace headroom::agent {
+
+namespace {
+
+using nlohmann::json;
+
+// Never throws on text a client sent: invalid UTF-8 is replaced, not an exception.
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::optional<control::Phase> PhaseFromName(const std::string& name) {
+  for (int p = 0; p < control::kPhaseCount; ++p) {
+    const auto phase = static_cast<control::Phase>(p);
+    if (control::PhaseName(phase) == name) return phase;
+  }
+  return std::nullopt;
+}
+
+char Lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (Lower(a[i]) != Lower(b[i])) return false;
+  }
+  return true;
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// Constant time in the contents (not in the length, which is not secret enough to matter).
+bool SameSecret(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  }
+  return diff == 0;
+}
+
+// Offset of the first byte that is not part of well-formed UTF-8 (RFC 3629: no overlongs, no
+// surrogates, nothing above U+10FFFF); npos when all is well formed.
+size_t FirstInvalidUtf8(std::string_view s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = p[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len = 0;
+    unsigned char lo = 0x80;
+    unsigned char hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return i;
+    }
+    if (i + len > n) return i;
+    if (p[i + 1] < lo || p[i + 1] > hi) return i;
+    for (size_t k = 2; k < len; ++k) {
+      if (p[i + k] < 0x80 || p[i + k] > 0xBF) return i;
+    }
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
+// Which field's value the parser was reading when it failed: the key whose value was open.
+class FieldTracker final : public nlohmann::json_sax<json> {
+ public:
+  std::optional<std::string> field() const { return in_value_ ? std::optional(key_) : std::nullopt; }
+  bool null() override { return Value(); }
+  bool boolean(bool) override { return Value(); }
+  bool number_integer(number_integer_t) override { return Value(); }
+  bool number_unsigned(number_unsigned_t) override { return Value(); }
+  bool number_float(number_float_t, const string_t&) override { return Value(); }
+  bool string(string_t&) override { return Value(); }
+  bool binary(binary_t&) override { return Value(); }
+  bool start_object(std::size_t) override { return Value(); }
+  bool key(string_t& k) override {
+    key_ = k;
+    in_value_ = true;
+    return true;
+  }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+ private:
+  bool Value() {
+    in_value_ = false;
+    return true;
+  }
+  std::string key_;
+  bool in_value_ = false;
+};
+
+struct Query {
+  std::vector<std::pair<std::string_view, std::string_view>> items;
+  std::optional<std::string_view> Get(std::string_view key) const {
+    for (const auto& [k, v] : items) {
+      if (k == key) return v;
+    }
+    return std::nullopt;
+  }
+};
+
+// "a=1&b=2" -> items; an error naming the parameter on a repeated, unknown or valueless one.
+Result<Query> ParseQuery(std::string_view text, std::initializer_list<std::string_view> known) {
+  Query q;
+  if (text.empty()) return q;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t amp = std::min(text.find('&', start), text.size());
+    const std::string_view item = text.substr(start, amp - start);
+    const size_t eq = item.find('=');
+    const std::string_view key = item.substr(0, eq);
+    const bool is_known = std::find(known.begin(), known.end(), key) != known.end();
+    if (!is_known) {
+      return Error::Input(fmt::format("query: unknown parameter '{}'",
+                                      key.substr(0, std::min<size_t>(key.size(), 64))));
+    }
+    if (eq == std::string_view::npos) {
+      return Error::Input(fmt::format("query: parameter '{}' has no value", key));
+    }
+    if (q.Get(key)) return Error::Input(fmt::format("query: parameter '{}' repeated", key));
+    q.items.emplace_back(key, item.substr(eq + 1));
+    start = amp + 1;
+  }
+  return q;
+}
+
+ApiResponse Json(int status, std::string body) {
+  ApiResponse r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+ApiResponse MethodNotAllowed(std::string allow) {
+  ApiResponse r = ErrorResponse(405, "method not allowed; this path takes " + allow);
+  r.headers.emplace_back("Allow", std::move(allow));
+  return r;
+}
+
+}  // namespace
+
+void Shared::NotifyDecision() {
+  // Under the lock: a server that cleared `wake` (stopping) is never called after.
+  std::lock_guard lock(mu);
+  if (wake) wake();
+}
+
+ApiResponse ErrorResponse(int status, std::string_view message) {
+  return Json(status, Dump(json{{"error", std::string(message)}}) + "\n");
+}
+
+std::string ActuationJson(const Actuation& a) {
+  return Dump(json{{"concurrency", a.concurrency},
+                   {"group_size", a.group_size},
+                   {"seq", a.seq},
+                   {"valid_for_s", a.valid_for_s},
+                   {"reason", a.reason}}) +
+         "\n";
+}
+
+std::string StatusJson(const AgentStatus& s) {
+  json j;
+  j["t_s"] = s.t_s;
+  j["power_w"] = s.power_w;
+  j["job_power_w"] = s.job_power_w;
+  j["actuation"] = {{"concurrency", s.actuation.concurrency},
+                    {"group_size", s.actuation.group_size},
+                    {"seq", s.actuation.seq},
+                    {"valid_for_s", s.actuation.valid_for_s},
+                    {"reason", s.actuation.reason}};
+  j["decisions"] = s.decisions;
+  j["telemetry_errors"] = s.telemetry_errors;
+  j["safe_decisions"] = s.safe_decisions;
+  j["tokens_per_s"] = s.tokens_per_s;
+  j["report_age_s"] = s.report_age_s < 0.0 ? json(nullptr) : json(s.report_age_s);
+  if (s.report) {
+    j["report"] = {{"step", s.report->step},
+                   {"phase", control::PhaseName(s.report->phase)},
+                   {"tokens", s.report->tokens},
+                   {"in_flight", s.report->in_flight}};
+  }
+  j["budget_w"] = s.budget_w;
+  const auto fraction = [](const std::optional<double>& f) { return f ? json(*f) : json(nullptr); };
+  j["violation_fraction"] = {{"0.5s", fraction(s.violation_fraction[0])},
+                             {"30s", fraction(s.violation_fraction[1])},
+                             {"5min", fraction(s.violation_fraction[2])}};
+  j["windows"] = {{"0.5s", s.windows[0]}, {"30s", s.windows[1]}, {"5min", s.windows[2]}};
+  j["long_polls_waiting"] = s.long_polls_waiting;
+  j["decision_latency_s"] = {{"p50", s.decision_p50_s},
+                             {"p99", s.decision_p99_s},
+                             {"max", s.decision_max_s},
+                             {"samples", s.latency_samples}};
+  return Dump(j) + "\n";
+}
+
+std::string MetricsText(const AgentStatus& s) {
+  std::string out;
+  out +=
+      "# HELP headroom_power_watts Telemetry power per GPU.\n# TYPE headroom_power_watts gauge\n";
+  for (size_t g = 0; g < s.power_w.size(); ++g) {
+    out += fmt::format("headroom_power_watts{{gpu=\"{}\"}} {}\n", g, s.power_w[g]);
+  }
+  out += fmt::format(
+      "# HELP headroom_budget_watts Budget per GPU.\n# TYPE headroom_budget_watts gauge\n"
+      "headroom_budget_watts {}\n",
+      s.budget_w);
+  out += fmt::format(
+      "# HELP headroom_concurrency Generation concurrency decided.\n"
+      "# TYPE headroom_concurrency gauge\nheadroom_concurrency {}\n"
+      "# HELP headroom_group_size Group size decided.\n# TYPE headroom_group_size gauge\n"
+      "headroom_group_size {}\n",
+      s.actuation.concurrency, s.actuation.group_size);
+  out +=
+      "# HELP headroom_violation_fraction Windows over budget / windows closed, on telemetry "
+      "(NaN before the first window closes).\n"
+      "# TYPE headroom_violation_fraction gauge\n";
+  const char* names[] = {"0.5s", "30s", "5min"};
+  for (size_t i = 0; i < 3; ++i) {
+    const auto& f = s.violation_fraction[i];
+    out += fmt::format("headroom_violation_fraction{{window=\"{}\"}} {}\n", names[i],
+                       f ? fmt::format("{}", *f) : std::string("NaN"));
+  }
+  out += fmt::format(
+      "# HELP headroom_decisions_total Control decisions.\n# TYPE headroom_decisions_total "
+      "counter\nheadroom_decisions_total {}\n"
+      "# HELP headroom_telemetry_errors_total Failed or stale telemetry reads.\n"
+      "# TYPE headroom_telemetry_errors_total counter\nheadroom_telemetry_errors_total {}\n"
+      "# HELP headroom_tokens_per_second Tokens per second reported by the trainer.\n"
+      "# TYPE headroom_tokens_per_second gauge\nheadroom_tokens_per_second {}\n",
+      s.decisions, s.telemetry_errors, s.tokens_per_s);
+  out += fmt::format(
+      "# HELP headroom_decision_latency_seconds Telemetry read + decision + publication, over "
+      "the last {} decisions.\n# TYPE headroom_decision_latency_seconds summary\n"
+      "headroom_decision_latency_seconds{{quantile=\"0.5\"}} {}\n"
+      "headroom_decision_latency_seconds{{quantile=\"0.99\"}} {}\n"
+      "headroom_decision_latency_seconds_sum {}\n"
+      "headroom_decision_latency_seconds_count {}\n",
+      kLatencyKeep, s.decision_p50_s, s.decision_p99_s, s.latency_sum_s, s.latency_samples);
+  return out;
+}
+
+std::string HistoryJson(const std::vector<HistoryPoint>& points, double budget_w) {
+  json j;
+  j["budget_w"] = budget_w;
+  json& out = j["points"] = json::array();
+  for (const HistoryPoint& p : points) {
+    out.push_back({{"t_s", p.t_s},
+                   {"power_w", p.power_w.empty() ? json(nullptr) : json(p.power_w)},
+                   {"concurrency", p.concurrency},
+                   {"group_size", p.group_size},
+                   {"tokens_per_s", p.tokens_per_s}});
+  }
+  return Dump(j) + "\n";
+}
+
+Result<TrainerReport> ParseReport(std::string_view body) {
+  if (const size_t bad = FirstInvalidUtf8(body); bad != std::string_view::npos) {
+    FieldTracker tracker;
+    const std::string_view head = body.substr(0, bad + 1);
+    json::sax_parse(head.begin(), head.end(), &tracker);
+    if (const auto field = tracker.field()) {
+      return Error::Input(
+          fmt::format("field '{}': invalid UTF-8 at byte {}", field->substr(0, 64), bad));
+    }
+    return Error::Input(fmt::format("body: invalid UTF-8 at byte {}", bad));
+  }
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::exception& e) {
+    return Error::Input(fmt::format("body is not JSON: {}", e.what()));
+  }
+  if (!j.is_object()) return Error::Input("body: expected a JSON object");
+  TrainerReport r;
+  auto integer = [&](const char* key, int* out) -> Status {
+    if (!j.contains(key)) return Error::Input(fmt::format("field '{}': missing", key));
+    if (!j[key].is_number_integer() || j[key].get<long long>() < 0 ||
+        j[key].get<long long>() > 1'000'000'000) {
+      return Error::Input(fmt::format("field '{}': expected an integer in [0, 1e9]", key));
+    }
+    *out = j[key].get<int>();
+    return OkStatus();
+  };
+  if (auto s = integer("step", &r.step); !s) return std::move(s).error();
+  if (auto s = integer("in_flight", &r.in_flight); !s) return std::move(s).error();
+  if (!j.contains("tokens") || !j["tokens"].is_number() || !(j["tokens"].get<double>() >= 0.0) ||
+      j["tokens"].get<double>() > 1e15) {
+    return Error::Input("field 'tokens': expected a number in [0, 1e15]");
+  }
+  r.tokens = j["tokens"].get<double>();
+  if (!j.contains("phase") || !j["phase"].is_string()) {
+    return Error::Input("field 'phase': expected a string");
+  }
+  const auto phase = PhaseFromName(j["phase"].get<std::string>());
+  if (!phase) {
+    return Error::Input("field 'phase': one of idle, rollout, logprob, train, sync, checkpoint");
+  }
+  r.phase = *phase;
+  if (j.contains("progress")) {
+    if (!j["progress"].is_number() || !(j["progress"].get<double>() >= 0.0) ||
+        j["progress"].get<double>() > 1.0) {
+      return Error::Input("field 'progress': expected a number in [0, 1]");
+    }
+    r.progress = j["progress"].get<double>();
+  }
+  if (j.contains("group_size")) {
+    if (!j["group_size"].is_number_integer() || j["group_size"].get<long long>() < 1 ||
+        j["group_size"].get<long long>() > 1'000'000) {
+      return Error::Input("field 'group_size': expected an integer in [1, 1e6]");
+    }
+    r.group_size = j["group_size"].get<int>();
+  }
+  return r;
+}
+
+std::optional<uint64_t> ParseQueryUint(std::string_view text) {
+  if (text.empty() || text.size() > 20) return std::nullopt;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+  }
+  uint64_t v = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || ptr != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
+std::optional<double> ParseQueryReal(std::string_view text) {
+  // [+-]digits[.digits][(e|E)[+-]digits], or [+-].digits...: what from_chars's general format
+  // takes, minus its NaN, infinity and hex spellings.
+  size_t i = 0;
+  const size_t n = text.size();
+  if (n == 0 || n > 64) return std::nullopt;
+  if (text[i] == '+' || text[i] == '-') ++i;
+  size_t digits = 0;
+  while (i < n && text[i] >= '0' && text[i] <= '9') ++i, ++digits;
+  if (i < n && text[i] == '.') {
+    ++i;
+    while (i < n && text[i] >= '0' && text[i] <= '9') ++i, ++digits;
+  }
+  if (digits == 0) return std::nullopt;
+  if (i < n && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    if (i < n && (text[i] == '+' || text[i] == '-')) ++i;
+    size_t exp_digits = 0;
+    while (i < n && text[i] >= '0' && text[i] <= '9') ++i, ++exp_digits;
+    if (exp_digits == 0) return std::nullopt;
+  }
+  if (i != n) return std::nullopt;
+  const std::string_view number = text[0] == '+' ? text.substr(1) : text;
+  double v = 0.0;
+  const auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
+  if (ec != std::errc() || ptr != number.data() + number.size() || !std::isfinite(v)) {
+    return std::nullopt;
+  }
+  return v;
+}
+
+bool IsLoopbackHost(std::string_view host) {
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (EqualsIgnoreCase(host, "localhost") || host == "::1") return true;
+  // 127.x.y.z, each part decimal 0-255.
+  int parts = 0;
+  size_t start = 0;
+  while (start <= host.size()) {
+    const size_t dot = std::min(host.find('.', start), host.size());
+    const std::string_view part = host.substr(start, dot - start);
+    if (part.empty() || part.size() > 3) return false;
+    int v = 0;
+    for (char c : part) {
+      if (c < '0' || c > '9') return false;
+      v = v * 10 + (c - '0');
+    }
+    if (v > 255 || (parts == 0 && v != 127)) return false;
+    ++parts;
+    start = dot + 1;
+  }
+  return parts == 4;
+}
+
+Result<std::pair<std::string, int>> ParseListen(const std::string& text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return Error::Usage(fmt::format("--listen: '{}': expected HOST:PORT", text));
+  }
+  std::string host = text.substr(0, colon);
+  if (host.front() == '[') {
+    if (host.size() < 3 || host.back() != ']') {
+      return Error::Usage(fmt::format("--listen: '{}': expected [IPv6]:PORT", text));
+    }
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string::npos) {
+    return Error::Usage(fmt::format("--listen: '{}': write an IPv6 address as [ADDR]:PORT", text));
+  }
+  const std::string_view digits(text.data() + colon + 1, text.size() - colon - 1);
+  const auto port = ParseQueryUint(digits);
+  if (!port || *port > 65535) {
+    return Error::Usage(fmt::format("--listen: '{}': the port must be 0-65535", text));
+  }
+  return std::make_pair(std::move(host), static_cast<int>(*port));
+}
+
+Api::Api(Shared& shared, ApiConfig config) : shared_(shared), config_(std::move(config)) {}
+
+bool Api::Authorized(const ApiRequest& request) const {
+  if (config_.token.empty()) return true;
+  if (!request.authorization) return false;
+  const std::string_view value = Trim(*request.authorization);
+  const size_t space = value.find(' ');
+  if (space == std::string_view::npos) return false;
+  if (!EqualsIgnoreCase(value.substr(0, space), "bearer")) return false;
+  return SameSecret(Trim(value.substr(space + 1)), config_.token);
+}
+
+bool Api::HostAllowed(std::optional<std::string_view> host) const {
+  if (!host) return true;  // HTTP/1.0 without Host: not a browser
+  std::string_view h = Trim(*host);
+  // Strip the port: "name:9400", "[::1]:9400", "1.2.3.4:9400".
+  if (!h.empty() && h.front() == '[') {
+    const size_t close = h.find(']');
+    if (close == std::string_view::npos) return false;
+    h = h.substr(0, close + 1);
+  } else if (const size_t colon = h.rfind(':'); colon != std::string_view::npos) {
+    h = h.substr(0, colon);
+  }
+  if (h.empty()) return false;
+  if (h.front() == '[' || IsLoopbackHost(h)) return true;  // IPv6 literal or loopback
+  // An IPv4 literal: a DNS name cannot rebind to it.
+  bool ipv4 = true;
+  for (char c : h) ipv4 = ipv4 && ((c >= '0' && c <= '9') || c == '.');
+  if (ipv4) return true;
+  for (const std::string& allowed : config_.allowed_hosts) {
+    if (EqualsIgnoreCase(h, allowed)) return true;
+  }
+  return false;
+}
+
+ApiResponse Api::ActuationNow() {
+  std::lock_guard lock(shared_.mu);
+  return Json(200, ActuationJson(shared_.agent->actuation()));
+}
+
+bool Api::Newer(uint64_t after) {
+  std::lock_guard lock(shared_.mu);
+  return shared_.agent->actuation().seq > after;
+}
+
+ApiResponse Api::EndLongPoll() {
+  std::lock_guard lock(shared_.mu);
+  --shared_.long_polls;
+  return Json(200, ActuationJson(shared_.agent->actuation()));
+}
+
+ApiResponse Api::LongPollOrNow(std::string_view query) {
+  auto q = ParseQuery(query, {"after", "timeout_s"});
+  if (!q) return ErrorResponse(400, q.error().message());
+  const auto after_text = q->Get("after");
+  const auto timeout_text = q->Get("timeout_s");
+  if (!after_text) {
+    if (timeout_text) return ErrorResponse(400, "timeout_s: only with after");
+    return ActuationNow();
+  }
+  const auto after = ParseQueryUint(*after_text);
+  if (!after) return ErrorResponse(400, "after: expected a sequence number (decimal digits)");
+  double timeout_s = kDefaultLongPollS;
+  if (timeout_text) {
+    const auto t = ParseQueryReal(*timeout_text);
+    if (!t || *t < 0.0 || *t > kMaxLongPollS) {
+      return ErrorResponse(400, fmt::format("timeout_s: expected seconds in [0, {}]", kMaxLongPollS));
+    }
+    timeout_s = *t;
+  }
+  std::lock_guard lock(shared_.mu);
+  const Actuation& a = shared_.agent->actuation();
+  if (a.seq > *after || timeout_s <= 0.0 || shared_.long_polls >= config_.max_long_polls) {
+    return Json(200, ActuationJson(a));
+  }
+  ++shared_.long_polls;
+  ApiResponse r;
+  r.wait_after = *after;
+  r.wait_s = timeout_s;
+  return r;
+}
+
+ApiResponse Api::Report(const ApiRequest& request) {
+  if (!Authorized(request)) return ErrorResponse(401, "a bearer token is required");
+  std::string_view media;
+  if (request.content_type) media = Trim(request.content_type->substr(0, request.content_type->find(';')));
+  if (!EqualsIgnoreCase(media, "application/json")) {
+    return ErrorResponse(415, "Content-Type: expected application/json");
+  }
+  auto report = ParseReport(request.body);
+  if (!report) return ErrorResponse(400, report.error().message());
+  std::lock_guard lock(shared_.mu);
+  shared_.agent->Report(*report, shared_.now_s());
+  return Json(200, "{\"ok\": true}\n");
+}
+
+ApiResponse Api::Handle(const ApiRequest& request) {
+  if (!HostAllowed(request.host)) {
+    return ErrorResponse(403,
+                         "Host: not a name of this agent (DNS rebinding?); start the agent with "
+                         "--allow-host NAME to accept it");
+  }
+  const std::string_view target = request.target;
+  if (target.empty() || target.front() != '/') {
+    return ErrorResponse(400, "target: expected an absolute path");
+  }
+  const size_t question = target.find('?');
+  const std::string_view path = target.substr(0, question);
+  const std::string_view query =
+      question == std::string_view::npos ? std::string_view() : target.substr(question + 1);
+  const bool read = request.method == "GET" || request.method == "HEAD";
+  const bool post = request.method == "POST";
+
+  if (path == "/v1/report") {
+    if (!post) return MethodNotAllowed("POST");
+    if (!query.empty()) return ErrorResponse(400, "query: /v1/report takes none");
+    return Report(request);
+  }
+  const bool known = path == "/" || path == "/v1/actuation" || path == "/v1/status" ||
+                     path == "/v1/history" || path == "/metrics";
+  if (!known) return ErrorResponse(404, "no such path");
+  if (!read) return MethodNotAllowed("GET, HEAD");
+  if (path == "/") {
+    // Static: the page holds no data, so it needs no token even with token_on_reads (its
+    // scripts send the token that the address's #token= fragment gives them).
+    ApiResponse r;
+    r.content_type = "text/html; charset=utf-8";
+    r.body.assign(kDashboardHtml.data(), kDashboardHtml.size());
+    r.headers.emplace_back("Content-Security-Policy",
+                           "default-src 'none'; script-src 'unsafe-inline'; style-src "
+                           "'unsafe-inline'; connect-src 'self'; img-src 'self' data:; "
+                           "frame-ancestors 'none'");
+    return r;
+  }
+  if (config_.token_on_reads && !Authorized(request)) {
+    return ErrorResponse(401, "a bearer token is required");
+  }
+  if (path == "/v1/actuation") {
+    if (request.method == "HEAD") {
+      auto q = ParseQuery(query, {});
+      if (!q) return ErrorResponse(400, "query: HEAD /v1/actuation takes none");
+      return ActuationNow();
+    }
+    return LongPollOrNow(query);
+  }
+  if (path == "/v1/history") {
+    auto q = ParseQuery(query, {"after"});
+    if (!q) return ErrorResponse(400, q.error().message());
+    double after_t_s = -1.0;
+    if (const auto text = q->Get("after")) {
+      const auto t = ParseQueryReal(*text);
+      if (!t) return ErrorResponse(400, "after: expected agent time in seconds");
+      after_t_s = *t;
+    }
+    std::vector<HistoryPoint> points;
+    double budget_w = 0.0;
+    {
+      std::lock_guard lock(shared_.mu);
+      points = shared_.agent->History(after_t_s);
+      budget_w = shared_.agent->config().budget_w;
+    }
+    return Json(200, HistoryJson(points, budget_w));
+  }
+  if (auto q = ParseQuery(query, {}); !q) return ErrorResponse(400, q.error().message());
+  AgentStatus status;
+  {
+    std::lock_guard lock(shared_.mu);
+    status = shared_.agent->Status(shared_.now_s());
+    status.long_polls_waiting = shared_.long_polls;
+  }
+  if (path == "/v1/status") return Json(200, StatusJson(status));  // serialised outside the lock
+  ApiResponse r;
+  r.content_type = "text/plain; version=0.0.4";
+  r.body = MetricsText(status);
+  return r;
+}
+
+}  // namespace headroom::agent

@@ -12,7 +12,8 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev
   libfftw3-dev libfast-float-dev libeigen3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libcpp-httplib-dev                 # the agent's HTTP API
+  libboost-dev                       # the agent's HTTP server: Boost.Asio + Beast (header-only)
+  libcpp-httplib-dev                 # an HTTP client for the agent's tests
   python3 python3-pandas python3-numpy  # independent reference computations and the pandas peer
   chromium                           # the dashboard test (headless)
   wrk                                # the agent's API load benchmark

@@ -4,8 +4,14 @@
 
 namespace headroom::agent {
 
-PowerLimitGuard::PowerLimitGuard(SetLimit set_limit, double budget_w, int sustain, double margin)
-    : set_limit_(std::move(set_limit)), budget_w_(budget_w), sustain_(sustain), margin_(margin) {}
+PowerLimitGuard::PowerLimitGuard(SetLimit set_limit, double budget_w, int sustain, double margin,
+                                 Persist persist, Clear clear)
+    : set_limit_(std::move(set_limit)),
+      persist_(std::move(persist)),
+      clear_(std::move(clear)),
+      budget_w_(budget_w),
+      sustain_(sustain),
+      margin_(margin) {}
 
 void PowerLimitGuard::Observe(const telemetry::Sample& sample,
                               const std::function<void(const std::string&)>& log) {
@@ -19,12 +25,23 @@ void PowerLimitGuard::Observe(const telemetry::Sample& sample,
   over_ = job_w > budget_w_ * (1.0 + margin_) ? over_ + 1 : 0;
   if (over_ < sustain_) return;
   engaged_ = true;
+  std::vector<std::pair<int, double>> originals;
   for (size_t i = 0; i < sample.gpus.size(); ++i) {
     const int gpu = static_cast<int>(i);
     if (i >= original_w_.size() || !original_w_[i]) {
       log(fmt::format("guard: GPU {}: its power limit could not be read; left alone", gpu));
       continue;
     }
+    originals.emplace_back(gpu, *original_w_[i]);
+  }
+  if (persist_ && !originals.empty()) {
+    if (auto st = persist_(originals); !st) {
+      log(fmt::format("guard: {}; no power limit changed (the guard is off for this run)",
+                      st.error().message()));
+      return;
+    }
+  }
+  for (const auto& [gpu, original_w] : originals) {
     if (auto st = set_limit_(gpu, budget_w_); !st) {
       log(fmt::format("guard: {}", st.error().message()));
       continue;
@@ -33,8 +50,9 @@ void PowerLimitGuard::Observe(const telemetry::Sample& sample,
     log(
         fmt::format("guard: GPU {}: power limit {:.0f} W -> {:.0f} W (power over budget for {} "
                     "intervals)",
-                    gpu, *original_w_[i], budget_w_, sustain_));
+                    gpu, original_w, budget_w_, sustain_));
   }
+  if (changed_.empty() && clear_ && persist_ && !originals.empty()) clear_();  // none changed
 }
 
 Status PowerLimitGuard::Restore(const std::function<void(const std::string&)>& log) {
@@ -49,6 +67,7 @@ Status PowerLimitGuard::Restore(const std::function<void(const std::string&)>& l
     log(fmt::format("guard: GPU {}: power limit restored to {:.0f} W", gpu, w));
   }
   changed_.clear();
+  if (first && engaged_ && clear_) clear_();  // every limit is back: nothing left to restore
   return first;
 }
 

@@ -1,7 +1,13 @@
 // --guard-power-limit: a hardware backstop under the workload controller. When the job's power
 // per GPU stays above budget x (1 + margin) for `sustain` consecutive intervals, every GPU's
 // power limit is set to the budget (once); Restore() puts back every limit it changed, to the
-// value read before the first change. The agent calls Restore on exit, SIGTERM and SIGINT.
+// value read before the first change. The agent calls Restore on exit, SIGTERM and SIGINT,
+// before anything else.
+//
+// Before it changes any limit the guard hands the originals to `persist` (the agent writes them
+// to its state file, guard_state.h); when that fails it changes nothing. After a restore of
+// every limit it calls `clear`. So a SIGKILL or an OOM kill between the two leaves a state file
+// from which `headroom agent --restore-limits` (systemd's ExecStopPost) puts the limits back.
 #pragma once
 
 #include <functional>
@@ -17,7 +23,11 @@ namespace headroom::agent {
 class PowerLimitGuard {
  public:
   using SetLimit = std::function<Status(int gpu, double limit_w)>;
-  PowerLimitGuard(SetLimit set_limit, double budget_w, int sustain = 4, double margin = 0.02);
+  // {sample position, original limit} of every GPU about to change.
+  using Persist = std::function<Status(const std::vector<std::pair<int, double>>& originals)>;
+  using Clear = std::function<void()>;
+  PowerLimitGuard(SetLimit set_limit, double budget_w, int sustain = 4, double margin = 0.02,
+                  Persist persist = nullptr, Clear clear = nullptr);
 
   // One interval's sample; `log` gets one line per action or failure.
   void Observe(const telemetry::Sample& sample, const std::function<void(const std::string&)>& log);
@@ -27,6 +37,8 @@ class PowerLimitGuard {
 
  private:
   SetLimit set_limit_;
+  Persist persist_;
+  Clear clear_;
   double budget_w_;
   int sustain_;
   double margin_;

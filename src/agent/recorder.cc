@@ -9,7 +9,47 @@
 #include <cmath>
 #include <cstring>
 
+#include <sys/stat.h>
+
 namespace headroom::agent {
+
+namespace {
+
+bool Exists(const std::string& path) {
+  struct stat st {};
+  return lstat(path.c_str(), &st) == 0;
+}
+
+constexpr int kMaxRotations = 100000;
+
+}  // namespace
+
+Result<std::string> RotateTrace(const std::string& path) {
+  const bool trace = Exists(path);
+  const bool meta = Exists(trace::MetaPathFor(path));
+  if (!trace && !meta) return std::string();
+  const size_t slash = path.rfind('/');
+  const size_t dot = path.rfind('.');
+  const bool has_ext = dot != std::string::npos && dot > (slash == std::string::npos ? 0 : slash + 1);
+  const std::string stem = has_ext ? path.substr(0, dot) : path;
+  const std::string ext = has_ext ? path.substr(dot) : std::string();
+  for (int n = 1; n <= kMaxRotations; ++n) {
+    const std::string target = fmt::format("{}.{}{}", stem, n, ext);
+    if (Exists(target) || Exists(trace::MetaPathFor(target))) continue;
+    // rename() does not replace a link's target: a link at `path` moves as the link it is.
+    if (trace && std::rename(path.c_str(), target.c_str()) != 0) {
+      return Error::Io(fmt::format("{}: cannot keep the earlier trace as {}: {}", path, target,
+                                   std::strerror(errno)));
+    }
+    if (meta &&
+        std::rename(trace::MetaPathFor(path).c_str(), trace::MetaPathFor(target).c_str()) != 0) {
+      return Error::Io(fmt::format("{}: cannot keep the earlier trace's metadata: {}",
+                                   trace::MetaPathFor(path), std::strerror(errno)));
+    }
+    return target;
+  }
+  return Error::Io(fmt::format("{}: {} earlier traces beside it already", path, kMaxRotations));
+}
 
 Result<Recorder> Recorder::Open(const std::string& path,
                                 const std::optional<trace::TraceMeta>& meta) {

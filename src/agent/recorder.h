@@ -15,9 +15,16 @@
 
 namespace headroom::agent {
 
+// A trace already at `path` is never erased: it and its sidecar are renamed to the first free
+// `<stem>.<N><ext>` (agent.csv -> agent.1.csv, agent.1.csv.meta.json; N = 1, 2, ...), so the
+// highest N is the run before this one. Returns the name it was given; empty when there was
+// nothing at `path`.
+Result<std::string> RotateTrace(const std::string& path);
+
 class Recorder {
  public:
-  // Creates the trace (header only) and, when given, its `<trace>.meta.json` sidecar.
+  // Creates the trace (header only) and, when given, its `<trace>.meta.json` sidecar. A file
+  // already there is overwritten: call RotateTrace first, once the run has all it needs.
   static Result<Recorder> Open(const std::string& path,
                                const std::optional<trace::TraceMeta>& meta = std::nullopt);
   Recorder(Recorder&& other) noexcept;

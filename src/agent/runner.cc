@@ -9,10 +9,22 @@ RunSummary Run(telemetry::Source& source, telemetry::TwinSource* twin, Shared& s
                Recorder* recorder, const RunnerOptions& options, const Clock& clock,
                const std::atomic<bool>& stop, const std::function<void(const std::string&)>& log) {
   RunSummary summary;
+  // A failure that repeats (a replay past its end, a GPU that stays lost) is logged once, with
+  // the count when it changes or ends.
+  std::string failing;
+  uint64_t repeats = 0;
+  const auto end_failure = [&](bool back) {
+    if (failing.empty()) return;
+    if (repeats > 0) log(fmt::format("telemetry: the same failure {} more time(s)", repeats));
+    if (back) log("telemetry: back");
+    failing.clear();
+    repeats = 0;
+  };
   for (uint64_t k = 0;; ++k) {
     const double t_s = static_cast<double>(k) * options.interval_s;
     if (stop.load() || (options.duration_s && t_s > *options.duration_s + 1e-9)) break;
     clock.sleep_until(t_s);
+    if (stop.load()) break;  // the sleep ends early on a stop
     const double started_s = options.monotonic_s ? options.monotonic_s() : 0.0;
     Result<telemetry::Sample> sample = source.Read(t_s);
     for (const std::string& w : source.TakeWarnings()) log(w);
@@ -39,7 +51,16 @@ RunSummary Run(telemetry::Source& source, telemetry::TwinSource* twin, Shared& s
     }
     if (!sample.ok()) {
       ++summary.telemetry_errors;
-      log(fmt::format("telemetry: {} -> safe actuation", sample.error().message()));
+      const std::string& message = sample.error().message();
+      if (message == failing) {
+        ++repeats;
+      } else {
+        end_failure(/*back=*/false);
+        log(fmt::format("telemetry: {} -> safe actuation", message));
+        failing = message;
+      }
+    } else if (!failing.empty()) {
+      end_failure(/*back=*/true);
     }
     if (options.observe && sample.ok()) options.observe(*sample);
     if (twin != nullptr) {
@@ -70,6 +91,7 @@ RunSummary Run(telemetry::Source& source, telemetry::TwinSource* twin, Shared& s
     summary.duration_s = t_s;
     ++summary.intervals;
   }
+  end_failure(/*back=*/false);
   if (recorder != nullptr) recorder->MaybeFlush(summary.duration_s, /*force=*/true);
   return summary;
 }

@@ -1,16 +1,30 @@
 // `headroom agent`: live control beside a training job (docs/AGENT.md). Thin: options, the
 // telemetry source, the controller, the clock and signals; the loop is agent/runner.h.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
 #include "agent/agent.h"
 #include "agent/guard.h"
+#include "agent/guard_state.h"
 #include "agent/recorder.h"
 #include "agent/runner.h"
 #include "agent/server.h"
@@ -27,9 +41,6 @@
 
 namespace headroom::cli {
 namespace {
-
-std::atomic<bool> g_stop{false};
-extern "C" void OnSignal(int) { g_stop.store(true); }
 
 struct AgentArgs {
   std::string source = "twin";
@@ -52,9 +63,82 @@ struct AgentArgs {
   double valid_for_s = 5.0;
   std::string listen = "127.0.0.1:9400";
   std::string token;
+  std::string token_file;
+  bool token_on_reads = false;
+  std::vector<std::string> allow_hosts;
+  bool insecure_listen = false;
+  int max_connections = 1024;
+  int max_connections_per_address = 512;
   std::string trace_out;
   std::optional<double> duration_s;
   bool guard_power_limit = false;
+  std::string guard_state;
+  bool restore_limits = false;
+};
+
+using Log = std::function<void(const std::string&)>;
+
+// SIGINT and SIGTERM, blocked in every thread of the agent (the constructor runs before any
+// other thread starts, and threads inherit the mask) and taken by one thread with sigwait: it
+// sets `stop` and wakes SleepUntil, so the loop ends at once, however long the interval. A
+// second signal ends the process at once (the guard's state file is left for
+// `--restore-limits`).
+class StopSignal {
+ public:
+  explicit StopSignal(Log log) : log_(std::move(log)) {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    sigaddset(&set_, SIGUSR1);  // our own: the waiter's end
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+    waiter_ = std::thread([this] { Wait(); });
+  }
+  ~StopSignal() {
+    {
+      std::lock_guard lock(mu_);
+      quitting_ = true;
+    }
+    pthread_kill(waiter_.native_handle(), SIGUSR1);
+    waiter_.join();
+  }
+  StopSignal(const StopSignal&) = delete;
+  StopSignal& operator=(const StopSignal&) = delete;
+
+  const std::atomic<bool>& stop() const { return stop_; }
+  void SleepUntil(std::chrono::steady_clock::time_point t) {
+    std::unique_lock lock(mu_);
+    cv_.wait_until(lock, t, [this] { return stop_.load(); });
+  }
+
+ private:
+  void Wait() {
+    for (;;) {
+      int signal = 0;
+      if (sigwait(&set_, &signal) != 0) continue;
+      std::unique_lock lock(mu_);
+      if (signal == SIGUSR1) {
+        if (quitting_) return;
+        continue;
+      }
+      if (stop_.load()) {
+        lock.unlock();
+        log_(fmt::format("{} again: exiting at once", strsignal(signal)));
+        std::_Exit(128 + signal);
+      }
+      stop_.store(true);
+      lock.unlock();
+      cv_.notify_all();
+      log_(fmt::format("{}: stopping (power limits first)", strsignal(signal)));
+    }
+  }
+
+  Log log_;
+  sigset_t set_{};
+  std::thread waiter_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool quitting_ = false;  // under mu_
+  std::atomic<bool> stop_{false};
 };
 
 Result<control::Policy> ReadPolicy(const std::string& path) {
@@ -65,7 +149,123 @@ Result<control::Policy> ReadPolicy(const std::string& path) {
   return control::PolicyFromJson(ss.str(), path);
 }
 
+constexpr size_t kMaxTokenBytes = 4096;
+
+Status CheckToken(const std::string& token, std::string_view where) {
+  if (token.empty()) return Error::Usage(fmt::format("{}: the token is empty", where));
+  if (token.size() > kMaxTokenBytes) {
+    return Error::Usage(fmt::format("{}: the token is longer than {} bytes", where, kMaxTokenBytes));
+  }
+  for (char c : token) {
+    if (c <= ' ' || c == 0x7f) {
+      return Error::Usage(
+          fmt::format("{}: the token may hold visible ASCII only (no spaces or control bytes)",
+                      where));
+    }
+  }
+  return OkStatus();
+}
+
+// The bearer token: --token-file, else HEADROOM_TOKEN, else --token (which every user of the
+// machine can read in the process list: a warning says so).
+Result<std::string> ResolveToken(const AgentArgs& args, const Log& log) {
+  if (!args.token.empty() && !args.token_file.empty()) {
+    return Error::Usage("--token and --token-file: give one");
+  }
+  if (!args.token_file.empty()) {
+    std::ifstream in(args.token_file, std::ios::binary);
+    if (!in) {
+      return Error::Io(fmt::format("--token-file {}: cannot open: {}", args.token_file,
+                                   std::strerror(errno)));
+    }
+    std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+    if (auto st = CheckToken(token, "--token-file " + args.token_file); !st) return std::move(st).error();
+    struct stat st {};
+    if (stat(args.token_file.c_str(), &st) == 0 && (st.st_mode & 0077) != 0) {
+      log(fmt::format("warning: --token-file {} is readable by other users (chmod 600 it)",
+                      args.token_file));
+    }
+    return token;
+  }
+  if (const char* env = std::getenv("HEADROOM_TOKEN"); env != nullptr && *env != '\0' &&
+                                                       args.token.empty()) {
+    std::string token(env);
+    if (auto st = CheckToken(token, "HEADROOM_TOKEN"); !st) return std::move(st).error();
+    return token;
+  }
+  if (!args.token.empty()) {
+    if (auto st = CheckToken(args.token, "--token"); !st) return std::move(st).error();
+    log("warning: --token is visible to every user of this machine (ps); prefer --token-file "
+        "or HEADROOM_TOKEN");
+  }
+  return args.token;
+}
+
+// Puts back the limits a state file holds, then removes it. Nothing there: nothing to do.
+Status RestoreFromStateFile(const std::string& path, const std::string& library, const Log& log) {
+  auto state = agent::ReadGuardState(path);
+  if (!state) return std::move(state).error();
+  if (!*state) {
+    log(fmt::format("guard: no state file at {}: no power limit to restore", path));
+    return OkStatus();
+  }
+  const agent::GuardState& s = **state;
+  std::vector<int> indices;
+  for (const auto& l : s.limits) indices.push_back(l.nvml_index);
+  log(fmt::format("guard: restoring the power limits that agent {} left in {}", s.pid, path));
+  if (!indices.empty()) {
+    auto nvml = telemetry::NvmlSource::Open(library, indices);
+    if (!nvml) {
+      return Error::Io(fmt::format("guard: cannot restore the limits in {}: {}", path,
+                                   nvml.error().message()));
+    }
+    Status first = OkStatus();
+    for (size_t i = 0; i < s.limits.size(); ++i) {
+      const auto& l = s.limits[i];
+      if (auto st = (*nvml)->SetPowerLimitW(static_cast<int>(i), l.original_w); !st) {
+        log(fmt::format("guard: {}", st.error().message()));
+        if (first) first = std::move(st);
+        continue;
+      }
+      log(fmt::format("guard: GPU {}: power limit restored to {:.0f} W", l.nvml_index,
+                      l.original_w));
+    }
+    if (!first) {
+      return Error::Io(fmt::format("guard: {} kept: {}", path, first.error().message()));
+    }
+  }
+  return agent::RemoveGuardState(path);
+}
+
 Status RunAgent(const AgentArgs& args) {
+  const Log log = [](const std::string& line) {
+    fmt::print(stderr, "headroom agent: {}\n", line);
+  };
+  const std::string guard_state =
+      args.guard_state.empty() ? agent::DefaultGuardStatePath() : args.guard_state;
+  if (args.restore_limits) return RestoreFromStateFile(guard_state, args.nvml_library, log);
+
+  // Options first: nothing is opened, bound or written before they are all good.
+  auto listen = agent::ParseListen(args.listen);
+  if (!listen) return std::move(listen).error();
+  auto token = ResolveToken(args, log);
+  if (!token) return std::move(token).error();
+  if (args.token_on_reads && token->empty()) {
+    return Error::Usage("--token-on-reads needs a token (--token-file or HEADROOM_TOKEN)");
+  }
+  if (!agent::IsLoopbackHost(listen->first) && token->empty() && !args.insecure_listen) {
+    return Error::Usage(fmt::format(
+        "--listen {}: beyond loopback without a token; give --token-file (or HEADROOM_TOKEN), "
+        "or --insecure-listen to serve anyone who can reach it",
+        args.listen));
+  }
+  for (const std::string& host : args.allow_hosts) {
+    if (host.empty() || host.find_first_of(" \t/:@") != std::string::npos) {
+      return Error::Usage(fmt::format("--allow-host '{}': expected a host name", host));
+    }
+  }
+
   // The scenario gives ranges, defaults and the budget for every source (the twin runs it).
   auto scenario = twin::LoadScenario(args.scenario);
   if (!scenario) return std::move(scenario).error();
@@ -97,8 +297,6 @@ Status RunAgent(const AgentArgs& args) {
   }
   config.valid_for_s = args.valid_for_s;
   config.stale_after_s = 3.0 * args.interval_s;
-  auto listen = agent::ParseListen(args.listen);
-  if (!listen) return std::move(listen).error();
 
   // The controller.
   std::unique_ptr<control::Controller> inner;
@@ -109,6 +307,19 @@ Status RunAgent(const AgentArgs& args) {
     auto p = ReadPolicy(args.policy);
     if (!p) return std::move(p).error();
     policy = std::move(*p);
+    // A policy acts only where it was trained: the scenario's budget range (as eval and train).
+    const auto [lo_w, hi_w] = scenario->budget_range_w;
+    if (!(config.budget_w >= lo_w && config.budget_w <= hi_w)) {
+      return Error::Usage(fmt::format(
+          "--budget-w: {} W is outside scenario '{}''s budget range [{}, {}] W per GPU, where "
+          "the policy was trained (use --controller pid there)",
+          config.budget_w, scenario->name, lo_w, hi_w));
+    }
+    const auto& on = policy->trained_on;
+    if (!on.empty() && std::find(on.begin(), on.end(), scenario->name) == on.end()) {
+      log(fmt::format("warning: {} was trained on {}, not on scenario '{}'", args.policy,
+                      fmt::join(on, ", "), scenario->name));
+    }
     inner = std::make_unique<control::PolicyController>(*policy, config.limits);
     controller = std::make_unique<control::Shield>(
         *inner, control::ShieldFor(policy->cost_window_s, args.interval_s),
@@ -122,6 +333,22 @@ Status RunAgent(const AgentArgs& args) {
   } else {
     return Error::Usage(
         fmt::format("--controller: unknown '{}' (uncontrolled, pid, ppo)", args.controller));
+  }
+
+  if (args.guard_power_limit && args.source != "nvml") {
+    return Error::Usage("--guard-power-limit needs --source nvml");
+  }
+  if (!args.gpus.empty() && args.source != "nvml") return Error::Usage("--gpus needs --source nvml");
+  if (!args.trace_out.empty() && args.source == "replay" && !args.replay.empty()) {
+    std::error_code ec;
+    if (args.trace_out == args.replay || std::filesystem::equivalent(args.trace_out, args.replay, ec)) {
+      return Error::Usage(fmt::format(
+          "--trace-out '{}' is also --replay '{}': refusing to overwrite an input", args.trace_out,
+          args.replay));
+    }
+  }
+  if (args.guard_power_limit) {
+    if (auto st = agent::CheckGuardStateWritable(guard_state); !st) return st;
   }
 
   // The telemetry source.
@@ -145,35 +372,40 @@ Status RunAgent(const AgentArgs& args) {
   } else {
     return Error::Usage(fmt::format("--source: unknown '{}' (nvml, replay, twin)", args.source));
   }
-  if (!args.gpus.empty() && nvml == nullptr) return Error::Usage("--gpus needs --source nvml");
 
-  std::optional<agent::Recorder> recorder;
-  if (!args.trace_out.empty()) {
-    trace::TraceMeta meta;
-    meta.sample_interval_s = args.interval_s;
-    meta.job = fmt::format("headroom agent: {} source, {} controller, scenario {}, budget {} W",
-                           source->name(), controller->name(), scenario->name, config.budget_w);
-    if (twin != nullptr) {
-      meta.gpu_model = scenario->gpu_model;
-      meta.nameplate_w = scenario->nameplate_w;
-    }
-    auto r = agent::Recorder::Open(args.trace_out, meta);
-    if (!r) return std::move(r).error();
-    recorder.emplace(std::move(*r));
-  }
-
-  if (args.guard_power_limit && nvml == nullptr) {
-    return Error::Usage("--guard-power-limit needs --source nvml");
-  }
-  const auto log = [](const std::string& line) {
-    fmt::print(stderr, "headroom agent: {}\n", line);
-  };
+  // A state file left by an agent that was killed: its limits are the true originals. Put them
+  // back before reading any limit as "original".
   std::optional<agent::PowerLimitGuard> guard;
   if (args.guard_power_limit) {
+    if (auto st = RestoreFromStateFile(guard_state, args.nvml_library, [&](const std::string& l) {
+          if (l.rfind("guard: no state file", 0) != 0) log(l);
+        });
+        !st) {
+      return Error::Io(fmt::format("{}; run headroom agent --restore-limits before starting again",
+                                   st.error().message()));
+    }
+    const std::vector<int> indices = nvml->indices();
+    const std::string library = args.nvml_library;
     guard.emplace([nvml](int gpu, double w) { return nvml->SetPowerLimitW(gpu, w); },
-                  config.budget_w);
+                  config.budget_w, 4, 0.02,
+                  [guard_state, indices, library](const std::vector<std::pair<int, double>>& originals) {
+                    agent::GuardState state;
+                    state.pid = static_cast<long long>(getpid());
+                    state.nvml_library = library;
+                    for (const auto& [gpu, w] : originals) {
+                      state.limits.push_back({indices[static_cast<size_t>(gpu)], w});
+                    }
+                    return agent::WriteGuardState(guard_state, state);
+                  },
+                  [guard_state, log] {
+                    if (auto st = agent::RemoveGuardState(guard_state); !st) {
+                      log(st.error().message());
+                    }
+                  });
   }
 
+  // From here on, signals stop the loop; the server's thread inherits their mask.
+  StopSignal signals(log);
   agent::Agent core(config, *controller);
   agent::Shared shared;
   shared.agent = &core;
@@ -187,16 +419,38 @@ Status RunAgent(const AgentArgs& args) {
   clock.sleep_until = [&](double t_s) {
     agent_now.store(t_s);
     if (speed <= 0.0) return;
-    std::this_thread::sleep_until(start +
-                                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                      std::chrono::duration<double>(t_s / speed)));
+    signals.SleepUntil(start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                   std::chrono::duration<double>(t_s / speed)));
   };
   agent::ApiConfig api;
-  api.token = args.token;
-  agent::Server server(shared, api);
+  api.token = *token;
+  api.token_on_reads = args.token_on_reads;
+  api.allowed_hosts = args.allow_hosts;
+  agent::ServerLimits limits;
+  limits.max_connections = args.max_connections;
+  limits.max_connections_per_address = args.max_connections_per_address;
+  agent::Server server(shared, api, limits);
   if (auto st = server.Start(listen->first, listen->second); !st) return st;
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGTERM, OnSignal);
+
+  // Bound: only now may the trace be touched. An earlier one is kept under a new name.
+  std::optional<agent::Recorder> recorder;
+  if (!args.trace_out.empty()) {
+    auto kept = agent::RotateTrace(args.trace_out);
+    if (!kept) return std::move(kept).error();
+    if (!kept->empty()) log(fmt::format("the earlier trace {} is now {}", args.trace_out, *kept));
+    trace::TraceMeta meta;
+    meta.sample_interval_s = args.interval_s;
+    meta.job = fmt::format("headroom agent: {} source, {} controller, scenario {}, budget {} W",
+                           source->name(), controller->name(), scenario->name, config.budget_w);
+    if (twin != nullptr) {
+      meta.gpu_model = scenario->gpu_model;
+      meta.nameplate_w = scenario->nameplate_w;
+    }
+    auto r = agent::Recorder::Open(args.trace_out, meta);
+    if (!r) return std::move(r).error();
+    recorder.emplace(std::move(*r));
+  }
+
   fmt::print(stderr,
              "headroom agent: {} source, {} controller, budget {:.1f} W per GPU, "
              "listening on {}:{} (dashboard: http://{}:{}/)\n",
@@ -210,11 +464,14 @@ Status RunAgent(const AgentArgs& args) {
         .count();
   };
   if (guard) options.observe = [&](const telemetry::Sample& s) { guard->Observe(s, log); };
-  const agent::RunSummary summary = agent::Run(
-      *source, twin, shared, recorder ? &*recorder : nullptr, options, clock, g_stop, log);
-  server.Stop();
+  const agent::RunSummary summary = agent::Run(*source, twin, shared,
+                                               recorder ? &*recorder : nullptr, options, clock,
+                                               signals.stop(), log);
+  // Shutdown order: the power limits first (nothing else may delay them), then the server,
+  // which closes every connection at once whatever its clients do.
   Status restored = OkStatus();
   if (guard) restored = guard->Restore(log);
+  server.Stop();
   fmt::print(stderr, "headroom agent: stopped after {:.1f} s, {} intervals, {} telemetry errors\n",
              summary.duration_s, summary.intervals, summary.telemetry_errors);
   if (!args.trace_out.empty()) fmt::print("trace      {}\n", args.trace_out);
@@ -310,10 +567,31 @@ Command SetupAgent(CLI::App& app) {
   app.add_option("--valid-for-s", a->valid_for_s, "How long a client may trust a decision")
       ->check(CLI::Range(0.1, 3600.0));
   app.add_option("--listen", a->listen, "HOST:PORT of the API (port 0: any free port)");
-  app.add_option("--token", a->token, "Bearer token required on POST");
+  app.add_option("--token", a->token,
+                 "Bearer token required on POST (visible in ps: prefer --token-file or "
+                 "HEADROOM_TOKEN)");
+  app.add_option("--token-file", a->token_file, "File holding the bearer token (chmod 600)");
+  app.add_flag("--token-on-reads", a->token_on_reads,
+               "Require the token on reads too (the dashboard takes it as #token=T)");
+  app.add_option("--allow-host", a->allow_hosts,
+                 "A name this agent is reached by, accepted in Host (besides IP literals and "
+                 "localhost); repeatable");
+  app.add_flag("--insecure-listen", a->insecure_listen,
+               "Allow --listen beyond loopback without a token");
+  app.add_option("--max-connections", a->max_connections, "Connections open at once")
+      ->check(CLI::Range(16, 65536));
+  app.add_option("--max-connections-per-address", a->max_connections_per_address,
+                 "Connections open at once from one client address")
+      ->check(CLI::Range(1, 65536));
   app.add_option("--trace-out", a->trace_out, "The agent's own trace (long CSV)");
   app.add_flag("--guard-power-limit", a->guard_power_limit,
                "Set the NVML power limit to the budget when power stays over it; restored on exit");
+  app.add_option("--guard-state", a->guard_state,
+                 "The guard's state file: the original limits, kept while any is changed "
+                 "(default: $STATE_DIRECTORY or /var/lib/headroom, guard-state.json)");
+  app.add_flag("--restore-limits", a->restore_limits,
+               "Only restore the power limits a killed agent left in --guard-state, and exit "
+               "(systemd's ExecStopPost)");
   app.add_option("--duration-s", a->duration_s, "Stop after this much agent time")
       ->check(CLI::Range(0.0, 1e9));
   return [a, config, &app]() -> Status {

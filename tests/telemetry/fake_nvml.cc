@@ -81,6 +81,20 @@ int fake_nvml_initialised() { return state.initialised; }
 // For a separate process (the CLI tests), the environment scripts the fake at init:
 // FAKE_NVML_GPUS, FAKE_NVML_POWER_MW (every GPU, instantaneous and average), FAKE_NVML_LIMIT_MW,
 // and FAKE_NVML_LIMIT_LOG, a file to which every power-limit change is appended ("GPU MW").
+// FAKE_NVML_LIMITS_FILE makes the limits outlive the process, as a real GPU's do: read at init
+// when the file exists (one "MW" per GPU, space-separated), rewritten on every change.
+namespace {
+void SaveLimits() {
+  const char* path = std::getenv("FAKE_NVML_LIMITS_FILE");
+  if (path == nullptr) return;
+  if (std::FILE* f = std::fopen(path, "w")) {
+    for (int i = 0; i < state.gpus && i < kMaxGpus; ++i) std::fprintf(f, "%u ", state.gpu[i].limit_mw);
+    std::fprintf(f, "\n");
+    std::fclose(f);
+  }
+}
+}  // namespace
+
 int nvmlInit_v2() {
   if (const char* g = std::getenv("FAKE_NVML_GPUS")) {
     state.gpus = std::atoi(g);
@@ -89,6 +103,14 @@ int nvmlInit_v2() {
     for (int i = 0; i < state.gpus && i < kMaxGpus; ++i) {
       if (p != nullptr) state.gpu[i].instant_mw = state.gpu[i].average_mw = unsigned(std::atoi(p));
       if (l != nullptr) state.gpu[i].limit_mw = unsigned(std::atoi(l));
+    }
+    if (const char* path = std::getenv("FAKE_NVML_LIMITS_FILE")) {
+      if (std::FILE* f = std::fopen(path, "r")) {
+        for (int i = 0; i < state.gpus && i < kMaxGpus; ++i) {
+          if (std::fscanf(f, "%u", &state.gpu[i].limit_mw) != 1) break;
+        }
+        std::fclose(f);
+      }
     }
   }
   if (state.init_status == 0) ++state.initialised;
@@ -156,6 +178,7 @@ int nvmlDeviceSetPowerManagementLimit(void* device, unsigned int mw) {
         std::fclose(f);
       }
     }
+    SaveLimits();
   }
   return state.set_limit_status;
 }

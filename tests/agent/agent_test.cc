@@ -1,5 +1,6 @@
 #include "agent/agent.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -231,10 +232,64 @@ TEST(Guard, LeavesAloneALimitItCouldNotReadAndReportsFailures) {
   s.gpus[1].power_limit_w = 400.0;  // GPU 2's limit unknown
   guard.Observe(s, [&](const std::string& l) { log.push_back(l); });
   EXPECT_EQ(sets, 2);
-  EXPECT_THAT(log[1], HasSubstr("cannot set the power limit"));
-  EXPECT_THAT(log[2], HasSubstr("GPU 2: its power limit could not be read; left alone"));
+  ASSERT_EQ(log.size(), 3u);
+  EXPECT_THAT(log[0], HasSubstr("GPU 2: its power limit could not be read; left alone"));
+  EXPECT_THAT(log[1], HasSubstr("GPU 0: power limit 400 W -> 300 W"));
+  EXPECT_THAT(log[2], HasSubstr("cannot set the power limit"));
   EXPECT_TRUE(guard.Restore([](const std::string&) {}).ok());  // only GPU 0 was changed
   EXPECT_EQ(sets, 3);
+}
+
+// The state file's contract: the originals are persisted before the first change (and nothing
+// changes when that fails); it is cleared once every limit is back, and kept otherwise.
+TEST(Guard, PersistsTheOriginalsBeforeAnyChangeAndClearsThemOnlyWhenAllAreBack) {
+  std::vector<std::string> events;
+  bool fail_restore = false;
+  const auto set = [&](int gpu, double w) -> Status {
+    events.push_back(fmt::format("set {} {}", gpu, w));
+    if (fail_restore && w == 400.0) return Error::Io("nvml: GPU 0: lost");
+    return OkStatus();
+  };
+  const auto persist = [&](const std::vector<std::pair<int, double>>& originals) -> Status {
+    std::string e = "persist";
+    for (const auto& [gpu, w] : originals) e += fmt::format(" {}:{}", gpu, w);
+    events.push_back(e);
+    return OkStatus();
+  };
+  const auto clear = [&] { events.push_back("clear"); };
+  telemetry::Sample s = At(0.0, {350.0, 350.0});
+  s.gpus[0].power_limit_w = 400.0;
+  s.gpus[1].power_limit_w = 450.0;
+  const auto quiet = [](const std::string&) {};
+  {
+    PowerLimitGuard guard(set, 300.0, 1, 0.02, persist, clear);
+    guard.Observe(s, quiet);
+    ASSERT_TRUE(guard.Restore(quiet).ok());
+    EXPECT_EQ(events, (std::vector<std::string>{"persist 0:400 1:450", "set 0 300", "set 1 300",
+                                                "set 0 400", "set 1 450", "clear"}));
+  }
+  events.clear();
+  {
+    PowerLimitGuard guard(set, 300.0, 1, 0.02,
+                          [&](const std::vector<std::pair<int, double>>&) -> Status {
+                            events.push_back("persist failed");
+                            return Error::Io("disk full");
+                          },
+                          clear);
+    std::vector<std::string> log;
+    guard.Observe(s, [&](const std::string& l) { log.push_back(l); });
+    EXPECT_EQ(events, (std::vector<std::string>{"persist failed"}));  // no limit touched
+    ASSERT_EQ(log.size(), 1u);
+    EXPECT_THAT(log[0], HasSubstr("disk full; no power limit changed"));
+  }
+  events.clear();
+  {
+    fail_restore = true;
+    PowerLimitGuard guard(set, 300.0, 1, 0.02, persist, clear);
+    guard.Observe(s, quiet);
+    EXPECT_FALSE(guard.Restore(quiet).ok());
+    EXPECT_EQ(events.back(), "set 1 450");  // tried them all; the state file stays
+  }
 }
 
 TEST(Server, ApiEndToEnd) {

@@ -342,7 +342,9 @@ TEST_F(Cli, AgentGuardRestoresPowerLimitsOnExitAndOnSigterm) {
       log + " ";
   const std::string agent = std::string(HEADROOM_BINARY) +
                             " agent --source nvml --nvml-library " FAKE_NVML_PATH
-                            " --guard-power-limit --budget-w 300 --listen 127.0.0.1:0";
+                            " --guard-power-limit --budget-w 300 --listen 127.0.0.1:0"
+                            " --guard-state " +
+                            (dir_ / "guard-state.json").string();
   // Normal end: set to the budget after sustained excess, then restored.
   ASSERT_EQ(std::system((env + agent + " --speed 0 --duration-s 5 2>/dev/null").c_str()), 0);
   EXPECT_EQ(Slurp(log), "0 300000\n1 300000\n0 400000\n1 400000\n");

@@ -25,23 +25,29 @@ def check(cond, what):
         print("FAIL:", what)
 
 
-def start_agent(*extra):
+def start_agent(*extra, env=None):
     p = subprocess.Popen([headroom, "agent", "--source", "twin", "--scenario", "a100-7b-tp1",
                           "--controller", "ppo", "--policy",
                           os.path.join(root, "policies", "a100-7b-tp1.json"),
                           "--listen", "127.0.0.1:0", "--valid-for-s", "2", *extra],
-                         stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    line = p.stderr.readline()
-    m = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
-    if not m:
-        p.kill()
-        raise SystemExit("agent did not start: " + line + p.stderr.read())
-    return p, "http://127.0.0.1:" + m.group(1)
+                         stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                         env=dict(os.environ, **(env or {})))
+    seen = ""
+    for _ in range(20):  # warnings may come first
+        line = p.stderr.readline()
+        seen += line
+        m = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
+        if m:
+            return p, "http://127.0.0.1:" + m.group(1)
+        if not line:
+            break
+    p.kill()
+    raise SystemExit("agent did not start: " + seen + p.stderr.read())
 
 
 with tempfile.TemporaryDirectory() as tmp:
     trace = os.path.join(tmp, "agent.csv")
-    agent, url = start_agent("--speed", "20", "--trace-out", trace, "--token", "t0k")
+    agent, url = start_agent("--speed", "20", "--trace-out", trace, env={"HEADROOM_TOKEN": "t0k"})
 
     now = [1000.0]
     client = AgentClient(url, token="t0k", safe_concurrency=1, safe_group_size=8,

@@ -193,7 +193,7 @@ std::string ActuationJson(const Actuation& a) {
          "\n";
 }
 
-std::string StatusJson(const AgentStatus& s) {
+std::string StatusJson(const AgentStatus& s, const std::optional<ConnectionCounters>& connections) {
   json j;
   j["t_s"] = s.t_s;
   j["power_w"] = s.power_w;
@@ -221,6 +221,12 @@ std::string StatusJson(const AgentStatus& s) {
                              {"5min", fraction(s.violation_fraction[2])}};
   j["windows"] = {{"0.5s", s.windows[0]}, {"30s", s.windows[1]}, {"5min", s.windows[2]}};
   j["long_polls_waiting"] = s.long_polls_waiting;
+  if (connections) {
+    j["connections"] = {{"open", connections->open},         {"idle", connections->idle},
+                        {"accepted", connections->accepted}, {"refused", connections->refused},
+                        {"evicted", connections->evicted},   {"timed_out", connections->timed_out},
+                        {"requests", connections->requests}};
+  }
   j["decision_latency_s"] = {{"p50", s.decision_p50_s},
                              {"p99", s.decision_p99_s},
                              {"max", s.decision_max_s},
@@ -601,12 +607,15 @@ ApiResponse Api::Handle(const ApiRequest& request) {
   }
   if (auto q = ParseQuery(query, {}); !q) return ErrorResponse(400, q.error().message());
   AgentStatus status;
+  std::optional<ConnectionCounters> connections;
   {
     std::lock_guard lock(shared_.mu);
     status = shared_.agent->Status(shared_.now_s());
     status.long_polls_waiting = shared_.long_polls;
+    if (shared_.connections) connections = shared_.connections();
   }
-  if (path == "/v1/status") return Json(200, StatusJson(status));  // serialised outside the lock
+  // Serialised outside the lock.
+  if (path == "/v1/status") return Json(200, StatusJson(status, connections));
   ApiResponse r;
   r.content_type = "text/plain; version=0.0.4";
   r.body = MetricsText(status);

@@ -40,6 +40,17 @@ inline constexpr double kDefaultLongPollS = 10.0;
 inline constexpr double kMaxLongPollS = 30.0;
 inline constexpr int kDefaultMaxLongPolls = 256;
 
+// The transport's connections, as /v1/status reports them.
+struct ConnectionCounters {
+  int open = 0;
+  int idle = 0;             // between requests, or answered and closing: closed first at a cap
+  uint64_t accepted = 0;
+  uint64_t refused = 0;     // at a cap with nothing idle to close: 503
+  uint64_t evicted = 0;     // idle connections closed to make room
+  uint64_t timed_out = 0;   // a header, body, write or idle deadline passed
+  uint64_t requests = 0;
+};
+
 // What the runner and the server share. The runner ticks the agent under `mu` and then calls
 // NotifyDecision(); every handler reads under `mu`.
 struct Shared {
@@ -48,6 +59,7 @@ struct Shared {
   std::function<double()> now_s;  // the runner's clock; constant once serving
   int long_polls = 0;             // waiting now (under mu)
   std::function<void()> wake;     // set by a serving server (under mu): wakes its long-polls
+  std::function<ConnectionCounters()> connections;  // set by a serving server (under mu)
 
   // Called by whoever changed the agent's decision, after releasing `mu`. `wake` must not
   // block (the server's posts to its own thread).
@@ -118,7 +130,8 @@ bool IsLoopbackHost(std::string_view host);
 
 // The bodies, exposed for tests and the runner's log.
 std::string ActuationJson(const Actuation& a);
-std::string StatusJson(const AgentStatus& s);
+std::string StatusJson(const AgentStatus& s,
+                       const std::optional<ConnectionCounters>& connections = std::nullopt);
 std::string MetricsText(const AgentStatus& s);
 std::string HistoryJson(const std::vector<HistoryPoint>& points, double budget_w);
 // Parses a trainer report; the error names the field.

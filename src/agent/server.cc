@@ -90,6 +90,7 @@ class Server::Impl {
   std::atomic<uint64_t> timed_out{0};
   std::atomic<uint64_t> requests{0};
   std::atomic<int> open{0};
+  std::atomic<int> idle_count{0};
 
  private:
   void OnAccept(tcp::socket socket);
@@ -303,6 +304,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       // Send our end, then read and discard until the client closes (or briefly), so that an
       // unread request body does not turn our close into a reset that loses the answer.
       phase_ = Phase::kDraining;
+      server_.MarkIdle(this);  // answered: the first to go at a cap
       error_code ignored;
       socket_.shutdown(tcp::socket::shutdown_send, ignored);
       buffer_.consume(buffer_.size());
@@ -392,12 +394,14 @@ void Server::Impl::MarkIdle(Connection* c) {
   if (c->in_idle) return;
   c->idle_it = idle.insert(idle.end(), c);
   c->in_idle = true;
+  ++idle_count;
 }
 
 void Server::Impl::MarkBusy(Connection* c) {
   if (!c->in_idle) return;
   idle.erase(c->idle_it);
   c->in_idle = false;
+  --idle_count;
 }
 
 void Server::Impl::Forget(Connection* c) {
@@ -487,6 +491,7 @@ Status Server::Start(const std::string& host, int port) {
     std::lock_guard lock(shared_.mu);
     Impl* impl = impl_.get();
     shared_.wake = [impl] { asio::post(impl->io, [impl] { impl->WakeLongPolls(); }); };
+    shared_.connections = [this] { return counters(); };
   }
   s.Accept();
   thread_ = std::thread([impl = impl_.get()] {
@@ -506,6 +511,7 @@ void Server::Stop() {
   {
     std::lock_guard lock(shared_.mu);
     shared_.wake = nullptr;
+    shared_.connections = nullptr;
   }
   if (!thread_.joinable()) return;
   Impl* impl = impl_.get();
@@ -513,14 +519,15 @@ void Server::Stop() {
   thread_.join();
 }
 
-ServerCounters Server::counters() const {
-  ServerCounters c;
+ConnectionCounters Server::counters() const {
+  ConnectionCounters c;
   c.accepted = impl_->accepted.load();
   c.refused = impl_->refused.load();
   c.evicted = impl_->evicted.load();
   c.timed_out = impl_->timed_out.load();
   c.requests = impl_->requests.load();
   c.open = impl_->open.load();
+  c.idle = impl_->idle_count.load();
   return c;
 }
 

@@ -5,8 +5,8 @@
 //   its body within `body_timeout_s` of the header; an answer must be taken within
 //   `write_timeout_s`; a connection that sends nothing for `idle_timeout_s` is closed;
 // - many clients: at most `max_connections` open, `max_connections_per_address` from one
-//   address; at a cap, the connection idle the longest (between requests) is closed to make
-//   room, and when none is idle the new one gets 503 and is closed;
+//   address; at a cap, the connection idle the longest (between requests, or answered and
+//   closing) is closed to make room, and when none is idle the new one gets 503 and is closed;
 // - big requests: headers over `max_header_bytes` get 431, bodies over `max_body_bytes` 413;
 // - long-polls wait on timers, within the Api's own cap;
 // - binding: no SO_REUSEPORT, so a second agent on a port in use fails to start.
@@ -37,15 +37,6 @@ struct ServerLimits {
   size_t max_body_bytes = kMaxBodyBytes;
 };
 
-struct ServerCounters {
-  uint64_t accepted = 0;
-  uint64_t refused = 0;     // at a cap with nothing idle to close: 503
-  uint64_t evicted = 0;     // idle connections closed to make room
-  uint64_t timed_out = 0;   // header, body, write or idle deadline passed
-  uint64_t requests = 0;
-  int open = 0;
-};
-
 class Server {
  public:
   // `shared` outlives the server.
@@ -58,8 +49,8 @@ class Server {
   int port() const { return port_; }
   // Closes the listener and every connection and joins the thread. Idempotent.
   void Stop();
-  // A snapshot; thread-safe.
-  ServerCounters counters() const;
+  // A snapshot; thread-safe. (Also in /v1/status while serving.)
+  ConnectionCounters counters() const;
 
   class Impl;
 

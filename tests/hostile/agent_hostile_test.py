@@ -1,0 +1,665 @@
+#!/usr/bin/env python3
+"""The agent against what operators and hostile clients do (issue 12), on the real binary.
+
+    agent_hostile_test.py HEADROOM FAKE_NVML_LIBRARY SOURCE_DIR
+
+Every test starts its own agent on a free loopback port in a temporary directory and stops it by
+PID, pass or fail. Standard library only. Waits are on conditions with deadlines (a line in a
+log, a file's content, a socket's state), never sleeps standing in for synchronisation; the
+only timed pauses are the load itself (a trickling client sends a byte a second).
+"""
+import json
+import os
+import re
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+HEADROOM, FAKE_NVML, ROOT = sys.argv[1], sys.argv[2], sys.argv[3]
+del sys.argv[1:4]
+
+PPO_POLICY = os.path.join(ROOT, "policies", "a100-7b-tp1.json")
+
+
+def wait_for(what, condition, timeout_s=20.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.01)
+    raise AssertionError("timed out waiting for " + what)
+
+
+class Agent:
+    """`headroom agent ...` on a free port; its stderr collected by a thread."""
+
+    def __init__(self, *args, env=None, expect_start=True):
+        self.argv = [HEADROOM, "agent", *args]
+        if "--listen" not in args:
+            self.argv += ["--listen", "127.0.0.1:0"]
+        self.p = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True, env=dict(os.environ, **(env or {})))
+        self.lines = []
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.port = None
+        if expect_start:
+            m = wait_for("the agent's start line", lambda: self.find(r"listening on [^ ]+:(\d+)"))
+            self.port = int(m.group(1))
+
+    def _read(self):
+        for line in self.p.stderr:
+            with self._lock:
+                self.lines.append(line.rstrip("\n"))
+
+    def log(self):
+        with self._lock:
+            return list(self.lines)
+
+    def find(self, pattern):
+        for line in self.log():
+            m = re.search(pattern, line)
+            if m:
+                return m
+        return None
+
+    def stop(self, sig=signal.SIGTERM, timeout_s=10.0):
+        if self.p.poll() is None:
+            self.p.send_signal(sig)
+        try:
+            self.p.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+        self._reader.join(timeout=5)
+        self.p.stdout.close()
+        self.p.stderr.close()
+        return self.p.returncode
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop(signal.SIGKILL if exc[0] else signal.SIGTERM)
+
+
+def run(*args, env=None, timeout=60):
+    return subprocess.run([HEADROOM, *args], capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, **(env or {})))
+
+
+def raw(port, request, timeout_s=5.0, source=None):
+    """Sends bytes, reads one response; (status, headers, body)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s,
+                                  source_address=(source, 0) if source else None) as s:
+        s.sendall(request)
+        return read_response(s)
+
+
+def read_response(s):
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(65536)
+        if not chunk:
+            raise ConnectionError("closed before a response: %r" % data)
+        data += chunk
+    head, body = data.split(b"\r\n\r\n", 1)
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {}
+    for line in lines[1:]:
+        k, v = line.split(":", 1)
+        headers[k.strip().lower()] = v.strip()
+    length = int(headers.get("content-length", "0"))
+    while len(body) < length:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return status, headers, body[:length]
+
+
+def get(port, path, headers=b"", host=b"127.0.0.1"):
+    return raw(port, b"GET " + path + b" HTTP/1.1\r\nHost: " + host + b"\r\n" + headers +
+               b"Connection: close\r\n\r\n")
+
+
+def post(port, body, content_type=b"application/json", headers=b""):
+    return raw(port, b"POST /v1/report HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: " +
+               content_type + b"\r\n" + headers + b"Content-Length: " + str(len(body)).encode() +
+               b"\r\nConnection: close\r\n\r\n" + body)
+
+
+REPORT = b'{"step": 1, "phase": "rollout", "tokens": 10, "in_flight": 4}'
+
+
+def fake_nvml_env(tmp, power_mw=350000):
+    return {"FAKE_NVML_GPUS": "2", "FAKE_NVML_POWER_MW": str(power_mw),
+            "FAKE_NVML_LIMIT_MW": "400000",
+            "FAKE_NVML_LIMIT_LOG": os.path.join(tmp, "limit.log"),
+            "FAKE_NVML_LIMITS_FILE": os.path.join(tmp, "limits.txt")}
+
+
+def slurp(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+class Attack(threading.Thread):
+    """Slow-trickle and idle keep-alive connections, kept up (reopened when the agent closes
+    them) until stopped. One selector thread."""
+
+    TRICKLE = b"GET /v1/status HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
+    IDLE = b"GET /v1/status HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+
+    def __init__(self, port, trickle, idle):
+        super().__init__(daemon=True)
+        self.port, self.trickle, self.idle = port, trickle, idle
+        self.sel = selectors.DefaultSelector()
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.open = {"trickle": 0, "idle": 0}  # connected and doing their part
+        self.closed_by_agent = {"trickle": 0, "idle": 0}
+        self.trickle_lifetimes_s = []
+
+    def _connect(self, kind):
+        s = socket.socket()
+        s.setblocking(True)
+        s.settimeout(5)
+        try:
+            s.connect(("127.0.0.1", self.port))
+        except OSError:
+            s.close()
+            return
+        s.setblocking(False)
+        state = {"kind": kind, "sent": 0, "opened": time.monotonic(), "answered": False}
+        if kind == "trickle":
+            s.send(self.TRICKLE)
+        else:
+            s.send(self.IDLE)
+        self.sel.register(s, selectors.EVENT_READ, state)
+        with self.lock:
+            self.open[kind] += 1
+
+    def run(self):
+        for _ in range(self.trickle):
+            self._connect("trickle")
+        for _ in range(self.idle):
+            self._connect("idle")
+        next_byte = time.monotonic() + 1.0
+        while not self.stopping.is_set():
+            for key, _ in self.sel.select(timeout=0.1):
+                s, state = key.fileobj, key.data
+                try:
+                    data = s.recv(65536)
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError:
+                    data = b""
+                if data and state["kind"] == "idle":
+                    state["answered"] = True  # the one answer; now it idles
+                    continue
+                # Closed by the agent (a deadline, or evicted): open another, as an attacker.
+                self.sel.unregister(s)
+                s.close()
+                kind = state["kind"]
+                with self.lock:
+                    self.open[kind] -= 1
+                    self.closed_by_agent[kind] += 1
+                    if kind == "trickle":
+                        self.trickle_lifetimes_s.append(time.monotonic() - state["opened"])
+                if not self.stopping.is_set():
+                    self._connect(kind)
+            if time.monotonic() >= next_byte:  # each trickling client: one more header byte
+                next_byte += 1.0
+                for key in list(self.sel.get_map().values()):
+                    if key.data["kind"] == "trickle":
+                        try:
+                            key.fileobj.send(b"x")
+                        except OSError:
+                            pass
+        for key in list(self.sel.get_map().values()):
+            key.fileobj.close()
+
+    def counts(self):
+        with self.lock:
+            return dict(self.open)
+
+
+def percentile(values, q):
+    v = sorted(values)
+    return v[min(len(v) - 1, max(0, int(round(q * len(v) + 0.5)) - 1))]
+
+
+class Serving(unittest.TestCase):
+    def test_a_second_agent_on_a_port_in_use_fails_and_touches_nothing(self):
+        with tempfile.TemporaryDirectory() as tmp, Agent("--speed", "1") as first:
+            trace = os.path.join(tmp, "agent.csv")
+            with open(trace, "w") as f:
+                f.write("the trace of the run that just failed\n")
+            r = run("agent", "--listen", "127.0.0.1:%d" % first.port, "--trace-out", trace,
+                    "--duration-s", "5")
+            self.assertEqual(r.returncode, 1, r.stderr)
+            errors = [l for l in r.stderr.splitlines() if l.startswith("headroom: error:")]
+            self.assertEqual(len(errors), 1, r.stderr)
+            self.assertIn("the port is in use", errors[0])
+            self.assertEqual(slurp(trace), "the trace of the run that just failed\n")
+            self.assertEqual(sorted(os.listdir(tmp)), ["agent.csv"])  # not rotated either
+            # The first one still answers every connection alone.
+            for _ in range(20):
+                self.assertEqual(get(first.port, b"/v1/status")[0], 200)
+
+    def test_slow_and_idle_clients_do_not_starve_a_new_client(self):
+        with Agent("--speed", "1") as agent:
+            attack = Attack(agent.port, trickle=64, idle=300)
+            attack.start()
+            try:
+                wait_for("64 trickling and 300 idle connections",
+                         lambda: attack.counts() == {"trickle": 64, "idle": 300}, 60)
+                latencies_ms = []
+                for _ in range(200):
+                    t0 = time.monotonic()
+                    status, _, body = raw(agent.port, b"GET /v1/actuation HTTP/1.1\r\n"
+                                          b"Host: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                    latencies_ms.append(1000.0 * (time.monotonic() - t0))
+                    self.assertEqual(status, 200)
+                    self.assertIn("concurrency", json.loads(body))
+                    time.sleep(0.025)  # pacing of the load, not synchronisation
+                p99 = percentile(latencies_ms, 0.99)
+                print("new client under 64 trickling + 300 idle: p50 %.2f ms, p99 %.2f ms, "
+                      "max %.2f ms" % (percentile(latencies_ms, 0.5), p99, max(latencies_ms)))
+                self.assertLessEqual(p99, 100.0)
+                # The header deadline (5 s from the first byte) closed the trickling ones.
+                wait_for("a trickling client closed by the header deadline",
+                         lambda: attack.trickle_lifetimes_s, 15)
+                for life_s in attack.trickle_lifetimes_s:
+                    self.assertGreater(life_s, 4.0)
+                    self.assertLess(life_s, 9.0)
+            finally:
+                attack.stopping.set()
+                attack.join()
+            status = json.loads(get(agent.port, b"/v1/status")[2])
+            self.assertGreater(status["decisions"], 0)
+
+    def test_connection_caps_close_the_idle_first_then_refuse(self):
+        # 16 per address; the agent's own view is read from another loopback address
+        # (127.0.0.2), which has a cap of its own.
+        with Agent("--speed", "1", "--max-connections", "64",
+                   "--max-connections-per-address", "16") as agent:
+            def connections():
+                return json.loads(raw(agent.port, b"GET /v1/status HTTP/1.1\r\nHost: 127.0.0.1"
+                                      b"\r\nConnection: close\r\n\r\n",
+                                      source="127.0.0.2")[2])["connections"]
+            idle = []
+            for _ in range(16):
+                s = socket.create_connection(("127.0.0.1", agent.port), timeout=5)
+                s.sendall(b"GET /v1/actuation HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                self.assertEqual(read_response(s)[0], 200)
+                idle.append(s)
+            # At the cap: the one idle the longest is closed to make room for a new client.
+            self.assertEqual(get(agent.port, b"/v1/actuation")[0], 200)
+            idle[0].settimeout(5)
+            self.assertEqual(idle[0].recv(1), b"")  # closed by the agent
+            self.assertGreaterEqual(connections()["evicted"], 1)
+            for s in idle:
+                s.close()
+            wait_for("the idle ones gone", lambda: connections()["open"] == 1)
+            # 16 clients mid-header are not idle: the 17th is refused with 503, at once.
+            busy = []
+            for _ in range(16):
+                s = socket.create_connection(("127.0.0.1", agent.port), timeout=5)
+                s.sendall(b"GET /v1/status HTTP/1.1\r\nX-Slow: ")
+                busy.append(s)
+            wait_for("16 busy connections",
+                     lambda: (lambda c: c["open"] == 17 and c["idle"] == 0)(connections()))
+            status, _, body = raw(agent.port, b"GET /v1/status HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            self.assertEqual(status, 503, body)
+            self.assertIn(b"too many connections", body)
+            self.assertGreaterEqual(connections()["refused"], 1)
+            # Another address is not held up by this one's clients.
+            self.assertEqual(connections()["open"], 17)
+            for s in busy:
+                s.close()
+            wait_for("room again", lambda: get_or_none(agent.port) == 200)
+
+    def test_long_polls_wait_within_their_cap_and_answer_on_a_decision(self):
+        with Agent("--speed", "1") as agent:
+            seq = json.loads(get(agent.port, b"/v1/actuation")[2])["seq"]
+            t0 = time.monotonic()
+            status, _, body = get(agent.port, b"/v1/actuation?after=%d&timeout_s=20" % seq)
+            self.assertEqual(status, 200)
+            self.assertGreater(json.loads(body)["seq"], seq)
+            self.assertLess(time.monotonic() - t0, 15.0)
+            # timeout_s=0 answers at once whatever the sequence.
+            status, _, body = get(agent.port, b"/v1/actuation?after=%d&timeout_s=0" % (10 ** 9))
+            self.assertEqual(status, 200)
+
+
+def get_or_none(port):
+    try:
+        return get(port, b"/v1/actuation")[0]
+    except OSError:
+        return None
+
+
+class Requests(unittest.TestCase):
+    """Malformed and hostile requests: each answered with the status the docs give."""
+
+    def test_every_bad_request_has_its_status(self):
+        with Agent("--speed", "1", env={"HEADROOM_TOKEN": "s3cret"}) as agent:
+            p = agent.port
+            auth = b"Authorization: Bearer s3cret\r\n"
+            cases = [
+                # Invalid UTF-8 in a field: 400 naming it (was 500 with the exception text).
+                (post(p, b'{"step": 1, "phase": "\xff", "tokens": 1, "in_flight": 0}',
+                      headers=auth), 400, "field 'phase': invalid UTF-8"),
+                (post(p, b'{"st\xc3\x28ep": 1}', headers=auth), 400, "invalid UTF-8"),
+                # Wrong methods: 405 with Allow (was 404).
+                (raw(p, b"DELETE /v1/status HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"), 405,
+                 "method not allowed"),
+                (raw(p, b"GET /v1/report HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"), 405, "POST"),
+                (raw(p, b"OPTIONS /v1/report HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"), 405, "POST"),
+                # Only JSON bodies (a web page cannot send one without a preflight).
+                (post(p, b"step=1", b"application/x-www-form-urlencoded", auth), 415,
+                 "application/json"),
+                (post(p, REPORT, b"text/plain", auth), 415, "application/json"),
+                # Size caps: a 64 KiB body (form-encoded was capped at 8 KiB, the docs say 64).
+                (post(p, b" " * (64 * 1024 + 1), headers=auth), 413, "larger than 65536"),
+                (raw(p, b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * 9000 +
+                     b"\r\n\r\n"), 431, "header too large"),
+                # Tokens: missing or wrong 401; the scheme in any case.
+                (post(p, REPORT), 401, "bearer token"),
+                (post(p, REPORT, headers=b"Authorization: Bearer wrong\r\n"), 401, "bearer"),
+                (post(p, REPORT, headers=b"Authorization: Basic czNjcmV0\r\n"), 401, "bearer"),
+                (post(p, REPORT, headers=b"Authorization: bearer s3cret\r\n"), 200, "ok"),
+                (post(p, REPORT, headers=b"Authorization: BEARER s3cret\r\n"), 200, "ok"),
+                (post(p, REPORT, b"application/json; charset=utf-8", auth), 200, "ok"),
+                # Strict long-poll parameters (after=1e3 was read as 1, timeout_s=0x10 as 16).
+                (get(p, b"/v1/actuation?after=1e3"), 400, "after"),
+                (get(p, b"/v1/actuation?after=-1"), 400, "after"),
+                (get(p, b"/v1/actuation?after=%31"), 400, "after"),
+                (get(p, b"/v1/actuation?after=1&timeout_s=0x10"), 400, "timeout_s"),
+                (get(p, b"/v1/actuation?after=1&timeout_s=nan"), 400, "timeout_s"),
+                (get(p, b"/v1/actuation?after=1&timeout_s=inf"), 400, "timeout_s"),
+                (get(p, b"/v1/actuation?after=1&timeout_s=31"), 400, "timeout_s"),
+                (get(p, b"/v1/actuation?after=1&after=2"), 400, "repeated"),
+                (get(p, b"/v1/actuation?after=1&wait=3"), 400, "unknown parameter"),
+                (get(p, b"/v1/actuation?timeout_s=3"), 400, "only with after"),
+                (get(p, b"/v1/history?after=soon"), 400, "after"),
+                (get(p, b"/v1/history?after=nan"), 400, "after"),
+                (get(p, b"/v1/status?x=1"), 400, "unknown parameter"),
+                # Paths and hosts.
+                (get(p, b"/v1/nothing"), 404, "no such path"),
+                (get(p, b"/", host=b"evil.example.com:%d" % p), 403, "DNS rebinding"),
+                (get(p, b"/v1/status", host=b"rebind.attacker.test"), 403, "Host"),
+                (raw(p, b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.test\r\n\r\n"), 400,
+                 "Host: repeated"),
+                (raw(p, b"GET /\x00 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"), 400, "malformed"),
+                (raw(p, b"BLAH\r\n\r\n"), 400, "malformed"),
+                (raw(p, b"GET http://127.0.0.1/v1/status HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"),
+                 400, "absolute path"),
+            ]
+            for i, ((status, headers, body), want, needle) in enumerate(cases):
+                with self.subTest(case=i, want=want):
+                    self.assertEqual(status, want, body)
+                    self.assertIn(needle, body.decode("utf-8", "replace"))
+                    self.assertIn(headers["content-type"], ("application/json",))
+                    if want == 405:
+                        self.assertIn("allow", headers)
+            # Allowed: loopback and IP literals, localhost, HEAD.
+            self.assertEqual(get(p, b"/", host=b"localhost:%d" % p)[0], 200)
+            self.assertEqual(get(p, b"/v1/status", host=b"[::1]:%d" % p)[0], 200)
+            status, headers, body = raw(p, b"HEAD /v1/status HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                        b"Connection: close\r\n\r\n")
+            self.assertEqual((status, body), (200, b""))
+            self.assertGreater(int(headers["content-length"]), 0)
+            # Still serving, and nothing it got was taken as a report but the good ones.
+            s = json.loads(get(p, b"/v1/status")[2])
+            self.assertEqual(s["report"]["step"], 1)
+
+    def test_pipelined_requests_are_answered_in_order(self):
+        with Agent("--speed", "1") as agent:
+            with socket.create_connection(("127.0.0.1", agent.port), timeout=5) as s:
+                s.sendall(b"GET /v1/actuation HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                          b"GET /v1/nothing HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                          b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                data = b""
+                while True:  # the last asks to close
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+            statuses = [int(m) for m in re.findall(rb"HTTP/1\.1 (\d+) ", data)]
+            self.assertEqual(statuses, [200, 404, 200])
+
+    def test_allow_host_and_token_on_reads(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            token_file = os.path.join(tmp, "token")
+            with open(token_file, "w") as f:
+                f.write("t0ken-from-a-file\n")
+            os.chmod(token_file, 0o600)
+            with Agent("--speed", "1", "--token-file", token_file, "--token-on-reads",
+                       "--allow-host", "gpu-node-7") as agent:
+                p = agent.port
+                self.assertEqual(get(p, b"/v1/status")[0], 401)
+                self.assertEqual(get(p, b"/metrics")[0], 401)
+                self.assertEqual(get(p, b"/v1/actuation")[0], 401)
+                auth = b"Authorization: Bearer t0ken-from-a-file\r\n"
+                self.assertEqual(get(p, b"/v1/status", auth)[0], 200)
+                self.assertEqual(get(p, b"/v1/status", auth, host=b"GPU-NODE-7:9400")[0], 200)
+                self.assertEqual(get(p, b"/v1/status", auth, host=b"gpu-node-8")[0], 403)
+                # The page holds no data: served without the token (its scripts send it).
+                status, headers, body = get(p, b"/")
+                self.assertEqual(status, 200)
+                self.assertIn(b"#token=", body)
+                self.assertNotIn(b"t0ken-from-a-file", body)
+                self.assertIn("frame-ancestors 'none'", headers["content-security-policy"])
+                self.assertIsNone(agent.find("visible to every user"))
+
+    def test_tokens_come_from_a_file_or_the_environment_and_are_checked(self):
+        r = run("agent", "--token", "a", "--token-file", "/nonexistent", "--duration-s", "1")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("give one", r.stderr)
+        r = run("agent", "--token-file", "/nonexistent/token", "--duration-s", "1")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("cannot open", r.stderr)
+        r = run("agent", "--token-on-reads", "--duration-s", "1", "--listen", "127.0.0.1:0")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--token-on-reads needs a token", r.stderr)
+        with tempfile.TemporaryDirectory() as tmp:
+            bad = os.path.join(tmp, "token")
+            with open(bad, "w") as f:
+                f.write("two words\n")
+            r = run("agent", "--token-file", bad, "--duration-s", "1")
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("visible ASCII only", r.stderr)
+        with Agent("--speed", "1", "--token", "on-the-command-line") as agent:
+            self.assertIsNotNone(agent.find("visible to every user"))
+            self.assertEqual(post(agent.port, REPORT,
+                                  headers=b"Authorization: Bearer on-the-command-line\r\n")[0],
+                             200)
+
+    def test_listening_beyond_loopback_needs_a_token_or_insecure_listen(self):
+        r = run("agent", "--listen", "0.0.0.0:0", "--duration-s", "1")
+        self.assertEqual(r.returncode, 2)
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn("beyond loopback without a token", lines[0])
+        with Agent("--speed", "1", "--listen", "0.0.0.0:0", "--insecure-listen") as agent:
+            self.assertEqual(get(agent.port, b"/v1/actuation")[0], 200)
+        with Agent("--speed", "1", "--listen", "0.0.0.0:0", env={"HEADROOM_TOKEN": "x"}) as agent:
+            self.assertEqual(get(agent.port, b"/v1/actuation")[0], 200)
+
+
+class Shutdown(unittest.TestCase):
+    def guard_args(self, tmp):
+        return ["--source", "nvml", "--nvml-library", FAKE_NVML, "--guard-power-limit",
+                "--budget-w", "300", "--guard-state", os.path.join(tmp, "guard-state.json")]
+
+    def test_sigterm_restores_limits_first_and_stops_within_a_second_whatever_clients_do(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            env = fake_nvml_env(tmp)
+            log = env["FAKE_NVML_LIMIT_LOG"]
+            with Agent("--speed", "1", *self.guard_args(tmp), env=env) as agent:
+                wait_for("the guard to cap both GPUs",
+                         lambda: slurp(log) == "0 300000\n1 300000\n")
+                state = json.loads(slurp(os.path.join(tmp, "guard-state.json")))
+                self.assertEqual([l["original_w"] for l in state["limits"]], [400.0, 400.0])
+                # A slow client halfway through its header, one halfway through a body, and a
+                # parked long-poll, all connected.
+                slow = socket.create_connection(("127.0.0.1", agent.port))
+                slow.sendall(b"GET /v1/status HTTP/1.1\r\nHo")
+                body = socket.create_connection(("127.0.0.1", agent.port))
+                body.sendall(b"POST /v1/report HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                             b"application/json\r\nContent-Length: 60000\r\n\r\n{\"step\"")
+                poll = socket.create_connection(("127.0.0.1", agent.port))
+                seq = json.loads(get(agent.port, b"/v1/actuation")[2])["seq"]
+                poll.sendall(b"GET /v1/actuation?after=%d&timeout_s=30 HTTP/1.1\r\n"
+                             b"Host: 127.0.0.1\r\n\r\n" % (seq + 10 ** 6))
+                wait_for("the long-poll parked", lambda: json.loads(
+                    get(agent.port, b"/v1/status")[2])["long_polls_waiting"] == 1)
+                t0 = time.monotonic()
+                code = agent.stop(signal.SIGTERM)
+                elapsed_s = time.monotonic() - t0
+                print("SIGTERM to exit with three clients connected: %.3f s" % elapsed_s)
+                self.assertEqual(code, 0)
+                self.assertLess(elapsed_s, 1.0)
+                self.assertEqual(slurp(log), "0 300000\n1 300000\n0 400000\n1 400000\n")
+                lines = agent.log()
+                restored = [i for i, l in enumerate(lines) if "power limit restored" in l]
+                stopped = [i for i, l in enumerate(lines) if "stopped after" in l]
+                self.assertEqual(len(restored), 2, lines)
+                self.assertLess(max(restored), stopped[0])
+                self.assertFalse(os.path.exists(os.path.join(tmp, "guard-state.json")))
+                for s in (slow, body, poll):
+                    s.close()
+
+    def test_after_sigkill_restore_limits_puts_them_back(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            env = fake_nvml_env(tmp)
+            limits = env["FAKE_NVML_LIMITS_FILE"]
+            state = os.path.join(tmp, "guard-state.json")
+            agent = Agent("--speed", "1", *self.guard_args(tmp), env=env)
+            try:
+                wait_for("the guard to cap both GPUs", lambda: slurp(limits) == "300000 300000 \n")
+            finally:
+                agent.stop(signal.SIGKILL)
+            self.assertTrue(os.path.exists(state))  # a SIGKILL restores nothing by itself
+            self.assertEqual(slurp(limits), "300000 300000 \n")
+            r = run("agent", "--restore-limits", "--guard-state", state, "--nvml-library",
+                    FAKE_NVML, env=env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(slurp(limits), "400000 400000 \n")
+            self.assertFalse(os.path.exists(state))
+            r = run("agent", "--restore-limits", "--guard-state", state, "--nvml-library",
+                    FAKE_NVML, env=env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("no power limit to restore", r.stderr)
+            # Killed again; the next agent restores the true originals before reading any limit
+            # (or it would take the capped 300 W for the originals).
+            agent = Agent("--speed", "1", *self.guard_args(tmp), env=env)
+            try:
+                wait_for("capped again", lambda: slurp(limits) == "300000 300000 \n")
+            finally:
+                agent.stop(signal.SIGKILL)
+            env_quiet = dict(env, FAKE_NVML_POWER_MW="100000")
+            r = run("agent", "--speed", "0", "--duration-s", "2", "--listen", "127.0.0.1:0",
+                    *self.guard_args(tmp), env=env_quiet)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("restoring the power limits that agent", r.stderr)
+            self.assertEqual(slurp(limits), "400000 400000 \n")
+            self.assertFalse(os.path.exists(state))
+            # A state file it cannot act on keeps the agent from starting, and is kept.
+            with open(state, "w") as f:
+                f.write('{"format": "headroom-guard-state", "version": 1, "pid": 1, '
+                        '"nvml_library": "x", "limits": [{"nvml_index": 0, "original_w": -5}]}')
+            r = run("agent", "--speed", "0", "--duration-s", "1", "--listen", "127.0.0.1:0",
+                    *self.guard_args(tmp), env=env)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("limits[].original_w", r.stderr)
+            self.assertTrue(os.path.exists(state))
+
+    def test_service_restores_limits_after_the_agent_stops(self):
+        with open(os.path.join(ROOT, "deploy", "headroom-agent.service")) as f:
+            unit = f.read()
+        self.assertRegex(unit, r"(?m)^ExecStopPost=\+?/usr/local/bin/headroom agent "
+                               r"--restore-limits")
+
+    def test_sigint_during_a_slow_interval_stops_at_once(self):
+        with Agent("--speed", "0.001", "--interval-s", "60") as agent:
+            t0 = time.monotonic()
+            self.assertEqual(agent.stop(signal.SIGINT), 0)
+            self.assertLess(time.monotonic() - t0, 1.0)
+
+
+class Traces(unittest.TestCase):
+    def test_a_restart_keeps_the_earlier_trace(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            trace = os.path.join(tmp, "agent.csv")
+            for _ in range(3):
+                r = run("agent", "--speed", "0", "--duration-s", "3", "--listen", "127.0.0.1:0",
+                        "--trace-out", trace)
+                self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(sorted(os.listdir(tmp)),
+                             ["agent.1.csv", "agent.1.csv.meta.json", "agent.2.csv",
+                              "agent.2.csv.meta.json", "agent.csv", "agent.csv.meta.json"])
+            for name in ("agent.1.csv", "agent.2.csv", "agent.csv"):
+                self.assertEqual(len(slurp(os.path.join(tmp, name)).splitlines()), 8)
+            self.assertIn("agent.2.csv", r.stderr)
+
+    def test_trace_out_equal_to_replay_is_refused(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            trace = os.path.join(tmp, "in.csv")
+            with open(trace, "w") as f:
+                f.write("t_s,gpu,power_w\n0,0,100\n0.5,0,120\n1.0,0,110\n")
+            before = slurp(trace)
+            link = os.path.join(tmp, "link.csv")
+            os.symlink(trace, link)
+            for out in (trace, link, os.path.join(tmp, ".", "in.csv")):
+                r = run("agent", "--source", "replay", "--replay", trace, "--trace-out", out,
+                        "--speed", "0", "--duration-s", "1", "--listen", "127.0.0.1:0")
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("refusing to overwrite an input", r.stderr)
+                self.assertEqual(slurp(trace), before)
+
+    def test_the_end_of_a_replay_is_logged_once(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            trace = os.path.join(tmp, "in.csv")
+            with open(trace, "w") as f:
+                f.write("t_s,gpu,power_w\n0,0,100\n0.5,0,120\n1.0,0,110\n")
+            r = run("agent", "--source", "replay", "--replay", trace, "--speed", "0",
+                    "--duration-s", "20", "--listen", "127.0.0.1:0")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            ended = [l for l in r.stderr.splitlines() if "the trace ended" in l]
+            self.assertEqual(len(ended), 1, r.stderr)
+            self.assertIn("the same failure 37 more time(s)", r.stderr)
+
+
+class Options(unittest.TestCase):
+    def test_ppo_budget_outside_the_trained_range_is_refused(self):
+        r = run("agent", "--controller", "ppo", "--policy", PPO_POLICY, "--budget-w", "50",
+                "--duration-s", "1", "--listen", "127.0.0.1:0")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("outside scenario 'a100-7b-tp1''s budget range", r.stderr)
+
+    def test_guard_state_must_be_writable_before_anything_starts(self):
+        r = run("agent", "--source", "nvml", "--nvml-library", FAKE_NVML, "--guard-power-limit",
+                "--guard-state", "/nonexistent-dir/guard.json", "--duration-s", "1",
+                env={"FAKE_NVML_GPUS": "1"})
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--guard-state: cannot write a state file in /nonexistent-dir", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -39,20 +39,24 @@ test-asan: setup
 	ctest --preset asan
 
 # libFuzzer on the trace readers (with the analyzer behind them), on scenario files (with the
-# twin behind them) and on policy files (with decisions behind them), for a bounded time each.
+# twin behind them), on policy files (with decisions behind them) and on the agent's HTTP
+# requests (Beast's parser, then the routes), for a bounded time each.
 fuzz: setup
 	cmake --preset fuzz
-	cmake --build --preset fuzz -j $(JOBS) --target trace_reader_fuzz scenario_fuzz policy_fuzz
-	mkdir -p build-fuzz/corpus build-fuzz/scenario_corpus build-fuzz/policy_corpus
+	cmake --build --preset fuzz -j $(JOBS) --target trace_reader_fuzz scenario_fuzz policy_fuzz http_fuzz
+	mkdir -p build-fuzz/corpus build-fuzz/scenario_corpus build-fuzz/policy_corpus build-fuzz/http_corpus
 	cp tests/fuzz/corpus/* build-fuzz/corpus/
 	cp tests/fuzz/scenario_corpus/* build-fuzz/scenario_corpus/
 	cp tests/fuzz/policy_corpus/* build-fuzz/policy_corpus/
+	cp tests/fuzz/http_corpus/* build-fuzz/http_corpus/
 	build-fuzz/bin/trace_reader_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  -print_final_stats=1 build-fuzz/corpus
 	build-fuzz/bin/scenario_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
 	  -print_final_stats=1 build-fuzz/scenario_corpus
 	build-fuzz/bin/policy_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -timeout=10 \
 	  -print_final_stats=1 build-fuzz/policy_corpus
+	build-fuzz/bin/http_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
+	  -print_final_stats=1 build-fuzz/http_corpus
 
 bench: build
 	build/bin/headroom_bench

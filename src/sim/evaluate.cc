@@ -119,7 +119,9 @@ StaticSafe SearchStaticSafe(const twin::Scenario& s, double budget_w, double tar
   }
   std::vector<Score> scores(grid.size());
   ParallelFor(static_cast<int>(grid.size()), threads, [&](int k) {
-    const auto [c, g] = grid[static_cast<size_t>(k)];
+    // Plain copies, not structured bindings: clang (the fuzz build) cannot capture those.
+    const int c = grid[static_cast<size_t>(k)].first;
+    const int g = grid[static_cast<size_t>(k)].second;
     scores[static_cast<size_t>(k)] = ScoreOn(s, budget_w, horizons, 0, [&] {
       return std::make_unique<control::Static>("static", c, g);
     });

@@ -10,7 +10,7 @@ FUZZ_SECONDS ?= 60
 DEMO_DIR ?= build/demo
 HEADROOM := build/bin/headroom
 
-.PHONY: all setup build test test-release test-asan fuzz bench bench-pandas bench-twin bench-ppo bench-agent demo policies results clean format
+.PHONY: all setup build test test-release test-asan test-tsan fuzz bench bench-pandas bench-twin bench-ppo bench-agent demo policies results clean format
 
 all: build
 
@@ -24,6 +24,7 @@ build: setup
 test: build
 	$(MAKE) test-release
 	$(MAKE) test-asan
+	$(MAKE) test-tsan
 	$(MAKE) fuzz
 
 # The dashboard test skips where Chromium is missing, except here: setup installs it.
@@ -37,6 +38,12 @@ test-asan: setup
 	cmake --preset asan
 	cmake --build --preset asan -j $(JOBS)
 	ctest --preset asan
+
+# The threaded code (the agent's runner, server and clients) under ThreadSanitizer.
+test-tsan: setup
+	cmake --preset tsan
+	cmake --build --preset tsan -j $(JOBS) --target agent_test
+	ctest --preset tsan -R '^(Agent|Server|Guard|Runner|Recorder)\.'
 
 # libFuzzer on the trace readers (with the analyzer behind them), on scenario files (with the
 # twin behind them), on policy files (with decisions behind them) and on the agent's HTTP
@@ -95,4 +102,4 @@ format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
 
 clean:
-	rm -rf build build-asan build-fuzz build-debug
+	rm -rf build build-asan build-tsan build-fuzz build-debug

@@ -14,6 +14,8 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <fmt/format.h>
 #include <list>
 #include <unordered_map>
@@ -91,6 +93,10 @@ class Server::Impl {
   std::atomic<uint64_t> requests{0};
   std::atomic<int> open{0};
   std::atomic<int> idle_count{0};
+
+  std::mutex finished_mu;
+  std::condition_variable finished_cv;
+  bool finished = false;  // under finished_mu: run() has returned
 
  private:
   void OnAccept(tcp::socket socket);
@@ -431,7 +437,8 @@ void Server::Impl::Shutdown() {
     if (auto c = weak.lock()) open_now.push_back(std::move(c));
   }
   for (auto& c : open_now) c->Close();
-  io.stop();
+  // No io.stop(): the handlers still queued (an accept that completed, a read) must run to
+  // close what they hold; then nothing is left and run() returns. Stop() bounds the wait.
 }
 
 Server::Server(Shared& shared, ApiConfig api, ServerLimits limits)
@@ -498,11 +505,14 @@ Status Server::Start(const std::string& host, int port) {
     for (;;) {
       try {
         impl->io.run();
-        return;
+        break;
       } catch (const std::exception&) {
         // A handler failed (out of memory, say): the loop goes on serving the others.
       }
     }
+    std::lock_guard lock(impl->finished_mu);
+    impl->finished = true;
+    impl->finished_cv.notify_all();
   });
   return OkStatus();
 }
@@ -516,7 +526,18 @@ void Server::Stop() {
   if (!thread_.joinable()) return;
   Impl* impl = impl_.get();
   asio::post(impl->io, [impl] { impl->Shutdown(); });
+  constexpr auto kStopWait = std::chrono::milliseconds(500);
+  bool finished = false;
+  {
+    std::unique_lock lock(impl->finished_mu);
+    finished = impl->finished_cv.wait_for(lock, kStopWait, [impl] { return impl->finished; });
+  }
+  if (!finished) impl->io.stop();  // a handler that would not end: stop the loop regardless
   thread_.join();
+  if (!finished) {
+    impl->io.restart();
+    impl->io.poll();  // let what was queued close what it holds
+  }
 }
 
 ConnectionCounters Server::counters() const {

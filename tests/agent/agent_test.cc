@@ -452,6 +452,67 @@ TEST(Server, LongPollsCannotStarveTheOtherEndpoints) {
   server.Stop();
 }
 
+// The runner's thread, the server's thread and clients' threads at once (the TSan build runs
+// this): decisions published while clients long-poll, report and read status; every long-poll
+// answer is newer than what it waited on, and Stop() returns with clients still connected.
+TEST(Server, DecisionsWhileClientsPollReportAndRead) {
+  Probe probe;
+  Agent core(Config(), probe);
+  Shared shared;
+  shared.agent = &core;
+  std::atomic<double> now{0.0};
+  shared.now_s = [&] { return now.load(); };
+  ApiConfig api;
+  api.token = "t";
+  Server server(shared, api);
+  ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
+  std::atomic<bool> done{false};
+  std::atomic<int> stale{0};
+  std::atomic<int> answers{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 3; ++i) {
+    clients.emplace_back([&, i] {
+      httplib::Client c("127.0.0.1", server.port());
+      c.set_read_timeout(10, 0);
+      uint64_t seq = 0;
+      while (!done.load()) {
+        if (i == 0) {
+          auto r = c.Get(("/v1/actuation?after=" + std::to_string(seq) + "&timeout_s=2").c_str());
+          if (!r || r->status != 200) continue;
+          const uint64_t got = nlohmann::json::parse(r->body)["seq"].get<uint64_t>();
+          if (got < seq) ++stale;
+          seq = got;
+        } else if (i == 1) {
+          auto r = c.Post("/v1/report", {{"Authorization", "Bearer t"}},
+                          R"({"step": 1, "phase": "rollout", "tokens": 5, "in_flight": 2})",
+                          "application/json");
+          if (r && r->status != 200) ++stale;
+        } else {
+          auto r = c.Get("/v1/status");
+          if (r && r->status != 200) ++stale;
+        }
+        ++answers;
+      }
+    });
+  }
+  for (int k = 0; k < 400; ++k) {
+    {
+      std::lock_guard lock(shared.mu);
+      now.store(0.5 * k);
+      core.Tick(0.5 * k, At(0.5 * k, {k % 2 == 0 ? 250.0 : 350.0}));
+    }
+    shared.NotifyDecision();
+    if (k % 50 == 0) std::this_thread::yield();
+  }
+  // Every client has been answered at least once before the end.
+  while (answers.load() < 30) std::this_thread::yield();
+  server.Stop();  // with the clients still connected and polling
+  done.store(true);
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(stale.load(), 0);
+  EXPECT_GT(server.counters().requests, 0u);
+}
+
 TEST(Server, ListenAddressParsing) {
   auto ok = ParseListen("127.0.0.1:9400");
   ASSERT_TRUE(ok.ok());

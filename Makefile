@@ -10,7 +10,7 @@ FUZZ_SECONDS ?= 60
 DEMO_DIR ?= build/demo
 HEADROOM := build/bin/headroom
 
-.PHONY: all setup build test test-release test-asan test-tsan fuzz bench bench-pandas bench-twin bench-ppo bench-agent demo policies results clean format
+.PHONY: all setup build test test-release test-asan test-tsan fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile demo policies results clean format
 
 all: build
 
@@ -87,6 +87,22 @@ bench-agent: build
 	mkdir -p build/bench
 	/usr/bin/python3 bench/agent_overhead.py $(HEADROOM) build/tests/libfake_nvml.so \
 	  --json build/bench/agent_overhead.json
+
+# A new client's latency under 64 slow-trickle + 300 idle connections: this agent against the
+# cpp-httplib server it replaced (commit 4f35f76, built once into build/baseline-httplib) and
+# a Python stdlib server (docs/PERFORMANCE.md). About 2 minutes, plus the baseline's build.
+BASELINE_COMMIT := 4f35f76
+bench-hostile: build
+	@if [ ! -x build/baseline-httplib/build/bin/headroom ]; then \
+	  rm -rf build/baseline-httplib; \
+	  git worktree add --detach build/baseline-httplib $(BASELINE_COMMIT) && \
+	  ln -s $(CURDIR)/web/node_modules build/baseline-httplib/web/node_modules && \
+	  cmake -S build/baseline-httplib -B build/baseline-httplib/build -G Ninja \
+	    -DCMAKE_BUILD_TYPE=Release -DHEADROOM_BUILD_TESTS=OFF -DHEADROOM_BUILD_BENCH=OFF && \
+	  cmake --build build/baseline-httplib/build -j $(JOBS) --target headroom; \
+	fi
+	/usr/bin/python3 bench/agent_hostile.py $(HEADROOM) build/baseline-httplib/build/bin/headroom \
+	  build/tests/libfake_nvml.so --json build/bench/agent_hostile.json
 
 # Retrain the shipped policies (policies/*.json) and rerun docs/RESULTS.md's evaluations.
 policies: build

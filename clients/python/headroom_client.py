@@ -12,9 +12,23 @@ its `valid_for_s` runs out, and then the safe values (reason "fallback: ...").
 
 import asyncio
 import json
+import math
 import time
 import urllib.error
 import urllib.request
+
+MAX_WAIT_S = 30.0  # the agent's longest long-poll
+
+
+def _valid(a):
+    """Whether an answer is a decision this client can apply (anything else: fallback)."""
+    def count(v):
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+    return (isinstance(a, dict) and count(a.get("concurrency")) and count(a.get("group_size"))
+            and isinstance(a.get("seq"), int) and a["seq"] >= 0
+            and isinstance(a.get("valid_for_s"), (int, float))
+            and not isinstance(a.get("valid_for_s"), bool)
+            and math.isfinite(a["valid_for_s"]) and a["valid_for_s"] >= 0)
 
 
 class AgentClient:
@@ -30,8 +44,8 @@ class AgentClient:
         self.reachable = None   # did the last request get an answer? (None: none made yet)
 
     def _request(self, path, body=None, timeout_s=None):
-        headers = {"Content-Type": "application/json"}
-        if body is not None and self.token:
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        if self.token:  # on reads too: an agent started with --token-on-reads needs it
             headers["Authorization"] = "Bearer " + self.token
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.base_url + path, data=data, headers=headers,
@@ -42,10 +56,13 @@ class AgentClient:
     def actuation(self, wait_s=0.0):
         """The decision to apply now (see the module doc for the fallback rule)."""
         path = "/v1/actuation"
+        wait_s = min(max(float(wait_s), 0.0), MAX_WAIT_S) if math.isfinite(wait_s) else 0.0
         if wait_s > 0 and self._last is not None:
-            path += "?after=%d&timeout_s=%g" % (self._last["seq"], wait_s)
+            path += "?after=%d&timeout_s=%.3f" % (self._last["seq"], wait_s)
         try:
             a = self._request(path, timeout_s=self.timeout_s + wait_s)
+            if not _valid(a):
+                raise ValueError("the agent's answer is not a decision: %.200r" % (a,))
             self._last, self._last_at = a, self.clock()
             self.reachable = True
             return dict(a)

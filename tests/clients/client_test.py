@@ -91,5 +91,40 @@ with tempfile.TemporaryDirectory() as tmp:
                        capture_output=True, text=True)
     check(r.returncode == 0, "the agent's trace is readable: " + r.stderr)
 
+# An answer that is not a decision (null valid_for_s, a string, a missing field) is a fallback,
+# never an exception in the trainer.
+import http.server
+import threading
+
+
+class Malformed(http.server.BaseHTTPRequestHandler):
+    bodies = [b'{"concurrency": 4, "group_size": 8, "seq": 1, "valid_for_s": null, "reason": ""}',
+              b'{"concurrency": "4", "group_size": 8, "seq": 1, "valid_for_s": 5, "reason": ""}',
+              b'{"group_size": 8, "seq": 1, "valid_for_s": 5}', b'[1, 2]', b'not json']
+
+    serving = 0  # which body
+
+    def do_GET(self):
+        body = Malformed.bodies[Malformed.serving]
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+stub = http.server.HTTPServer(("127.0.0.1", 0), Malformed)
+threading.Thread(target=stub.serve_forever, daemon=True).start()
+for i in range(len(Malformed.bodies)):
+    Malformed.serving = i
+    c = AgentClient("http://127.0.0.1:%d" % stub.server_port, safe_concurrency=2,
+                    safe_group_size=4)
+    a = c.actuation(wait_s=float("nan"))
+    check(a["concurrency"] == 2 and a["reason"].startswith("fallback:"),
+          "malformed answer %d is a fallback: %s" % (i, a))
+stub.shutdown()
+
 print("client_test:", "FAILED" if failures else "ok")
 sys.exit(1 if failures else 0)

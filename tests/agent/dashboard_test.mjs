@@ -28,11 +28,12 @@ function check(cond, what) {
 }
 
 // A 4-GPU tensor-parallel job in the twin, 20x faster than real time.
-function startAgent() {
+function startAgent(extra = [], env = {}) {
   return new Promise((resolve, reject) => {
     const p = spawn(headroom, ["agent", "--source", "twin", "--scenario", "h100-70b-tp4",
-                               "--controller", "pid", "--speed", "20", "--listen", "127.0.0.1:0"],
-                    { stdio: ["ignore", "ignore", "pipe"] });
+                               "--controller", "pid", "--speed", "20", "--listen", "127.0.0.1:0",
+                               ...extra],
+                    { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, ...env } });
     let err = "";
     p.stderr.on("data", (d) => {
       err += d;
@@ -162,6 +163,30 @@ try {
   check(await page.textContent("#conn") === "agent not answering", "a lost agent is shown");
   check(await page.evaluate(() => window.headroomDashboard.t.length) >= data.t.length,
         "what was drawn stays");
+
+  // --token-on-reads: the page (static) loads without the token; its data needs it, which the
+  // address's #token= fragment gives the page and the page alone (it is never sent in a URL).
+  const secured = await startAgent(["--token-on-reads"], { HEADROOM_TOKEN: "dash-t0ken" });
+  try {
+    const sbase = `http://127.0.0.1:${secured.port}`;
+    const urls = [];
+    const p2 = await browser.newPage();
+    p2.on("request", (r) => urls.push(r.url()));
+    await p2.goto(sbase + "/");
+    await p2.waitForFunction(() => document.getElementById("conn").dataset.state === "down", null,
+                             { timeout: 30_000 });
+    check(true, "without the token the page says the agent is not answering");
+    await p2.goto(sbase + "/#token=dash-t0ken");
+    await p2.reload();
+    await p2.waitForFunction(() => Number(document.getElementById("samples").dataset.count) >= 3,
+                             null, { timeout: 60_000 });
+    check(await p2.getAttribute("#conn", "data-state") === "live", "with #token= the page is live");
+    check(urls.every((u) => !u.includes("dash-t0ken") || u.endsWith("#token=dash-t0ken")),
+          `the token is sent in no request's URL (${urls.filter((u) => u.includes("t0ken"))})`);
+    await p2.close();
+  } finally {
+    secured.kill("SIGTERM");
+  }
 } catch (e) {
   check(false, String(e && e.stack || e));
 } finally {

@@ -1,4 +1,5 @@
 #include "agent/agent.h"
+#include "agent/api.h"
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
@@ -511,6 +512,143 @@ TEST(Server, DecisionsWhileClientsPollReportAndRead) {
   for (auto& t : clients) t.join();
   EXPECT_EQ(stale.load(), 0);
   EXPECT_GT(server.counters().requests, 0u);
+}
+
+TEST(Api, StrictQueryNumbers) {
+  EXPECT_EQ(ParseQueryUint("0"), 0u);
+  EXPECT_EQ(ParseQueryUint("18446744073709551615"), 18446744073709551615ull);
+  for (const char* bad : {"", "-1", "+1", "1e3", "0x10", " 1", "1 ", "18446744073709551616",
+                          "%31", "1.0"}) {
+    EXPECT_FALSE(ParseQueryUint(bad).has_value()) << bad;
+  }
+  EXPECT_EQ(ParseQueryReal("2.5"), 2.5);
+  EXPECT_EQ(ParseQueryReal("+.5"), 0.5);
+  EXPECT_EQ(ParseQueryReal("1e-3"), 0.001);
+  EXPECT_EQ(ParseQueryReal("-0"), 0.0);
+  for (const char* bad : {"", "nan", "inf", "-inf", "infinity", "0x10", "1e", "1e+", ".", "+",
+                          "1.5s", "1e999", "--1", "1,5"}) {
+    EXPECT_FALSE(ParseQueryReal(bad).has_value()) << bad;
+  }
+}
+
+TEST(Api, LoopbackHosts) {
+  for (const char* h : {"127.0.0.1", "127.1.2.3", "localhost", "LocalHost", "::1", "[::1]"}) {
+    EXPECT_TRUE(IsLoopbackHost(h)) << h;
+  }
+  for (const char* h : {"0.0.0.0", "10.0.0.1", "128.0.0.1", "127.0.0", "127.0.0.256", "::",
+                        "localhost.evil.com", "127.0.0.1.nip.io", ""}) {
+    EXPECT_FALSE(IsLoopbackHost(h)) << h;
+  }
+}
+
+// The routes' answers, request by request (no sockets).
+TEST(Api, AnswersEachBadRequestWithItsStatus) {
+  Probe probe;
+  Agent core(Config(), probe);
+  Shared shared;
+  shared.agent = &core;
+  shared.now_s = [] { return 0.0; };
+  ApiConfig config;
+  config.token = "s3cret";
+  config.allowed_hosts = {"node-7"};
+  config.max_long_polls = 1;
+  Api api(shared, config);
+  const std::string report = R"({"step": 1, "phase": "train", "tokens": 1, "in_flight": 0})";
+  const auto call = [&](std::string_view method, std::string_view target,
+                        std::optional<std::string_view> host = "127.0.0.1:9400",
+                        std::optional<std::string_view> auth = std::nullopt,
+                        std::optional<std::string_view> type = std::nullopt,
+                        std::string_view body = "") {
+    ApiRequest r;
+    r.method = method;
+    r.target = target;
+    r.host = host;
+    r.authorization = auth;
+    r.content_type = type;
+    r.body = body;
+    return api.Handle(r);
+  };
+  EXPECT_EQ(call("GET", "/v1/status").status, 200);
+  EXPECT_EQ(call("GET", "/v1/status", std::nullopt).status, 200);  // HTTP/1.0: no Host
+  EXPECT_EQ(call("GET", "/v1/status", "node-7").status, 200);
+  EXPECT_EQ(call("GET", "/v1/status", "NODE-7:9400").status, 200);
+  EXPECT_EQ(call("GET", "/v1/status", "10.1.2.3:9400").status, 200);
+  EXPECT_EQ(call("GET", "/v1/status", "[fe80::1]:9400").status, 200);
+  EXPECT_EQ(call("GET", "/", "evil.example").status, 403);
+  EXPECT_EQ(call("GET", "/v1/status", "node-7.evil.example").status, 403);
+  EXPECT_EQ(call("GET", "/nope").status, 404);
+  const ApiResponse wrong = call("PUT", "/v1/status");
+  EXPECT_EQ(wrong.status, 405);
+  ASSERT_EQ(wrong.headers.size(), 1u);
+  EXPECT_EQ(wrong.headers[0], std::make_pair(std::string("Allow"), std::string("GET, HEAD")));
+  EXPECT_EQ(call("GET", "/v1/report").status, 405);
+  EXPECT_EQ(call("POST", "/v1/report", "127.0.0.1", std::nullopt, "application/json", report)
+                .status,
+            401);
+  for (const char* auth : {"Bearer s3cret", "bearer s3cret", "BEARER  s3cret "}) {
+    EXPECT_EQ(call("POST", "/v1/report", "127.0.0.1", auth, "application/json", report).status,
+              200)
+        << auth;
+  }
+  for (const char* auth : {"Bearer s3cre", "Bearer s3cret2", "Basic s3cret", "Bearers3cret", ""}) {
+    EXPECT_EQ(call("POST", "/v1/report", "127.0.0.1", auth, "application/json", report).status,
+              401)
+        << auth;
+  }
+  for (const char* type : {"text/plain", "application/x-www-form-urlencoded", "application/jsonx",
+                           ""}) {
+    EXPECT_EQ(call("POST", "/v1/report", "127.0.0.1", "Bearer s3cret", type, report).status, 415)
+        << type;
+  }
+  EXPECT_EQ(call("POST", "/v1/report", "127.0.0.1", "Bearer s3cret",
+                 "Application/JSON; charset=utf-8", report)
+                .status,
+            200);
+  const ApiResponse utf8 = call("POST", "/v1/report", "127.0.0.1", "Bearer s3cret",
+                                "application/json", "{\"step\": 1, \"phase\": \"tr\xe9in\"}");
+  EXPECT_EQ(utf8.status, 400);
+  // Offsets from 0: the 0xE9 that starts no valid sequence is byte 24 of the body.
+  EXPECT_THAT(utf8.body, HasSubstr("field 'phase': invalid UTF-8 at byte 24"));
+  EXPECT_TRUE(nlohmann::json::accept(utf8.body));
+  // Long-polls: counted while parked, within their cap.
+  const uint64_t seq = core.actuation().seq;
+  const std::string poll = "/v1/actuation?after=" + std::to_string(seq) + "&timeout_s=2";
+  const ApiResponse parked = call("GET", poll);
+  ASSERT_TRUE(parked.wait_after.has_value());
+  EXPECT_EQ(*parked.wait_after, seq);
+  EXPECT_EQ(parked.wait_s, 2.0);
+  EXPECT_FALSE(call("GET", poll).wait_after.has_value());  // the cap is 1: answered at once
+  EXPECT_EQ(shared.long_polls, 1);
+  EXPECT_EQ(api.EndLongPoll().status, 200);
+  EXPECT_EQ(shared.long_polls, 0);
+  EXPECT_EQ(call("GET", "/v1/actuation?after=1&timeout_s=30.5").status, 400);
+  EXPECT_EQ(call("GET", "/v1/actuation?after=1&&timeout_s=1").status, 400);
+  EXPECT_EQ(call("GET", "/v1/actuation?").status, 200);  // an empty query is no query
+  EXPECT_EQ(call("GET", "v1/status").status, 400);
+}
+
+TEST(Api, TokenOnReadsLeavesOnlyTheStaticPageOpen) {
+  Probe probe;
+  Agent core(Config(), probe);
+  Shared shared;
+  shared.agent = &core;
+  shared.now_s = [] { return 0.0; };
+  ApiConfig config;
+  config.token = "t";
+  config.token_on_reads = true;
+  Api api(shared, config);
+  for (const char* path : {"/v1/status", "/v1/actuation", "/v1/history", "/metrics"}) {
+    ApiRequest r;
+    r.method = "GET";
+    r.target = path;
+    EXPECT_EQ(api.Handle(r).status, 401) << path;
+    r.authorization = "Bearer t";
+    EXPECT_EQ(api.Handle(r).status, 200) << path;
+  }
+  ApiRequest page;
+  page.method = "GET";
+  page.target = "/";
+  EXPECT_EQ(api.Handle(page).status, 200);
 }
 
 TEST(Server, ListenAddressParsing) {

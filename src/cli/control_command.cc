@@ -219,19 +219,22 @@ Status RunTrain(const TrainArgs& args, const std::string& command_line) {
 Command SetupEval(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
   app.add_option("--scenario", args->scenario, "Built-in scenario name or TOML file")->required();
-  app.add_option("--budget-w", args->budget_w, "Budget per GPU (default: the scenario's)");
+  app.add_option("--budget-w", args->budget_w,
+                 "Budget per GPU in W, within the scenario's budget.range_w (default: the "
+                 "scenario's)")
+      ->check(Real(kMinGpuPowerW, kMaxGpuPowerW));
   app.add_option("--controllers", args->controllers,
                  "Comma-separated: uncontrolled,static-safe,power-cap,pid,ppo (default: all; ppo "
                  "with --policy)");
   app.add_option("--policy", args->policy, "Policy JSON for ppo (headroom train)");
-  app.add_option("--seeds", args->seeds, "Evaluation seeds (1..N)")->check(CLI::Range(1, 1000));
+  app.add_option("--seeds", args->seeds, "Evaluation seeds (1..N)")->check(Integer(1, 1000));
   app.add_option("--steps", args->steps,
                  "Horizon: the time the uncontrolled trainer takes for this many steps")
-      ->check(CLI::Range(1, 100000));
+      ->check(Integer(1, 100000));
   app.add_option("--violation-target", args->violation_target,
                  "0.5 s violation fraction static-safe and pid must meet")
-      ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--threads", args->threads, "Worker threads")->check(CLI::Range(1, 256));
+      ->check(Real(0.0, 1.0));
+  app.add_option("--threads", args->threads, "Worker threads")->check(Integer(1, 256));
   app.add_flag("--json", args->json, "Print JSON");
   app.add_option("--report", args->report, "Write an HTML report");
   return [args] { return RunEval(*args); };
@@ -243,27 +246,28 @@ Command SetupTrain(CLI::App& app) {
                  "Built-in scenario(s) or TOML file(s), comma-separated")
       ->required();
   app.add_option("--budget-w", args->budget_w,
-                 "Train at this budget per GPU only (default: the scenario's budget range)");
+                 "Train at this budget per GPU in W only, within the scenario's budget.range_w "
+                 "(default: the scenario's budget range)")
+      ->check(Real(kMinGpuPowerW, kMaxGpuPowerW));
   app.add_option("--timesteps", args->timesteps, "Control intervals to train on")
       ->required()
-      ->check(CLI::Range(1LL, 1000000000LL));
-  app.add_option("--seed", args->seed, "Random seed");
+      ->check(Integer(1, 1000000000));
+  app.add_option("--seed", args->seed, "Random seed")->check(Integer(0, kMaxSeed));
   app.add_option("--out", args->out, "Policy JSON to write")->required();
   app.add_option("--curve", args->curve, "Learning-curve CSV (default: OUT with .curve.csv)");
   app.add_option("--violation-target", args->violation_target,
                  "Constraint on the fraction of 0.5 s intervals over budget")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(Real(0.0, 1.0));
   app.add_option("--cost-window-s", args->cost_window_s,
                  "Window of the constraint: trailing mean power over it above budget (0.5: "
                  "each interval; 30: the paper's 72B scoring)")
-      ->check(CLI::Range(0.001, 3600.0));
-  app.add_option("--envs", args->envs, "Environments side by side")->check(CLI::Range(1, 1024));
+      ->check(Real(0.001, 3600.0));
+  app.add_option("--envs", args->envs, "Environments side by side")->check(Integer(1, 1024));
   app.add_option("--actuators", args->actuators,
                  "What the policy may move: concurrency,group_size (default) or group_size");
-  app.add_option("--entropy-coef", args->entropy_coef, "PPO entropy bonus")
-      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--entropy-coef", args->entropy_coef, "PPO entropy bonus")->check(Real(0.0, 1.0));
   app.add_option("--learning-rate", args->learning_rate, "Adam learning rate")
-      ->check(CLI::Range(1e-7, 1.0));
+      ->check(Real(1e-7, 1.0));
   return [args, &app] {
     std::string line = "headroom train";
     for (const auto& o : app.get_options()) {

@@ -53,17 +53,19 @@ Command SetupSynth(CLI::App& app) {
   auto args = std::make_shared<SynthArgs>();
   auto& s = args->spec;
   app.add_option("--out", args->out, "Trace to write (long CSV) and its .meta.json")->required();
-  app.add_option("--gpus", s.gpus, "GPUs")->check(CLI::Range(1u, 4096u))->capture_default_str();
+  app.add_option("--gpus", s.gpus, "GPUs")->check(Integer(1, kMaxGpus))->capture_default_str();
   app.add_option("--duration-s", s.duration_s, "Duration in s")
-      ->check(CLI::Range(0.0, 1e9))
+      ->check(Real(kMinDurationS, kMaxDurationS))
       ->capture_default_str();
   app.add_option("--interval-s", s.interval_s, "Sample interval in s")
-      ->check(CLI::Range(1e-3, 3600.0))
+      ->check(Real(kMinIntervalS, kMaxIntervalS))
       ->capture_default_str();
   app.add_option("--nameplate-w", s.nameplate_w, "Nameplate per GPU in W")
-      ->check(CLI::PositiveNumber)
+      ->check(Real(kMinGpuPowerW, kMaxGpuPowerW))
       ->capture_default_str();
-  app.add_option("--seed", s.seed, "Random seed")->capture_default_str();
+  app.add_option("--seed", s.seed, "Random seed")
+      ->check(Integer(0, kMaxSeed))
+      ->capture_default_str();
   app.add_flag("--minimal", args->minimal, "Only the t_s, gpu and power_w columns");
   return [args] { return RunSynth(*args); };
 }

@@ -19,6 +19,13 @@
 namespace headroom::cli {
 namespace {
 
+// Option bounds (README, `headroom twin run --help`).
+constexpr int64_t kMaxRunSteps = 10000000;
+constexpr int64_t kMaxCheckpointEverySteps = 1000000000;
+constexpr int64_t kMaxAuthoritySteps = 10000;
+constexpr int64_t kMaxAuthoritySeeds = 1000;
+constexpr int64_t kMaxTp = 64;  // the scenario files' bound
+
 // ---- twin run ------------------------------------------------------------------------------
 
 struct RunArgs {
@@ -276,16 +283,23 @@ Command SetupTwin(CLI::App& app) {
   auto run_args = std::make_shared<RunArgs>();
   run->add_option("--scenario", run_args->scenario, "Built-in scenario name or TOML file")
       ->required();
-  run->add_option("--steps", run_args->steps, "GRPO steps to simulate")->check(CLI::PositiveNumber);
+  run->add_option("--steps", run_args->steps, "GRPO steps to simulate")
+      ->check(Integer(1, kMaxRunSteps));
   run->add_option("--duration-s", run_args->duration_s, "Seconds to simulate")
-      ->check(CLI::PositiveNumber);
-  run->add_option("--seed", run_args->seed, "Random seed")->capture_default_str();
-  run->add_option("--concurrency", run_args->concurrency, "Generation concurrency (clamped)");
-  run->add_option("--group-size", run_args->group_size, "GRPO group size (clamped)");
-  run->add_option("--power-limit-w", run_args->power_limit_w, "Hardware power limit per GPU");
+      ->check(Real(kMinDurationS, kMaxDurationS));
+  run->add_option("--seed", run_args->seed, "Random seed")
+      ->check(Integer(0, kMaxSeed))
+      ->capture_default_str();
+  run->add_option("--concurrency", run_args->concurrency, "Generation concurrency (clamped)")
+      ->check(Integer(1, kMaxConcurrency));
+  run->add_option("--group-size", run_args->group_size, "GRPO group size (clamped)")
+      ->check(Integer(1, kMaxGroupSize));
+  run->add_option("--power-limit-w", run_args->power_limit_w,
+                  "Hardware power limit per GPU in W (at or above nameplate: none)")
+      ->check(Real(kMinGpuPowerW, kMaxGpuPowerW));
   run->add_option("--checkpoint-every", run_args->checkpoint_every,
                   "Checkpoint every N steps (0: never); overrides the scenario")
-      ->check(CLI::NonNegativeNumber);
+      ->check(Integer(0, kMaxCheckpointEverySteps));
   run->add_option("--out", run_args->out, "Trace to write (long CSV) and its .meta.json")
       ->required();
   run->callback([selected, run_args] { *selected = [run_args] { return RunTwin(*run_args); }; });
@@ -294,10 +308,10 @@ Command SetupTwin(CLI::App& app) {
   auto authority_args = std::make_shared<AuthorityArgs>();
   authority->add_option("--scenario", authority_args->scenario, "Scenario")->required();
   authority->add_option("--steps", authority_args->steps, "Steps per run")
-      ->check(CLI::PositiveNumber)
+      ->check(Integer(1, kMaxAuthoritySteps))
       ->capture_default_str();
   authority->add_option("--seeds", authority_args->seeds, "Seeds per setting")
-      ->check(CLI::PositiveNumber)
+      ->check(Integer(1, kMaxAuthoritySeeds))
       ->capture_default_str();
   authority->add_flag("--json", authority_args->json, "Print JSON");
   authority->callback([selected, authority_args] {
@@ -312,7 +326,7 @@ Command SetupTwin(CLI::App& app) {
                         "model_id, e.g. meta-llama/Llama-3.1-8B-Instruct");
   calibrate->add_option("--gpu", calibrate_args->gpu, "gpu_model, e.g. H100");
   calibrate->add_option("--tp", calibrate_args->tp, "Tensor-parallel degree")
-      ->check(CLI::PositiveNumber)
+      ->check(Integer(1, kMaxTp))
       ->capture_default_str();
   calibrate->add_option("--task", calibrate_args->task, "Task to fit on (others are held out)")
       ->capture_default_str();

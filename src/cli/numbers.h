@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "trace/schema.h"
 
 namespace headroom::cli {
 
@@ -47,15 +48,15 @@ std::string QuoteForMessage(std::string_view text);
 
 // Bounds shared by several commands, with their units.
 inline constexpr double kMinGpuPowerW = 1.0;
-inline constexpr double kMaxGpuPowerW = 10000.0;     // per GPU: budgets, limits, nameplates
-inline constexpr double kMaxFleetPowerW = 1e9;       // 1 GW: a fleet or a summed trace
-inline constexpr int64_t kMaxSeed = 4294967295;      // 2^32 - 1
-inline constexpr int64_t kMaxGpus = 4096;            // GPUs of one trace or job
-inline constexpr int64_t kMaxConcurrency = 1 << 20;  // the scenario files' bound
-inline constexpr int64_t kMaxGroupSize = 4096;       // the scenario files' bound
-inline constexpr double kMinDurationS = 0.001;       // simulated or synthesised time
-inline constexpr double kMaxDurationS = 1e7;         // 116 days
-inline constexpr double kMinIntervalS = 0.001;       // sample intervals
+inline constexpr double kMaxGpuPowerW = trace::kMaxPowerW;  // per GPU: budgets, nameplates
+inline constexpr double kMaxFleetPowerW = 1e9;              // 1 GW: a fleet or a summed trace
+inline constexpr int64_t kMaxSeed = 4294967295;             // 2^32 - 1
+inline constexpr int64_t kMaxGpus = 4096;                   // GPUs of one trace or job
+inline constexpr int64_t kMaxConcurrency = 1 << 20;         // the scenario files' bound
+inline constexpr int64_t kMaxGroupSize = 4096;              // the scenario files' bound
+inline constexpr double kMinDurationS = 0.001;              // simulated or synthesised time
+inline constexpr double kMaxDurationS = 1e7;                // 116 days
+inline constexpr double kMinIntervalS = 0.001;              // sample intervals
 inline constexpr double kMaxIntervalS = 3600.0;
 
 }  // namespace headroom::cli

@@ -5,8 +5,11 @@
 
 #include "analysis/analyzer.h"
 #include "cli/commands.h"
+#include "cli/output_files.h"
 #include "cli/progress.h"
 #include "cli/trace_options.h"
+#include "common/atomic_file.h"
+#include "common/paths.h"
 #include "report/html.h"
 #include "report/json.h"
 #include "report/table.h"
@@ -45,6 +48,13 @@ Result<std::pair<double, double>> ParseBand(const std::string& text) {
 }
 
 Status RunAnalyze(const AnalyzeArgs& args) {
+  if (!args.report.empty()) {
+    if (auto st = RefuseOutputOverInput(args.report, "--report", TraceInputs("TRACE", args.trace));
+        !st) {
+      return st;
+    }
+    RemoveTempFilesOnSignals();
+  }
   analysis::AnalyzeOptions options;
   auto scope = analysis::ParseScope(args.scope);
   if (!scope) return std::move(scope).error();

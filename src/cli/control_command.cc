@@ -6,9 +6,11 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/output_files.h"
 #include "cli/progress.h"
 #include "cli/trace_options.h"
 #include "common/atomic_file.h"
+#include "common/paths.h"
 #include "control/policy.h"
 #include "report/eval_report.h"
 #include "sim/evaluate.h"
@@ -75,6 +77,12 @@ struct EvalArgs {
 };
 
 Status RunEval(const EvalArgs& args) {
+  if (!args.report.empty()) {
+    auto inputs = ScenarioInputs("--scenario", args.scenario);
+    inputs.emplace_back("--policy", args.policy);
+    if (auto st = RefuseOutputOverInput(args.report, "--report", inputs); !st) return st;
+    RemoveTempFilesOnSignals();
+  }
   auto scenario = twin::LoadScenario(args.scenario);
   if (!scenario) return std::move(scenario).error();
   std::vector<std::string> names = SplitComma(args.controllers);
@@ -182,6 +190,23 @@ Status RunTrain(const TrainArgs& args, const std::string& command_line) {
                                      : (args.out.size() > 5 && args.out.ends_with(".json")
                                             ? args.out.substr(0, args.out.size() - 5) + ".curve.csv"
                                             : args.out + ".curve.csv");
+  // Both outputs are checked and opened before training: a run of hours is not lost to an
+  // unwritable directory, and nothing is replaced unless training ends.
+  const auto inputs = ScenarioInputs("--scenario", args.scenario);
+  if (auto st = RefuseOutputOverInput(args.out, "--out", inputs); !st) return st;
+  if (auto st = RefuseOutputOverInput(curve_path, args.curve.empty() ? "--out's curve" : "--curve",
+                                      inputs);
+      !st) {
+    return st;
+  }
+  if (auto st = RefuseOutputOverInput(curve_path, "--curve", {{"--out", args.out}}); !st) {
+    return st;
+  }
+  RemoveTempFilesOnSignals();
+  auto out_file = AtomicFileWriter::Open(args.out);
+  if (!out_file) return std::move(out_file).error();
+  auto curve_file = AtomicFileWriter::Open(curve_path);
+  if (!curve_file) return std::move(curve_file).error();
   std::string curve =
       "iteration,timesteps,steps_per_s,return,tokens_reward,violation_rate,approx_kl,"
       "clip_fraction,explained_variance,entropy,multiplier\n";
@@ -204,8 +229,10 @@ Status RunTrain(const TrainArgs& args, const std::string& command_line) {
   policy.command = command_line;
   policy.trained_budget = args.budget_w ? fmt::format("{} W", *args.budget_w)
                                         : std::string("each scenario's budget.range_w");
-  if (auto st = WriteFileAtomically(args.out, control::PolicyToJson(policy)); !st) return st;
-  if (auto st = WriteFileAtomically(curve_path, curve); !st) return st;
+  out_file->Write(control::PolicyToJson(policy));
+  curve_file->Write(curve);
+  if (auto st = out_file->Commit(); !st) return st;
+  if (auto st = curve_file->Commit(); !st) return st;
   fmt::print("trained    {} steps in {:.1f} s ({} iterations)\n", last.timesteps, now_s(),
              last.iteration);
   fmt::print("last       violations {:.2f}% of intervals, tokens reward {:.3f}, lambda {:.2f}\n",

@@ -3,8 +3,11 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/output_files.h"
 #include "cli/progress.h"
 #include "cli/trace_options.h"
+#include "common/atomic_file.h"
+#include "common/paths.h"
 #include "fleet/fleet.h"
 #include "report/html.h"
 #include "report/json.h"
@@ -74,6 +77,14 @@ Status RunFleet(FleetArgs& args) {
     auto split = SplitCopies(arg);
     if (!split) return std::move(split).error();
     traces.push_back(std::move(split).value());
+  }
+  if (!args.report.empty()) {
+    std::vector<std::pair<std::string, std::string>> inputs;
+    for (const auto& trace : traces) {
+      for (auto& input : TraceInputs("TRACE", trace.first)) inputs.push_back(std::move(input));
+    }
+    if (auto st = RefuseOutputOverInput(args.report, "--report", inputs); !st) return st;
+    RemoveTempFilesOnSignals();
   }
 
   std::vector<std::string> warnings;

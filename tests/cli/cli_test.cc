@@ -156,7 +156,8 @@ TEST_F(Cli, FleetCopiesAreBoundedAndFilesComeFirst) {
                        /*wrapped=*/true);
   EXPECT_EQ(huge.status, 2);
   EXPECT_THAT(huge.err, HasSubstr("COPIES '1000000000' is out of range [1, 100000]"));
-  auto too_much = Headroom("fleet " + a + ":100000 --nameplate-w 400 --trials 100000");
+  auto too_much =
+      Headroom("timeout 20 fleet " + a + ":100000 --nameplate-w 400 --trials 100000", true);
   EXPECT_EQ(too_much.status, 2);
   EXPECT_THAT(too_much.err, HasSubstr("samples to compose, more than the 1e+10 allowed"));
   auto missing = Headroom("fleet " + (dir_ / "nope.csv").string());
@@ -267,7 +268,9 @@ TEST_F(Cli, SigtermDuringTwinRunLeavesNoTemporaryFile) {
 // Outputs that cannot fit are refused before anything is written, with one line.
 TEST_F(Cli, OutputLargerThanTheFreeSpaceIsRefused) {
   const std::string out = (dir_ / "huge.csv").string();
-  auto r = Headroom("synth --gpus 4096 --duration-s 10000000 --interval-s 0.001 --out " + out);
+  // Under `timeout`: a binary that does not check would fill the disk.
+  auto r = Headroom(
+      "timeout 20 synth --gpus 4096 --duration-s 10000000 --interval-s 0.001 --out " + out, true);
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.err, HasSubstr("headroom: error: synth: about 1.3 PB to write to " + out +
                                ", but its file system has "));

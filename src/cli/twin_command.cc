@@ -125,7 +125,7 @@ double ProjectRunBytes(const twin::Scenario& scenario, const RunArgs& args) {
     // A step done: steps x its ticks. None yet (a step longer than the probe): at least that.
     const double per_step = probe_ticks / std::max<double>(1.0, probe.steps_done());
     double step_ticks = args.steps * per_step;
-    if (RunDone(args, probe)) step_ticks = probe_ticks;  // stopped before a step completed
+    if (RunDone(args, probe)) step_ticks = probe_ticks;  // the probe was the whole run
     if (args.duration_s <= 0.0 && scenario.stop_at_s) {
       step_ticks = std::min(step_ticks, std::ceil(*scenario.stop_at_s / scenario.tick_s) + 1);
     }

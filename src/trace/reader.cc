@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -176,18 +175,12 @@ constexpr double kNanosPerSecond = 1e9;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// kMaxPowerW x 10^f: a plain decimal with mantissa m and f fraction digits is above kMaxPowerW
-// exactly when m > kMaxPowerMantissa[f] (the fast path's power bound, in integers).
-constexpr auto kMaxPowerMantissa = [] {
-  std::array<uint64_t, kMaxPlainDigits + 1> limits{};
-  uint64_t scale = 1;
-  for (auto& limit : limits) {
-    limit = static_cast<uint64_t>(kMaxPowerW) * scale;
-    scale *= 10;
-  }
-  return limits;
-}();
-static_assert(kMaxPowerW == 10000.0, "kMaxPowerMantissa needs a whole number of watts");
+// The fast path takes powers of at most this many integer digits, all below kMaxPowerW: one
+// compare per row for the power bound. Anything longer (10000 itself, 1e308 written out) takes
+// the checked path, which compares the value.
+constexpr size_t kMaxFastPowerIntegerDigits = 4;
+static_assert(kMaxPowerW >= 9999.99999999999 && kMaxPowerW < 1e5,
+              "kMaxFastPowerIntegerDigits assumes a bound of five integer digits");
 
 inline bool IsFieldEnd(char c) { return c == ',' || c == '\n' || c == '\r'; }
 
@@ -805,7 +798,8 @@ class LongParser final : public RowParser {
         uint64_t mantissa = 0;
         const char* const integer = q;
         while (IsDigit(*q)) mantissa = mantissa * 10 + static_cast<unsigned>(*q++ - '0');
-        size_t total_digits = static_cast<size_t>(q - integer);
+        const size_t integer_digits = static_cast<size_t>(q - integer);
+        size_t total_digits = integer_digits;
         size_t fraction_digits = 0;
         if (*q == '.') {
           const char* const fraction = ++q;
@@ -814,8 +808,9 @@ class LongParser final : public RowParser {
           total_digits += fraction_digits;
         }
         q += *q == '\r';
+        // At most 4 integer digits: below kMaxPowerW (10000 itself takes the checked path).
         if (*q != '\n' || total_digits == 0 || total_digits > kMaxPlainDigits ||
-            mantissa > kMaxPowerMantissa[fraction_digits] || dense < 0 || t_s < last_t[dense]) {
+            integer_digits > kMaxFastPowerIntegerDigits || dense < 0 || t_s < last_t[dense]) {
           break;
         }
         ++q;

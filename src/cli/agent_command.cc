@@ -542,30 +542,38 @@ Command SetupAgent(CLI::App& app) {
   app.add_option("--source", a->source, "Telemetry: nvml, replay or twin");
   app.add_option("--scenario", a->scenario,
                  "Scenario: ranges, defaults and budget (and what the twin runs)");
-  app.add_option("--seed", a->seed, "Twin seed");
+  app.add_option("--seed", a->seed, "Twin seed")->check(Integer(0, kMaxSeed));
   app.add_option("--replay", a->replay, "Trace to replay (--source replay)");
   app.add_option("--nvml-library", a->nvml_library, "NVML library to load");
   app.add_option("--gpus", a->gpus, "The job's GPUs, NVML indices (default: every GPU)")
       ->delimiter(',')
-      ->check(CLI::Range(0, 1023));
+      ->check(Integer(0, 1023));
   app.add_option("--speed", a->speed, "Agent seconds per wall second (0: as fast as possible)")
-      ->check(CLI::Range(0.0, 1e6));
-  app.add_option("--interval-s", a->interval_s, "Control interval")->check(CLI::Range(0.01, 60.0));
+      ->check(Real(0.0, 1e6));
+  app.add_option("--interval-s", a->interval_s, "Control interval")->check(Real(0.01, 60.0));
   app.add_option("--budget-w", a->budget_w, "Budget per GPU (default: the scenario's)")
-      ->check(CLI::Range(1.0, 10000.0));
+      ->check(Real(kMinGpuPowerW, kMaxGpuPowerW));
   app.add_option("--controller", a->controller, "uncontrolled, pid or ppo");
   app.add_option("--policy", a->policy, "Policy JSON for ppo");
-  app.add_option("--concurrency-range", a->concurrency_range, "LOW HIGH")->expected(2);
-  app.add_option("--group-size-range", a->group_size_range, "LOW HIGH")->expected(2);
-  app.add_option("--safe-concurrency", a->safe_concurrency, "Safe concurrency (default: lowest)");
+  app.add_option("--concurrency-range", a->concurrency_range, "LOW HIGH")
+      ->expected(2)
+      ->check(Integer(1, kMaxConcurrency));
+  app.add_option("--group-size-range", a->group_size_range, "LOW HIGH")
+      ->expected(2)
+      ->check(Integer(1, kMaxGroupSize));
+  app.add_option("--safe-concurrency", a->safe_concurrency, "Safe concurrency (default: lowest)")
+      ->check(Integer(1, kMaxConcurrency));
   app.add_option("--safe-group-size", a->safe_group_size,
-                 "Safe group size (default: the scenario's)");
+                 "Safe group size (default: the scenario's)")
+      ->check(Integer(1, kMaxGroupSize));
   app.add_option("--initial-concurrency", a->initial_concurrency,
-                 "Concurrency announced before the first decision (default: the safe one)");
+                 "Concurrency announced before the first decision (default: the safe one)")
+      ->check(Integer(1, kMaxConcurrency));
   app.add_option("--initial-group-size", a->initial_group_size,
-                 "Group size announced before the first decision (default: the safe one)");
+                 "Group size announced before the first decision (default: the safe one)")
+      ->check(Integer(1, kMaxGroupSize));
   app.add_option("--valid-for-s", a->valid_for_s, "How long a client may trust a decision")
-      ->check(CLI::Range(0.1, 3600.0));
+      ->check(Real(0.1, 3600.0));
   app.add_option("--listen", a->listen, "HOST:PORT of the API (port 0: any free port)");
   app.add_option("--token", a->token,
                  "Bearer token required on POST (visible in ps: prefer --token-file or "
@@ -593,7 +601,7 @@ Command SetupAgent(CLI::App& app) {
                "Only restore the power limits a killed agent left in --guard-state, and exit "
                "(systemd's ExecStopPost)");
   app.add_option("--duration-s", a->duration_s, "Stop after this much agent time")
-      ->check(CLI::Range(0.0, 1e9));
+      ->check(Real(0.0, 1e9));
   return [a, config, &app]() -> Status {
     if (!config->empty()) {
       if (auto st = ApplyConfig(app, *config); !st) return st;

@@ -5,9 +5,11 @@
 
 #include "analysis/analyzer.h"
 #include "cli/commands.h"
+#include "cli/output_files.h"
 #include "cli/progress.h"
 #include "cli/trace_options.h"
-#include "common/duration.h"
+#include "common/atomic_file.h"
+#include "common/paths.h"
 #include "report/html.h"
 #include "report/json.h"
 #include "report/table.h"
@@ -27,29 +29,37 @@ struct AnalyzeArgs {
   TraceOptions trace_options;
 };
 
+constexpr double kMaxBandHz = 1e6;
+
 Result<std::pair<double, double>> ParseBand(const std::string& text) {
   const size_t comma = text.find(',');
-  double lo = 0.0, hi = 0.0;
-  try {
-    if (comma == std::string::npos) throw std::invalid_argument("no comma");
-    size_t used = 0;
-    lo = std::stod(text.substr(0, comma), &used);
-    hi = std::stod(text.substr(comma + 1), &used);
-  } catch (const std::exception&) {
-    return Error::Usage(fmt::format("bad --band-hz '{}': expected LO,HI in Hz, e.g. 0.1,20", text));
+  if (comma == std::string::npos) {
+    return Error::Usage(
+        fmt::format("--band-hz: {}: expected LO,HI in Hz, e.g. 0.1,20", QuoteForMessage(text)));
   }
-  if (!(lo >= 0.0 && hi > lo && std::isfinite(hi))) {
-    return Error::Usage(fmt::format("bad --band-hz '{}': need 0 <= LO < HI", text));
+  auto lo = ParseReal(std::string_view(text).substr(0, comma), 0.0, kMaxBandHz);
+  if (!lo) return Error::Usage(fmt::format("--band-hz: LO {}", lo.error().message()));
+  auto hi = ParseReal(std::string_view(text).substr(comma + 1), 0.0, kMaxBandHz);
+  if (!hi) return Error::Usage(fmt::format("--band-hz: HI {}", hi.error().message()));
+  if (!(*hi > *lo)) {
+    return Error::Usage(fmt::format("--band-hz: {}: need LO < HI", QuoteForMessage(text)));
   }
-  return std::pair{lo, hi};
+  return std::pair{*lo, *hi};
 }
 
 Status RunAnalyze(const AnalyzeArgs& args) {
+  if (!args.report.empty()) {
+    if (auto st = RefuseOutputOverInput(args.report, "--report", TraceInputs("TRACE", args.trace));
+        !st) {
+      return st;
+    }
+    RemoveTempFilesOnSignals();
+  }
   analysis::AnalyzeOptions options;
   auto scope = analysis::ParseScope(args.scope);
   if (!scope) return std::move(scope).error();
   options.scope = *scope;
-  auto windows = ParseDurationListS(args.windows);
+  auto windows = ParseWindowListS("--windows", args.windows);
   if (!windows) return std::move(windows).error();
   options.windows_s = *windows;
   auto band = ParseBand(args.band);
@@ -97,13 +107,15 @@ Command SetupAnalyze(CLI::App& app) {
       ->required();
   app.add_option("--budget-w", args->budget_w,
                  "Power budget in W, of one GPU (scope gpu) or of the sum (scope sum)")
-      ->check(CLI::PositiveNumber);
+      ->check(Real(kMinGpuPowerW, kMaxFleetPowerW));
   app.add_option("--scope", args->scope, "gpu: each GPU's own samples; sum: all GPUs summed")
       ->capture_default_str();
   app.add_option("--windows", args->windows,
-                 "Window lengths, comma-separated (units ms, s, min, h)")
+                 "Window lengths, comma-separated, each with its unit (ms, s, min, h), in "
+                 "[1ms, 30 days]")
       ->capture_default_str();
-  app.add_option("--band-hz", args->band, "Power-swing band LO,HI in Hz (clipped at Nyquist)")
+  app.add_option("--band-hz", args->band,
+                 "Power-swing band LO,HI in Hz, 0 <= LO < HI <= 1e6 (clipped at Nyquist)")
       ->capture_default_str();
   app.add_flag("--json", args->json, "Print one JSON object instead of tables");
   app.add_option("--report", args->report, "Write a self-contained HTML report to this file");

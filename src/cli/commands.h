@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 
+#include "cli/numbers.h"
 #include "common/error.h"
 
 namespace headroom::cli {

@@ -6,9 +6,11 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/output_files.h"
 #include "cli/progress.h"
 #include "cli/trace_options.h"
 #include "common/atomic_file.h"
+#include "common/paths.h"
 #include "control/policy.h"
 #include "report/eval_report.h"
 #include "sim/evaluate.h"
@@ -75,6 +77,12 @@ struct EvalArgs {
 };
 
 Status RunEval(const EvalArgs& args) {
+  if (!args.report.empty()) {
+    auto inputs = ScenarioInputs("--scenario", args.scenario);
+    inputs.emplace_back("--policy", args.policy);
+    if (auto st = RefuseOutputOverInput(args.report, "--report", inputs); !st) return st;
+    RemoveTempFilesOnSignals();
+  }
   auto scenario = twin::LoadScenario(args.scenario);
   if (!scenario) return std::move(scenario).error();
   std::vector<std::string> names = SplitComma(args.controllers);
@@ -182,6 +190,23 @@ Status RunTrain(const TrainArgs& args, const std::string& command_line) {
                                      : (args.out.size() > 5 && args.out.ends_with(".json")
                                             ? args.out.substr(0, args.out.size() - 5) + ".curve.csv"
                                             : args.out + ".curve.csv");
+  // Both outputs are checked and opened before training: a run of hours is not lost to an
+  // unwritable directory, and nothing is replaced unless training ends.
+  const auto inputs = ScenarioInputs("--scenario", args.scenario);
+  if (auto st = RefuseOutputOverInput(args.out, "--out", inputs); !st) return st;
+  if (auto st = RefuseOutputOverInput(curve_path, args.curve.empty() ? "--out's curve" : "--curve",
+                                      inputs);
+      !st) {
+    return st;
+  }
+  if (auto st = RefuseOutputOverInput(curve_path, "--curve", {{"--out", args.out}}); !st) {
+    return st;
+  }
+  RemoveTempFilesOnSignals();
+  auto out_file = AtomicFileWriter::Open(args.out);
+  if (!out_file) return std::move(out_file).error();
+  auto curve_file = AtomicFileWriter::Open(curve_path);
+  if (!curve_file) return std::move(curve_file).error();
   std::string curve =
       "iteration,timesteps,steps_per_s,return,tokens_reward,violation_rate,approx_kl,"
       "clip_fraction,explained_variance,entropy,multiplier\n";
@@ -204,8 +229,10 @@ Status RunTrain(const TrainArgs& args, const std::string& command_line) {
   policy.command = command_line;
   policy.trained_budget = args.budget_w ? fmt::format("{} W", *args.budget_w)
                                         : std::string("each scenario's budget.range_w");
-  if (auto st = WriteFileAtomically(args.out, control::PolicyToJson(policy)); !st) return st;
-  if (auto st = WriteFileAtomically(curve_path, curve); !st) return st;
+  out_file->Write(control::PolicyToJson(policy));
+  curve_file->Write(curve);
+  if (auto st = out_file->Commit(); !st) return st;
+  if (auto st = curve_file->Commit(); !st) return st;
   fmt::print("trained    {} steps in {:.1f} s ({} iterations)\n", last.timesteps, now_s(),
              last.iteration);
   fmt::print("last       violations {:.2f}% of intervals, tokens reward {:.3f}, lambda {:.2f}\n",
@@ -219,19 +246,22 @@ Status RunTrain(const TrainArgs& args, const std::string& command_line) {
 Command SetupEval(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
   app.add_option("--scenario", args->scenario, "Built-in scenario name or TOML file")->required();
-  app.add_option("--budget-w", args->budget_w, "Budget per GPU (default: the scenario's)");
+  app.add_option("--budget-w", args->budget_w,
+                 "Budget per GPU in W, within the scenario's budget.range_w (default: the "
+                 "scenario's)")
+      ->check(Real(kMinGpuPowerW, kMaxGpuPowerW));
   app.add_option("--controllers", args->controllers,
                  "Comma-separated: uncontrolled,static-safe,power-cap,pid,ppo (default: all; ppo "
                  "with --policy)");
   app.add_option("--policy", args->policy, "Policy JSON for ppo (headroom train)");
-  app.add_option("--seeds", args->seeds, "Evaluation seeds (1..N)")->check(CLI::Range(1, 1000));
+  app.add_option("--seeds", args->seeds, "Evaluation seeds (1..N)")->check(Integer(1, 1000));
   app.add_option("--steps", args->steps,
                  "Horizon: the time the uncontrolled trainer takes for this many steps")
-      ->check(CLI::Range(1, 100000));
+      ->check(Integer(1, 100000));
   app.add_option("--violation-target", args->violation_target,
                  "0.5 s violation fraction static-safe and pid must meet")
-      ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--threads", args->threads, "Worker threads")->check(CLI::Range(1, 256));
+      ->check(Real(0.0, 1.0));
+  app.add_option("--threads", args->threads, "Worker threads")->check(Integer(1, 256));
   app.add_flag("--json", args->json, "Print JSON");
   app.add_option("--report", args->report, "Write an HTML report");
   return [args] { return RunEval(*args); };
@@ -243,27 +273,28 @@ Command SetupTrain(CLI::App& app) {
                  "Built-in scenario(s) or TOML file(s), comma-separated")
       ->required();
   app.add_option("--budget-w", args->budget_w,
-                 "Train at this budget per GPU only (default: the scenario's budget range)");
+                 "Train at this budget per GPU in W only, within the scenario's budget.range_w "
+                 "(default: the scenario's budget range)")
+      ->check(Real(kMinGpuPowerW, kMaxGpuPowerW));
   app.add_option("--timesteps", args->timesteps, "Control intervals to train on")
       ->required()
-      ->check(CLI::Range(1LL, 1000000000LL));
-  app.add_option("--seed", args->seed, "Random seed");
+      ->check(Integer(1, 1000000000));
+  app.add_option("--seed", args->seed, "Random seed")->check(Integer(0, kMaxSeed));
   app.add_option("--out", args->out, "Policy JSON to write")->required();
   app.add_option("--curve", args->curve, "Learning-curve CSV (default: OUT with .curve.csv)");
   app.add_option("--violation-target", args->violation_target,
                  "Constraint on the fraction of 0.5 s intervals over budget")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(Real(0.0, 1.0));
   app.add_option("--cost-window-s", args->cost_window_s,
                  "Window of the constraint: trailing mean power over it above budget (0.5: "
                  "each interval; 30: the paper's 72B scoring)")
-      ->check(CLI::Range(0.001, 3600.0));
-  app.add_option("--envs", args->envs, "Environments side by side")->check(CLI::Range(1, 1024));
+      ->check(Real(0.001, 3600.0));
+  app.add_option("--envs", args->envs, "Environments side by side")->check(Integer(1, 1024));
   app.add_option("--actuators", args->actuators,
                  "What the policy may move: concurrency,group_size (default) or group_size");
-  app.add_option("--entropy-coef", args->entropy_coef, "PPO entropy bonus")
-      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--entropy-coef", args->entropy_coef, "PPO entropy bonus")->check(Real(0.0, 1.0));
   app.add_option("--learning-rate", args->learning_rate, "Adam learning rate")
-      ->check(CLI::Range(1e-7, 1.0));
+      ->check(Real(1e-7, 1.0));
   return [args, &app] {
     std::string line = "headroom train";
     for (const auto& o : app.get_options()) {

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <map>
+#include <string>
 
 #include "cli/commands.h"
 
@@ -14,6 +15,16 @@ namespace {
 constexpr int kExitOk = 0;
 constexpr int kExitError = 1;
 constexpr int kExitUsage = 2;
+
+// A message on one line: newlines and other control bytes (CLI11's own, or inside an argument
+// it quotes) become spaces.
+std::string OneLine(std::string text) {
+  for (char& c : text) {
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+  }
+  while (!text.empty() && text.back() == ' ') text.pop_back();
+  return text;
+}
 
 }  // namespace
 
@@ -49,15 +60,20 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? kExitOk : kExitUsage;
+    // --help and --version print as CLI11 prints them; every other parse error is one line.
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
+      app.exit(e);
+      return kExitOk;
+    }
+    fmt::print(stderr, "headroom: error: {}\n", OneLine(e.what()));
+    return kExitUsage;
   }
 
   for (const auto& [sub, run] : commands) {
     if (!sub->parsed()) continue;
     const headroom::Status status = run();
     if (status) return kExitOk;
-    fmt::print(stderr, "headroom: error: {}\n", status.error().message());
+    fmt::print(stderr, "headroom: error: {}\n", OneLine(status.error().message()));
     return status.error().kind() == headroom::ErrorKind::kUsage ? kExitUsage : kExitError;
   }
   return kExitUsage;

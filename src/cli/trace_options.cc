@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/numbers.h"
 #include "common/atomic_file.h"
 
 namespace headroom::cli {
@@ -12,10 +13,10 @@ void TraceOptions::Register(CLI::App& app) {
   app.add_option("--gpus", gpus,
                  "GPUs per poll of an nvidia-smi log without an index column (rows of one poll "
                  "are consecutive, in GPU order)")
-      ->check(CLI::PositiveNumber);
+      ->check(Integer(1, kMaxGpus));
   app.add_option("--nameplate-w", nameplate_w,
                  "Nameplate (TDP) per GPU in W; overrides the trace's .meta.json")
-      ->check(CLI::PositiveNumber);
+      ->check(Real(kMinGpuPowerW, kMaxGpuPowerW));
 }
 
 Result<trace::ReadOptions> TraceOptions::ToReadOptions() const {

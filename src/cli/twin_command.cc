@@ -1,14 +1,18 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/output_files.h"
 #include "cli/progress.h"
 #include "cli/trace_options.h"
 #include "common/atomic_file.h"
+#include "common/paths.h"
 #include "report/table.h"
+#include "trace/meta.h"
 #include "trace/reader.h"
 #include "trace/writer.h"
 #include "twin/authority.h"
@@ -18,6 +22,13 @@
 
 namespace headroom::cli {
 namespace {
+
+// Option bounds (README, `headroom twin run --help`).
+constexpr int64_t kMaxRunSteps = 10000000;
+constexpr int64_t kMaxCheckpointEverySteps = 1000000000;
+constexpr int64_t kMaxAuthoritySteps = 10000;
+constexpr int64_t kMaxAuthoritySeeds = 1000;
+constexpr int64_t kMaxTp = 64;  // the scenario files' bound
 
 // ---- twin run ------------------------------------------------------------------------------
 
@@ -33,34 +44,127 @@ struct RunArgs {
   std::string out;
 };
 
+// The trace twin run writes: its columns, and the rows of one tick.
+std::bitset<trace::kFieldCount> RunFields() {
+  std::bitset<trace::kFieldCount> fields;
+  fields.set(trace::FieldIndex(trace::Field::kStep));
+  fields.set(trace::FieldIndex(trace::Field::kTokens));
+  fields.set(trace::FieldIndex(trace::Field::kConcurrency));
+  fields.set(trace::FieldIndex(trace::Field::kGroupSize));
+  return fields;
+}
+
+void ApplySettings(const RunArgs& args, twin::Twin& twin) {
+  if (args.concurrency) twin.SetConcurrency(*args.concurrency);
+  if (args.group_size) twin.SetGroupSize(*args.group_size);
+  if (args.power_limit_w) twin.SetPowerLimit(*args.power_limit_w);
+}
+
+// One tick of `twin`; `emit(row)` for each GPU's row of it.
+template <class Emit>
+void TickAndEmit(twin::Twin& twin, trace::TraceRow& row, Emit&& emit) {
+  const double t_s = twin.t_s();  // a row holds the power of [t_s, t_s + tick)
+  twin.Tick();
+  row.t_s = std::round(t_s * 1e6) / 1e6;
+  row.phase = twin::PhaseName(twin.phase());
+  row.fields[trace::FieldIndex(trace::Field::kStep)] = twin.steps_done();
+  row.fields[trace::FieldIndex(trace::Field::kConcurrency)] = twin.concurrency();
+  row.fields[trace::FieldIndex(trace::Field::kGroupSize)] = twin.group_size();
+  for (size_t g = 0; g < twin.power_w().size(); ++g) {
+    row.gpu = static_cast<uint32_t>(g);
+    row.power_w = std::round(twin.power_w()[g] * 100.0) / 100.0;
+    row.fields[trace::FieldIndex(trace::Field::kTokens)] = twin.tick_tokens()[g];
+    emit(row);
+  }
+}
+
+// Whether a run of `args` is over.
+bool RunDone(const RunArgs& args, const twin::Twin& twin) {
+  if (args.steps > 0 && twin.steps_done() >= args.steps) return true;
+  if (args.duration_s > 0.0) return twin.t_s() >= args.duration_s - 1e-9;
+  return twin.current_phase() == twin::Phase::kStopped;  // steps can no longer complete
+}
+
+// The average length of the time text of a row at ticks spread over [0, ticks).
+double MeanTimeTextBytes(double ticks, double tick_s) {
+  constexpr int kSamples = 64;
+  double total = 0.0;
+  for (int i = 0; i < kSamples; ++i) {
+    const double t_s = std::floor(ticks * (i + 0.5) / kSamples) * tick_s;
+    total += static_cast<double>(fmt::formatted_size("{}", std::round(t_s * 1e6) / 1e6));
+  }
+  return total / kSamples;
+}
+
+// The size of the trace a run of `args` writes, about: a probe twin with the same settings runs
+// the first step (or up to kProbeRows rows) and gives the rows per tick, the ticks per step and
+// the bytes per row; the ticks of the whole run follow from --duration-s, or from --steps, and
+// the scenario's stop.
+double ProjectRunBytes(const twin::Scenario& scenario, const RunArgs& args) {
+  constexpr uint64_t kProbeRows = 1'000'000;
+  twin::Twin probe(scenario, args.seed);
+  ApplySettings(args, probe);
+  const auto fields = RunFields();
+  trace::TraceRow row;
+  std::string line;
+  double probe_bytes = 0.0, probe_time_bytes = 0.0;
+  uint64_t probe_rows = 0;
+  while (!RunDone(args, probe) && probe.steps_done() < 1 && probe_rows < kProbeRows) {
+    TickAndEmit(probe, row, [&](const trace::TraceRow& r) {
+      trace::TraceWriter::FormatRow(r, fields, /*with_phase=*/true, line);
+      probe_bytes += static_cast<double>(line.size());
+      probe_time_bytes += static_cast<double>(fmt::formatted_size("{}", r.t_s));
+      ++probe_rows;
+    });
+  }
+  if (probe_rows == 0) return 0.0;
+  const double probe_ticks = static_cast<double>(probe.ticks());
+  double ticks = std::numeric_limits<double>::infinity();
+  if (args.duration_s > 0.0) ticks = std::ceil((args.duration_s - 1e-9) / scenario.tick_s);
+  if (args.steps > 0) {
+    // A step done: steps x its ticks. None yet (a step longer than the probe): at least that.
+    const double per_step = probe_ticks / std::max<double>(1.0, probe.steps_done());
+    double step_ticks = args.steps * per_step;
+    if (RunDone(args, probe)) step_ticks = probe_ticks;  // the probe was the whole run
+    if (args.duration_s <= 0.0 && scenario.stop_at_s) {
+      step_ticks = std::min(step_ticks, std::ceil(*scenario.stop_at_s / scenario.tick_s) + 1);
+    }
+    ticks = std::min(ticks, step_ticks);
+  }
+  if (!std::isfinite(ticks)) ticks = probe_ticks;  // ends at the scenario's stop: probed
+  const double rows_per_tick = static_cast<double>(probe_rows) / probe_ticks;
+  const double row_bytes = (probe_bytes - probe_time_bytes) / static_cast<double>(probe_rows) +
+                           MeanTimeTextBytes(ticks, scenario.tick_s);
+  return ticks * rows_per_tick * row_bytes;
+}
+
 Status RunTwin(const RunArgs& args) {
+  // Inputs first, then outputs: nothing is created before the run has what it needs.
   auto scenario = twin::LoadScenario(args.scenario);
   if (!scenario) return std::move(scenario).error();
   if (args.checkpoint_every) scenario->checkpoint_every_steps = *args.checkpoint_every;
   if (args.steps <= 0 && args.duration_s <= 0.0) {
     return Error::Usage("give --steps N or --duration-s S (or both: whichever comes first)");
   }
+  const auto inputs = ScenarioInputs("--scenario", args.scenario);
+  if (auto st = RefuseOutputOverInput(args.out, "--out", inputs); !st) return st;
+  if (auto st = RefuseOutputOverInput(trace::MetaPathFor(args.out), "--out's sidecar", inputs);
+      !st) {
+    return st;
+  }
+  if (auto st = CheckOutputSpace("twin run", args.out, ProjectRunBytes(*scenario, args)); !st) {
+    return st;
+  }
   twin::Twin twin(*scenario, args.seed);
-  if (args.concurrency) twin.SetConcurrency(*args.concurrency);
-  if (args.group_size) twin.SetGroupSize(*args.group_size);
-  if (args.power_limit_w) twin.SetPowerLimit(*args.power_limit_w);
+  ApplySettings(args, twin);
 
-  std::bitset<trace::kFieldCount> fields;
-  fields.set(trace::FieldIndex(trace::Field::kStep));
-  fields.set(trace::FieldIndex(trace::Field::kTokens));
-  fields.set(trace::FieldIndex(trace::Field::kConcurrency));
-  fields.set(trace::FieldIndex(trace::Field::kGroupSize));
-  auto writer = trace::TraceWriter::Open(args.out, fields, /*with_phase=*/true);
+  RemoveTempFilesOnSignals();
+  auto writer = trace::TraceWriter::Open(args.out, RunFields(), /*with_phase=*/true);
   if (!writer) return std::move(writer).error();
   trace::TraceRow row;
-  const auto done = [&] {
-    if (args.steps > 0 && twin.steps_done() >= args.steps) return true;
-    if (args.duration_s > 0.0) return twin.t_s() >= args.duration_s - 1e-9;
-    return twin.current_phase() == twin::Phase::kStopped;  // steps can no longer complete
-  };
   // Progress against whichever end comes first; no total size: the terminal check is enough.
   Progress progress("twin " + scenario->name, std::nullopt);
-  while (!done()) {
+  while (!RunDone(args, twin)) {
     if (twin.ticks() % 4096 == 0) {
       if (args.steps > 0) {
         progress.UpdateCount(twin.steps_done(), args.steps, "steps");
@@ -68,19 +172,7 @@ Status RunTwin(const RunArgs& args) {
         progress.UpdateCount(twin.t_s(), args.duration_s, "s");
       }
     }
-    const double t_s = twin.t_s();  // a row holds the power of [t_s, t_s + tick)
-    twin.Tick();
-    row.t_s = std::round(t_s * 1e6) / 1e6;
-    row.phase = twin::PhaseName(twin.phase());
-    row.fields[trace::FieldIndex(trace::Field::kStep)] = twin.steps_done();
-    row.fields[trace::FieldIndex(trace::Field::kConcurrency)] = twin.concurrency();
-    row.fields[trace::FieldIndex(trace::Field::kGroupSize)] = twin.group_size();
-    for (size_t g = 0; g < twin.power_w().size(); ++g) {
-      row.gpu = static_cast<uint32_t>(g);
-      row.power_w = std::round(twin.power_w()[g] * 100.0) / 100.0;
-      row.fields[trace::FieldIndex(trace::Field::kTokens)] = twin.tick_tokens()[g];
-      writer->Write(row);
-    }
+    TickAndEmit(twin, row, [&](const trace::TraceRow& r) { writer->Write(r); });
   }
   trace::TraceMeta meta;
   meta.gpu_model = scenario->gpu_model;
@@ -195,6 +287,12 @@ class ConcurrencySink final : public trace::SampleSink {
 };
 
 Status RunCalibrate(const CalibrateArgs& args) {
+  if (auto st = RefuseOutputOverInput(args.out, "--out",
+                                      {{"--trace", args.trace}, {"--mlenergy", args.mlenergy}});
+      !st) {
+    return st;
+  }
+  RemoveTempFilesOnSignals();
   std::string toml;
   if (args.fit_dynamics) {
     if (args.trace.empty()) return Error::Usage("--fit-dynamics needs --trace FILE");
@@ -276,16 +374,23 @@ Command SetupTwin(CLI::App& app) {
   auto run_args = std::make_shared<RunArgs>();
   run->add_option("--scenario", run_args->scenario, "Built-in scenario name or TOML file")
       ->required();
-  run->add_option("--steps", run_args->steps, "GRPO steps to simulate")->check(CLI::PositiveNumber);
+  run->add_option("--steps", run_args->steps, "GRPO steps to simulate")
+      ->check(Integer(1, kMaxRunSteps));
   run->add_option("--duration-s", run_args->duration_s, "Seconds to simulate")
-      ->check(CLI::PositiveNumber);
-  run->add_option("--seed", run_args->seed, "Random seed")->capture_default_str();
-  run->add_option("--concurrency", run_args->concurrency, "Generation concurrency (clamped)");
-  run->add_option("--group-size", run_args->group_size, "GRPO group size (clamped)");
-  run->add_option("--power-limit-w", run_args->power_limit_w, "Hardware power limit per GPU");
+      ->check(Real(kMinDurationS, kMaxDurationS));
+  run->add_option("--seed", run_args->seed, "Random seed")
+      ->check(Integer(0, kMaxSeed))
+      ->capture_default_str();
+  run->add_option("--concurrency", run_args->concurrency, "Generation concurrency (clamped)")
+      ->check(Integer(1, kMaxConcurrency));
+  run->add_option("--group-size", run_args->group_size, "GRPO group size (clamped)")
+      ->check(Integer(1, kMaxGroupSize));
+  run->add_option("--power-limit-w", run_args->power_limit_w,
+                  "Hardware power limit per GPU in W (at or above nameplate: none)")
+      ->check(Real(kMinGpuPowerW, kMaxGpuPowerW));
   run->add_option("--checkpoint-every", run_args->checkpoint_every,
                   "Checkpoint every N steps (0: never); overrides the scenario")
-      ->check(CLI::NonNegativeNumber);
+      ->check(Integer(0, kMaxCheckpointEverySteps));
   run->add_option("--out", run_args->out, "Trace to write (long CSV) and its .meta.json")
       ->required();
   run->callback([selected, run_args] { *selected = [run_args] { return RunTwin(*run_args); }; });
@@ -294,10 +399,10 @@ Command SetupTwin(CLI::App& app) {
   auto authority_args = std::make_shared<AuthorityArgs>();
   authority->add_option("--scenario", authority_args->scenario, "Scenario")->required();
   authority->add_option("--steps", authority_args->steps, "Steps per run")
-      ->check(CLI::PositiveNumber)
+      ->check(Integer(1, kMaxAuthoritySteps))
       ->capture_default_str();
   authority->add_option("--seeds", authority_args->seeds, "Seeds per setting")
-      ->check(CLI::PositiveNumber)
+      ->check(Integer(1, kMaxAuthoritySeeds))
       ->capture_default_str();
   authority->add_flag("--json", authority_args->json, "Print JSON");
   authority->callback([selected, authority_args] {
@@ -312,7 +417,7 @@ Command SetupTwin(CLI::App& app) {
                         "model_id, e.g. meta-llama/Llama-3.1-8B-Instruct");
   calibrate->add_option("--gpu", calibrate_args->gpu, "gpu_model, e.g. H100");
   calibrate->add_option("--tp", calibrate_args->tp, "Tensor-parallel degree")
-      ->check(CLI::PositiveNumber)
+      ->check(Integer(1, kMaxTp))
       ->capture_default_str();
   calibrate->add_option("--task", calibrate_args->task, "Task to fit on (others are held out)")
       ->capture_default_str();

@@ -19,11 +19,14 @@ std::string_view Trim(std::string_view s) {
 
 }  // namespace
 
-Result<double> ParseDurationS(std::string_view text) {
+Result<double> ParseDurationS(std::string_view text, BareNumber bare) {
   const std::string_view s = Trim(text);
   double value = 0.0;
+  // A plain decimal: a digit first (after a sign), so from_chars reads no "inf" or "nan".
+  const size_t first = !s.empty() && s.front() == '-' ? 1 : 0;
+  const bool digit_first = first < s.size() && s[first] >= '0' && s[first] <= '9';
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-  if (ec != std::errc() || ptr == s.data()) {
+  if (!digit_first || ec != std::errc() || ptr == s.data()) {
     return Error::Usage(
         fmt::format("bad duration '{}': expected a number with a unit "
                     "(ms, s, min, h), e.g. 30s",
@@ -31,6 +34,10 @@ Result<double> ParseDurationS(std::string_view text) {
   }
   const std::string_view unit = Trim(std::string_view(ptr, s.data() + s.size() - ptr));
   double scale = 0.0;
+  if (unit.empty() && bare == BareNumber::kRefused) {
+    return Error::Usage(fmt::format("bad duration '{}': give a unit (ms, s, min or h), e.g. {}s",
+                                    text, Trim(text)));
+  }
   if (unit.empty() || unit == "s") {
     scale = 1.0;
   } else if (unit == "ms") {
@@ -50,13 +57,13 @@ Result<double> ParseDurationS(std::string_view text) {
   return seconds;
 }
 
-Result<std::vector<double>> ParseDurationListS(std::string_view text) {
+Result<std::vector<double>> ParseDurationListS(std::string_view text, BareNumber bare) {
   std::vector<double> out;
   std::string_view rest = text;
   while (true) {
     const size_t comma = rest.find(',');
     const std::string_view item = rest.substr(0, comma);
-    auto parsed = ParseDurationS(item);
+    auto parsed = ParseDurationS(item, bare);
     if (!parsed) return std::move(parsed).error();
     out.push_back(*parsed);
     if (comma == std::string_view::npos) break;

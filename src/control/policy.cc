@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -55,6 +58,105 @@ std::string PolicyToJson(const Policy& policy) {
   return j.dump(1) + "\n";
 }
 
+namespace {
+
+// Typed reads of the policy's keys. A missing key or a value of the wrong type is one line naming
+// the file and the key: "p.json: key 'actor.parameters': expected an array of numbers".
+class Keys {
+ public:
+  explicit Keys(std::string_view source) : source_(source) {}
+
+  // The member `key` of `object` (whose own path is `path`, "" at the top).
+  Result<const json*> Member(const json& object, std::string_view path, std::string_view key,
+                             bool required = true) const {
+    const std::string full = Join(path, key);
+    if (!object.is_object()) return Bad(source_, path, "expected an object");
+    const auto it = object.find(key);
+    if (it == object.end()) {
+      if (required) return Bad(source_, full, "missing");
+      return static_cast<const json*>(nullptr);
+    }
+    return &*it;
+  }
+
+  template <class T>
+  Result<T> Get(const json& object, std::string_view path, std::string_view key) const {
+    auto member = Member(object, path, key);
+    if (!member) return std::move(member).error();
+    return As<T>(**member, Join(path, key));
+  }
+
+  // An optional member: `fallback` when absent (or null).
+  template <class T>
+  Result<T> GetOr(const json& object, std::string_view key, T fallback) const {
+    auto member = Member(object, "", key, /*required=*/false);
+    if (!member) return std::move(member).error();
+    if (*member == nullptr || (*member)->is_null()) return fallback;
+    return As<T>(**member, key);
+  }
+
+ private:
+  static std::string Join(std::string_view path, std::string_view key) {
+    return path.empty() ? std::string(key) : fmt::format("{}.{}", path, key);
+  }
+
+  template <class T>
+  Result<T> As(const json& v, std::string_view key) const {
+    if constexpr (std::is_same_v<T, std::string>) {
+      if (!v.is_string()) return Bad(source_, key, "expected a string");
+      return v.get<std::string>();
+    } else if constexpr (std::is_same_v<T, double>) {
+      if (!v.is_number() || !std::isfinite(v.get<double>())) {
+        return Bad(source_, key, "expected a number");
+      }
+      return v.get<double>();
+    } else if constexpr (std::is_integral_v<T>) {
+      if (!IsInteger<T>(v)) {
+        return Bad(source_, key,
+                   std::is_signed_v<T> ? "expected an integer" : "expected an integer >= 0");
+      }
+      return v.get<T>();
+    } else {  // std::vector<E>
+      using E = typename T::value_type;
+      const char* what = std::is_same_v<E, std::string> ? "expected an array of strings"
+                         : std::is_same_v<E, double>    ? "expected an array of numbers"
+                                                        : "expected an array of integers";
+      if (!v.is_array()) return Bad(source_, key, what);
+      T out;
+      out.reserve(v.size());
+      for (const json& item : v) {
+        auto e = As<E>(item, key);
+        if (!e) return Bad(source_, key, what);
+        out.push_back(std::move(e).value());
+      }
+      return out;
+    }
+  }
+
+  template <class T>
+  static bool IsInteger(const json& v) {
+    if (v.is_number_unsigned()) {
+      return v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+    }
+    if (v.is_number_integer()) {
+      const auto i = v.get<int64_t>();
+      return std::is_signed_v<T> ? i >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+                                       i <= static_cast<int64_t>(std::numeric_limits<T>::max())
+                                 : i >= 0;
+    }
+    return false;
+  }
+
+  std::string_view source_;
+};
+
+#define HEADROOM_ASSIGN_OR_RETURN(lhs, expr)                 \
+  auto lhs##_result = (expr);                                \
+  if (!lhs##_result) return std::move(lhs##_result).error(); \
+  auto lhs = std::move(lhs##_result).value()
+
+}  // namespace
+
 Result<Policy> PolicyFromJson(std::string_view text, std::string_view source) {
   json j;
   try {
@@ -62,120 +164,128 @@ Result<Policy> PolicyFromJson(std::string_view text, std::string_view source) {
   } catch (const json::exception& e) {  // parse errors, and numbers out of range
     return Error::Input(fmt::format("{}: not JSON: {}", source, e.what()));
   }
-  try {
-    if (!j.is_object() || j.value("format", "") != kPolicyFormat) {
-      return Bad(source, "format",
-                 fmt::format("not a headroom policy (expected \"{}\")", kPolicyFormat));
-    }
-    if (!j.contains("version") || !j["version"].is_number_integer() ||
-        j["version"].get<int>() != kPolicyVersion) {
-      return Bad(
-          source, "version",
-          fmt::format("{}; this headroom reads version {} (retrain with headroom train)",
-                      j.contains("version") ? j["version"].dump() : "missing", kPolicyVersion));
-    }
-    if (j.value("family", "") != kPolicyFamily) {
-      return Bad(source, "family",
-                 fmt::format("'{}'; this headroom runs '{}' policies", j.value("family", ""),
-                             kPolicyFamily));
-    }
-    const auto features = j.at("features").get<std::vector<std::string>>();
-    bool same = features.size() == kFeatureNames.size();
-    for (size_t i = 0; same && i < features.size(); ++i) same = features[i] == kFeatureNames[i];
-    if (!same) {
-      return Bad(source, "features",
-                 fmt::format("{} features that differ from the {} this headroom computes",
-                             features.size(), kFeatureNames.size()));
-    }
-    const auto heads = j.at("heads").get<std::vector<int>>();
-    if (heads != std::vector<int>{kConcurrencyMoves, kGroupLevels}) {
-      return Bad(source, "heads",
-                 fmt::format("{}; expected [{}, {}]", j.at("heads").dump(), kConcurrencyMoves,
-                             kGroupLevels));
-    }
-    const auto actor_sizes = j.at("actor").at("sizes").get<std::vector<int>>();
-    const auto critic_sizes = j.at("critic").at("sizes").get<std::vector<int>>();
-    if (actor_sizes.size() < 2 || actor_sizes.front() != kFeatureCount ||
-        actor_sizes.back() != kConcurrencyMoves + kGroupLevels) {
-      return Bad(
-          source, "actor.sizes",
-          fmt::format("{} does not fit {} features and {} logits", j.at("actor").at("sizes").dump(),
-                      kFeatureCount, kConcurrencyMoves + kGroupLevels));
-    }
-    std::vector<int> hidden(actor_sizes.begin() + 1, actor_sizes.end() - 1);
-    if (hidden.size() > 8) return Bad(source, "actor.sizes", "at most 8 hidden layers");
-    for (int h : hidden) {
-      if (h <= 0 || h > 4096) {
-        return Bad(source, "actor.sizes", "hidden sizes must be in [1, 4096]");
-      }
-    }
-    std::vector<int> expected_critic{kFeatureCount};
-    expected_critic.insert(expected_critic.end(), hidden.begin(), hidden.end());
-    expected_critic.push_back(1);
-    if (critic_sizes != expected_critic) {
-      return Bad(source, "critic.sizes", "does not match the actor's hidden layers");
-    }
-    // Parameter counts from the sizes, checked before any network is allocated.
-    const auto count = [](const std::vector<int>& sizes) {
-      size_t n = 0;
-      for (size_t l = 0; l + 1 < sizes.size(); ++l) {
-        n += static_cast<size_t>(sizes[l + 1]) * static_cast<size_t>(sizes[l] + 1);
-      }
-      return n;
-    };
-    const auto ap = j.at("actor").at("parameters").get<std::vector<double>>();
-    const auto cp = j.at("critic").at("parameters").get<std::vector<double>>();
-    if (ap.size() != count(actor_sizes)) {
-      return Bad(source, "actor.parameters",
-                 fmt::format("{} values; the sizes need {}", ap.size(), count(actor_sizes)));
-    }
-    if (cp.size() != count(critic_sizes)) {
-      return Bad(source, "critic.parameters",
-                 fmt::format("{} values; the sizes need {}", cp.size(), count(critic_sizes)));
-    }
-    for (const auto* values : {&ap, &cp}) {
-      for (double v : *values) {
-        if (!std::isfinite(v)) return Bad(source, "parameters", "every parameter must be finite");
-      }
-    }
-    Policy p;
-    p.net = rl::ActorCritic(kFeatureCount, heads, hidden, 0);
-    p.net.actor().SetParameters(
-        Eigen::Map<const Eigen::VectorXd>(ap.data(), static_cast<Eigen::Index>(ap.size())));
-    p.net.critic().SetParameters(
-        Eigen::Map<const Eigen::VectorXd>(cp.data(), static_cast<Eigen::Index>(cp.size())));
-    const auto mean = j.at("normalizer").at("mean").get<std::vector<double>>();
-    const auto var = j.at("normalizer").at("var").get<std::vector<double>>();
-    if (mean.size() != kFeatureNames.size() || var.size() != kFeatureNames.size()) {
-      return Bad(source, "normalizer", fmt::format("needs {} means and variances", kFeatureCount));
-    }
-    for (double v : var) {
-      if (!(v >= 0.0)) return Bad(source, "normalizer.var", "variances must be >= 0");
-    }
-    p.normalizer.Set(Eigen::Map<const Eigen::VectorXd>(mean.data(), kFeatureCount),
-                     Eigen::Map<const Eigen::VectorXd>(var.data(), kFeatureCount),
-                     j.at("normalizer").value("count", 1.0));
-    p.trained_on = j.value("trained_on", std::vector<std::string>{});
-    p.trained_budget = j.value("trained_budget", "");
-    p.violation_target = j.value("violation_target", 0.01);
-    p.cost_window_s = j.value("cost_window_s", 0.5);
-    if (j.contains("actuators")) {
-      const auto actuators = j.at("actuators").get<std::vector<std::string>>();
-      if (actuators == std::vector<std::string>{"group_size"}) {
-        p.group_size_only = true;
-      } else if (actuators != std::vector<std::string>{"concurrency", "group_size"}) {
-        return Bad(source, "actuators",
-                   "expected [\"concurrency\", \"group_size\"] or [\"group_size\"]");
-      }
-    }
-    p.timesteps = j.value("timesteps", 0LL);
-    p.seed = j.value("seed", 0ULL);
-    p.command = j.value("command", "");
-    return p;
-  } catch (const json::exception& e) {
-    return Error::Input(fmt::format("{}: {}", source, e.what()));
+  if (!j.is_object() || !j.contains("format") || j["format"] != kPolicyFormat) {
+    return Bad(source, "format",
+               fmt::format("not a headroom policy (expected \"{}\")", kPolicyFormat));
   }
+  if (!j.contains("version") || !j["version"].is_number_integer() ||
+      j["version"] != kPolicyVersion) {
+    return Bad(
+        source, "version",
+        fmt::format("{}; this headroom reads version {} (retrain with headroom train)",
+                    j.contains("version") ? j["version"].dump() : "missing", kPolicyVersion));
+  }
+  const Keys keys(source);
+  HEADROOM_ASSIGN_OR_RETURN(family, keys.Get<std::string>(j, "", "family"));
+  if (family != kPolicyFamily) {
+    return Bad(source, "family",
+               fmt::format("'{}'; this headroom runs '{}' policies", family, kPolicyFamily));
+  }
+  HEADROOM_ASSIGN_OR_RETURN(features, keys.Get<std::vector<std::string>>(j, "", "features"));
+  bool same = features.size() == kFeatureNames.size();
+  for (size_t i = 0; same && i < features.size(); ++i) same = features[i] == kFeatureNames[i];
+  if (!same) {
+    return Bad(source, "features",
+               fmt::format("{} features that differ from the {} this headroom computes",
+                           features.size(), kFeatureNames.size()));
+  }
+  HEADROOM_ASSIGN_OR_RETURN(heads, keys.Get<std::vector<int>>(j, "", "heads"));
+  if (heads != std::vector<int>{kConcurrencyMoves, kGroupLevels}) {
+    return Bad(source, "heads",
+               fmt::format("{}; expected [{}, {}]", j.at("heads").dump(), kConcurrencyMoves,
+                           kGroupLevels));
+  }
+  HEADROOM_ASSIGN_OR_RETURN(actor, keys.Member(j, "", "actor"));
+  HEADROOM_ASSIGN_OR_RETURN(critic, keys.Member(j, "", "critic"));
+  HEADROOM_ASSIGN_OR_RETURN(actor_sizes, keys.Get<std::vector<int>>(*actor, "actor", "sizes"));
+  HEADROOM_ASSIGN_OR_RETURN(critic_sizes, keys.Get<std::vector<int>>(*critic, "critic", "sizes"));
+  if (actor_sizes.size() < 2 || actor_sizes.front() != kFeatureCount ||
+      actor_sizes.back() != kConcurrencyMoves + kGroupLevels) {
+    return Bad(source, "actor.sizes",
+               fmt::format("{} does not fit {} features and {} logits", (*actor)["sizes"].dump(),
+                           kFeatureCount, kConcurrencyMoves + kGroupLevels));
+  }
+  std::vector<int> hidden(actor_sizes.begin() + 1, actor_sizes.end() - 1);
+  if (hidden.size() > 8) return Bad(source, "actor.sizes", "at most 8 hidden layers");
+  for (int h : hidden) {
+    if (h <= 0 || h > 4096) return Bad(source, "actor.sizes", "hidden sizes must be in [1, 4096]");
+  }
+  std::vector<int> expected_critic{kFeatureCount};
+  expected_critic.insert(expected_critic.end(), hidden.begin(), hidden.end());
+  expected_critic.push_back(1);
+  if (critic_sizes != expected_critic) {
+    return Bad(source, "critic.sizes", "does not match the actor's hidden layers");
+  }
+  // Parameter counts from the sizes, checked before any network is allocated.
+  const auto count = [](const std::vector<int>& sizes) {
+    size_t n = 0;
+    for (size_t l = 0; l + 1 < sizes.size(); ++l) {
+      n += static_cast<size_t>(sizes[l + 1]) * static_cast<size_t>(sizes[l] + 1);
+    }
+    return n;
+  };
+  // Finite numbers only (As<double> refuses the rest).
+  HEADROOM_ASSIGN_OR_RETURN(ap, keys.Get<std::vector<double>>(*actor, "actor", "parameters"));
+  HEADROOM_ASSIGN_OR_RETURN(cp, keys.Get<std::vector<double>>(*critic, "critic", "parameters"));
+  if (ap.size() != count(actor_sizes)) {
+    return Bad(source, "actor.parameters",
+               fmt::format("{} values; the sizes need {}", ap.size(), count(actor_sizes)));
+  }
+  if (cp.size() != count(critic_sizes)) {
+    return Bad(source, "critic.parameters",
+               fmt::format("{} values; the sizes need {}", cp.size(), count(critic_sizes)));
+  }
+  HEADROOM_ASSIGN_OR_RETURN(normalizer, keys.Member(j, "", "normalizer"));
+  HEADROOM_ASSIGN_OR_RETURN(mean, keys.Get<std::vector<double>>(*normalizer, "normalizer", "mean"));
+  HEADROOM_ASSIGN_OR_RETURN(var, keys.Get<std::vector<double>>(*normalizer, "normalizer", "var"));
+  if (mean.size() != kFeatureNames.size() || var.size() != kFeatureNames.size()) {
+    return Bad(source, "normalizer", fmt::format("needs {} means and variances", kFeatureCount));
+  }
+  for (double v : var) {
+    if (!(v >= 0.0)) return Bad(source, "normalizer.var", "variances must be >= 0");
+  }
+  HEADROOM_ASSIGN_OR_RETURN(count_member,
+                            keys.Member(*normalizer, "normalizer", "count", /*required=*/false));
+  double normalizer_count = 1.0;
+  if (count_member != nullptr && !count_member->is_null()) {
+    HEADROOM_ASSIGN_OR_RETURN(c, keys.Get<double>(*normalizer, "normalizer", "count"));
+    normalizer_count = c;
+  }
+  HEADROOM_ASSIGN_OR_RETURN(trained_on, keys.GetOr<std::vector<std::string>>(j, "trained_on", {}));
+  HEADROOM_ASSIGN_OR_RETURN(trained_budget, keys.GetOr<std::string>(j, "trained_budget", ""));
+  HEADROOM_ASSIGN_OR_RETURN(violation_target, keys.GetOr<double>(j, "violation_target", 0.01));
+  HEADROOM_ASSIGN_OR_RETURN(cost_window_s, keys.GetOr<double>(j, "cost_window_s", 0.5));
+  HEADROOM_ASSIGN_OR_RETURN(actuators, keys.GetOr<std::vector<std::string>>(
+                                           j, "actuators", {"concurrency", "group_size"}));
+  HEADROOM_ASSIGN_OR_RETURN(timesteps, keys.GetOr<long long>(j, "timesteps", 0));
+  HEADROOM_ASSIGN_OR_RETURN(seed, keys.GetOr<unsigned long long>(j, "seed", 0));
+  HEADROOM_ASSIGN_OR_RETURN(command, keys.GetOr<std::string>(j, "command", ""));
+
+  Policy p;
+  if (actuators == std::vector<std::string>{"group_size"}) {
+    p.group_size_only = true;
+  } else if (actuators != std::vector<std::string>{"concurrency", "group_size"}) {
+    return Bad(source, "actuators",
+               "expected [\"concurrency\", \"group_size\"] or [\"group_size\"]");
+  }
+  p.net = rl::ActorCritic(kFeatureCount, heads, hidden, 0);
+  p.net.actor().SetParameters(
+      Eigen::Map<const Eigen::VectorXd>(ap.data(), static_cast<Eigen::Index>(ap.size())));
+  p.net.critic().SetParameters(
+      Eigen::Map<const Eigen::VectorXd>(cp.data(), static_cast<Eigen::Index>(cp.size())));
+  p.normalizer.Set(Eigen::Map<const Eigen::VectorXd>(mean.data(), kFeatureCount),
+                   Eigen::Map<const Eigen::VectorXd>(var.data(), kFeatureCount), normalizer_count);
+  p.trained_on = std::move(trained_on);
+  p.trained_budget = std::move(trained_budget);
+  p.violation_target = violation_target;
+  p.cost_window_s = cost_window_s;
+  p.timesteps = timesteps;
+  p.seed = seed;
+  p.command = std::move(command);
+  return p;
 }
+
+#undef HEADROOM_ASSIGN_OR_RETURN
 
 Command CommandFromActions(const ActuatorLimits& limits, const int* actions, int concurrency) {
   Command c;

@@ -61,6 +61,41 @@ Result<Job> MakeJob(std::string name, uint32_t copies,
   return job;
 }
 
+namespace {
+
+// Fleet grid: tau_i = i * dt for tau_i < D.
+size_t GridPoints(double duration_s, double dt_s) {
+  size_t points = 0;
+  while (static_cast<double>(points) * dt_s < duration_s) ++points;
+  return points;
+}
+
+uint32_t DistinctTrials(const FleetOptions& options) {
+  // Without offsets every trial is the same composition: computed once, counted `trials` times.
+  return options.offsets == Offsets::kNone ? 1 : options.trials;
+}
+
+uint64_t SaturatingMultiply(uint64_t a, uint64_t b) {
+  uint64_t product = 0;
+  return __builtin_mul_overflow(a, b, &product) ? UINT64_MAX : product;
+}
+
+}  // namespace
+
+uint64_t CompositionSamples(const std::vector<Job>& jobs, const FleetOptions& options) {
+  double duration_s = std::numeric_limits<double>::infinity();
+  double dt_s = std::numeric_limits<double>::infinity();
+  uint64_t copies = 0;
+  for (const Job& job : jobs) {
+    duration_s = std::min(duration_s, job.duration_s());
+    dt_s = std::min(dt_s, job.series.dt_s);
+    copies += job.copies;
+  }
+  if (jobs.empty() || !(dt_s > 0.0)) return 0;
+  const uint64_t points = GridPoints(duration_s, dt_s);
+  return SaturatingMultiply(SaturatingMultiply(points, copies), DistinctTrials(options));
+}
+
 Result<FleetResult> Compose(std::vector<Job>& jobs, const FleetOptions& options) {
   if (jobs.empty()) return Error::Usage("a fleet needs at least one trace");
   if (options.trials == 0) return Error::Usage("--trials must be >= 1");
@@ -94,9 +129,7 @@ Result<FleetResult> Compose(std::vector<Job>& jobs, const FleetOptions& options)
   if (options.budget_w) result.budget_w = *options.budget_w;
   if (options.budget_fraction) result.budget_w = *options.budget_fraction * result.nameplate_w;
 
-  // Fleet grid: tau_i = i * dt for tau_i < D.
-  size_t points = 0;
-  while (static_cast<double>(points) * dt_s < duration_s) ++points;
+  const size_t points = GridPoints(duration_s, dt_s);
 
   // Windows to measure: the requested ones, then the risk window.
   std::vector<double> windows_s = options.windows_s;
@@ -107,8 +140,9 @@ Result<FleetResult> Compose(std::vector<Job>& jobs, const FleetOptions& options)
   std::mt19937_64 rng(options.seed);
   std::vector<double> fleet_w(points);
   double energy_j_sum = 0.0;
-  // Without offsets every trial is the same composition: compute it once, count it `trials` times.
-  const uint32_t distinct_trials = options.offsets == Offsets::kNone ? 1 : options.trials;
+  const uint32_t distinct_trials = DistinctTrials(options);
+  const uint64_t total_samples = CompositionSamples(jobs, options);
+  uint64_t samples_done = 0;
   for (uint32_t trial = 0; trial < distinct_trials; ++trial) {
     std::fill(fleet_w.begin(), fleet_w.end(), 0.0);
     for (const Job& job : jobs) {
@@ -124,6 +158,8 @@ Result<FleetResult> Compose(std::vector<Job>& jobs, const FleetOptions& options)
           auto j = static_cast<size_t>(std::floor(s / job_dt + analysis::kWindowEpsilon));
           fleet_w[i] += p[std::min(j, p.size() - 1)];
         }
+        samples_done += points;
+        if (options.on_progress) options.on_progress(samples_done, total_samples);
       }
     }
     double energy_j = 0.0;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -66,7 +67,14 @@ struct FleetOptions {
   double capacity_cost_usd_per_kw_year = kDefaultCapacityCostUsdPerKwYear;
   double energy_price_usd_per_mwh = kDefaultEnergyPriceUsdPerMwh;
   double carbon_g_per_kwh = kDefaultCarbonGPerKwh;
+  // Called after each copy of each trial with the samples composed so far and in all (see
+  // CompositionSamples); may be empty.
+  std::function<void(uint64_t done, uint64_t total)> on_progress;
 };
+
+// The work of Compose: grid points x copies x distinct trials (1 without offsets), saturating
+// at UINT64_MAX. Time is proportional to it; memory is not (one grid of fleet power).
+uint64_t CompositionSamples(const std::vector<Job>& jobs, const FleetOptions& options);
 
 struct FleetWindow {
   double window_s = 0.0;

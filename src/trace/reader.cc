@@ -175,6 +175,13 @@ constexpr double kNanosPerSecond = 1e9;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
+// The fast path takes powers of at most this many integer digits, all below kMaxPowerW: one
+// compare per row for the power bound. Anything longer (10000 itself, 1e308 written out) takes
+// the checked path, which compares the value.
+constexpr size_t kMaxFastPowerIntegerDigits = 4;
+static_assert(kMaxPowerW >= 9999.99999999999 && kMaxPowerW < 1e5,
+              "kMaxFastPowerIntegerDigits assumes a bound of five integer digits");
+
 inline bool IsFieldEnd(char c) { return c == ',' || c == '\n' || c == '\r'; }
 
 inline const char* SkipBlanks(const char* p) {
@@ -194,13 +201,37 @@ inline const char* FieldEnd(const char* p) {
   }
 }
 
+// A field's text for a message: at most kMaxQuotedFieldInMessage bytes, control bytes as \xNN.
 std::string FieldText(const char* p) {
-  std::string text(p, FieldEnd(p));
-  if (text.size() > kMaxQuotedFieldInMessage) {
-    text.resize(kMaxQuotedFieldInMessage);
-    text += "...";
+  const char* const end = FieldEnd(p);
+  std::string text;
+  for (const char* q = p; q < end && q - p < static_cast<ptrdiff_t>(kMaxQuotedFieldInMessage);
+       ++q) {
+    const auto c = static_cast<unsigned char>(*q);
+    if (c < 0x20 || c == 0x7f) {
+      fmt::format_to(std::back_inserter(text), "\\x{:02x}", c);
+    } else {
+      text += *q;
+    }
   }
+  if (end - p > static_cast<ptrdiff_t>(kMaxQuotedFieldInMessage)) text += "...";
   return text;
+}
+
+// The first byte of [begin, end) that no field may hold: a control byte other than tab (a
+// blank), or DEL; nullptr when there is none. Line endings end fields before they get here.
+inline const char* FindControlByte(const char* begin, const char* end) {
+  for (const char* p = begin; p < end; ++p) {
+    const auto c = static_cast<unsigned char>(*p);
+    if ((c < 0x20 && c != '\t') || c == 0x7f) [[unlikely]] {
+      return p;
+    }
+  }
+  return nullptr;
+}
+
+std::string ControlByteReason(const char* byte) {
+  return fmt::format("control byte 0x{:02x} in the value", static_cast<unsigned char>(*byte));
 }
 
 // A field's text without surrounding blanks and quotes ("" inside quotes is one quote).
@@ -409,6 +440,9 @@ class RowParser {
 
   [[gnu::noinline, gnu::cold]] bool NumberError(size_t column, FieldValue v,
                                                 const char* field_begin) {
+    if (const char* c = FindControlByte(field_begin, FieldEnd(field_begin))) {
+      return Fail(column, ControlByteReason(c));
+    }
     switch (v) {
       case FieldValue::kEmpty:
         return Fail(column, "missing value");
@@ -431,15 +465,43 @@ class RowParser {
 
   [[gnu::always_inline]] bool EndOfLine(const char*& p, const char* line_begin) {
     if (*p == '\r') ++p;
-    if (*p != '\n') {
-      return FailLine(
-          fmt::format("row has more fields than the header's {}", column_names_.size()));
-    }
+    if (*p != '\n') return ExtraFields(p);
     ++p;
     if (static_cast<size_t>(p - line_begin) > options_.max_line_bytes) {
       return FailLine(fmt::format("line longer than {} bytes", options_.max_line_bytes));
     }
     return true;
+  }
+
+  [[gnu::noinline, gnu::cold]] bool ExtraFields(const char* p) {
+    const char* nl = p;
+    while (*nl != '\n') ++nl;
+    if (const char* c = FindControlByte(p, nl)) {
+      return FailLine(fmt::format("control byte 0x{:02x} after the last field",
+                                  static_cast<unsigned char>(*c)));
+    }
+    return FailLine(fmt::format("row has more fields than the header's {}", column_names_.size()));
+  }
+
+  // A text field (an ignored column, a phase, a timestamp): [p, end) must hold no control byte.
+  [[gnu::always_inline]] bool TextField(const char* p, const char* end, size_t column) {
+    if (const char* c = FindControlByte(p, end)) [[unlikely]] {
+      return Fail(column, ControlByteReason(c));
+    }
+    return true;
+  }
+
+  // Per-GPU power: finite (checked by Number), in [0, kMaxPowerW]. NaN (no sample) passes.
+  [[gnu::always_inline]] bool PowerInBounds(double power_w, size_t column) {
+    if (power_w < 0.0 || power_w > kMaxPowerW) [[unlikely]] {
+      return PowerError(power_w, column);
+    }
+    return true;
+  }
+  [[gnu::noinline, gnu::cold]] bool PowerError(double power_w, size_t column) {
+    if (power_w < 0.0) return Fail(column, fmt::format("negative power {} W", power_w));
+    return Fail(column, fmt::format("power {} W is above {} W, the bound on one GPU's power",
+                                    power_w, kMaxPowerW));
   }
 
   // Runs parse_row(p, line_begin) on every non-blank line of [p, end); parse_row advances p past
@@ -502,6 +564,7 @@ class RowParser {
       return true;
     }
     const char* end = FieldEnd(p);
+    if (!TextField(p, end, column)) return false;
     token.numeric = false;
     token.name = UnquotedField(p, end);
     p = end;
@@ -683,9 +746,7 @@ class LongParser final : public RowParser {
           !Number(q, 2, power_w, /*required=*/true) || !EndOfLine(q, line_begin)) {
         return false;
       }
-      if (power_w < 0.0) [[unlikely]] {
-        return Fail(2, fmt::format("negative power {} W", power_w));
-      }
+      if (!PowerInBounds(power_w, 2)) return false;
       const int64_t known = FindGpu(gpu);
       if (!CheckTime(known, t_s, 0)) return false;
       Emit(InternGpu(gpu, known), t_s, power_w, no_fields, SampleBatch::kNoPhase);
@@ -737,7 +798,8 @@ class LongParser final : public RowParser {
         uint64_t mantissa = 0;
         const char* const integer = q;
         while (IsDigit(*q)) mantissa = mantissa * 10 + static_cast<unsigned>(*q++ - '0');
-        size_t total_digits = static_cast<size_t>(q - integer);
+        const size_t integer_digits = static_cast<size_t>(q - integer);
+        size_t total_digits = integer_digits;
         size_t fraction_digits = 0;
         if (*q == '.') {
           const char* const fraction = ++q;
@@ -746,8 +808,9 @@ class LongParser final : public RowParser {
           total_digits += fraction_digits;
         }
         q += *q == '\r';
-        if (*q != '\n' || total_digits == 0 || total_digits > kMaxPlainDigits || dense < 0 ||
-            t_s < last_t[dense]) {
+        // At most 4 integer digits: below kMaxPowerW (10000 itself takes the checked path).
+        if (*q != '\n' || total_digits == 0 || total_digits > kMaxPlainDigits ||
+            integer_digits > kMaxFastPowerIntegerDigits || dense < 0 || t_s < last_t[dense]) {
           break;
         }
         ++q;
@@ -810,19 +873,20 @@ class LongParser final : public RowParser {
           if (!GpuField(p, col, gpu)) return false;
         } else if (c.kind == Kind::kPhase) {
           const char* field_end = FieldEnd(p);
+          if (!TextField(p, field_end, col)) return false;
           phase = UnquotedField(p, field_end);
           has_phase_value = !phase.empty();
           p = field_end;
         } else {
-          p = FieldEnd(p);
+          const char* field_end = FieldEnd(p);
+          if (!TextField(p, field_end, col)) return false;
+          p = field_end;
         }
       }
       if (!EndOfLine(p, line_begin)) return false;
       const double t_s = values[kTimeSlot];
       const double power_w = values[kPowerSlot];
-      if (power_w < 0.0) [[unlikely]] {
-        return Fail(slot_column_[kPowerSlot], fmt::format("negative power {} W", power_w));
-      }
+      if (!PowerInBounds(power_w, slot_column_[kPowerSlot])) return false;
       if (any_field_) {
         for (size_t i = 0; i < kFieldCount; ++i) {
           if (has_field.test(i) && fields[i] < 0.0) [[unlikely]] {
@@ -949,7 +1013,7 @@ class WideParser final : public RowParser {
           case Role::kPower: {
             double& v = power_[c.gpu];
             if (!Number(p, col, v, /*required=*/false)) return false;
-            if (v < 0.0) return Fail(col, fmt::format("negative power {} W", v));
+            if (!PowerInBounds(v, col)) return false;
             break;
           }
           case Role::kUtil: {
@@ -958,9 +1022,12 @@ class WideParser final : public RowParser {
             if (!NonNegative(v)) return Fail(col, fmt::format("negative value {}", v));
             break;
           }
-          case Role::kIgnore:
-            p = FieldEnd(p);
+          case Role::kIgnore: {
+            const char* field_end = FieldEnd(p);
+            if (!TextField(p, field_end, col)) return false;
+            p = field_end;
             break;
+          }
         }
       }
       if (!EndOfLine(p, line_begin)) return false;
@@ -1094,6 +1161,7 @@ class NvidiaSmiParser final : public RowParser {
           case Role::kTimestamp: {
             t_column = col;
             const char* field_end = FieldEnd(p);
+            if (!TextField(p, field_end, col)) return false;
             const std::string text = UnquotedField(p, field_end);
             const auto parsed = ParseTimestampNs(text);
             if (!parsed) {
@@ -1111,14 +1179,16 @@ class NvidiaSmiParser final : public RowParser {
           case Role::kPower:
             if (NotAvailable(p)) return Fail(col, "power not available ('[N/A]')");
             if (!Number(p, col, power_w, /*required=*/true, /*unit_suffix=*/true)) return false;
-            if (power_w < 0.0) return Fail(col, fmt::format("negative power {} W", power_w));
+            if (!PowerInBounds(power_w, col)) return false;
             break;
           case Role::kUtil:
           case Role::kSmClock: {
             double& v = fields[FieldIndex(roles_[col] == Role::kUtil ? Field::kUtilPct
                                                                      : Field::kSmClockMhz)];
             if (NotAvailable(p)) {
-              p = FieldEnd(p);
+              const char* field_end = FieldEnd(p);
+              if (!TextField(p, field_end, col)) return false;
+              p = field_end;
               v = kNaN;
               break;
             }
@@ -1126,9 +1196,12 @@ class NvidiaSmiParser final : public RowParser {
             if (!NonNegative(v)) return Fail(col, fmt::format("negative value {}", v));
             break;
           }
-          case Role::kIgnore:
-            p = FieldEnd(p);
+          case Role::kIgnore: {
+            const char* field_end = FieldEnd(p);
+            if (!TextField(p, field_end, col)) return false;
+            p = field_end;
             break;
+          }
         }
       }
       if (!EndOfLine(p, line_begin)) return false;
@@ -1184,6 +1257,12 @@ TraceFormat DetectFormat(const std::vector<std::string>& names) {
 Result<std::unique_ptr<RowParser>> MakeParser(std::string_view name, std::string_view header,
                                               const ReadOptions& options, SampleSink& sink,
                                               ReadSummary& summary) {
+  if (const char* c = FindControlByte(header.data(), header.data() + header.size())) {
+    const auto column = 1 + std::count(header.data(), c, ',');
+    return Error::Input(LocatedMessage(
+        name, 1, static_cast<int>(column), "",
+        fmt::format("control byte 0x{:02x} in the header", static_cast<unsigned char>(*c))));
+  }
   const std::vector<std::string> names = SplitHeader(header);
   for (size_t i = 0; i < names.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {

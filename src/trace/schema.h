@@ -26,6 +26,11 @@ enum class TraceFormat {
 Result<TraceFormat> ParseTraceFormat(std::string_view name);  // auto|long|wide|nvidia-smi
 std::string_view TraceFormatName(TraceFormat format);
 
+// The largest power of one GPU sample a trace may hold: 10 kW is several times any GPU's
+// nameplate (an H100 SXM is 700 W, a B200 1000 W), so a larger value is a unit or parsing error
+// (mW written as W, a counter in the power column), not a reading.
+inline constexpr double kMaxPowerW = 10000.0;
+
 // The optional numeric columns of the long format, in their canonical order.
 enum class Field : uint8_t {
   kEnergyJ,      // cumulative energy counter [J]

@@ -22,21 +22,26 @@ Result<TraceWriter> TraceWriter::Open(const std::string& path, std::bitset<kFiel
   return TraceWriter(path, std::move(file).value(), fields, with_phase);
 }
 
-void TraceWriter::Write(const TraceRow& row) {
-  line_.clear();
-  auto out = std::back_inserter(line_);
+void TraceWriter::FormatRow(const TraceRow& row, std::bitset<kFieldCount> fields, bool with_phase,
+                            std::string& line) {
+  line.clear();
+  auto out = std::back_inserter(line);
   // {} prints the shortest text that reads back as the same double.
   fmt::format_to(out, "{},{},{}", row.t_s, row.gpu, row.power_w);
-  if (with_phase_) {
-    line_ += ',';
-    line_ += row.phase;
+  if (with_phase) {
+    line += ',';
+    line += row.phase;
   }
   for (size_t i = 0; i < kFieldCount; ++i) {
-    if (!fields_.test(i)) continue;
-    line_ += ',';
+    if (!fields.test(i)) continue;
+    line += ',';
     if (!std::isnan(row.fields[i])) fmt::format_to(out, "{}", row.fields[i]);
   }
-  line_ += '\n';
+  line += '\n';
+}
+
+void TraceWriter::Write(const TraceRow& row) {
+  FormatRow(row, fields_, with_phase_, line_);
   file_.Write(line_);
 }
 

@@ -32,6 +32,11 @@ class TraceWriter {
 
   void Write(const TraceRow& row);
 
+  // The line Write writes for `row` (newline included) in a writer with `fields` and
+  // `with_phase`, into `line`: for estimating a trace's size before writing it.
+  static void FormatRow(const TraceRow& row, std::bitset<kFieldCount> fields, bool with_phase,
+                        std::string& line);
+
   // Completes the trace and, when given, writes `<trace>.meta.json` (also atomically).
   Status Commit(const std::optional<TraceMeta>& meta);
 

@@ -126,13 +126,38 @@ class SchemaReader {
     }
     for (const toml::node& item : *array) {
       const auto v = item.value<double>();
-      if (!v || !std::isfinite(*v) || *v < lo || *v > hi) {
+      if (!v || item.is_boolean() || !std::isfinite(*v) || *v < lo || *v > hi) {
         Fail(At(item, full, fmt::format("every value must be a number in [{}, {}]", lo, hi)));
         return out;
       }
       out.push_back(*v);
     }
     return out;
+  }
+
+  // [low, high] numbers in [lo, hi] with low <= high. Missing: nullopt (the caller's default).
+  std::optional<std::pair<double, double>> NumberPair(const toml::table* table,
+                                                      std::string_view table_name,
+                                                      std::string_view key, double lo, double hi) {
+    std::string full;
+    const toml::node* node = Find(table, table_name, key, /*has_fallback=*/true, full);
+    if (node == nullptr) return std::nullopt;
+    const toml::array* array = node->as_array();
+    const auto item = [&](size_t i) -> std::optional<double> {
+      if (array == nullptr || i >= array->size() || (*array)[i].is_boolean()) return std::nullopt;
+      return (*array)[i].value<double>();
+    };
+    const auto a = item(0), b = item(1);
+    if (array == nullptr || array->size() != 2 || !a || !b) {
+      Fail(At(*node, full, "expected [low, high] numbers"));
+      return std::nullopt;
+    }
+    if (!std::isfinite(*a) || !std::isfinite(*b) || *a < lo || *b > hi || *a > *b) {
+      Fail(At(*node, full,
+              fmt::format("[{}, {}] must satisfy {} <= low <= high <= {}", *a, *b, lo, hi)));
+      return std::nullopt;
+    }
+    return std::pair{*a, *b};
   }
 
   // Keys of the document not read: the first is an error.
@@ -321,13 +346,8 @@ Result<Scenario> ParseScenario(std::string_view toml_text, std::string_view sour
   const auto* budget = r.Table("budget", true);
   s.budget_w = r.Number(budget, "budget", "default_w", 1.0, max_w);
   s.budget_range_w = {s.idle_loaded_w, s.nameplate_w};
-  if (budget != nullptr && budget->contains("range_w")) {
-    const auto range = r.Numbers(budget, "budget", "range_w", 1.0, max_w);
-    if (range.size() != 2 || range[0] > range[1]) {
-      return Error::Input(fmt::format(
-          "{}: budget.range_w: expected [low, high] watts with low <= high", source_name));
-    }
-    s.budget_range_w = {range[0], range[1]};
+  if (const auto range = r.NumberPair(budget, "budget", "range_w", 1.0, max_w)) {
+    s.budget_range_w = *range;
   }
 
   r.CheckUnknown();

@@ -3,12 +3,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 namespace {
 
@@ -43,10 +47,19 @@ class Cli : public ::testing::Test {
     s << in.rdbuf();
     return s.str();
   }
-  Outcome Headroom(const std::string& args) {
+  // `wrapped`: `args` is a whole command line (e.g. under `timeout`); HEADROOM_BINARY stands
+  // for the binary when it starts with "timeout N ".
+  Outcome Headroom(const std::string& args, bool wrapped = false) {
     const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-    const std::string cmd =
-        std::string(HEADROOM_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
+    std::string line = std::string(HEADROOM_BINARY) + " " + args;
+    if (wrapped) {
+      line = args;
+      if (line.rfind("timeout ", 0) == 0 && line.find(HEADROOM_BINARY) == std::string::npos) {
+        const size_t after = line.find(' ', 8);
+        line = line.substr(0, after) + " " + HEADROOM_BINARY + line.substr(after);
+      }
+    }
+    const std::string cmd = line + " >" + out.string() + " 2>" + err.string();
     const int raw = std::system(cmd.c_str());
     return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, Slurp(out), Slurp(err)};
   }
@@ -75,6 +88,194 @@ TEST_F(Cli, UsageErrorsExitTwo) {
   EXPECT_EQ(Headroom("analyze " + trace + " --scope node").status, 2);
   EXPECT_EQ(Headroom("analyze " + trace + " --budget-w -3").status, 2);
   EXPECT_EQ(Headroom("analyze " + trace + " --format xml").status, 2);
+}
+
+// Every numeric option: a strict plain decimal in a finite range, or exit 2 with one line that
+// names the flag. (Run under `timeout`: before, some of these never ended.)
+TEST_F(Cli, NumericOptionsAreStrictAndBounded) {
+  const std::string trace = Write("t.csv", "t_s,gpu,power_w\n0,0,1\n1,0,2\n");
+  const std::string out = (dir_ / "out.csv").string();
+  const struct {
+    std::string args;
+    std::string message;
+  } cases[] = {
+      {"twin run --scenario a100-7b-tp1 --duration-s nan --out " + out,
+       "--duration-s: 'nan' is not a number in [0.001, 10000000]"},
+      {"synth --duration-s nan --out " + out, "--duration-s: 'nan' is not a number"},
+      {"twin run --scenario a100-7b-tp1 --steps 1 --power-limit-w nan --out " + out,
+       "--power-limit-w: 'nan' is not a number in [1, 10000]"},
+      {"twin run --scenario a100-7b-tp1 --steps 1 --concurrency 0x10 --out " + out,
+       "--concurrency: '0x10' is not an integer in [1, 1048576]"},
+      {"agent --interval-s nan --speed 0 --duration-s 1 --listen 127.0.0.1:0",
+       "--interval-s: 'nan' is not a number in [0.01, 60]"},
+      {"agent --valid-for-s nan --speed 0 --duration-s 1 --listen 127.0.0.1:0",
+       "--valid-for-s: 'nan' is not a number in [0.1, 3600]"},
+      {"analyze " + trace + " --budget-w nan", "--budget-w: 'nan' is not a number"},
+      {"fleet " + trace + " --nameplate-w 400 --budget-w 1e308",
+       "--budget-w: '1e308' is out of range [1, 1000000000]"},
+      {"fleet " + trace + " --nameplate-w 400 --budget-w nan", "--budget-w: 'nan'"},
+      {"eval --scenario a100-7b-tp1 --budget-w inf", "--budget-w: 'inf' is not a number"},
+      {"train --scenario a100-7b-tp1 --timesteps 10 --seed -1 --out " + out,
+       "--seed: '-1' is out of range [0, 4294967295]"},
+      {"analyze " + trace + " --gpus 010", "--gpus: '010' is not an integer"},
+      {"analyze " + trace + " --windows 0.5", "--windows: bad duration '0.5': give a unit"},
+      {"fleet " + trace + " --nameplate-w 400 --risk-window 30",
+       "--risk-window: bad duration '30': give a unit"},
+      {"analyze " + trace + " --band-hz 0.1,nan", "--band-hz: HI 'nan' is not a number"},
+  };
+  for (const auto& c : cases) {
+    auto r = Headroom("timeout 20 " + c.args, /*wrapped=*/true);
+    EXPECT_EQ(r.status, 2) << c.args;
+    EXPECT_EQ(r.err.rfind("headroom: error: " + c.message, 0), 0u) << c.args << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.args << ": " << r.err;
+    EXPECT_FALSE(fs::exists(out)) << c.args;
+  }
+}
+
+TEST_F(Cli, ParseErrorsAreOneLineAndHelpStillShowsTypes) {
+  for (const char* args : {"analyze --frobnicate", "", "twin run --scenario", "agent extra"}) {
+    auto r = Headroom(args);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_EQ(r.err.rfind("headroom: error: ", 0), 0u) << args << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+  }
+  auto help = Headroom("twin run --help");
+  EXPECT_EQ(help.status, 0);
+  EXPECT_THAT(help.out, HasSubstr("--duration-s FLOAT:[0.001, 10000000]"));
+  EXPECT_THAT(help.out, HasSubstr("--seed UINT:[0, 4294967295]"));
+  EXPECT_THAT(Headroom("agent --help").out, HasSubstr("--interval-s FLOAT:[0.01, 60]"));
+}
+
+TEST_F(Cli, FleetCopiesAreBoundedAndFilesComeFirst) {
+  const std::string a = Write("a.csv", "t_s,gpu,power_w\n0,0,100\n1,0,200\n2,0,300\n");
+  auto negative = Headroom("fleet " + a + ":-1 --nameplate-w 400");
+  EXPECT_EQ(negative.status, 2);
+  EXPECT_THAT(negative.err, HasSubstr("COPIES '-1' is out of range [1, 100000]"));
+  auto huge = Headroom("timeout 20 " + std::string(HEADROOM_BINARY) + " fleet " + a +
+                           ":1000000000 --nameplate-w 400",
+                       /*wrapped=*/true);
+  EXPECT_EQ(huge.status, 2);
+  EXPECT_THAT(huge.err, HasSubstr("COPIES '1000000000' is out of range [1, 100000]"));
+  auto too_much =
+      Headroom("timeout 20 fleet " + a + ":100000 --nameplate-w 400 --trials 100000", true);
+  EXPECT_EQ(too_much.status, 2);
+  EXPECT_THAT(too_much.err, HasSubstr("samples to compose, more than the 1e+10 allowed"));
+  auto missing = Headroom("fleet " + (dir_ / "nope.csv").string());
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_THAT(missing.err, HasSubstr("nope.csv: cannot open"));
+  EXPECT_EQ(Headroom("fleet " + a + ":2 --nameplate-w 400 --windows 1s --risk-window 1s").status,
+            0);
+}
+
+// An output that is also an input is refused before anything runs, whatever the path says
+// (./x, a symlink); the input is left as it was.
+TEST_F(Cli, OutputOverAnInputIsRefused) {
+  const std::string trace_text = "t_s,gpu,power_w\n0,0,100\n1,0,200\n2,0,300\n";
+  const std::string trace = Write("t.csv", trace_text);
+  fs::create_symlink("t.csv", dir_ / "link.html");
+  const std::string scenario = (dir_ / "s.toml").string();
+  fs::copy_file(HEADROOM_SOURCE_DIR "/scenarios/a100-7b-tp1.toml", scenario);
+  const std::string scenario_text = Slurp(scenario);
+  const std::string d = dir_.string() + "/";
+  const struct {
+    std::string args, message;
+  } cases[] = {
+      {"analyze " + trace + " --report " + trace, "--report '" + trace + "' is also TRACE '"},
+      {"analyze " + trace + " --report " + d + "link.html", "is also TRACE"},
+      {"analyze " + trace + " --report " + d + "./t.csv", "is also TRACE"},
+      {"fleet " + trace + ":2 --nameplate-w 400 --report " + trace, "--report '"},
+      {"twin calibrate --trace " + trace + " --fit-dynamics --out " + trace, "is also --trace"},
+      {"twin run --scenario " + scenario + " --steps 1 --out " + scenario,
+       "--out '" + scenario + "' is also --scenario '" + scenario +
+           "': refusing to overwrite an input"},
+      {"train --scenario a100-7b-tp1," + scenario + " --timesteps 10 --out " + scenario,
+       "--out '" + scenario + "' is also --scenario"},
+      {"train --scenario a100-7b-tp1 --timesteps 10 --out " + d + "p.json --curve " + d + "p.json",
+       "--curve '" + d + "p.json' is also --out"},
+      {"eval --scenario " + scenario + " --steps 1 --seeds 1 --report " + scenario,
+       "--report '" + scenario + "' is also --scenario"},
+      {"eval --scenario a100-7b-tp1 --policy " + trace + " --report " + trace, "is also --policy"},
+  };
+  for (const auto& c : cases) {
+    auto r = Headroom(c.args);
+    EXPECT_EQ(r.status, 2) << c.args;
+    EXPECT_THAT(r.err, HasSubstr(c.message)) << c.args;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  EXPECT_EQ(Slurp(trace), trace_text);
+  EXPECT_EQ(Slurp(scenario), scenario_text);
+  EXPECT_TRUE(fs::is_symlink(dir_ / "link.html"));
+  // The sidecar twin run writes beside its trace counts as an output too.
+  const std::string sidecar = d + "o.csv.meta.json";
+  fs::copy_file(scenario, sidecar);
+  auto r = Headroom("twin run --scenario " + sidecar + " --steps 1 --out " + d + "o.csv");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err, HasSubstr("--out's sidecar '" + sidecar + "' is also --scenario"));
+  EXPECT_FALSE(fs::exists(d + "o.csv"));
+}
+
+// Outputs go to a symlink's target; the link stays a link.
+TEST_F(Cli, OutputsThroughSymlinksKeepTheLink) {
+  fs::create_directories(dir_ / "data");
+  fs::create_symlink("data/run.csv", dir_ / "run.csv");  // dangling until written
+  const std::string out = (dir_ / "run.csv").string();
+  ASSERT_EQ(Headroom("twin run --scenario a100-7b-tp1 --steps 1 --out " + out).status, 0);
+  EXPECT_TRUE(fs::is_symlink(dir_ / "run.csv"));
+  EXPECT_THAT(Slurp(dir_ / "data" / "run.csv"), HasSubstr("t_s,gpu,power_w,phase"));
+  const std::string report = Write("r.real.html", "old");
+  fs::create_symlink("r.real.html", dir_ / "r.html");
+  ASSERT_EQ(Headroom("analyze " + out + " --report " + (dir_ / "r.html").string()).status, 0);
+  EXPECT_TRUE(fs::is_symlink(dir_ / "r.html"));
+  EXPECT_THAT(Slurp(report), HasSubstr("<svg"));
+  size_t temporaries = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir_)) {
+    temporaries += e.path().string().find(".tmp.") != std::string::npos;
+  }
+  EXPECT_EQ(temporaries, 0u);
+}
+
+// SIGTERM while twin run writes: no temporary file left, and the status says "killed by
+// SIGTERM". The signal is sent once the temporary file exists (polled, with a deadline).
+TEST_F(Cli, SigtermDuringTwinRunLeavesNoTemporaryFile) {
+  const std::string out = (dir_ / "long.csv").string();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    execl(HEADROOM_BINARY, HEADROOM_BINARY, "twin", "run", "--scenario", "a100-7b-tp1",
+          "--duration-s", "1000000", "--out", out.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const auto temporary = [&] {
+    for (const auto& e : fs::directory_iterator(dir_)) {
+      if (e.path().filename().string().starts_with("long.csv.tmp.")) return true;
+    }
+    return false;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!temporary() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling, not synchronising
+  }
+  ASSERT_TRUE(temporary()) << "no temporary file within 60 s";
+  kill(child, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGTERM);
+  EXPECT_FALSE(temporary());
+  EXPECT_FALSE(fs::exists(out));
+}
+
+// Outputs that cannot fit are refused before anything is written, with one line.
+TEST_F(Cli, OutputLargerThanTheFreeSpaceIsRefused) {
+  const std::string out = (dir_ / "huge.csv").string();
+  // Under `timeout`: a binary that does not check would fill the disk.
+  auto r = Headroom(
+      "timeout 20 synth --gpus 4096 --duration-s 10000000 --interval-s 0.001 --out " + out, true);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("headroom: error: synth: about 1.3 PB to write to " + out +
+                               ", but its file system has "));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 2);  // std*
 }
 
 TEST_F(Cli, InputErrorsExitOneWithOneLineNamingTheSpot) {

@@ -1,6 +1,9 @@
 #include "common/atomic_file.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <csignal>
 
 #include <filesystem>
 #include <fstream>
@@ -68,6 +71,83 @@ TEST_F(AtomicFileTest, MissingDirectoryIsAnIoError) {
   ASSERT_FALSE(status.ok());
   EXPECT_EQ(status.error().kind(), ErrorKind::kIo);
   EXPECT_NE(status.error().message().find("out.txt"), std::string::npos);
+}
+
+TEST_F(AtomicFileTest, WritesThroughASymlinkAndKeepsTheLink) {
+  const fs::path target = dir_ / "target.csv";
+  ASSERT_TRUE(WriteFileAtomically(target.string(), "old").ok());
+  fs::permissions(target, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+  fs::create_symlink("target.csv", dir_ / "link.csv");
+  ASSERT_TRUE(WriteFileAtomically((dir_ / "link.csv").string(), "new").ok());
+  EXPECT_TRUE(fs::is_symlink(dir_ / "link.csv"));
+  EXPECT_EQ(fs::read_symlink(dir_ / "link.csv"), "target.csv");
+  std::ifstream in(target);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(), "new");
+  EXPECT_EQ(fs::status(target).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+  EXPECT_EQ(FilesInDir(), 2u);  // the link and its target, no temporary
+  // A dangling link: the file is created where it points, in another directory.
+  fs::create_directories(dir_ / "elsewhere");
+  fs::create_symlink("elsewhere/new.csv", dir_ / "dangling.csv");
+  auto writer = AtomicFileWriter::Open((dir_ / "dangling.csv").string());
+  ASSERT_TRUE(writer.ok());
+  EXPECT_EQ(fs::path(writer->temp_path()).parent_path(), dir_ / "elsewhere");  // beside it
+  writer->Write("x");
+  ASSERT_TRUE(writer->Commit().ok());
+  EXPECT_TRUE(fs::is_symlink(dir_ / "dangling.csv"));
+  EXPECT_TRUE(fs::is_regular_file(dir_ / "elsewhere" / "new.csv"));
+}
+
+// In a child: writers in progress, handlers installed, then SIGTERM. The child dies of the
+// signal (not exit 0) and leaves no temporary file; a committed file stays.
+TEST_F(AtomicFileTest, TemporaryFilesAreRemovedOnSigterm) {
+  const std::string done = (dir_ / "done.txt").string();
+  const std::string busy = (dir_ / "busy.txt").string();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    RemoveTempFilesOnSignals();
+    if (!WriteFileAtomically(done, "done").ok()) _exit(3);
+    auto a = AtomicFileWriter::Open(busy);
+    auto b = AtomicFileWriter::Open((dir_ / "busy2.txt").string());
+    if (!a.ok() || !b.ok()) _exit(4);
+    a->Write("partial");
+    raise(SIGTERM);
+    _exit(5);  // not reached: the signal's default action ends the child
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "exit status " << WEXITSTATUS(status);
+  EXPECT_EQ(WTERMSIG(status), SIGTERM);
+  EXPECT_TRUE(fs::exists(done));
+  EXPECT_FALSE(fs::exists(busy));
+  EXPECT_EQ(FilesInDir(), 1u);  // done.txt only: both temporaries gone
+}
+
+// Without RemoveTempFilesOnSignals the registry installs nothing (the agent has its own
+// handlers), and an ignored signal stays ignored even after it.
+TEST_F(AtomicFileTest, TheRegistryInstallsNoHandlerUnlessAsked) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto w = AtomicFileWriter::Open((dir_ / "x.txt").string());
+    struct sigaction current {};
+    sigaction(SIGTERM, nullptr, &current);
+    if (current.sa_handler != SIG_DFL) _exit(1);
+    signal(SIGINT, SIG_IGN);
+    RemoveTempFilesOnSignals();
+    sigaction(SIGINT, nullptr, &current);
+    if (current.sa_handler != SIG_IGN) _exit(2);
+    sigaction(SIGTERM, nullptr, &current);
+    if (current.sa_handler == SIG_DFL) _exit(3);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 }  // namespace

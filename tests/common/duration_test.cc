@@ -23,6 +23,24 @@ TEST(ParseDurationS, RejectsBadText) {
   EXPECT_NE(ParseDurationS("5m").error().message().find("unknown unit 'm'"), std::string::npos);
 }
 
+TEST(ParseDurationS, NumbersArePlainDecimals) {
+  for (const char* bad : {"infs", "inf", "nans", "-infs", "0x10s", "0x10", "1e999s", " s"}) {
+    EXPECT_FALSE(ParseDurationS(bad).ok()) << bad;
+  }
+  EXPECT_DOUBLE_EQ(*ParseDurationS("2.5e1s"), 25.0);
+}
+
+TEST(ParseDurationS, BareNumbersCanBeRefused) {
+  EXPECT_DOUBLE_EQ(*ParseDurationS("2", BareNumber::kSeconds), 2.0);  // the default
+  auto r = ParseDurationS("0.5", BareNumber::kRefused);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind(), ErrorKind::kUsage);
+  EXPECT_NE(r.error().message().find("give a unit"), std::string::npos);
+  EXPECT_DOUBLE_EQ(*ParseDurationS("0.5s", BareNumber::kRefused), 0.5);
+  EXPECT_FALSE(ParseDurationListS("1s,2", BareNumber::kRefused).ok());
+  EXPECT_EQ(ParseDurationListS("1s,2", BareNumber::kSeconds)->size(), 2u);
+}
+
 TEST(ParseDurationListS, SplitsOnCommas) {
   const auto r = ParseDurationListS("0.5s,30s,5min");
   ASSERT_TRUE(r.ok());

@@ -91,5 +91,61 @@ TEST(Policy, RefusesOtherVersionsFamiliesAndShapes) {
   EXPECT_THAT(r.error().message(), HasSubstr("not a headroom policy"));
 }
 
+// A value of the wrong type is one line naming the file and the key (it used to be nlohmann's
+// "[json.exception.type_error.302] type must be number, but is string").
+TEST(Policy, TypeErrorsNameTheKey) {
+  const std::string good = PolicyToJson(Small());
+  const auto error = [&](auto f) {
+    nlohmann::json j = nlohmann::json::parse(good);
+    f(j);
+    auto r = PolicyFromJson(j.dump(), "p.json");
+    EXPECT_FALSE(r.ok());
+    return r.ok() ? std::string() : r.error().message();
+  };
+  using J = nlohmann::json;
+  EXPECT_EQ(error([](J& j) { j["family"] = 3; }), "p.json: key 'family': expected a string");
+  EXPECT_EQ(error([](J& j) { j["features"] = "all"; }),
+            "p.json: key 'features': expected an array of strings");
+  EXPECT_EQ(error([](J& j) {
+              j["heads"] = {9, "x"};
+            }),
+            "p.json: key 'heads': expected an array of integers");
+  EXPECT_EQ(error([](J& j) { j["actor"] = 5; }), "p.json: key 'actor': expected an object");
+  EXPECT_EQ(error([](J& j) {
+              j["actor"]["sizes"] = {kFeatureCount, 8.5, 14};
+            }),
+            "p.json: key 'actor.sizes': expected an array of integers");
+  EXPECT_EQ(error([](J& j) { j["actor"]["parameters"][3] = "w"; }),
+            "p.json: key 'actor.parameters': expected an array of numbers");
+  EXPECT_EQ(error([](J& j) { j["critic"].erase("parameters"); }),
+            "p.json: key 'critic.parameters': missing");
+  EXPECT_EQ(error([](J& j) {
+              j["normalizer"]["mean"] = {{"a", 1}};
+            }),
+            "p.json: key 'normalizer.mean': expected an array of numbers");
+  EXPECT_EQ(error([](J& j) { j["normalizer"]["count"] = "many"; }),
+            "p.json: key 'normalizer.count': expected a number");
+  EXPECT_EQ(error([](J& j) { j["violation_target"] = "1%"; }),
+            "p.json: key 'violation_target': expected a number");
+  EXPECT_EQ(error([](J& j) { j["cost_window_s"] = true; }),
+            "p.json: key 'cost_window_s': expected a number");
+  EXPECT_EQ(error([](J& j) {
+              j["trained_on"] = {1, 2};
+            }),
+            "p.json: key 'trained_on': expected an array of strings");
+  EXPECT_EQ(error([](J& j) { j["timesteps"] = 1.5; }),
+            "p.json: key 'timesteps': expected an integer");
+  EXPECT_EQ(error([](J& j) { j["seed"] = -1; }), "p.json: key 'seed': expected an integer >= 0");
+  EXPECT_EQ(error([](J& j) { j["command"] = J::array(); }),
+            "p.json: key 'command': expected a string");
+  EXPECT_EQ(error([](J& j) { j["actuators"] = "group_size"; }),
+            "p.json: key 'actuators': expected an array of strings");
+  // Optional keys may be absent or null.
+  nlohmann::json j = nlohmann::json::parse(good);
+  j.erase("timesteps");
+  j["command"] = nullptr;
+  EXPECT_TRUE(PolicyFromJson(j.dump(), "p.json").ok());
+}
+
 }  // namespace
 }  // namespace headroom::control

@@ -1,6 +1,6 @@
 // Fuzzes the trace readers and the analyzer behind them: any bytes, every format.
 // Invariants checked on whatever the reader accepts: finite times, non-decreasing per GPU,
-// finite non-negative power.
+// finite power in [0, kMaxPowerW], GPU ids and phase names free of control bytes.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -27,8 +27,19 @@ class CheckingSink final : public headroom::trace::SampleSink {
       if (g >= schema.gpu_ids.size()) std::abort();
       if (last_.size() <= g) last_.resize(g + 1, -INFINITY);
       const double t = batch.t_s[i], p = batch.power_w[i];
-      if (!std::isfinite(t) || t < last_[g] || !std::isfinite(p) || p < 0.0) std::abort();
+      if (!std::isfinite(t) || t < last_[g] || !std::isfinite(p) || p < 0.0 ||
+          p > headroom::trace::kMaxPowerW) {
+        std::abort();
+      }
       last_[g] = t;
+    }
+    for (const auto* names : {&schema.gpu_ids, &schema.phase_names}) {
+      for (const std::string& name : *names) {
+        for (const char c : name) {
+          const auto byte = static_cast<unsigned char>(c);
+          if ((byte < 0x20 && byte != '\t') || byte == 0x7f) std::abort();
+        }
+      }
     }
     next_->OnBatch(batch, schema);
   }

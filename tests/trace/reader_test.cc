@@ -160,6 +160,65 @@ TEST(LongFormat, RepeatedTimestampTextIsReusedOnlyWhenIdentical) {
   }
 }
 
+// Power per GPU is in [0, kMaxPowerW]: 1e308 W is an error, not a reading. Every layout and
+// both paths (the minimal layout's fast path, the checked path) give the same error.
+TEST(PowerBound, AboveTenKilowattsIsAnErrorInEveryFormat) {
+  EXPECT_EQ(ErrorOf("t_s,gpu,power_w\n0,0,100\n1,0,1e308\n"),
+            "x.csv:3:3: column 'power_w': power 1e+308 W is above 10000 W, the bound on one "
+            "GPU's power");
+  EXPECT_EQ(ErrorOf("t_s,gpu,power_w\n0,0,100\n1,0,10000.01\n"),
+            "x.csv:3:3: column 'power_w': power 10000.01 W is above 10000 W, the bound on one "
+            "GPU's power");
+  EXPECT_THAT(ErrorOf("t_s,gpu,power_w\n0,0,100\n1,0,99999\n"), HasSubstr("x.csv:3:3:"));
+  EXPECT_THAT(ErrorOf("t_s,gpu,power_w\n0,0,100000000000000\n"), HasSubstr("above 10000 W"));
+  EXPECT_THAT(ErrorOf("gpu,t_s,power_w,phase\n0,0,1e5,x\n"),
+              HasSubstr("x.csv:2:3: column 'power_w': power 100000 W is above"));
+  EXPECT_THAT(ErrorOf("t_s,p0_w,p1_w\n0,1,20000\n"),
+              HasSubstr("x.csv:2:3: column 'p1_w': power 20000 W is above"));
+  EXPECT_THAT(ErrorOf("timestamp, index, power.draw [W]\n2025/07/27 00:47:09.120, 0, 12000 W\n"),
+              HasSubstr("x.csv:2:3: column 'power.draw [W]': power 12000 W is above"));
+  // The bound itself is a reading, in every spelling of it.
+  for (const char* w : {"10000", "10000.0", "10000.00", "10000.000000", "1e4", "9999.99"}) {
+    auto c = Read(std::string("t_s,gpu,power_w\n0,0,") + w + "\n");
+    ASSERT_TRUE(c.summary.ok()) << w << ": " << c.summary.error().message();
+    EXPECT_LE(c.sink.series()[0].power_w[0], 10000.0);
+  }
+}
+
+// No field holds a control byte (tab is a blank); the error names file, line and column, with
+// the byte escaped. A NUL in a gpu cell used to make a GPU named "0\0".
+TEST(ControlBytes, AreRefusedInEveryField) {
+  const std::string nul(1, '\0');
+  EXPECT_EQ(ErrorOf("t_s,gpu,power_w\n0,0" + nul + ",100\n"),
+            "x.csv:2:2: column 'gpu': control byte 0x00 in the value");
+  EXPECT_EQ(ErrorOf("t_s,gpu,power_w\n0,0,100\n1,a" + nul + "b,100\n"),
+            "x.csv:3:2: column 'gpu': control byte 0x00 in the value");
+  EXPECT_EQ(ErrorOf("t_s,gpu,power_w\n0,0,1" + nul + "\n"),
+            "x.csv:2:3: column 'power_w': control byte 0x00 in the value");
+  EXPECT_EQ(ErrorOf("t_s,gpu,power_w\n0" + nul + ",0,1\n"),
+            "x.csv:2:1: column 't_s': control byte 0x00 in the value");
+  EXPECT_EQ(ErrorOf("t_s,gpu,power_w,phase\n0,0,1,roll\x01out\n"),
+            "x.csv:2:4: column 'phase': control byte 0x01 in the value");
+  EXPECT_EQ(ErrorOf("t_s,gpu,power_w,note\n0,0,1,a\x1b[2J\n"),
+            "x.csv:2:4: column 'note': control byte 0x1b in the value");  // ignored, still text
+  EXPECT_EQ(ErrorOf("t_s,gpu,power_w\n0,\"a\rb\",1\n"),
+            "x.csv:2:2: column 'gpu': control byte 0x0d in the value");
+  EXPECT_EQ(ErrorOf("t_s,gpu,power_w\n0,0,1\x7f\n"),
+            "x.csv:2:3: column 'power_w': control byte 0x7f in the value");
+  EXPECT_EQ(ErrorOf("t_s,gpu,power_w\n0,0,1\r" + nul + "\n"),
+            "x.csv:2: control byte 0x00 after the last field");
+  EXPECT_EQ(ErrorOf("t_s,g\x01pu,power_w\n0,0,1\n"), "x.csv:1:2: control byte 0x01 in the header");
+  EXPECT_EQ(ErrorOf("t_s,p0_w,mem0_mib\n0,1,5\x02\n"),
+            "x.csv:2:3: column 'mem0_mib': control byte 0x02 in the value");
+  EXPECT_THAT(
+      ErrorOf("timestamp, index, power.draw [W]\n2025/07/27 00:47:09.120" + nul + ", 0, 12 W\n"),
+      HasSubstr("x.csv:2:1: column 'timestamp': control byte 0x00 in the value"));
+  // Tabs are blanks, and bytes above 0x7f are text (UTF-8 names).
+  auto c = Read("t_s,gpu,power_w\n0,\tgpu\xc3\xa9,\t100\t\n");
+  ASSERT_TRUE(c.summary.ok()) << c.summary.error().message();
+  EXPECT_EQ(c.summary->schema.gpu_ids, (std::vector<std::string>{"gpu\xc3\xa9"}));
+}
+
 TEST(HeaderErrors, MissingColumnsEmptyFileUnknownFormatDuplicates) {
   EXPECT_THAT(ErrorOf(""), HasSubstr("x.csv: empty file"));
   EXPECT_THAT(ErrorOf("a,b,c\n1,2,3\n"), HasSubstr("x.csv:1: unknown trace format"));
@@ -205,13 +264,14 @@ TEST(Reader, CompleteLastLineWithoutNewlineIsKept) {
 }
 
 TEST(Reader, LinesSplitAcrossReadsAndChunks) {
-  // 300,000 rows (~4 MB, several 1 MiB chunks), 3 GPUs; power = row index.
+  // 300,000 rows (~4 MB, several 1 MiB chunks), 3 GPUs; power = row index mod 10,000 W.
   std::string text = "t_s,gpu,power_w\n";
   constexpr int kRows = 300000;
   double expected_sum = 0.0;
   for (int i = 0; i < kRows; ++i) {
-    text += std::to_string(i / 3) + "," + std::to_string(i % 3) + "," + std::to_string(i) + "\n";
-    expected_sum += i;
+    text += std::to_string(i / 3) + "," + std::to_string(i % 3) + "," + std::to_string(i % 10000) +
+            "\n";
+    expected_sum += i % 10000;
   }
   for (size_t step : {size_t{7}, size_t{1} << 30}) {
     TrickleSource source(text, step);
@@ -330,7 +390,8 @@ TEST(Reader, LinesAcrossManySmallViews) {
 
 TEST(Reader, PlainDecimalsOnTheFastPathReadAsStrtodReadsThem) {
   // The minimal layout's fast path (digits, table of hundredths) and the checked path (signs,
-  // exponents, long mantissas) must both give strtod's value.
+  // exponents, long mantissas) must both give strtod's value. (Powers stay within the 10 kW
+  // bound; the long mantissas have their digits after the point.)
   const std::vector<std::string> powers = {"0",
                                            "7",
                                            "69.85",
@@ -341,12 +402,14 @@ TEST(Reader, PlainDecimalsOnTheFastPathReadAsStrtodReadsThem) {
                                            "1310.71",
                                            "1310.72",
                                            "655.355",
-                                           "99999.99",
+                                           "9999.999",
                                            "1e2",
                                            "2.5E1",
                                            "0.01",
-                                           "123456789012345",
-                                           "1234567890123456",
+                                           "1234.56789012345",
+                                           "1234.567890123456",
+                                           "9999.99999999999",
+                                           "000000000000001",
                                            "0.000000000000001",
                                            "42.10"};
   std::string text = "t_s,gpu,power_w\n";

@@ -96,7 +96,51 @@ TEST(Scenario, BudgetRangeDefaultsAndChecks) {
   bad = ParseScenario(Replace(ok, "default_w = 300", "default_w = 300\nrange_w = [320, 310]"),
                       "bad.toml");
   ASSERT_FALSE(bad.ok());
-  EXPECT_THAT(bad.error().message(), HasSubstr("budget.range_w: expected [low, high]"));
+  EXPECT_THAT(bad.error().message(),
+              HasSubstr("bad.toml:62:11: key 'budget.range_w': [320, 310] must satisfy 1 <= low "
+                        "<= high <= 600"));
+}
+
+// A value of the wrong type is one line naming the file, the line and the key, whatever comes
+// after it; it used to be hidden behind a generic budget.range_w error.
+TEST(Scenario, TypeErrorsNameTheKey) {
+  const std::string ok = testing::TinyScenario();
+  const struct {
+    std::string from, to, message;
+  } cases[] = {
+      {"nameplate_w = 400", "nameplate_w = \"400\"",
+       "bad.toml:8:15: key 'hardware.nameplate_w': expected a number"},
+      {"nameplate_w = 400", "nameplate_w = true",
+       "bad.toml:8:15: key 'hardware.nameplate_w': expected a number"},
+      {"decode_power_b0 = 100", "decode_power_b0 = [100]",
+       "bad.toml:30:19: key 'rollout.decode_power_b0': expected a number"},
+      {"power_w = 350", "power_w = {w = 350}",
+       "bad.toml:45:11: key 'train.power_w': expected a number"},
+      {"gpus = 1", "gpus = 1.5", "bad.toml:4:8: key 'job.gpus': expected an integer"},
+      {"name = \"tiny\"\n[job]", "name = 7\n[job]",
+       "bad.toml:2:8: key 'scenario.name': expected a string"},
+      {"group_size_range = [1, 16]", "group_size_range = \"1-16\"",
+       "bad.toml:22:20: key 'rollout.group_size_range': expected [low, high] integers"},
+      {"power_fraction = [1.0, 0.5]", "power_fraction = [1.0, \"half\"]",
+       "bad.toml:57:24: key 'power_limit.power_fraction': every value must be a number"},
+      {"time_factor = [1.0, 2.0]", "time_factor = [1.0, true]",
+       "bad.toml:58:21: key 'power_limit.time_factor': every value must be a number"},
+      {"default_w = 300", "default_w = 300\nrange_w = \"wide\"",
+       "bad.toml:62:11: key 'budget.range_w': expected [low, high] numbers"},
+      {"default_w = 300", "default_w = 300\nrange_w = [250, \"x\"]",
+       "bad.toml:62:11: key 'budget.range_w': expected [low, high] numbers"},
+  };
+  auto table = ParseScenario("telemetry = 5\n" + Replace(ok, "[telemetry]\naverage_s = 1.0\n", ""),
+                             "bad.toml");
+  ASSERT_FALSE(table.ok());
+  EXPECT_THAT(table.error().message(),
+              HasSubstr("bad.toml:1:13: key 'telemetry': expected a table"));
+  for (const auto& c : cases) {
+    auto s = ParseScenario(Replace(ok, c.from, c.to), "bad.toml");
+    ASSERT_FALSE(s.ok()) << c.to;
+    EXPECT_THAT(s.error().message(), HasSubstr(c.message)) << c.to;
+    EXPECT_EQ(s.error().message().find('\n'), std::string::npos) << c.to;
+  }
 }
 
 TEST(Scenario, AGenerationOnlyJobMayLeaveOutTrain) {

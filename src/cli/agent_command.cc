@@ -16,7 +16,6 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -28,6 +27,8 @@
 #include "agent/recorder.h"
 #include "agent/runner.h"
 #include "agent/server.h"
+#include "common/paths.h"
+#include "trace/meta.h"
 #include "cli/commands.h"
 #include "control/baselines.h"
 #include "control/policy.h"
@@ -339,12 +340,23 @@ Status RunAgent(const AgentArgs& args) {
     return Error::Usage("--guard-power-limit needs --source nvml");
   }
   if (!args.gpus.empty() && args.source != "nvml") return Error::Usage("--gpus needs --source nvml");
-  if (!args.trace_out.empty() && args.source == "replay" && !args.replay.empty()) {
-    std::error_code ec;
-    if (args.trace_out == args.replay || std::filesystem::equivalent(args.trace_out, args.replay, ec)) {
-      return Error::Usage(fmt::format(
-          "--trace-out '{}' is also --replay '{}': refusing to overwrite an input", args.trace_out,
-          args.replay));
+  {
+    // Nothing the agent writes may land on what it reads (by path or through links).
+    std::vector<std::pair<std::string, std::string>> inputs = {
+        {"--replay", args.replay}, {"--policy", args.policy}, {"--scenario", args.scenario},
+        {"--token-file", args.token_file}};
+    if (!args.replay.empty()) inputs.emplace_back("--replay's metadata", trace::MetaPathFor(args.replay));
+    if (!args.trace_out.empty()) {
+      if (auto st = RefuseOutputOverInput(args.trace_out, "--trace-out", inputs); !st) return st;
+      if (auto st = RefuseOutputOverInput(trace::MetaPathFor(args.trace_out),
+                                          "--trace-out's metadata", inputs);
+          !st) {
+        return st;
+      }
+      inputs.emplace_back("--trace-out", args.trace_out);
+    }
+    if (args.guard_power_limit) {
+      if (auto st = RefuseOutputOverInput(guard_state, "--guard-state", inputs); !st) return st;
     }
   }
   if (args.guard_power_limit) {
@@ -587,10 +599,10 @@ Command SetupAgent(CLI::App& app) {
   app.add_flag("--insecure-listen", a->insecure_listen,
                "Allow --listen beyond loopback without a token");
   app.add_option("--max-connections", a->max_connections, "Connections open at once")
-      ->check(CLI::Range(16, 65536));
+      ->check(Integer(16, 65536));
   app.add_option("--max-connections-per-address", a->max_connections_per_address,
                  "Connections open at once from one client address")
-      ->check(CLI::Range(1, 65536));
+      ->check(Integer(1, 65536));
   app.add_option("--trace-out", a->trace_out, "The agent's own trace (long CSV)");
   app.add_flag("--guard-power-limit", a->guard_power_limit,
                "Set the NVML power limit to the budget when power stays over it; restored on exit");

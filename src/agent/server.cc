@@ -1,5 +1,7 @@
 #include "agent/server.h"
 
+#include "agent/beast_request.h"
+
 // Boost 1.74's asio headers use std::exchange and std::optional without including them.
 #include <optional>
 #include <utility>
@@ -39,13 +41,6 @@ constexpr int kSpareDescriptors = 64;  // kept free for the trace, NVML and the 
 
 SteadyClock::duration Seconds(double s) {
   return std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(s));
-}
-
-std::optional<std::string_view> Header(const http::request<http::string_body>& req,
-                                       http::field field) {
-  const auto it = req.find(field);
-  if (it == req.end()) return std::nullopt;
-  return std::string_view(it->value().data(), it->value().size());
 }
 
 constexpr std::string_view kRefusal =
@@ -232,7 +227,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // body after its own wait anyway.
   void ContinueIfExpected() {
     const auto& req = parser_->get();
-    const auto expect = Header(req, http::field::expect);
+    const auto expect = BeastHeader(req, http::field::expect);
     if (!expect || !beast::iequals(beast::string_view(expect->data(), expect->size()),
                                    "100-continue")) {
       return;
@@ -262,14 +257,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (req.count(http::field::host) > 1) {
       return Respond(ErrorResponse(400, "Host: repeated"), true);
     }
-    ApiRequest request;
-    request.method = std::string_view(req.method_string().data(), req.method_string().size());
-    request.target = std::string_view(req.target().data(), req.target().size());
-    request.host = Header(req, http::field::host);
-    request.authorization = Header(req, http::field::authorization);
-    request.content_type = Header(req, http::field::content_type);
-    request.body = req.body();
-    ApiResponse response = server_.api.Handle(request);
+    ApiResponse response = server_.api.Handle(ToApiRequest(req));
     if (response.wait_after) {
       // A decision published after Handle's check wakes us: its wake is posted to this thread
       // and runs after this handler, when this connection is already in `parked`.

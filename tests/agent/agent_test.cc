@@ -56,6 +56,18 @@ telemetry::Sample At(double t_s, std::vector<double> power) {
   return s;
 }
 
+// An agent core and what its runner shares with the server, on a clock the test moves.
+struct Served {
+  Served() {
+    shared.agent = &core;
+    shared.now_s = [this] { return now.load(); };
+  }
+  Probe probe;
+  Agent core{Config(), probe};
+  Shared shared;
+  std::atomic<double> now{0.0};
+};
+
 TEST(Agent, DecidesOnPowerAndReportsPhase) {
   Probe probe;
   Agent a(Config(), probe);
@@ -294,12 +306,9 @@ TEST(Guard, PersistsTheOriginalsBeforeAnyChangeAndClearsThemOnlyWhenAllAreBack) 
 }
 
 TEST(Server, ApiEndToEnd) {
-  Probe probe;
-  Agent core(Config(), probe);
-  Shared shared;
-  shared.agent = &core;
-  std::atomic<double> now{0.0};
-  shared.now_s = [&] { return now.load(); };
+  Served served;
+  Agent& core = served.core;
+  Shared& shared = served.shared;
   ApiConfig api;
   api.token = "s3cret";
   Server server(shared, api);
@@ -401,11 +410,9 @@ TEST(Server, ApiEndToEnd) {
 }
 
 TEST(Server, LongPollsCannotStarveTheOtherEndpoints) {
-  Probe probe;
-  Agent core(Config(), probe);
-  Shared shared;
-  shared.agent = &core;
-  shared.now_s = [] { return 0.0; };
+  Served served;
+  Agent& core = served.core;
+  Shared& shared = served.shared;
   Server server(shared, ApiConfig{});
   ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
   const uint64_t seq = core.actuation().seq;
@@ -457,12 +464,10 @@ TEST(Server, LongPollsCannotStarveTheOtherEndpoints) {
 // this): decisions published while clients long-poll, report and read status; every long-poll
 // answer is newer than what it waited on, and Stop() returns with clients still connected.
 TEST(Server, DecisionsWhileClientsPollReportAndRead) {
-  Probe probe;
-  Agent core(Config(), probe);
-  Shared shared;
-  shared.agent = &core;
-  std::atomic<double> now{0.0};
-  shared.now_s = [&] { return now.load(); };
+  Served served;
+  Agent& core = served.core;
+  Shared& shared = served.shared;
+  std::atomic<double>& now = served.now;
   ApiConfig api;
   api.token = "t";
   Server server(shared, api);
@@ -543,11 +548,9 @@ TEST(Api, LoopbackHosts) {
 
 // The routes' answers, request by request (no sockets).
 TEST(Api, AnswersEachBadRequestWithItsStatus) {
-  Probe probe;
-  Agent core(Config(), probe);
-  Shared shared;
-  shared.agent = &core;
-  shared.now_s = [] { return 0.0; };
+  Served served;
+  Agent& core = served.core;
+  Shared& shared = served.shared;
   ApiConfig config;
   config.token = "s3cret";
   config.allowed_hosts = {"node-7"};
@@ -628,11 +631,8 @@ TEST(Api, AnswersEachBadRequestWithItsStatus) {
 }
 
 TEST(Api, TokenOnReadsLeavesOnlyTheStaticPageOpen) {
-  Probe probe;
-  Agent core(Config(), probe);
-  Shared shared;
-  shared.agent = &core;
-  shared.now_s = [] { return 0.0; };
+  Served served;
+  Shared& shared = served.shared;
   ApiConfig config;
   config.token = "t";
   config.token_on_reads = true;
@@ -709,11 +709,9 @@ TEST(Recorder, TokenColumnIsWholeTokensThatSumToTheRoundedTotal) {
 }
 
 TEST(Runner, TelemetryStopsSafeWithinOneIntervalAndTheTraceIsReadable) {
-  Probe probe;
-  Agent core(Config(), probe);
-  Shared shared;
-  shared.agent = &core;
-  shared.now_s = [] { return 0.0; };
+  Served served;
+  Agent& core = served.core;
+  Shared& shared = served.shared;
   Failing source;
   const std::string path = ::testing::TempDir() + "/agent_trace.csv";
   auto rec = Recorder::Open(path);

@@ -18,6 +18,7 @@
 
 #include "agent/agent.h"
 #include "agent/api.h"
+#include "agent/beast_request.h"
 #include "agent/server.h"
 #include "control/baselines.h"
 
@@ -46,13 +47,6 @@ struct World {
   agent::Shared shared;
   std::unique_ptr<agent::Api> api;
 };
-
-std::optional<std::string_view> Header(const http::request<http::string_body>& req,
-                                       http::field f) {
-  const auto it = req.find(f);
-  if (it == req.end()) return std::nullopt;
-  return std::string_view(it->value().data(), it->value().size());
-}
 
 void Check(bool ok) {
   if (!ok) std::abort();
@@ -88,14 +82,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       parser.put_eof(ec);  // the client closed: a body cut short is an error, not a request
     }
     if (ec || !parser.is_done()) break;
-    const auto& req = parser.get();
-    agent::ApiRequest request;
-    request.method = std::string_view(req.method_string().data(), req.method_string().size());
-    request.target = std::string_view(req.target().data(), req.target().size());
-    request.host = Header(req, http::field::host);
-    request.authorization = Header(req, http::field::authorization);
-    request.content_type = Header(req, http::field::content_type);
-    request.body = req.body();
+    const agent::ApiRequest request = agent::ToApiRequest(parser.get());
     agent::ApiResponse r = world.api->Handle(request);
     if (r.wait_after) {
       Check(r.wait_s > 0.0 && r.wait_s <= agent::kMaxLongPollS);

@@ -82,8 +82,9 @@ using Log = std::function<void(const std::string&)>;
 // SIGINT and SIGTERM, blocked in every thread of the agent (the constructor runs before any
 // other thread starts, and threads inherit the mask) and taken by one thread with sigwait: it
 // sets `stop` and wakes SleepUntil, so the loop ends at once, however long the interval. A
-// second signal ends the process at once (the guard's state file is left for
-// `--restore-limits`).
+// repeated signal changes nothing: supervisors send more than one (GNU timeout signals the
+// child and then its process group), and the shutdown it would cut short — the power limits
+// first — is bounded anyway; SIGKILL remains, and the guard's state file covers it.
 class StopSignal {
  public:
   explicit StopSignal(Log log) : log_(std::move(log)) {
@@ -121,11 +122,7 @@ class StopSignal {
         if (quitting_) return;
         continue;
       }
-      if (stop_.load()) {
-        lock.unlock();
-        log_(fmt::format("{} again: exiting at once", strsignal(signal)));
-        std::_Exit(128 + signal);
-      }
+      if (stop_.load()) continue;  // already stopping
       stop_.store(true);
       lock.unlock();
       cv_.notify_all();

@@ -430,6 +430,20 @@ class Shutdown(unittest.TestCase):
                 for s in (slow, body, poll):
                     s.close()
 
+    def test_a_repeated_sigterm_still_restores_the_limits(self):
+        # GNU timeout signals the child and then its process group: two SIGTERMs at once.
+        with tempfile.TemporaryDirectory() as tmp:
+            env = fake_nvml_env(tmp)
+            log = env["FAKE_NVML_LIMIT_LOG"]
+            with Agent("--speed", "1", *self.guard_args(tmp), env=env) as agent:
+                wait_for("the guard to cap both GPUs",
+                         lambda: slurp(log) == "0 300000\n1 300000\n")
+                for _ in range(3):
+                    agent.p.send_signal(signal.SIGTERM)
+                self.assertEqual(agent.stop(), 0)
+                self.assertEqual(slurp(log), "0 300000\n1 300000\n0 400000\n1 400000\n")
+                self.assertFalse(os.path.exists(os.path.join(tmp, "guard-state.json")))
+
     def test_after_sigkill_restore_limits_puts_them_back(self):
         with tempfile.TemporaryDirectory() as tmp:
             env = fake_nvml_env(tmp)

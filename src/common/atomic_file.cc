@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <pthread.h>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -83,11 +84,20 @@ Result<AtomicFileWriter> AtomicFileWriter::Open(const std::string& path) {
   std::string temp_path = *target + ".tmp.XXXXXX";
   std::vector<char> name(temp_path.begin(), temp_path.end());
   name.push_back('\0');
+  // The file must not exist unregistered: a signal between mkstemp and Register would leave it
+  // behind. Held back across the two, a signal is delivered once the path is in the registry.
+  sigset_t signals;
+  sigset_t previous;
+  sigemptyset(&signals);
+  for (const int signal : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&signals, signal);
+  pthread_sigmask(SIG_BLOCK, &signals, &previous);
   const int fd = mkstemp(name.data());
+  const int created_errno = errno;
+  const int slot = fd >= 0 ? Register(name.data()) : -1;
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   if (fd < 0) {
-    return Error::Io(fmt::format("{}: cannot create: {}", path, std::strerror(errno)));
+    return Error::Io(fmt::format("{}: cannot create: {}", path, std::strerror(created_errno)));
   }
-  const int slot = Register(name.data());
   // mkstemp creates 0600; give the result the permissions of the file it replaces, or those a
   // plain open() would.
   struct stat existing {};

@@ -2,10 +2,9 @@
 
 #include <fmt/format.h>
 
-#include "sim/episode.h"
 
 namespace headroom::agent {
-RunSummary Run(telemetry::Source& source, telemetry::TwinSource* twin, Shared& shared,
+RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared,
                Recorder* recorder, const RunnerOptions& options, const Clock& clock,
                const std::atomic<bool>& stop, const std::function<void(const std::string&)>& log) {
   RunSummary summary;
@@ -31,16 +30,7 @@ RunSummary Run(telemetry::Source& source, telemetry::TwinSource* twin, Shared& s
     Actuation a;
     {
       std::lock_guard lock(shared.mu);
-      if (twin != nullptr) {
-        const twin::Twin& tw = twin->twin();
-        TrainerReport r;
-        r.step = tw.steps_done();
-        r.phase = sim::ToControlPhase(tw.current_phase());
-        r.tokens = tw.tokens_total();
-        r.progress = tw.rollout_progress();
-        r.group_size = tw.group_size();
-        shared.agent->Report(r, t_s);
-      }
+      if (link != nullptr) shared.agent->Report(link->Report(t_s), t_s);
       a = shared.agent->Tick(t_s, sample);
     }
     shared.NotifyDecision();
@@ -63,29 +53,21 @@ RunSummary Run(telemetry::Source& source, telemetry::TwinSource* twin, Shared& s
       end_failure(/*back=*/true);
     }
     if (options.observe && sample.ok()) options.observe(*sample);
-    if (twin != nullptr) {
-      twin->SetConcurrency(a.concurrency);
-      twin->SetGroupSize(a.group_size);
-    }
+    if (link != nullptr) link->Apply(a);
     if (recorder != nullptr && sample.ok()) {
       std::vector<double> power;
       for (const auto& g : sample->gpus) power.push_back(g.power_w.value_or(0.0));
-      std::string phase = "idle";
-      int step = 0;
-      double tokens_total = 0.0;
-      if (twin != nullptr) {
-        phase = std::string(twin::PhaseName(twin->twin().phase()));
-        step = twin->twin().steps_done();
-        tokens_total = twin->twin().tokens_total();
+      TrainerState state;
+      if (link != nullptr) {
+        state = link->State();
       } else {
         std::lock_guard lock(shared.mu);
         if (const auto& report = shared.agent->report()) {
-          phase = std::string(control::PhaseName(report->phase));
-          step = report->step;
-          tokens_total = report->tokens;
+          state = {std::string(control::PhaseName(report->phase)), report->step, report->tokens};
         }
       }
-      recorder->Write(t_s, power, phase, step, tokens_total, a.concurrency, a.group_size);
+      recorder->Write(t_s, power, state.phase, state.step, state.tokens_total, a.concurrency,
+                      a.group_size);
       recorder->MaybeFlush(t_s);
     }
     summary.duration_s = t_s;

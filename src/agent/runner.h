@@ -10,7 +10,7 @@
 #include "agent/recorder.h"
 #include "agent/server.h"
 #include "telemetry/source.h"
-#include "telemetry/twin_source.h"
+#include "agent/trainer_link.h"
 
 namespace headroom::agent {
 
@@ -35,9 +35,9 @@ struct RunSummary {
   uint64_t telemetry_errors = 0;
 };
 
-// `twin`: when the source is the twin, the decisions are applied to it and it reports phase,
-// step and tokens to the agent as a trainer would. `recorder` may be null.
-RunSummary Run(telemetry::Source& source, telemetry::TwinSource* twin, Shared& shared,
+// `link`: a trainer in process (the twin), which reports before each decision and has each
+// decision applied to it; null when the trainer talks over HTTP. `recorder` may be null.
+RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared,
                Recorder* recorder, const RunnerOptions& options, const Clock& clock,
                const std::atomic<bool>& stop, const std::function<void(const std::string&)>& log);
 

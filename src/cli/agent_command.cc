@@ -35,7 +35,7 @@
 #include "sim/episode.h"
 #include "telemetry/nvml_source.h"
 #include "telemetry/replay_source.h"
-#include "telemetry/twin_source.h"
+#include "sim/twin_link.h"
 #include "twin/scenario.h"
 
 #include <toml++/toml.h>
@@ -362,10 +362,10 @@ Status RunAgent(const AgentArgs& args) {
 
   // The telemetry source.
   std::unique_ptr<telemetry::Source> source;
-  telemetry::TwinSource* twin = nullptr;
+  sim::TwinLink* twin = nullptr;
   telemetry::NvmlSource* nvml = nullptr;
   if (args.source == "twin") {
-    auto t = std::make_unique<telemetry::TwinSource>(*scenario, args.seed);
+    auto t = std::make_unique<sim::TwinLink>(*scenario, args.seed);
     twin = t.get();
     source = std::move(t);
   } else if (args.source == "replay") {

@@ -1,11 +1,13 @@
-#include "telemetry/twin_source.h"
+#include "sim/twin_link.h"
 
-namespace headroom::telemetry {
+#include "sim/episode.h"
 
-Result<Sample> TwinSource::Read(double t_s) {
+namespace headroom::sim {
+
+Result<telemetry::Sample> TwinLink::Read(double t_s) {
   const double tick_s = twin_.scenario().tick_s;
   while (twin_.t_s() + 0.5 * tick_s <= t_s) twin_.Tick();
-  Sample out;
+  telemetry::Sample out;
   out.t_s = t_s;
   out.gpus.resize(static_cast<size_t>(gpus()));
   for (size_t g = 0; g < out.gpus.size(); ++g) {
@@ -16,4 +18,23 @@ Result<Sample> TwinSource::Read(double t_s) {
   return out;
 }
 
-}  // namespace headroom::telemetry
+agent::TrainerReport TwinLink::Report(double) {
+  agent::TrainerReport r;
+  r.step = twin_.steps_done();
+  r.phase = ToControlPhase(twin_.current_phase());
+  r.tokens = twin_.tokens_total();
+  r.progress = twin_.rollout_progress();
+  r.group_size = twin_.group_size();
+  return r;
+}
+
+void TwinLink::Apply(const agent::Actuation& actuation) {
+  twin_.SetConcurrency(actuation.concurrency);
+  twin_.SetGroupSize(actuation.group_size);
+}
+
+agent::TrainerState TwinLink::State() const {
+  return {std::string(twin::PhaseName(twin_.phase())), twin_.steps_done(), twin_.tokens_total()};
+}
+
+}  // namespace headroom::sim

@@ -1,31 +1,38 @@
-// Telemetry from the digital twin, advanced to the caller's clock, with its concurrency and
-// group size driven by whoever controls it (the agent's own decisions): the whole loop with no
-// GPU. Power is the twin's telemetry view (1 s moving average, like NVML's averaged field).
+// The digital twin as the agent's telemetry and trainer at once: advanced to the agent's clock,
+// read as a telemetry source (power is the twin's telemetry view, a 1 s moving average like
+// NVML's averaged field), and driven by the agent's decisions as a trainer would apply them,
+// reporting its phase, step, progress, tokens and group size before each decision. The whole
+// loop with no GPU; `headroom agent --source twin`. It lives with the simulator so that the
+// agent library links none of it.
 #pragma once
 
 #include <cstdint>
 
+#include "agent/trainer_link.h"
 #include "telemetry/source.h"
 #include "twin/twin.h"
 
-namespace headroom::telemetry {
+namespace headroom::sim {
 
-class TwinSource final : public Source {
+class TwinLink final : public telemetry::Source, public agent::TrainerLink {
  public:
-  TwinSource(const twin::Scenario& scenario, uint64_t seed) : twin_(scenario, seed) {}
+  TwinLink(const twin::Scenario& scenario, uint64_t seed) : twin_(scenario, seed) {}
 
+  // telemetry::Source
   std::string_view name() const override { return "twin"; }
   int gpus() const override { return twin_.scenario().gpus; }
   // Advances the twin tick by tick until its time reaches t_s, then reads it.
-  Result<Sample> Read(double t_s) override;
+  Result<telemetry::Sample> Read(double t_s) override;
 
-  // The actuators, as a trainer would apply them.
-  int SetConcurrency(int c) { return twin_.SetConcurrency(c); }
-  int SetGroupSize(int g) { return twin_.SetGroupSize(g); }
+  // agent::TrainerLink
+  agent::TrainerReport Report(double t_s) override;
+  void Apply(const agent::Actuation& actuation) override;
+  agent::TrainerState State() const override;
+
   const twin::Twin& twin() const { return twin_; }
 
  private:
   twin::Twin twin_;
 };
 
-}  // namespace headroom::telemetry
+}  // namespace headroom::sim

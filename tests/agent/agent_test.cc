@@ -19,7 +19,6 @@
 #include "control/baselines.h"
 #include "trace/meta.h"
 #include "trace/reader.h"
-#include "twin/scenario.h"
 
 namespace headroom::agent {
 namespace {
@@ -737,31 +736,6 @@ TEST(Runner, TelemetryStopsSafeWithinOneIntervalAndTheTraceIsReadable) {
   ASSERT_EQ(sink.series().size(), 1u);
   EXPECT_EQ(sink.series()[0].t_s.size(), 5u);  // the good intervals 0 .. 2.0
   EXPECT_EQ(sink.series()[0].power_w[0], 150.0);
-}
-
-TEST(Runner, DrivesTheTwinWithItsDecisions) {
-  auto sc = twin::LoadScenario("a100-7b-tp1");
-  ASSERT_TRUE(sc.ok());
-  telemetry::TwinSource twin(*sc, 3);
-  control::Static fixed("static", 5, 12);
-  AgentConfig cfg = Config();
-  cfg.limits.concurrency = {1, 16};
-  Agent core(cfg, fixed);
-  Shared shared;
-  shared.agent = &core;
-  shared.now_s = [] { return 0.0; };
-  Clock clock{[](double) {}};
-  std::atomic<bool> stop{false};
-  RunnerOptions o;
-  o.duration_s = 120.0;
-  agent::Run(twin, &twin, shared, nullptr, o, clock, stop, [](const std::string&) {});
-  EXPECT_EQ(twin.twin().concurrency(), 5);
-  EXPECT_EQ(twin.twin().next_group_size(), 12);
-  EXPECT_GT(twin.twin().steps_done(), 0);
-  EXPECT_NEAR(twin.twin().t_s(), 120.0, 1e-9);
-  // The twin reported its phase and tokens as a trainer would.
-  ASSERT_TRUE(core.Status(120.0).report.has_value());
-  EXPECT_GT(core.Status(120.0).report->tokens, 0.0);
 }
 
 }  // namespace

@@ -4,8 +4,6 @@
 
 #include "telemetry/nvml_source.h"
 #include "telemetry/replay_source.h"
-#include "telemetry/twin_source.h"
-#include "twin/scenario.h"
 
 namespace headroom::telemetry {
 namespace {
@@ -188,20 +186,6 @@ TEST(Replay, LastSampleAtOrBeforeTheTime) {
   EXPECT_EQ(*s->gpus[1].power_w, 60.0);
   EXPECT_FALSE(r.Read(1.5).ok());                   // past the end
   EXPECT_EQ(*r.Read(0.1)->gpus[0].power_w, 100.0);  // time may go back
-}
-
-TEST(Twin, AdvancesToTheClockAndTakesActuation) {
-  auto sc = twin::LoadScenario("a100-7b-tp1");
-  ASSERT_TRUE(sc.ok());
-  TwinSource s(*sc, 1);
-  auto r = s.Read(10.0);
-  ASSERT_TRUE(r.ok());
-  EXPECT_NEAR(s.twin().t_s(), 10.0, 1e-9);
-  EXPECT_EQ(*r->gpus[0].power_w, s.twin().smoothed_w()[0]);
-  EXPECT_EQ(s.SetConcurrency(4), 4);
-  EXPECT_EQ(s.SetConcurrency(1000), 16);  // clamped to the scenario's range
-  ASSERT_TRUE(s.Read(10.0).ok());
-  EXPECT_NEAR(s.twin().t_s(), 10.0, 1e-9);  // no time passes
 }
 
 }  // namespace

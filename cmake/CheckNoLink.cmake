@@ -1,0 +1,15 @@
+# ctest: fails when the link closure written at configure time (CLOSURE, a ;-list in a file)
+# holds any of FORBIDDEN.
+cmake_policy(SET CMP0057 NEW)  # IN_LIST in script mode
+file(READ ${CLOSURE} closure)
+string(STRIP "${closure}" closure)
+set(found "")
+foreach(lib IN LISTS FORBIDDEN)
+  if(lib IN_LIST closure)
+    list(APPEND found ${lib})
+  endif()
+endforeach()
+if(found)
+  message(FATAL_ERROR "${TARGET} links ${found} (it links: ${closure})")
+endif()
+message(STATUS "${TARGET} links none of ${FORBIDDEN} (it links: ${closure})")

@@ -43,9 +43,15 @@
 namespace headroom::cli {
 namespace {
 
+// Without a scenario (--source nvml or replay with pid or uncontrolled): the agent's own
+// defaults, documented in docs/AGENT.md.
+inline constexpr const char* kDefaultTwinScenario = "a100-7b-tp1";
+inline constexpr std::pair<int, int> kDefaultConcurrencyRange = {1, 256};
+inline constexpr std::pair<int, int> kDefaultGroupSizeRange = {1, 64};
+
 struct AgentArgs {
   std::string source = "twin";
-  std::string scenario = "a100-7b-tp1";
+  std::string scenario;  // none: the twin runs kDefaultTwinScenario
   uint64_t seed = 1;
   std::string replay;
   std::string nvml_library = telemetry::kNvmlLibrary;
@@ -264,16 +270,36 @@ Status RunAgent(const AgentArgs& args) {
     }
   }
 
-  // The scenario gives ranges, defaults and the budget for every source (the twin runs it).
-  auto scenario = twin::LoadScenario(args.scenario);
-  if (!scenario) return std::move(scenario).error();
-  if (!scenario->has_rollout) {
-    return Error::Usage(fmt::format("--scenario '{}' has no rollout to steer", scenario->name));
+  // A scenario only where something needs one: the twin runs it, and a PPO policy acts within
+  // its ranges and trained budgets. Otherwise the agent's own keys and their defaults.
+  std::string scenario_name = args.scenario;
+  if (scenario_name.empty() && args.source == "twin") scenario_name = kDefaultTwinScenario;
+  if (scenario_name.empty() && args.controller == "ppo") {
+    return Error::Usage(
+        "--controller ppo needs --scenario: the ranges and budgets its policy was trained on");
+  }
+  std::optional<twin::Scenario> scenario;
+  if (!scenario_name.empty()) {
+    auto loaded = twin::LoadScenario(scenario_name);
+    if (!loaded) return std::move(loaded).error();
+    if (!loaded->has_rollout) {
+      return Error::Usage(fmt::format("--scenario '{}' has no rollout to steer", loaded->name));
+    }
+    scenario = std::move(*loaded);
+  }
+  if (!scenario && !args.budget_w && args.source != "nvml") {
+    return Error::Usage("--budget-w: needed without --scenario (with --source nvml the default "
+                        "is the GPUs' enforced power limit)");
   }
   agent::AgentConfig config;
   config.interval_s = args.interval_s;
-  config.budget_w = args.budget_w.value_or(scenario->budget_w);
-  config.limits = sim::LimitsOf(*scenario);
+  config.budget_w = args.budget_w ? *args.budget_w : scenario ? scenario->budget_w : 0.0;
+  if (scenario) {
+    config.limits = sim::LimitsOf(*scenario);
+  } else {
+    config.limits.concurrency = {kDefaultConcurrencyRange.first, kDefaultConcurrencyRange.second};
+    config.limits.group_size = {kDefaultGroupSizeRange.first, kDefaultGroupSizeRange.second};
+  }
   if (args.concurrency_range.size() == 2) {
     config.limits.concurrency = {args.concurrency_range[0], args.concurrency_range[1]};
   }
@@ -285,8 +311,9 @@ Status RunAgent(const AgentArgs& args) {
   }
   config.safe_concurrency =
       config.limits.concurrency.Clamp(args.safe_concurrency.value_or(config.limits.concurrency.lo));
-  config.safe_group_size =
-      config.limits.group_size.Clamp(args.safe_group_size.value_or(scenario->group_size));
+  // The trainer's own group size when a scenario says what it is; else the lowest.
+  config.safe_group_size = config.limits.group_size.Clamp(args.safe_group_size.value_or(
+      scenario ? scenario->group_size : config.limits.group_size.lo));
   if (args.initial_concurrency) {
     config.initial_concurrency = config.limits.concurrency.Clamp(*args.initial_concurrency);
   }
@@ -323,11 +350,16 @@ Status RunAgent(const AgentArgs& args) {
         *inner, control::ShieldFor(policy->cost_window_s, args.interval_s),
         config.limits.concurrency);
   } else if (args.controller == "pid") {
-    controller = std::make_unique<control::Pid>(control::PidGains{}, config.limits.concurrency,
-                                                config.safe_concurrency, scenario->group_size);
+    controller = std::make_unique<control::Pid>(
+        control::PidGains{}, config.limits.concurrency, config.safe_concurrency,
+        scenario ? scenario->group_size : config.safe_group_size);
   } else if (args.controller == "uncontrolled") {
-    controller =
-        std::make_unique<control::Uncontrolled>(scenario->concurrency, scenario->group_size);
+    // The trainer's defaults: the scenario's, else the initial values, else the range's top.
+    const int c = scenario ? scenario->concurrency
+                           : config.initial_concurrency.value_or(config.limits.concurrency.hi);
+    const int g = scenario ? scenario->group_size
+                           : config.initial_group_size.value_or(config.safe_group_size);
+    controller = std::make_unique<control::Uncontrolled>(c, g);
   } else {
     return Error::Usage(
         fmt::format("--controller: unknown '{}' (uncontrolled, pid, ppo)", args.controller));
@@ -378,6 +410,26 @@ Status RunAgent(const AgentArgs& args) {
     if (!n) return std::move(n).error();
     nvml = n->get();
     source = std::move(*n);
+    if (!args.budget_w && !scenario) {
+      // No budget given: the lowest enforced power limit of the job's GPUs, read now.
+      auto first = nvml->Read(0.0);
+      double lowest_w = 0.0;
+      if (first) {
+        for (const auto& g : first->gpus) {
+          if (g.power_limit_w && (lowest_w == 0.0 || *g.power_limit_w < lowest_w)) {
+            lowest_w = *g.power_limit_w;
+          }
+        }
+      }
+      if (!(lowest_w > 0.0)) {
+        return Error::Usage(
+            "--budget-w: not given, and the GPUs' enforced power limits cannot be read");
+      }
+      config.budget_w = lowest_w;
+      log(fmt::format("budget {:.1f} W per GPU: the GPUs' lowest enforced power limit "
+                      "(--budget-w sets one)",
+                      lowest_w));
+    }
   } else {
     return Error::Usage(fmt::format("--source: unknown '{}' (nvml, replay, twin)", args.source));
   }
@@ -449,8 +501,10 @@ Status RunAgent(const AgentArgs& args) {
     if (!kept->empty()) log(fmt::format("the earlier trace {} is now {}", args.trace_out, *kept));
     trace::TraceMeta meta;
     meta.sample_interval_s = args.interval_s;
-    meta.job = fmt::format("headroom agent: {} source, {} controller, scenario {}, budget {} W",
-                           source->name(), controller->name(), scenario->name, config.budget_w);
+    meta.job = fmt::format("headroom agent: {} source, {} controller, {}, budget {} W",
+                           source->name(), controller->name(),
+                           scenario ? "scenario " + scenario->name : std::string("no scenario"),
+                           config.budget_w);
     if (twin != nullptr) {
       meta.gpu_model = scenario->gpu_model;
       meta.nameplate_w = scenario->nameplate_w;
@@ -550,7 +604,8 @@ Command SetupAgent(CLI::App& app) {
   app.add_option("--config", *config, "TOML file of these options (keys: the option names)");
   app.add_option("--source", a->source, "Telemetry: nvml, replay or twin");
   app.add_option("--scenario", a->scenario,
-                 "Scenario: ranges, defaults and budget (and what the twin runs)");
+                 "Scenario: ranges, defaults and budget, and what the twin runs (needed with "
+                 "--source twin, default a100-7b-tp1, and with --controller ppo)");
   app.add_option("--seed", a->seed, "Twin seed")->check(Integer(0, kMaxSeed));
   app.add_option("--replay", a->replay, "Trace to replay (--source replay)");
   app.add_option("--nvml-library", a->nvml_library, "NVML library to load");

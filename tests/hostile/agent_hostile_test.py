@@ -527,7 +527,8 @@ class Traces(unittest.TestCase):
             os.symlink(trace, link)
             for out in (trace, link, os.path.join(tmp, ".", "in.csv")):
                 r = run("agent", "--source", "replay", "--replay", trace, "--trace-out", out,
-                        "--speed", "0", "--duration-s", "1", "--listen", "127.0.0.1:0")
+                        "--budget-w", "300", "--speed", "0", "--duration-s", "1", "--listen",
+                        "127.0.0.1:0")
                 self.assertEqual(r.returncode, 2, r.stderr)
                 self.assertIn("refusing to overwrite an input", r.stderr)
                 self.assertEqual(slurp(trace), before)
@@ -537,8 +538,8 @@ class Traces(unittest.TestCase):
             trace = os.path.join(tmp, "in.csv")
             with open(trace, "w") as f:
                 f.write("t_s,gpu,power_w\n0,0,100\n0.5,0,120\n1.0,0,110\n")
-            r = run("agent", "--source", "replay", "--replay", trace, "--speed", "0",
-                    "--duration-s", "20", "--listen", "127.0.0.1:0")
+            r = run("agent", "--source", "replay", "--replay", trace, "--budget-w", "300",
+                    "--speed", "0", "--duration-s", "20", "--listen", "127.0.0.1:0")
             self.assertEqual(r.returncode, 0, r.stderr)
             ended = [l for l in r.stderr.splitlines() if "the trace ended" in l]
             self.assertEqual(len(ended), 1, r.stderr)
@@ -546,6 +547,30 @@ class Traces(unittest.TestCase):
 
 
 class Options(unittest.TestCase):
+    def test_nvml_without_a_scenario_decides_and_serves(self):
+        # No --scenario: the agent's own ranges and safe values, and the GPUs' enforced power
+        # limit for a budget (the fake's 400 W).
+        with tempfile.TemporaryDirectory() as tmp:
+            env = fake_nvml_env(tmp, power_mw=250000)
+            with Agent("--source", "nvml", "--nvml-library", FAKE_NVML, "--speed", "4",
+                       env=env) as agent:
+                self.assertIsNotNone(agent.find(r"budget 400\.0 W per GPU: the GPUs' lowest"))
+                wait_for("decisions", lambda: json.loads(
+                    get(agent.port, b"/v1/status")[2])["decisions"] >= 4)
+                status = json.loads(get(agent.port, b"/v1/status")[2])
+                self.assertEqual(status["budget_w"], 400.0)
+                self.assertEqual(status["power_w"], [250.0, 250.0])
+                a = json.loads(get(agent.port, b"/v1/actuation")[2])
+                self.assertTrue(1 <= a["concurrency"] <= 256, a)
+                self.assertTrue(a["reason"].startswith("pid"), a)
+        r = run("agent", "--source", "nvml", "--nvml-library", FAKE_NVML, "--controller", "ppo",
+                "--policy", PPO_POLICY, "--duration-s", "1", env={"FAKE_NVML_GPUS": "1"})
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--controller ppo needs --scenario", r.stderr)
+        r = run("agent", "--source", "replay", "--replay", "x.csv", "--duration-s", "1")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--budget-w: needed without --scenario", r.stderr)
+
     def test_ppo_budget_outside_the_trained_range_is_refused(self):
         r = run("agent", "--controller", "ppo", "--policy", PPO_POLICY, "--budget-w", "50",
                 "--duration-s", "1", "--listen", "127.0.0.1:0")

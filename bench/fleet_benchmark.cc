@@ -10,7 +10,7 @@ namespace {
 void BM_FleetCompose(benchmark::State& state) {
   // 16 one-GPU copies of a 2-hour 10 Hz job, 100 trials.
   const Series s = SeriesOf(72000);
-  trace::CollectingSink::Series samples{s.t_s, s.power_w, {}};
+  trace::CollectingSink::Series samples{s.t_s, s.power_w, {}, {}};
   std::vector<fleet::Job> jobs;
   jobs.push_back(std::move(fleet::MakeJob("job", 16, {samples}, false, 700.0)).value());
   fleet::FleetOptions options;

@@ -11,9 +11,11 @@ namespace headroom::agent {
 Agent::Agent(AgentConfig config, control::Controller& controller)
     : config_(config),
       controller_(controller),
-      stats_{analysis::WindowStats(kWindowsS[0], config_.budget_w),
-             analysis::WindowStats(kWindowsS[1], config_.budget_w),
-             analysis::WindowStats(kWindowsS[2], config_.budget_w)} {
+      budget_w_(config.budget_w),
+      budget_from_(config.budget_from),
+      stats_{analysis::WindowStats::MovingBudget(kWindowsS[0]),
+             analysis::WindowStats::MovingBudget(kWindowsS[1]),
+             analysis::WindowStats::MovingBudget(kWindowsS[2])} {
   assert(config_.budget_w > 0.0 && config_.interval_s > 0.0);
   const bool initial = config_.initial_concurrency || config_.initial_group_size;
   applied_.concurrency = config_.initial_concurrency.value_or(config_.safe_concurrency);
@@ -32,6 +34,12 @@ void Agent::Set(int concurrency, int group_size, std::string reason, double now_
   actuation_.t_s = now_s;
   actuation_.reason = std::move(reason);
   if (changed) ++actuation_.seq;
+}
+
+void Agent::SetBudget(double budget_w, std::string from) {
+  assert(budget_w > 0.0 && std::isfinite(budget_w));
+  budget_w_ = budget_w;
+  budget_from_ = std::move(from);
 }
 
 const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& sample) {
@@ -67,13 +75,13 @@ const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& samp
   }
   double job_w = 0.0;
   for (double p : power_w_) job_w += p / static_cast<double>(power_w_.size());
-  for (auto& s : stats_) s.Add(now_s, job_w);
+  for (auto& s : stats_) s.Add(now_s, job_w, budget_w_);
   saw_sample_ = true;
 
   control::Inputs in;
   in.t_s = now_s;
   in.interval_s = config_.interval_s;
-  in.budget_w = config_.budget_w;
+  in.budget_w = budget_w_;
   in.smoothed_power_w = power_w_;
   in.concurrency = applied_.concurrency;
   in.group_size = applied_.group_size;
@@ -91,6 +99,10 @@ const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& samp
   } else {
     in.phase = control::Phase::kRollout;  // on power alone
     reason = fmt::format("{}: on power alone (no trainer report)", controller_.name());
+  }
+  if (config_.floor_w && budget_w_ < *config_.floor_w) {
+    reason += fmt::format("; the budget {:.1f} W is below the job's floor {:.1f} W per GPU",
+                          budget_w_, *config_.floor_w);
   }
   applied_ = control::ApplyLimits(config_.limits, applied_, controller_.Decide(in));
   Set(applied_.concurrency, applied_.group_size, std::move(reason), now_s);
@@ -110,6 +122,7 @@ void Agent::Remember(double now_s, bool good) {
   } else {
     p.power_w.clear();
   }
+  p.budget_w = budget_w_;
   p.concurrency = actuation_.concurrency;
   p.group_size = actuation_.group_size;
   p.tokens_per_s = tokens_per_s_;
@@ -144,7 +157,10 @@ void Agent::RecordDecisionLatency(double seconds) {
 AgentStatus Agent::Status(double now_s) const {
   AgentStatus s;
   s.t_s = now_s;
-  s.budget_w = config_.budget_w;
+  s.budget_w = budget_w_;
+  s.budget_from = budget_from_;
+  s.floor_w = config_.floor_w;
+  s.gpus = static_cast<int>(power_w_.size());
   s.power_w = power_w_;
   for (double p : power_w_) s.job_power_w += p / static_cast<double>(power_w_.size());
   s.actuation = actuation_;

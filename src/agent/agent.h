@@ -27,7 +27,11 @@ namespace headroom::agent {
 
 struct AgentConfig {
   double interval_s = 0.5;
-  double budget_w = 0.0;  // per GPU
+  double budget_w = 0.0;  // per GPU: the budget in force until SetBudget says otherwise
+  std::string budget_from = "--budget-w";  // where it came from
+  // The job's power per GPU at its lowest actuation, when known: a budget below it is taken but
+  // cannot be met by steering the workload, and the reason says so.
+  std::optional<double> floor_w;
   control::ActuatorLimits limits;
   int safe_concurrency = 1;
   int safe_group_size = 1;
@@ -64,7 +68,10 @@ inline constexpr std::array<double, 3> kWindowsS = {0.5, 30.0, 300.0};
 
 struct AgentStatus {
   double t_s = 0.0;
-  double budget_w = 0.0;        // per GPU
+  double budget_w = 0.0;        // per GPU, in force
+  std::string budget_from;      // where it came from
+  std::optional<double> floor_w;
+  int gpus = 0;                 // of the last good sample
   std::vector<double> power_w;  // last good sample, per GPU
   double job_power_w = 0.0;     // mean over GPUs
   Actuation actuation;
@@ -93,6 +100,7 @@ inline constexpr size_t kLatencyKeep = 4096;
 struct HistoryPoint {
   double t_s = 0.0;
   std::vector<double> power_w;  // per GPU; empty when the telemetry failed
+  double budget_w = 0.0;        // per GPU, in force for this decision
   int concurrency = 0;
   int group_size = 0;
   double tokens_per_s = 0.0;
@@ -107,6 +115,10 @@ class Agent {
 
   // One control interval at `now_s` with what the source returned.
   const Actuation& Tick(double now_s, const Result<telemetry::Sample>& sample);
+  // The budget per GPU from the next decision on. REQUIRES: budget_w > 0 and finite.
+  void SetBudget(double budget_w, std::string from);
+  double budget_w() const { return budget_w_; }
+  const std::string& budget_from() const { return budget_from_; }
   void Report(const TrainerReport& report, double now_s);
   // The runner's measure of one decision's latency (it owns the clock).
   void RecordDecisionLatency(double seconds);
@@ -123,6 +135,8 @@ class Agent {
 
   AgentConfig config_;
   control::Controller& controller_;
+  double budget_w_;  // per GPU, in force
+  std::string budget_from_;
   Actuation actuation_;
   control::Applied applied_;
   std::vector<double> power_w_;

@@ -214,7 +214,11 @@ std::string StatusJson(const AgentStatus& s, const std::optional<ConnectionCount
                    {"tokens", s.report->tokens},
                    {"in_flight", s.report->in_flight}};
   }
-  j["budget_w"] = s.budget_w;
+  j["budget_w"] = s.budget_w;  // = budget_per_gpu_w, kept for earlier clients
+  j["budget_per_gpu_w"] = s.budget_w;
+  j["job_budget_w"] = s.budget_w * static_cast<double>(s.gpus);
+  j["budget_from"] = s.budget_from;
+  j["floor_w"] = s.floor_w ? json(*s.floor_w) : json(nullptr);
   const auto fraction = [](const std::optional<double>& f) { return f ? json(*f) : json(nullptr); };
   j["violation_fraction"] = {{"0.5s", fraction(s.violation_fraction[0])},
                              {"30s", fraction(s.violation_fraction[1])},
@@ -242,9 +246,11 @@ std::string MetricsText(const AgentStatus& s) {
     out += fmt::format("headroom_power_watts{{gpu=\"{}\"}} {}\n", g, s.power_w[g]);
   }
   out += fmt::format(
-      "# HELP headroom_budget_watts Budget per GPU.\n# TYPE headroom_budget_watts gauge\n"
-      "headroom_budget_watts {}\n",
-      s.budget_w);
+      "# HELP headroom_budget_watts Budget per GPU in force.\n"
+      "# TYPE headroom_budget_watts gauge\nheadroom_budget_watts {}\n"
+      "# HELP headroom_job_budget_watts The job's budget in force (per GPU x GPUs).\n"
+      "# TYPE headroom_job_budget_watts gauge\nheadroom_job_budget_watts {}\n",
+      s.budget_w, s.budget_w * static_cast<double>(s.gpus));
   out += fmt::format(
       "# HELP headroom_concurrency Generation concurrency decided.\n"
       "# TYPE headroom_concurrency gauge\nheadroom_concurrency {}\n"
@@ -287,6 +293,7 @@ std::string HistoryJson(const std::vector<HistoryPoint>& points, double budget_w
   for (const HistoryPoint& p : points) {
     out.push_back({{"t_s", p.t_s},
                    {"power_w", p.power_w.empty() ? json(nullptr) : json(p.power_w)},
+                   {"budget_w", p.budget_w},
                    {"concurrency", p.concurrency},
                    {"group_size", p.group_size},
                    {"tokens_per_s", p.tokens_per_s}});
@@ -294,7 +301,10 @@ std::string HistoryJson(const std::vector<HistoryPoint>& points, double budget_w
   return Dump(j) + "\n";
 }
 
-Result<TrainerReport> ParseReport(std::string_view body) {
+namespace {
+
+// A request body as a JSON object; the error names the field where the body goes wrong.
+Result<json> ParseObject(std::string_view body) {
   if (const size_t bad = FirstInvalidUtf8(body); bad != std::string_view::npos) {
     FieldTracker tracker;
     const std::string_view head = body.substr(0, bad + 1);
@@ -312,6 +322,49 @@ Result<TrainerReport> ParseReport(std::string_view body) {
     return Error::Input(fmt::format("body is not JSON: {}", e.what()));
   }
   if (!j.is_object()) return Error::Input("body: expected a JSON object");
+  return j;
+}
+
+}  // namespace
+
+Result<double> ParseBudget(std::string_view body, int gpus,
+                           const std::optional<std::pair<double, double>>& range_w) {
+  auto parsed = ParseObject(body);
+  if (!parsed) return std::move(parsed).error();
+  const json& j = *parsed;
+  for (const auto& [key, value] : j.items()) {
+    if (key != "budget_per_gpu_w" && key != "job_budget_w") {
+      return Error::Input(fmt::format(
+          "field '{}': unknown (give budget_per_gpu_w or job_budget_w)", key.substr(0, 64)));
+    }
+  }
+  const bool per_gpu = j.contains("budget_per_gpu_w");
+  if (per_gpu == j.contains("job_budget_w")) {
+    return Error::Input("body: give one of 'budget_per_gpu_w' and 'job_budget_w'");
+  }
+  const char* field = per_gpu ? "budget_per_gpu_w" : "job_budget_w";
+  const double scale = per_gpu ? 1.0 : static_cast<double>(std::max(gpus, 1));
+  const double lo_w = kMinBudgetPerGpuW * scale;
+  const double hi_w = kMaxBudgetPerGpuW * scale;
+  const std::string gpus_note = per_gpu ? std::string() : fmt::format(" for {} GPU(s)", gpus);
+  const json& v = j[field];
+  if (!v.is_number() || !(v.get<double>() >= lo_w && v.get<double>() <= hi_w)) {
+    return Error::Input(
+        fmt::format("field '{}': expected watts in [{}, {}]{}", field, lo_w, hi_w, gpus_note));
+  }
+  const double w = v.get<double>() / scale;
+  if (range_w && !(w >= range_w->first && w <= range_w->second)) {
+    return Error::Input(fmt::format(
+        "field '{}': {:.1f} W per GPU is outside the policy's trained budgets [{}, {}] W per GPU",
+        field, w, range_w->first, range_w->second));
+  }
+  return w;
+}
+
+Result<TrainerReport> ParseReport(std::string_view body) {
+  auto parsed = ParseObject(body);
+  if (!parsed) return std::move(parsed).error();
+  const json& j = *parsed;
   TrainerReport r;
   auto integer = [&](const char* key, int* out) -> Status {
     if (!j.contains(key)) return Error::Input(fmt::format("field '{}': missing", key));
@@ -524,13 +577,37 @@ ApiResponse Api::LongPollOrNow(std::string_view query) {
   return r;
 }
 
-ApiResponse Api::Report(const ApiRequest& request) {
+std::optional<ApiResponse> Api::RefuseWrite(const ApiRequest& request) const {
   if (!Authorized(request)) return ErrorResponse(401, "a bearer token is required");
   std::string_view media;
   if (request.content_type) media = Trim(request.content_type->substr(0, request.content_type->find(';')));
   if (!EqualsIgnoreCase(media, "application/json")) {
     return ErrorResponse(415, "Content-Type: expected application/json");
   }
+  return std::nullopt;
+}
+
+ApiResponse Api::PostBudget(const ApiRequest& request) {
+  if (auto refused = RefuseWrite(request)) return std::move(*refused);
+  auto budget_w = ParseBudget(request.body, shared_.gpus, shared_.budget_range_w);
+  if (!budget_w) return ErrorResponse(400, budget_w.error().message());
+  shared_.budget->Set(*budget_w, "POST /v1/budget");
+  json j;
+  j["ok"] = true;
+  j["budget_per_gpu_w"] = *budget_w;
+  j["job_budget_w"] = *budget_w * static_cast<double>(shared_.gpus);
+  std::optional<double> floor_w;
+  {
+    std::lock_guard lock(shared_.mu);
+    floor_w = shared_.agent->config().floor_w;
+  }
+  j["below_floor"] = floor_w && *budget_w < *floor_w;
+  j["takes_effect"] = "at the next decision";
+  return Json(200, Dump(j) + "\n");
+}
+
+ApiResponse Api::Report(const ApiRequest& request) {
+  if (auto refused = RefuseWrite(request)) return std::move(*refused);
   auto report = ParseReport(request.body);
   if (!report) return ErrorResponse(400, report.error().message());
   std::lock_guard lock(shared_.mu);
@@ -559,6 +636,11 @@ ApiResponse Api::Handle(const ApiRequest& request) {
     if (!post) return MethodNotAllowed("POST");
     if (!query.empty()) return ErrorResponse(400, "query: /v1/report takes none");
     return Report(request);
+  }
+  if (path == "/v1/budget" && shared_.budget != nullptr) {
+    if (!post) return MethodNotAllowed("POST");
+    if (!query.empty()) return ErrorResponse(400, "query: /v1/budget takes none");
+    return PostBudget(request);
   }
   const bool known = path == "/" || path == "/v1/actuation" || path == "/v1/status" ||
                      path == "/v1/history" || path == "/metrics";
@@ -601,7 +683,7 @@ ApiResponse Api::Handle(const ApiRequest& request) {
     {
       std::lock_guard lock(shared_.mu);
       points = shared_.agent->History(after_t_s);
-      budget_w = shared_.agent->config().budget_w;
+      budget_w = shared_.agent->budget_w();
     }
     return Json(200, HistoryJson(points, budget_w));
   }
@@ -612,6 +694,7 @@ ApiResponse Api::Handle(const ApiRequest& request) {
     std::lock_guard lock(shared_.mu);
     status = shared_.agent->Status(shared_.now_s());
     status.long_polls_waiting = shared_.long_polls;
+    if (shared_.gpus > 0) status.gpus = shared_.gpus;
     if (shared_.connections) connections = shared_.connections();
   }
   // Serialised outside the lock.

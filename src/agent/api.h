@@ -7,6 +7,8 @@
 //        answered once a newer one exists or T (default 10, at most 30) seconds pass; at most
 //        ApiConfig::max_long_polls wait at once, more are answered at once
 //   POST /v1/report   {"step", "phase", "tokens", "in_flight"[, "progress", "group_size"]}
+//   POST /v1/budget   {"budget_per_gpu_w": W} or {"job_budget_w": W}: the budget from the next
+//        decision on (docs/AGENT.md, "Budgets"); 404 when the agent takes no posted budget
 //   GET  /v1/status   power, actuation, violations per window, counters
 //   GET  /v1/history[?after=T]  the decisions after agent time T of the last 5 minutes
 //   GET  /metrics     the same in Prometheus text format
@@ -31,6 +33,7 @@
 #include <vector>
 
 #include "agent/agent.h"
+#include "agent/budget.h"
 #include "common/error.h"
 
 namespace headroom::agent {
@@ -60,6 +63,11 @@ struct Shared {
   int long_polls = 0;             // waiting now (under mu)
   std::function<void()> wake;     // set by a serving server (under mu): wakes its long-polls
   std::function<ConnectionCounters()> connections;  // set by a serving server (under mu)
+  // Set before serving, constant after. POST /v1/budget sets `budget` (null: the route is 404);
+  // a job budget is shared over `gpus`; a policy takes budgets in `budget_range_w` only.
+  PostedBudget* budget = nullptr;
+  int gpus = 0;
+  std::optional<std::pair<double, double>> budget_range_w;
 
   // Called by whoever changed the agent's decision, after releasing `mu`. `wake` must not
   // block (the server's posts to its own thread).
@@ -111,6 +119,9 @@ class Api {
  private:
   ApiResponse ActuationNow();
   ApiResponse Report(const ApiRequest& request);
+  ApiResponse PostBudget(const ApiRequest& request);
+  // 401 or 415 for a write that may not go on; nullopt when it may.
+  std::optional<ApiResponse> RefuseWrite(const ApiRequest& request) const;
   ApiResponse LongPollOrNow(std::string_view query);
   bool Authorized(const ApiRequest& request) const;
   bool HostAllowed(std::optional<std::string_view> host) const;
@@ -136,6 +147,11 @@ std::string MetricsText(const AgentStatus& s);
 std::string HistoryJson(const std::vector<HistoryPoint>& points, double budget_w);
 // Parses a trainer report; the error names the field.
 Result<TrainerReport> ParseReport(std::string_view body);
+// Parses a budget: exactly one of budget_per_gpu_w and job_budget_w (shared over `gpus`), in
+// [kMinBudgetPerGpuW, kMaxBudgetPerGpuW] per GPU and, when given, within `range_w` (a policy's
+// trained budgets). Returns the budget per GPU; the error names the field.
+Result<double> ParseBudget(std::string_view body, int gpus,
+                           const std::optional<std::pair<double, double>>& range_w = std::nullopt);
 
 // Strict query values: a decimal integer (digits only, no sign, fits in 64 bits), and a plain
 // decimal number (optional sign, digits, optional fraction and exponent; no hex, NaN or inf).

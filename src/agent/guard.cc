@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace headroom::agent {
 
 PowerLimitGuard::PowerLimitGuard(SetLimit set_limit, double budget_w, int sustain, double margin,
@@ -12,6 +14,21 @@ PowerLimitGuard::PowerLimitGuard(SetLimit set_limit, double budget_w, int sustai
       budget_w_(budget_w),
       sustain_(sustain),
       margin_(margin) {}
+
+void PowerLimitGuard::SetBudget(double budget_w,
+                                const std::function<void(const std::string&)>& log) {
+  if (budget_w == budget_w_) return;
+  budget_w_ = budget_w;
+  over_ = 0;
+  for (int gpu : changed_) {
+    const double limit_w = std::min(budget_w_, *original_w_[static_cast<size_t>(gpu)]);
+    if (auto st = set_limit_(gpu, limit_w); !st) {
+      log(fmt::format("guard: {}", st.error().message()));
+      continue;
+    }
+    log(fmt::format("guard: GPU {}: power limit -> {:.0f} W (the budget moved)", gpu, limit_w));
+  }
+}
 
 void PowerLimitGuard::Observe(const telemetry::Sample& sample,
                               const std::function<void(const std::string&)>& log) {

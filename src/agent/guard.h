@@ -29,6 +29,9 @@ class PowerLimitGuard {
   PowerLimitGuard(SetLimit set_limit, double budget_w, int sustain = 4, double margin = 0.02,
                   Persist persist = nullptr, Clear clear = nullptr);
 
+  // The budget per GPU from now on. Once engaged, the limits it set follow the budget (never
+  // above a GPU's original limit).
+  void SetBudget(double budget_w, const std::function<void(const std::string&)>& log);
   // One interval's sample; `log` gets one line per action or failure.
   void Observe(const telemetry::Sample& sample, const std::function<void(const std::string&)>& log);
   // Restores every limit changed. Returns the first failure, after trying them all.

@@ -71,7 +71,7 @@ Result<Recorder> Recorder::Open(const std::string& path,
     return Error::Io(
         fmt::format("{}: cannot write the agent trace: {}", path, std::strerror(error)));
   }
-  std::fputs("t_s,gpu,power_w,phase,step,tokens,concurrency,group_size\n", f);
+  std::fputs("t_s,gpu,power_w,phase,step,tokens,concurrency,group_size,budget_w\n", f);
   std::fflush(f);
   return Recorder(f);
 }
@@ -86,14 +86,15 @@ Recorder::~Recorder() {
 }
 
 void Recorder::Write(double t_s, const std::vector<double>& power_w, std::string_view phase,
-                     int step, double tokens_total, int concurrency, int group_size) {
+                     int step, double tokens_total, int concurrency, int group_size,
+                     double budget_w) {
   const long long total = std::llround(std::clamp(tokens_total, 0.0, 1e15));
   // A total below what was written: the trainer restarted and counts from 0 again.
   const long long tokens = total >= tokens_written_ ? total - tokens_written_ : total;
   tokens_written_ = total;
   for (size_t g = 0; g < power_w.size(); ++g) {
-    fmt::print(file_, "{:.3f},{},{:.2f},{},{},{},{},{}\n", t_s, g, power_w[g], phase, step,
-               g == 0 ? tokens : 0LL, concurrency, group_size);
+    fmt::print(file_, "{:.3f},{},{:.2f},{},{},{},{},{},{:.2f}\n", t_s, g, power_w[g], phase,
+               step, g == 0 ? tokens : 0LL, concurrency, group_size, budget_w);
   }
 }
 

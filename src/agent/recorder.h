@@ -1,5 +1,6 @@
 // The agent's own trace, in headroom's long format (docs/TRACE_FORMAT.md): one row per GPU per
-// control interval — t_s, gpu, power_w, phase, step, tokens, concurrency, group_size — appended
+// control interval — t_s, gpu, power_w, phase, step, tokens, concurrency, group_size, budget_w (per GPU, in
+// force) — appended
 // and flushed to the file every second, so a crash loses at most the last second.
 // `headroom analyze` reads it as is. Not thread-safe (the runner owns it).
 #pragma once
@@ -35,7 +36,7 @@ class Recorder {
   // whole-token increase since the previous row, so the column sums to round(tokens_total)
   // without drift. A total that falls (a restarted trainer counting from 0) starts a new count.
   void Write(double t_s, const std::vector<double>& power_w, std::string_view phase, int step,
-             double tokens_total, int concurrency, int group_size);
+             double tokens_total, int concurrency, int group_size, double budget_w);
   // Flushes when a second has passed since the last flush (by t_s), or when forced.
   void MaybeFlush(double t_s, bool force = false);
 

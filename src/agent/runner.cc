@@ -28,8 +28,18 @@ RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared,
     Result<telemetry::Sample> sample = source.Read(t_s);
     for (const std::string& w : source.TakeWarnings()) log(w);
     Actuation a;
+    double budget_w = 0.0;
     {
+      std::optional<BudgetInForce> budget;
+      if (options.budget != nullptr) budget = options.budget->Current(t_s);
       std::lock_guard lock(shared.mu);
+      if (budget && (budget->budget_per_gpu_w != shared.agent->budget_w() ||
+                     budget->from != shared.agent->budget_from())) {
+        shared.agent->SetBudget(budget->budget_per_gpu_w, budget->from);
+        log(fmt::format("budget {:.1f} W per GPU from {} at t={:.1f} s", budget->budget_per_gpu_w,
+                        budget->from, t_s));
+      }
+      budget_w = shared.agent->budget_w();
       if (link != nullptr) shared.agent->Report(link->Report(t_s), t_s);
       a = shared.agent->Tick(t_s, sample);
     }
@@ -52,7 +62,7 @@ RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared,
     } else if (!failing.empty()) {
       end_failure(/*back=*/true);
     }
-    if (options.observe && sample.ok()) options.observe(*sample);
+    if (options.observe && sample.ok()) options.observe(*sample, budget_w);
     if (link != nullptr) link->Apply(a);
     if (recorder != nullptr && sample.ok()) {
       std::vector<double> power;
@@ -67,7 +77,7 @@ RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared,
         }
       }
       recorder->Write(t_s, power, state.phase, state.step, state.tokens_total, a.concurrency,
-                      a.group_size);
+                      a.group_size, budget_w);
       recorder->MaybeFlush(t_s);
     }
     summary.duration_s = t_s;

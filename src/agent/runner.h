@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "agent/agent.h"
+#include "agent/budget.h"
 #include "agent/recorder.h"
 #include "agent/server.h"
 #include "telemetry/source.h"
@@ -17,8 +18,12 @@ namespace headroom::agent {
 struct RunnerOptions {
   double interval_s = 0.5;
   std::optional<double> duration_s;  // agent time; none: until stopped
-  // Sees every good sample after the decision (the power-limit guard).
-  std::function<void(const telemetry::Sample&)> observe;
+  // Sees every good sample after the decision, with the budget per GPU in force (the power-limit
+  // guard).
+  std::function<void(const telemetry::Sample&, double budget_per_gpu_w)> observe;
+  // Asked before every decision; a change is handed to the agent, so it takes effect at that
+  // decision. Null: the agent's configured budget throughout.
+  BudgetSource* budget = nullptr;
   // A monotonic clock in seconds, to measure each decision (read, decide, publish); none: not
   // measured.
   std::function<double()> monotonic_s;

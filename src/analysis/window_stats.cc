@@ -37,9 +37,20 @@ void WindowStats::MaybeAdvance(double t_s) {
   if (k != k_) Advance(k, t_s);
 }
 
+WindowStats WindowStats::MovingBudget(double window_s) {
+  WindowStats w(window_s, std::nullopt);
+  w.moving_budget_ = true;
+  return w;
+}
+
+WindowStats::Closed WindowStats::CloseOpen() const {
+  const double n = static_cast<double>(count_);
+  return Closed{k_, sum_w_ / n, t0_s_ + static_cast<double>(k_ + 1) * window_s_,
+                moving_budget_ ? budget_sum_w_ / n : 0.0};
+}
+
 void WindowStats::Advance(int64_t k, double t_s) {
-  const Closed closed{k_, sum_w_ / static_cast<double>(count_),
-                      t0_s_ + static_cast<double>(k_ + 1) * window_s_};
+  const Closed closed = CloseOpen();
   // Usually the closing sample is past the window's end, so it counts now; otherwise (a sample
   // within rounding of the boundary) it waits for a later sample or for Finish. Decisions stay
   // in window order.
@@ -50,6 +61,7 @@ void WindowStats::Advance(int64_t k, double t_s) {
   }
   k_ = k;
   sum_w_ = 0.0;
+  budget_sum_w_ = 0.0;
   count_ = 0;
   SetBoundary();
 }
@@ -222,7 +234,9 @@ void WindowStats::Decide(const Closed& w, bool counted) {
   if (!counted) return;
   if (counted_ == 0 || w.mean_w > max_power_w_) max_power_w_ = w.mean_w;
   ++counted_;
-  if (budget_w_ && w.mean_w > *budget_w_) ++over_budget_;
+  if (moving_budget_ ? w.mean_w > w.budget_w : (budget_w_ && w.mean_w > *budget_w_)) {
+    ++over_budget_;
+  }
   if (track_ramp_) {
     if (prev_counted_k_ && *prev_counted_k_ + 1 == w.k) {
       const double ramp = std::abs(w.mean_w - prev_counted_w_) / window_s_;
@@ -235,8 +249,7 @@ void WindowStats::Decide(const Closed& w, bool counted) {
 
 void WindowStats::Finish(double dt_s) {
   if (samples_ == 0) return;
-  pending_.push_back(Closed{k_, sum_w_ / static_cast<double>(count_),
-                            t0_s_ + static_cast<double>(k_ + 1) * window_s_});
+  pending_.push_back(CloseOpen());
   count_ = 0;
   const double limit_s = last_t_s_ + dt_s;
   for (const Closed& w : pending_) Decide(w, w.end_s <= limit_s);

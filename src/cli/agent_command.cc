@@ -59,6 +59,7 @@ struct AgentArgs {
   double speed = 1.0;
   double interval_s = 0.5;
   std::optional<double> budget_w;
+  std::optional<double> floor_w;
   std::string controller = "pid";
   std::string policy;
   std::vector<int> concurrency_range;
@@ -294,6 +295,8 @@ Status RunAgent(const AgentArgs& args) {
   agent::AgentConfig config;
   config.interval_s = args.interval_s;
   config.budget_w = args.budget_w ? *args.budget_w : scenario ? scenario->budget_w : 0.0;
+  config.budget_from = args.budget_w ? "--budget-w" : scenario ? "the scenario" : "";
+  config.floor_w = args.floor_w;
   if (scenario) {
     config.limits = sim::LimitsOf(*scenario);
   } else {
@@ -426,6 +429,7 @@ Status RunAgent(const AgentArgs& args) {
             "--budget-w: not given, and the GPUs' enforced power limits cannot be read");
       }
       config.budget_w = lowest_w;
+      config.budget_from = "the GPUs' enforced power limit";
       log(fmt::format("budget {:.1f} W per GPU: the GPUs' lowest enforced power limit "
                       "(--budget-w sets one)",
                       lowest_w));
@@ -470,6 +474,11 @@ Status RunAgent(const AgentArgs& args) {
   agent::Agent core(config, *controller);
   agent::Shared shared;
   shared.agent = &core;
+  // The budget in force: the flag's (or its default) until a client posts one.
+  agent::PostedBudget budget(config.budget_w, config.budget_from);
+  shared.budget = &budget;
+  shared.gpus = source->gpus();
+  if (policy) shared.budget_range_w = scenario->budget_range_w;
   const auto start = std::chrono::steady_clock::now();
   const double speed = args.speed;
   // Agent time: wall time x speed; with speed 0 the loop runs as fast as it can and the API
@@ -526,7 +535,13 @@ Status RunAgent(const AgentArgs& args) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
         .count();
   };
-  if (guard) options.observe = [&](const telemetry::Sample& s) { guard->Observe(s, log); };
+  options.budget = &budget;
+  if (guard) {
+    options.observe = [&](const telemetry::Sample& s, double budget_w) {
+      guard->SetBudget(budget_w, log);
+      guard->Observe(s, log);
+    };
+  }
   const agent::RunSummary summary = agent::Run(*source, twin, shared,
                                                recorder ? &*recorder : nullptr, options, clock,
                                                signals.stop(), log);
@@ -616,6 +631,10 @@ Command SetupAgent(CLI::App& app) {
       ->check(Real(0.0, 1e6));
   app.add_option("--interval-s", a->interval_s, "Control interval")->check(Real(0.01, 60.0));
   app.add_option("--budget-w", a->budget_w, "Budget per GPU (default: the scenario's)")
+      ->check(Real(kMinGpuPowerW, kMaxGpuPowerW));
+  app.add_option("--floor-w", a->floor_w,
+                 "The job's power per GPU at its lowest actuation, when known: a budget below "
+                 "it is taken and the decision's reason says it cannot be met")
       ->check(Real(kMinGpuPowerW, kMaxGpuPowerW));
   app.add_option("--controller", a->controller, "uncontrolled, pid or ppo");
   app.add_option("--policy", a->policy, "Policy JSON for ppo");

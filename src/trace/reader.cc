@@ -1500,11 +1500,14 @@ void CollectingSink::OnBatch(const SampleBatch& batch, const TraceSchema& schema
   if (series_.size() < schema.gpu_ids.size()) series_.resize(schema.gpu_ids.size());
   const bool has_tokens = schema.Has(Field::kTokens);
   const auto& tokens = batch.fields[FieldIndex(Field::kTokens)];
+  const bool has_budget = schema.Has(Field::kBudgetW);
+  const auto& budget = batch.fields[FieldIndex(Field::kBudgetW)];
   for (size_t i = 0; i < batch.size(); ++i) {
     Series& s = series_[batch.gpu[i]];
     s.t_s.push_back(batch.t_s[i]);
     s.power_w.push_back(batch.power_w[i]);
     if (has_tokens) s.tokens.push_back(std::isnan(tokens[i]) ? 0.0 : tokens[i]);
+    if (has_budget) s.budget_w.push_back(budget[i]);
   }
 }
 

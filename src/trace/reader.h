@@ -125,7 +125,8 @@ class CollectingSink final : public SampleSink {
   struct Series {
     std::vector<double> t_s;
     std::vector<double> power_w;
-    std::vector<double> tokens;  // empty unless the trace has tokens
+    std::vector<double> tokens;    // empty unless the trace has tokens
+    std::vector<double> budget_w;  // empty unless the trace has budgets; NaN where a row has none
   };
   void OnBatch(const SampleBatch& batch, const TraceSchema& schema) override;
   // Series per dense GPU index.

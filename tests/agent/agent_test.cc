@@ -194,6 +194,44 @@ TEST(Agent, ViolationFractionsOnTheJobPowerItSaw) {
   EXPECT_THAT(MetricsText(s), HasSubstr("headroom_violation_fraction{window=\"5min\"} NaN"));
 }
 
+TEST(Agent, ABudgetSetNowIsTheBudgetOfTheVeryNextDecision) {
+  Probe probe;
+  AgentConfig config = Config();
+  config.floor_w = 120.0;
+  Agent a(config, probe);
+  a.Tick(0.0, At(0.0, {250.0}));
+  EXPECT_EQ(probe.last.budget_w, 300.0);
+  a.Tick(0.25, At(0.25, {250.0}));
+  EXPECT_EQ(a.actuation().concurrency, 4);  // under 300 W: rising, x2 a decision
+  a.SetBudget(200.0, "test");
+  a.Tick(0.5, At(0.5, {250.0}));
+  EXPECT_EQ(probe.last.budget_w, 200.0);
+  EXPECT_EQ(a.actuation().concurrency, 2);  // over 200 W: the Probe backs off at once
+  EXPECT_EQ(a.Status(0.5).budget_w, 200.0);
+  EXPECT_EQ(a.Status(0.5).budget_from, "test");
+  EXPECT_EQ(a.History(-1.0).back().budget_w, 200.0);
+  EXPECT_EQ(a.History(-1.0).front().budget_w, 300.0);
+  EXPECT_EQ(a.actuation().reason.find("floor"), std::string::npos);
+  a.SetBudget(100.0, "test");  // below the floor: taken, and the reason says so
+  a.Tick(1.0, At(1.0, {250.0}));
+  EXPECT_EQ(probe.last.budget_w, 100.0);
+  EXPECT_THAT(a.actuation().reason, HasSubstr("below the job's floor 120.0 W per GPU"));
+}
+
+TEST(Agent, ViolationsAreScoredAgainstTheBudgetInForceInEachWindow) {
+  Probe probe;
+  Agent a(Config(), probe);
+  // 0.5 s windows, one sample each: 280 W under 300 (no), 280 W under 250 (yes), 240 under 250.
+  a.Tick(0.0, At(0.0, {280.0}));
+  a.SetBudget(250.0, "test");
+  a.Tick(0.5, At(0.5, {280.0}));
+  a.Tick(1.0, At(1.0, {240.0}));
+  a.Tick(1.5, At(1.5, {240.0}));
+  const AgentStatus s = a.Status(1.5);
+  ASSERT_EQ(s.windows[0], 3u);
+  EXPECT_NEAR(*s.violation_fraction[0], 1.0 / 3.0, 1e-12);
+}
+
 TEST(Guard, SetsTheBudgetAfterSustainedExcessAndRestoresTheOriginals) {
   std::vector<std::pair<int, double>> calls;
   PowerLimitGuard guard(
@@ -227,6 +265,33 @@ TEST(Guard, SetsTheBudgetAfterSustainedExcessAndRestoresTheOriginals) {
   EXPECT_EQ(calls[2], std::make_pair(0, 400.0));  // the limits read before the change
   EXPECT_EQ(calls[3], std::make_pair(1, 350.0));
   EXPECT_THAT(log.back(), HasSubstr("GPU 1: power limit restored to 350 W"));
+}
+
+TEST(Guard, EngagedLimitsFollowAMovingBudgetNeverAboveTheOriginal) {
+  std::vector<std::pair<int, double>> calls;
+  PowerLimitGuard guard(
+      [&](int gpu, double w) -> Status {
+        calls.emplace_back(gpu, w);
+        return OkStatus();
+      },
+      300.0, /*sustain=*/1, /*margin=*/0.0);
+  std::vector<std::string> log;
+  auto logger = [&](const std::string& l) { log.push_back(l); };
+  telemetry::Sample s = At(0.0, {320.0});
+  s.gpus[0].power_limit_w = 350.0;
+  guard.SetBudget(300.0, logger);  // unchanged: nothing
+  EXPECT_TRUE(calls.empty());
+  guard.Observe(s, logger);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0], std::make_pair(0, 300.0));
+  guard.SetBudget(250.0, logger);
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[1], std::make_pair(0, 250.0));
+  guard.SetBudget(500.0, logger);  // above the original 350 W: the original
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_EQ(calls[2], std::make_pair(0, 350.0));
+  ASSERT_TRUE(guard.Restore(logger).ok());
+  EXPECT_EQ(calls.back(), std::make_pair(0, 350.0));
 }
 
 TEST(Guard, LeavesAloneALimitItCouldNotReadAndReportsFailures) {
@@ -682,21 +747,21 @@ TEST(Recorder, TokenColumnIsWholeTokensThatSumToTheRoundedTotal) {
     // Totals 0.4, 0.8, 1.2, 10.6 -> rounded 0, 1, 1, 11 -> increments 0, 1, 0, 10; then the
     // trainer restarts and reports 3: 3 new tokens.
     const double totals[] = {0.4, 0.8, 1.2, 10.6, 3.0};
-    for (int k = 0; k < 5; ++k) rec->Write(0.5 * k, {100.0, 101.0}, "rollout", 0, totals[k], 4, 8);
+    for (int k = 0; k < 5; ++k) rec->Write(0.5 * k, {100.0, 101.0}, "rollout", 0, totals[k], 4, 8, 250.0);
   }
   std::ifstream in(path);
   std::string line;
   std::getline(in, line);
-  EXPECT_EQ(line, "t_s,gpu,power_w,phase,step,tokens,concurrency,group_size");
+  EXPECT_EQ(line, "t_s,gpu,power_w,phase,step,tokens,concurrency,group_size,budget_w");
   std::vector<std::string> rows;
   while (std::getline(in, line)) rows.push_back(line);
   ASSERT_EQ(rows.size(), 10u);
-  EXPECT_EQ(rows[0], "0.000,0,100.00,rollout,0,0,4,8");
-  EXPECT_EQ(rows[1], "0.000,1,101.00,rollout,0,0,4,8");  // tokens on GPU 0's row only
-  EXPECT_EQ(rows[2], "0.500,0,100.00,rollout,0,1,4,8");
-  EXPECT_EQ(rows[4], "1.000,0,100.00,rollout,0,0,4,8");
-  EXPECT_EQ(rows[6], "1.500,0,100.00,rollout,0,10,4,8");
-  EXPECT_EQ(rows[8], "2.000,0,100.00,rollout,0,3,4,8");
+  EXPECT_EQ(rows[0], "0.000,0,100.00,rollout,0,0,4,8,250.00");
+  EXPECT_EQ(rows[1], "0.000,1,101.00,rollout,0,0,4,8,250.00");  // tokens on GPU 0's row only
+  EXPECT_EQ(rows[2], "0.500,0,100.00,rollout,0,1,4,8,250.00");
+  EXPECT_EQ(rows[4], "1.000,0,100.00,rollout,0,0,4,8,250.00");
+  EXPECT_EQ(rows[6], "1.500,0,100.00,rollout,0,10,4,8,250.00");
+  EXPECT_EQ(rows[8], "2.000,0,100.00,rollout,0,3,4,8,250.00");
   // The sidecar, as headroom analyze will find it.
   std::vector<std::string> warnings;
   auto meta = trace::LoadMetaFor(path, &warnings);
@@ -736,6 +801,115 @@ TEST(Runner, TelemetryStopsSafeWithinOneIntervalAndTheTraceIsReadable) {
   ASSERT_EQ(sink.series().size(), 1u);
   EXPECT_EQ(sink.series()[0].t_s.size(), 5u);  // the good intervals 0 .. 2.0
   EXPECT_EQ(sink.series()[0].power_w[0], 150.0);
+}
+
+TEST(Api, PostedBudgetIsValidatedAndNamesItsField) {
+  Served served;
+  Shared& shared = served.shared;
+  PostedBudget budget(300.0, "--budget-w");
+  shared.budget = &budget;
+  shared.gpus = 4;
+  ApiConfig config;
+  config.token = "s3cret";
+  Api api(shared, config);
+  const auto post = [&](std::string_view body, std::optional<std::string_view> auth =
+                                                   "Bearer s3cret",
+                        std::optional<std::string_view> type = "application/json") {
+    ApiRequest r;
+    r.method = "POST";
+    r.target = "/v1/budget";
+    r.host = "127.0.0.1";
+    r.authorization = auth;
+    r.content_type = type;
+    r.body = body;
+    return api.Handle(r);
+  };
+  EXPECT_EQ(post(R"({"budget_per_gpu_w": 250})", std::nullopt).status, 401);
+  EXPECT_EQ(post(R"({"budget_per_gpu_w": 250})", "Bearer s3cret", "text/plain").status, 415);
+  struct Bad {
+    const char* body;
+    const char* says;
+  };
+  for (const Bad& bad : {
+           Bad{R"({"budget_per_gpu_w": 0})", "field 'budget_per_gpu_w': expected watts in [1, 10000]"},
+           Bad{R"({"budget_per_gpu_w": "250"})", "field 'budget_per_gpu_w'"},
+           Bad{R"({"budget_per_gpu_w": 1e400})", "body is not JSON"},
+           Bad{R"({"job_budget_w": 2})", "field 'job_budget_w': expected watts in [4, 40000] for 4 GPU(s)"},
+           Bad{R"({"budget_per_gpu_w": 250, "job_budget_w": 1000})", "give one of"},
+           Bad{R"({})", "give one of"},
+           Bad{R"({"budget_w": 250})", "field 'budget_w': unknown"},
+           Bad{R"([250])", "expected a JSON object"},
+           Bad{"{\"budget_per_gpu_w\": 250, \"x\xff\": 1}", "invalid UTF-8"},
+       }) {
+    const ApiResponse r = post(bad.body);
+    EXPECT_EQ(r.status, 400) << bad.body;
+    EXPECT_THAT(r.body, HasSubstr(bad.says)) << bad.body;
+  }
+  EXPECT_EQ(budget.Current(0.0).budget_per_gpu_w, 300.0);  // nothing bad was taken
+  EXPECT_EQ(budget.Current(0.0).version, 0u);
+  ApiResponse r = post(R"({"job_budget_w": 1000})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto j = nlohmann::json::parse(r.body);
+  EXPECT_EQ(j["budget_per_gpu_w"], 250.0);
+  EXPECT_EQ(j["job_budget_w"], 1000.0);
+  EXPECT_EQ(j["below_floor"], false);
+  EXPECT_EQ(budget.Current(0.0).budget_per_gpu_w, 250.0);
+  EXPECT_EQ(budget.Current(0.0).from, "POST /v1/budget");
+  // A policy's trained range bounds what it takes.
+  shared.budget_range_w = std::make_pair(200.0, 320.0);
+  r = post(R"({"budget_per_gpu_w": 150})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_THAT(r.body, HasSubstr("outside the policy's trained budgets [200, 320]"));
+  EXPECT_EQ(post(R"({"budget_per_gpu_w": 210.5})").status, 200);
+  EXPECT_EQ(budget.Current(0.0).budget_per_gpu_w, 210.5);
+  ApiRequest get;
+  get.method = "GET";
+  get.target = "/v1/budget";
+  get.host = "127.0.0.1";
+  EXPECT_EQ(api.Handle(get).status, 405);
+  shared.budget = nullptr;  // an agent that takes no posted budget
+  EXPECT_EQ(post(R"({"budget_per_gpu_w": 250})").status, 404);
+}
+
+TEST(Runner, APostedBudgetReachesTheNextDecisionTheTraceAndTheStatus) {
+  Served served;
+  Agent& core = served.core;
+  Shared& shared = served.shared;
+  PostedBudget budget(300.0, "--budget-w");
+  shared.budget = &budget;
+  shared.gpus = 1;
+  Failing source;  // 150 W until 2.0 s
+  const std::string path = ::testing::TempDir() + "/agent_budget_trace.csv";
+  auto rec = Recorder::Open(path);
+  ASSERT_TRUE(rec.ok());
+  // The budget is posted while the runner sleeps before its decision at t = 1.0 s.
+  Clock clock{[&](double t) {
+    if (t == 1.0) budget.Set(140.0, "POST /v1/budget");
+  }};
+  std::atomic<bool> stop{false};
+  RunnerOptions o;
+  o.duration_s = 2.0;
+  o.budget = &budget;
+  std::vector<std::pair<double, double>> observed;
+  o.observe = [&](const telemetry::Sample& s, double w) { observed.emplace_back(s.t_s, w); };
+  std::vector<std::string> log;
+  agent::Run(source, nullptr, shared, &*rec, o, clock, stop,
+             [&](const std::string& l) { log.push_back(l); });
+  EXPECT_EQ(served.probe.last.budget_w, 140.0);
+  EXPECT_EQ(core.actuation().concurrency, 2);  // 150 W over 140 W
+  ASSERT_EQ(observed.size(), 5u);
+  EXPECT_EQ(observed[1], std::make_pair(0.5, 300.0));
+  EXPECT_EQ(observed[2], std::make_pair(1.0, 140.0));
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_EQ(log[0], "budget 140.0 W per GPU from POST /v1/budget at t=1.0 s");
+  const auto j = nlohmann::json::parse(StatusJson(core.Status(2.0)));
+  EXPECT_EQ(j["budget_per_gpu_w"], 140.0);
+  EXPECT_EQ(j["budget_from"], "POST /v1/budget");
+  trace::CollectingSink sink;
+  auto read = trace::ReadTraceFile(path, {}, sink);
+  ASSERT_TRUE(read.ok()) << read.error().message();
+  ASSERT_EQ(sink.series().size(), 1u);
+  EXPECT_EQ(sink.series()[0].budget_w, (std::vector<double>{300.0, 300.0, 140.0, 140.0, 140.0}));
 }
 
 }  // namespace

@@ -129,6 +129,22 @@ try {
         "a power series per GPU, every point positive");
   check(data.concurrency.every((c) => Number.isInteger(c) && c >= 1), "concurrency series integral");
 
+  // A budget posted now: the budget line steps down at one decision and stays there.
+  const lowered = Math.round(status.budget_w * 0.8 * 10) / 10;
+  const posted = await fetch(base + "/v1/budget", {
+    method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ budget_per_gpu_w: lowered }) });
+  check(posted.status === 200, `POST /v1/budget answers 200 (${posted.status})`);
+  await page.waitForFunction((w) => {
+    const b = window.headroomDashboard.budget;
+    return b.length > 0 && b[b.length - 1] === w;
+  }, lowered, { timeout: 60_000 });
+  const stepped = await page.evaluate(() => window.headroomDashboard.budget.slice());
+  const changes = stepped.filter((b, i) => i > 0 && b !== stepped[i - 1]).length;
+  check(changes === 1 && stepped[0] === status.budget_w, `the budget line steps once (${changes} changes)`);
+  await page.waitForFunction((text) => document.getElementById("stat-budget").textContent === text,
+                             `${lowered.toFixed(1)} W`, { timeout: 30_000 });
+
   // And it is drawn: the power canvas holds pixels of the GPUs' colours (the four lines run close
   // together, so any may lie on top) and of the budget's.
   const pixels = await page.evaluate(() => {

@@ -49,7 +49,7 @@ TEST(AnalyzeJson, HasEveryKeyOfTheInterface) {
 }
 
 TEST(FleetJson, HasEveryKeyOfTheInterface) {
-  trace::CollectingSink::Series s{{0, 1, 2, 3}, {1, 2, 3, 4}, {}};
+  trace::CollectingSink::Series s{{0, 1, 2, 3}, {1, 2, 3, 4}, {}, {}};
   std::vector<fleet::Job> jobs;
   jobs.push_back(std::move(fleet::MakeJob("j.csv", 2, {s}, false, 10.0)).value());
   fleet::FleetOptions o;

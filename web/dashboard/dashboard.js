@@ -42,9 +42,10 @@
       powerSeries.push({ label: "GPU " + g, stroke: COLORS[g % COLORS.length], width: 1.5,
                          value: (u, v) => fmt(v, 1) });
     }
-    powerSeries.push({ label: "budget", stroke: "#d62728", width: 2, dash: [8, 4],
-                       value: (u, v) => fmt(v, 1) });
     const stepped = uPlot.paths && uPlot.paths.stepped ? uPlot.paths.stepped({ align: 1 }) : undefined;
+    // The budget in force at each decision: a line that steps when it moves.
+    powerSeries.push({ label: "budget", stroke: "#d62728", width: 2, dash: [8, 4], paths: stepped,
+                       value: (u, v) => fmt(v, 1) });
     charts = {
       power: makeChart($("chart-power"), powerSeries, "W", 260),
       actuation: makeChart($("chart-actuation"), [
@@ -77,7 +78,7 @@
       state.lastT = p.t_s;
       state.t.push(p.t_s);
       for (let g = 0; g < state.gpus; g++) state.power[g].push(p.power_w === null ? null : p.power_w[g]);
-      state.budget.push(h.budget_w);
+      state.budget.push(typeof p.budget_w === "number" ? p.budget_w : h.budget_w);
       state.concurrency.push(p.concurrency);
       state.group.push(p.group_size);
       state.tokens.push(p.tokens_per_s);
@@ -99,6 +100,7 @@
 
   function drawStatus(s) {
     $("stat-budget").textContent = fmt(s.budget_w, 1) + " W";
+    $("stat-budget").title = "from " + (s.budget_from || "?");
     const power = $("stat-power");
     power.textContent = fmt(s.job_power_w, 1) + " W";
     power.classList.toggle("over", s.job_power_w > s.budget_w);

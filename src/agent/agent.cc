@@ -13,9 +13,9 @@ Agent::Agent(AgentConfig config, control::Controller& controller)
       controller_(controller),
       budget_w_(config.budget_w),
       budget_from_(config.budget_from),
-      stats_{analysis::WindowStats::MovingBudget(kWindowsS[0]),
-             analysis::WindowStats::MovingBudget(kWindowsS[1]),
-             analysis::WindowStats::MovingBudget(kWindowsS[2])} {
+      stats_{analysis::WindowStats(kWindowsS[0], &budgets_),
+             analysis::WindowStats(kWindowsS[1], &budgets_),
+             analysis::WindowStats(kWindowsS[2], &budgets_)} {
   assert(config_.budget_w > 0.0 && config_.interval_s > 0.0);
   const bool initial = config_.initial_concurrency || config_.initial_group_size;
   applied_.concurrency = config_.initial_concurrency.value_or(config_.safe_concurrency);
@@ -75,7 +75,11 @@ const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& samp
   }
   double job_w = 0.0;
   for (double p : power_w_) job_w += p / static_cast<double>(power_w_.size());
-  for (auto& s : stats_) s.Add(now_s, job_w, budget_w_);
+  // The budget in force from this decision on, as the windows score it; what no open window
+  // needs any more is forgotten.
+  budgets_.Append(now_s, budget_w_);
+  if (budgets_.points().size() > 64) budgets_.DropBefore(now_s - 2.0 * kWindowsS.back());
+  for (auto& s : stats_) s.Add(now_s, job_w);
   saw_sample_ = true;
 
   control::Inputs in;

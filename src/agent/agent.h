@@ -112,6 +112,8 @@ class Agent {
  public:
   // REQUIRES: config.budget_w > 0, interval_s > 0; `controller` outlives the agent.
   Agent(AgentConfig config, control::Controller& controller);
+  Agent(const Agent&) = delete;  // its windows point to its own budget schedule
+  Agent& operator=(const Agent&) = delete;
 
   // One control interval at `now_s` with what the source returned.
   const Actuation& Tick(double now_s, const Result<telemetry::Sample>& sample);
@@ -137,6 +139,8 @@ class Agent {
   control::Controller& controller_;
   double budget_w_;  // per GPU, in force
   std::string budget_from_;
+  analysis::BudgetSchedule budgets_;  // the budget at each decision: what the windows score
+                                      // against (declared before stats_, which point to it)
   Actuation actuation_;
   control::Applied applied_;
   std::vector<double> power_w_;

@@ -35,12 +35,18 @@ struct Analyzer::PollScan {
 // Everything computed on one series: a GPU's own samples (scope gpu) or the sum series.
 class Analyzer::SeriesStats {
  public:
-  SeriesStats(const AnalyzeOptions& options, SpectrumPool* pool, Envelope* envelope)
+  // `schedule`: a moving budget (null: options.budget_w, if any).
+  SeriesStats(const AnalyzeOptions& options, SpectrumPool* pool, Envelope* envelope,
+              const BudgetSchedule* schedule)
       : ramp_(kRampWindowS, std::nullopt, /*track_ramp=*/true), welch_(pool), envelope_(envelope) {
-    for (double w : options.windows_s) windows_.emplace_back(w, options.budget_w);
+    const auto window = [&](double w) {
+      return schedule != nullptr ? WindowStats(w, schedule) : WindowStats(w, options.budget_w);
+    };
+    for (double w : options.windows_s) windows_.push_back(window(w));
     if (options.plot_data) {
-      for (double w : kCurveWindowsS) curve_.emplace_back(w, options.budget_w);
+      for (double w : kCurveWindowsS) curve_.push_back(window(w));
     }
+    if (schedule != nullptr) settle_.emplace(schedule);
   }
 
   // Adds n time-ordered samples.
@@ -50,6 +56,7 @@ class Analyzer::SeriesStats {
     ramp_.AddBatch(t_s, power_w, n);
     for (WindowStats& w : curve_) w.AddBatch(t_s, power_w, n);
     welch_.AddBatch(t_s, power_w, n);
+    if (settle_) settle_->AddRun(t_s, power_w, n);
     if (envelope_ != nullptr) {
       for (size_t i = 0; i < n; ++i) envelope_->Add(t_s[i], power_w[i]);
     }
@@ -82,6 +89,11 @@ class Analyzer::SeriesStats {
     WelchAccumulator* welch[WindowStats::kMaxLanes];
     for (size_t g = 0; g < lane_count; ++g) welch[g] = &lanes[g]->welch_;
     WelchAccumulator::AddPolls(welch, lane_count, t_s, power_w, polls);
+    if (lead.settle_) {
+      for (size_t g = 0; g < lane_count; ++g) {
+        lanes[g]->settle_->AddRun(t_s, power_w + g, polls, lane_count);
+      }
+    }
     if (lead.envelope_ != nullptr) {
       for (size_t r = 0; r < polls; ++r) {
         for (size_t g = 0; g < lane_count; ++g) {
@@ -102,11 +114,13 @@ class Analyzer::SeriesStats {
     ramp_.Finish(dt_s);
     for (WindowStats& w : curve_) w.Finish(dt_s);
     welch_.Finish();
+    if (settle_) settle_->Finish();
   }
 
   const std::vector<WindowStats>& windows() const { return windows_; }
   const std::vector<WindowStats>& curve() const { return curve_; }
   const WindowStats& ramp() const { return ramp_; }
+  const std::optional<SettleTracker>& settle() const { return settle_; }
   uint64_t n() const { return n_; }
   double sum_w() const { return sum_w_; }
   double peak_w() const { return peak_w_; }
@@ -116,6 +130,7 @@ class Analyzer::SeriesStats {
   std::vector<WindowStats> curve_;
   WindowStats ramp_;
   WelchAccumulator welch_;
+  std::optional<SettleTracker> settle_;  // a moving budget only
   Envelope* envelope_;
   double sum_w_ = 0.0;
   double peak_w_ = 0.0;
@@ -143,6 +158,13 @@ Analyzer::Analyzer(AnalyzeOptions options)
       steps_(std::make_unique<Steps>()),
       scan_(std::make_unique<PollScan>()) {
   if (options_.plot_data) envelope_.emplace();
+  if (options_.budget_schedule) {
+    schedule_ = *options_.budget_schedule;
+    schedule_mode_ = true;
+    decided_budget_ = true;
+  } else if (options_.budget_w) {
+    decided_budget_ = true;
+  }
 }
 
 Analyzer::~Analyzer() = default;
@@ -151,7 +173,8 @@ Analyzer::Gpu& Analyzer::AddGpus(uint32_t index) {
   while (gpus_.size() <= index) {
     auto gpu = std::make_unique<Gpu>();
     if (options_.scope == Scope::kGpu) {
-      gpu->series.emplace(options_, spectrum_.get(), envelope_ ? &*envelope_ : nullptr);
+      gpu->series.emplace(options_, spectrum_.get(), envelope_ ? &*envelope_ : nullptr,
+                          ScheduleOrNull());
     }
     gpus_.push_back(std::move(gpu));
   }
@@ -213,6 +236,11 @@ bool ScanPolls(const trace::SampleBatch& batch, size_t gpus, Analyzer::PollScan&
 void Analyzer::OnBatch(const trace::SampleBatch& batch, const trace::TraceSchema& schema) {
   const size_t n = batch.size();
   if (n == 0) return;
+  if (!decided_budget_) {  // no budget given: the trace's column, if it has one
+    decided_budget_ = true;
+    budget_column_ = schedule_mode_ = schema.Has(trace::Field::kBudgetW);
+  }
+  if (budget_column_) AddBudgets(batch);
   AddTokens(batch, schema);
   // While every batch is whole polls of the same GPUs, each GPU has had the same times, and the
   // time arithmetic of every statistic is done once per poll for all of them.
@@ -287,6 +315,25 @@ void Analyzer::AddTokens(const trace::SampleBatch& batch, const trace::TraceSche
   }
 }
 
+void Analyzer::AddBudgets(const trace::SampleBatch& batch) {
+  const auto& budget = batch.fields[trace::FieldIndex(trace::Field::kBudgetW)];
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (batch.gpu[i] != 0) continue;
+    const double w = budget[i];
+    if (std::isnan(w)) continue;  // a row without one: the budget in force stays
+    if (!(w > 0.0 && w <= trace::kMaxPowerW)) {
+      if (bad_budget_.empty()) {
+        bad_budget_ = fmt::format("field 'budget_w': {} at t_s={} (the first GPU): expected watts "
+                                  "in (0, {}]",
+                                  w, batch.t_s[i], trace::kMaxPowerW);
+      }
+      continue;
+    }
+    if (!schedule_.empty() && batch.t_s[i] < schedule_.points().back().t_s) continue;
+    schedule_.Append(batch.t_s[i], w);
+  }
+}
+
 void Analyzer::OnPolls(const trace::SampleBatch& batch, size_t gpus) {
   const size_t polls = batch.size() / gpus;
   GpuAt(static_cast<uint32_t>(gpus - 1));
@@ -334,7 +381,7 @@ void Analyzer::OnPolls(const trace::SampleBatch& batch, size_t gpus) {
 namespace {
 
 // Pools window statistics of several series of the same window length.
-WindowResult PoolWindows(double window_s, std::optional<double> budget_w,
+WindowResult PoolWindows(double window_s, bool has_budget,
                          const std::vector<const WindowStats*>& parts) {
   WindowResult r;
   r.window_s = window_s;
@@ -346,7 +393,7 @@ WindowResult PoolWindows(double window_s, std::optional<double> budget_w,
           r.max_window_power_w ? std::max(*r.max_window_power_w, *max_w) : *max_w;
     }
   }
-  if (budget_w && r.windows_counted > 0) {
+  if (has_budget && r.windows_counted > 0) {
     r.violation_fraction =
         static_cast<double>(r.windows_over_budget) / static_cast<double>(r.windows_counted);
   }
@@ -357,6 +404,10 @@ WindowResult PoolWindows(double window_s, std::optional<double> budget_w,
 
 Result<AnalyzeResult> Analyzer::Finish(const trace::TraceSchema& schema) {
   if (samples_ == 0) return Error::Input("the trace has no samples");
+  if (!bad_budget_.empty()) return Error::Input(bad_budget_);
+  if (budget_column_ && schedule_.empty()) {
+    return Error::Input("field 'budget_w': the first GPU's rows have none");
+  }
   AnalyzeResult result;
   result.samples = samples_;
   result.scope = options_.scope;
@@ -388,7 +439,13 @@ Result<AnalyzeResult> Analyzer::Finish(const trace::TraceSchema& schema) {
     }
     auto grid = SumOnGrid(parts, dt_s);
     if (!grid) return std::move(grid).error();
-    sum_series.emplace(options_, spectrum_.get(), envelope_ ? &*envelope_ : nullptr);
+    // A column's budget is per GPU; the sum's is that times the GPUs.
+    const BudgetSchedule* schedule = ScheduleOrNull();
+    if (budget_column_) {
+      sum_schedule_ = schedule_.Scaled(static_cast<double>(result.gpus));
+      schedule = &sum_schedule_;
+    }
+    sum_series.emplace(options_, spectrum_.get(), envelope_ ? &*envelope_ : nullptr, schedule);
     std::vector<double> times(grid->power_w.size());
     for (size_t i = 0; i < times.size(); ++i) times[i] = grid->TimeAt(i);
     sum_series->AddBatch(times.data(), grid->power_w.data(), times.size());
@@ -414,11 +471,34 @@ Result<AnalyzeResult> Analyzer::Finish(const trace::TraceSchema& schema) {
     for (size_t w = 0; w < windows_s.size(); ++w) {
       std::vector<const WindowStats*> parts;
       for (SeriesStats* s : series) parts.push_back(curve ? &s->curve()[w] : &s->windows()[w]);
-      out.push_back(PoolWindows(windows_s[w], options_.budget_w, parts));
+      out.push_back(PoolWindows(windows_s[w], schedule_mode_ || options_.budget_w, parts));
     }
     return out;
   };
   result.windows = pool(options_.windows_s, false);
+  if (schedule_mode_) {
+    const BudgetSchedule& b = options_.scope == Scope::kSum && budget_column_ ? sum_schedule_
+                                                                              : schedule_;
+    if (!b.moves()) {
+      result.budget_w = b.At(first_s);  // a column that never moves: a fixed budget
+    } else {
+      MovingBudgetResult m;
+      m.source = budget_column_ ? "column" : "schedule";
+      m.changes = b.points().size() - 1;
+      m.min_w = b.MinW();
+      m.max_w = b.MaxW();
+      m.mean_w = b.MeanW(first_s, last_s + dt_s);
+      result.moving_budget = m;
+      std::vector<double> settled_s;
+      size_t unsettled = 0;
+      for (SeriesStats* s : series) {
+        settled_s.insert(settled_s.end(), s->settle()->settled_s().begin(),
+                         s->settle()->settled_s().end());
+        unsettled += s->settle()->unsettled();
+      }
+      result.settle = SummarizeSettle(std::move(settled_s), unsettled);
+    }
+  }
   if (options_.plot_data) result.curve = pool(kCurveWindowsS, true);
 
   if (schema.Has(trace::Field::kTokens)) {

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/budget_schedule.h"
 #include "analysis/envelope.h"
 #include "analysis/spectrum.h"
 #include "common/error.h"
@@ -38,6 +39,9 @@ struct AnalyzeOptions {
   Scope scope = Scope::kGpu;
   std::vector<double> windows_s = kDefaultWindowsS;
   std::optional<double> budget_w;     // of the series: per GPU (gpu) or of the sum (sum)
+  // A budget that moves, in the same units as budget_w (exclusive with it). Without either, a
+  // trace's budget_w column (per GPU; read from its first GPU's rows) is the budget.
+  std::optional<BudgetSchedule> budget_schedule;
   std::optional<double> nameplate_w;  // per GPU
   double band_lo_hz = kDefaultBandLoHz;
   double band_hi_hz = kDefaultBandHiHz;
@@ -52,12 +56,23 @@ struct WindowResult {
   std::optional<double> max_window_power_w;
 };
 
+// The budget the windows were scored against, when it is not one fixed number.
+struct MovingBudgetResult {
+  std::string source;  // "schedule" or "column"
+  size_t changes = 0;  // change points after the first
+  double min_w = 0.0;  // of the series (scope gpu: per GPU; sum: of the sum)
+  double max_w = 0.0;
+  double mean_w = 0.0;  // time-weighted over the trace
+};
+
 struct AnalyzeResult {
   uint64_t samples = 0;
   uint32_t gpus = 0;
   double duration_s = 0.0;
   Scope scope = Scope::kGpu;
-  std::optional<double> budget_w;
+  std::optional<double> budget_w;  // a fixed budget (or a budget column that never moves)
+  std::optional<MovingBudgetResult> moving_budget;  // when it moves
+  std::optional<SettleSummary> settle;  // when it moves: the decreases of every series
   std::optional<double> dt_s;
   double energy_j = 0.0;
   double mean_power_w = 0.0;
@@ -108,6 +123,9 @@ class Analyzer final : public trace::SampleSink {
   }
   Gpu& AddGpus(uint32_t index);
   void AddTokens(const trace::SampleBatch& batch, const trace::TraceSchema& schema);
+  // The first GPU's budget_w rows into schedule_ (budget from the column).
+  void AddBudgets(const trace::SampleBatch& batch);
+  const BudgetSchedule* ScheduleOrNull() const { return schedule_mode_ ? &schedule_ : nullptr; }
   // A batch of whole polls while every GPU has had the same times (scope gpu).
   void OnPolls(const trace::SampleBatch& batch, size_t gpus);
 
@@ -119,6 +137,13 @@ class Analyzer final : public trace::SampleSink {
   std::unique_ptr<Steps> steps_;
   uint64_t samples_ = 0;
   double tokens_ = 0.0;
+  // The moving budget: given, or read from the column (decided at the first batch).
+  bool decided_budget_ = false;
+  bool schedule_mode_ = false;
+  bool budget_column_ = false;
+  BudgetSchedule schedule_;
+  BudgetSchedule sum_schedule_;  // scope sum with a column: schedule_ x GPUs
+  std::string bad_budget_;        // the first unusable budget_w value, reported by Finish
   // OnBatch's gather: per GPU, where its run goes and how long it is.
   std::vector<double*> run_t_s_;
   std::vector<double*> run_power_w_;

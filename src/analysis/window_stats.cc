@@ -37,16 +37,14 @@ void WindowStats::MaybeAdvance(double t_s) {
   if (k != k_) Advance(k, t_s);
 }
 
-WindowStats WindowStats::MovingBudget(double window_s) {
-  WindowStats w(window_s, std::nullopt);
-  w.moving_budget_ = true;
-  return w;
+WindowStats::WindowStats(double window_s, const BudgetSchedule* schedule)
+    : WindowStats(window_s, std::nullopt) {
+  schedule_ = schedule;
 }
 
 WindowStats::Closed WindowStats::CloseOpen() const {
-  const double n = static_cast<double>(count_);
-  return Closed{k_, sum_w_ / n, t0_s_ + static_cast<double>(k_ + 1) * window_s_,
-                moving_budget_ ? budget_sum_w_ / n : 0.0};
+  return Closed{k_, sum_w_ / static_cast<double>(count_),
+                t0_s_ + static_cast<double>(k_ + 1) * window_s_};
 }
 
 void WindowStats::Advance(int64_t k, double t_s) {
@@ -61,7 +59,6 @@ void WindowStats::Advance(int64_t k, double t_s) {
   }
   k_ = k;
   sum_w_ = 0.0;
-  budget_sum_w_ = 0.0;
   count_ = 0;
   SetBoundary();
 }
@@ -119,8 +116,9 @@ void WindowStats::AddPollsOf(WindowStats* const* lanes, size_t lane_count_at_run
   const double t0_s = lead.t0_s_;
   const double window_s = lead.window_s_;
   const bool track_ramp = lead.track_ramp_;
-  const bool has_budget = lead.budget_w_.has_value();
+  const bool has_budget = lead.budget_w_.has_value() || lead.schedule_ != nullptr;
   const double budget_w = lead.budget_w_.value_or(0.0);
+  const BudgetSchedule* schedule = lead.schedule_;  // the lanes share it
   double sum_w[kMaxLanes], max_w[kMaxLanes], prev_w[kMaxLanes], ramp[kMaxLanes];
   uint64_t over[kMaxLanes];
   int64_t k = 0;
@@ -179,10 +177,12 @@ void WindowStats::AddPollsOf(WindowStats* const* lanes, size_t lane_count_at_run
         // The usual close: the window counts now (as Advance and Decide would decide it).
         const double n = static_cast<double>(count);
         const bool adjacent = track_ramp && prev_k && *prev_k + 1 == k;
+        const double window_budget_w =
+            schedule != nullptr ? schedule->MeanW(end_s - window_s, end_s) : budget_w;
         for (size_t g = 0; g < lane_count; ++g) {
           const double mean_w = sum_w[g] / n;
           max_w[g] = counted == 0 ? mean_w : std::max(max_w[g], mean_w);
-          over[g] += has_budget && mean_w > budget_w;
+          over[g] += has_budget && mean_w > window_budget_w;
           if (adjacent) {
             const double step = std::abs(mean_w - prev_w[g]) / window_s;
             ramp[g] = has_ramp ? std::max(ramp[g], step) : step;
@@ -234,7 +234,9 @@ void WindowStats::Decide(const Closed& w, bool counted) {
   if (!counted) return;
   if (counted_ == 0 || w.mean_w > max_power_w_) max_power_w_ = w.mean_w;
   ++counted_;
-  if (moving_budget_ ? w.mean_w > w.budget_w : (budget_w_ && w.mean_w > *budget_w_)) {
+  if (schedule_ != nullptr) {
+    if (w.mean_w > schedule_->MeanW(w.end_s - window_s_, w.end_s)) ++over_budget_;
+  } else if (budget_w_ && w.mean_w > *budget_w_) {
     ++over_budget_;
   }
   if (track_ramp_) {

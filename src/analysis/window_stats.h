@@ -2,11 +2,9 @@
 //
 // Windows are aligned at the series' first time t0: window k holds the samples with
 // floor((t - t0) / W + 1e-9) = k. A window's power is the plain mean of its samples. Against a
-// fixed budget a window violates when its power is above it; against a moving budget
-// (MovingBudget(), fed by Add(t, power, budget)) when its power is above the budget's
-// time-weighted mean over the window, which for samples at a steady interval, each carrying the
-// budget in force over its interval, is the plain mean of the samples' budgets (docs/METRICS.md,
-// "A moving budget"). A window
+// fixed budget a window violates when its power is above it; against a moving one (a
+// BudgetSchedule) when its power is above the budget's time-weighted mean over the window
+// [t0 + kW, t0 + (k+1)W) (docs/METRICS.md, "A moving budget"). A window
 // counts if it has at least one sample and its end t0 + (k+1) W <= the series' last time + dt.
 // Because dt is only known once the whole trace is read, a window is decided as soon as a later
 // sample reaches its end (it then counts for certain) and the rest at Finish(dt); memory stays
@@ -20,6 +18,8 @@
 #include <optional>
 #include <vector>
 
+#include "analysis/budget_schedule.h"
+
 namespace headroom::analysis {
 
 inline constexpr double kWindowEpsilon = 1e-9;  // tolerance in floor((t - t0) / W + 1e-9)
@@ -28,9 +28,9 @@ class WindowStats {
  public:
   // REQUIRES: window_s > 0.
   WindowStats(double window_s, std::optional<double> budget_w, bool track_ramp = false);
-  // Against a budget that moves: every sample brings the budget in force with it.
-  // REQUIRES: window_s > 0; fed with Add(t, power, budget) only.
-  static WindowStats MovingBudget(double window_s);
+  // Against a budget that moves. REQUIRES: window_s > 0; `schedule` outlives this and holds
+  // every change point up to the latest time added (it may grow meanwhile).
+  WindowStats(double window_s, const BudgetSchedule* schedule);
 
   // REQUIRES: t_s does not decrease between calls.
   void Add(double t_s, double power_w) {
@@ -44,12 +44,6 @@ class WindowStats {
     ++count_;
     ++samples_;
     last_t_s_ = t_s;
-  }
-
-  // A sample and the budget in force for it. REQUIRES: as Add; made by MovingBudget().
-  void Add(double t_s, double power_w, double budget_w) {
-    Add(t_s, power_w);  // may close the open window first, then counts this sample in
-    budget_sum_w_ += budget_w;
   }
 
   // Adds n samples; the same as n calls of Add, faster.
@@ -87,7 +81,6 @@ class WindowStats {
     int64_t k;
     double mean_w;
     double end_s;
-    double budget_w;  // the mean budget of its samples (moving budget only)
   };
   Closed CloseOpen() const;
   void Start(double t_s);
@@ -106,13 +99,12 @@ class WindowStats {
   double window_s_;
   std::optional<double> budget_w_;
   bool track_ramp_;
-  bool moving_budget_ = false;
+  const BudgetSchedule* schedule_ = nullptr;
 
   // The open window.
   double t0_s_ = 0.0;
   int64_t k_ = 0;
   double sum_w_ = 0.0;
-  double budget_sum_w_ = 0.0;  // moving budget only
   uint64_t count_ = 0;
   double boundary_s_ = 0.0;  // below this time a sample is certainly in window k_
   uint64_t samples_ = 0;

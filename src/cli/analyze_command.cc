@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "analysis/analyzer.h"
+#include "cli/budget_options.h"
 #include "cli/commands.h"
 #include "cli/output_files.h"
 #include "cli/progress.h"
@@ -21,6 +22,7 @@ namespace {
 struct AnalyzeArgs {
   std::string trace;
   std::optional<double> budget_w;
+  std::string budget_schedule;
   std::string scope = "gpu";
   std::string windows = "0.5s,30s,5min";
   std::string band = "0.1,20";
@@ -67,6 +69,12 @@ Status RunAnalyze(const AnalyzeArgs& args) {
   options.band_lo_hz = band->first;
   options.band_hi_hz = band->second;
   options.budget_w = args.budget_w;
+  if (!args.budget_schedule.empty()) {
+    if (args.budget_w) return Error::Usage("--budget-w and --budget-schedule: give one");
+    auto schedule = LoadBudgetSchedule(args.budget_schedule, kMaxFleetPowerW);
+    if (!schedule) return std::move(schedule).error();
+    options.budget_schedule = std::move(*schedule);
+  }
   options.plot_data = !args.report.empty();
   auto read_options = args.trace_options.ToReadOptions();
   if (!read_options) return std::move(read_options).error();
@@ -108,6 +116,9 @@ Command SetupAnalyze(CLI::App& app) {
   app.add_option("--budget-w", args->budget_w,
                  "Power budget in W, of one GPU (scope gpu) or of the sum (scope sum)")
       ->check(Real(kMinGpuPowerW, kMaxFleetPowerW));
+  app.add_option("--budget-schedule", args->budget_schedule,
+                 "A budget that moves: CSV t_s,budget_w (a step function in the trace's time, "
+                 "units as --budget-w). Without either, the trace's budget_w column is used");
   app.add_option("--scope", args->scope, "gpu: each GPU's own samples; sum: all GPUs summed")
       ->capture_default_str();
   app.add_option("--windows", args->windows,

@@ -110,6 +110,15 @@ std::string AnalyzeReportHtml(const analysis::AnalyzeResult& r, const TraceInfo&
       "budget {} W, nameplate {} W.</p>\n",
       HtmlEscape(info.path), info.format, r.samples, r.gpus, r.duration_s,
       analysis::ScopeName(r.scope), Watts(r.budget_w), Watts(r.nameplate_w));
+  if (r.moving_budget) {
+    const analysis::MovingBudgetResult& m = *r.moving_budget;
+    body += fmt::format(
+        "<p>The budget moves ({}): {} changes between {:.1f} and {:.1f} W, {:.1f} W on "
+        "average; each window is scored against the budget's time-weighted mean over it.{}</p>\n",
+        HtmlEscape(m.source), m.changes, m.min_w, m.max_w, m.mean_w,
+        r.settle ? " Settling after a decrease: " + HtmlEscape(SettleText(*r.settle)) + "."
+                 : std::string());
+  }
   body += "<h2>Power over time</h2>\n";
   if (r.envelope) body += PowerChart(*r.envelope, r.budget_w, r.nameplate_w, what);
 
@@ -123,7 +132,7 @@ std::string AnalyzeReportHtml(const analysis::AnalyzeResult& r, const TraceInfo&
   if (!xs.empty()) {
     const Axis x{xs.front(), xs.back() > xs.front() ? xs.back() : xs.front() * 10.0, true,
                  "window length (s)", 1.0};
-    if (r.budget_w) {
+    if (r.budget_w || r.moving_budget) {
       body += "<h2>Violations against window length</h2>\n";
       const double top = std::max(0.01, *std::max_element(viol.begin(), viol.end()) * kHeadroom);
       SvgChart chart(x, Axis{0.0, top, false, "windows over budget (%)", 0.01});

@@ -12,6 +12,16 @@ nlohmann::ordered_json OrNull(const std::optional<T>& v) {
 
 }  // namespace
 
+nlohmann::ordered_json SettleToJson(const analysis::SettleSummary& s) {
+  nlohmann::ordered_json j;
+  j["p50"] = OrNull(s.p50_s);
+  j["p99"] = OrNull(s.p99_s);
+  j["max"] = OrNull(s.max_s);
+  j["events"] = s.events;
+  j["unsettled"] = s.unsettled;
+  return j;
+}
+
 nlohmann::ordered_json AnalyzeToJson(const analysis::AnalyzeResult& r, const TraceInfo& info) {
   nlohmann::ordered_json j;
   j["trace"] = info.path;
@@ -22,6 +32,12 @@ nlohmann::ordered_json AnalyzeToJson(const analysis::AnalyzeResult& r, const Tra
   j["dt_s"] = OrNull(r.dt_s);
   j["scope"] = analysis::ScopeName(r.scope);
   j["budget_w"] = OrNull(r.budget_w);
+  if (r.moving_budget) {
+    const analysis::MovingBudgetResult& m = *r.moving_budget;
+    j["budget_schedule"] = {{"source", m.source},  {"changes", m.changes}, {"min_w", m.min_w},
+                            {"max_w", m.max_w},    {"mean_w", m.mean_w}};
+  }
+  if (r.settle) j["settle_s"] = SettleToJson(*r.settle);
   j["energy_j"] = r.energy_j;
   j["mean_power_w"] = r.mean_power_w;
   j["peak_power_w"] = r.peak_power_w;

@@ -15,6 +15,9 @@ struct TraceInfo {
   std::string format;
 };
 
+// settle_s as every report writes it: p50, p99, max (null when no event settled), events,
+// unsettled.
+nlohmann::ordered_json SettleToJson(const analysis::SettleSummary& s);
 nlohmann::ordered_json AnalyzeToJson(const analysis::AnalyzeResult& result, const TraceInfo& info);
 nlohmann::ordered_json FleetToJson(const fleet::FleetResult& result,
                                    const std::vector<fleet::Job>& jobs);

@@ -49,14 +49,33 @@ std::string TextTable::Render() const {
   return out;
 }
 
+std::string SettleText(const analysis::SettleSummary& s) {
+  const auto secs = [](const std::optional<double>& v) {
+    return v ? fmt::format("{:.1f} s", *v) : std::string("-");
+  };
+  return fmt::format("p50 {}  p99 {}  max {}  ({} decrease{}, {} unsettled)", secs(s.p50_s),
+                     secs(s.p99_s), secs(s.max_s), s.events, s.events == 1 ? "" : "s",
+                     s.unsettled);
+}
+
 std::string AnalyzeToText(const analysis::AnalyzeResult& r, const TraceInfo& info) {
   std::string out;
   out += fmt::format("trace      {} ({} format)\n", info.path, info.format);
   out += fmt::format("samples    {} from {} GPU{}, {:.1f} s, dt {} s, {} gap{}\n", r.samples,
                      r.gpus, r.gpus == 1 ? "" : "s", r.duration_s, Num(r.dt_s, 4), r.gaps,
                      r.gaps == 1 ? "" : "s");
-  out += fmt::format("scope      {}   budget {} W   nameplate {} W\n\n",
-                     analysis::ScopeName(r.scope), Watts(r.budget_w), Watts(r.nameplate_w));
+  if (r.moving_budget) {
+    const analysis::MovingBudgetResult& m = *r.moving_budget;
+    out += fmt::format("scope      {}   budget moving ({}, {} changes: {:.1f}-{:.1f} W, mean "
+                       "{:.1f} W)   nameplate {} W\n",
+                       analysis::ScopeName(r.scope), m.source, m.changes, m.min_w, m.max_w,
+                       m.mean_w, Watts(r.nameplate_w));
+    if (r.settle) out += fmt::format("settle     {}\n", SettleText(*r.settle));
+    out += '\n';
+  } else {
+    out += fmt::format("scope      {}   budget {} W   nameplate {} W\n\n",
+                       analysis::ScopeName(r.scope), Watts(r.budget_w), Watts(r.nameplate_w));
+  }
 
   TextTable windows({"window", "counted", "over budget", "max window W"});
   for (const auto& w : r.windows) {

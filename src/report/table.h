@@ -25,6 +25,8 @@ class TextTable {
   std::vector<size_t> left_ = {0};
 };
 
+// settle_s on one line: "p50 1.5 s  p99 3.0 s  max 3.0 s  (4 decreases, 0 unsettled)".
+std::string SettleText(const analysis::SettleSummary& s);
 std::string AnalyzeToText(const analysis::AnalyzeResult& result, const TraceInfo& info);
 std::string FleetToText(const fleet::FleetResult& result, const std::vector<fleet::Job>& jobs);
 

@@ -36,6 +36,8 @@ struct World {
     core = std::make_unique<agent::Agent>(config, controller);
     shared.agent = core.get();
     shared.now_s = [] { return 1.0; };
+    shared.budget = &budget;
+    shared.gpus = 4;
     agent::ApiConfig api_config;
     api_config.token = "t0k";
     api_config.max_long_polls = 4;
@@ -44,6 +46,7 @@ struct World {
   }
   control::Uncontrolled controller;
   std::unique_ptr<agent::Agent> core;
+  agent::PostedBudget budget{300.0, "--budget-w"};
   agent::Shared shared;
   std::unique_ptr<agent::Api> api;
 };

@@ -103,8 +103,8 @@ def get(port, path, headers=b"", host=b"127.0.0.1"):
                b"Connection: close\r\n\r\n")
 
 
-def post(port, body, content_type=b"application/json", headers=b""):
-    return raw(port, b"POST /v1/report HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: " +
+def post(port, body, content_type=b"application/json", headers=b"", path=b"/v1/report"):
+    return raw(port, b"POST " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: " +
                content_type + b"\r\n" + headers + b"Content-Length: " + str(len(body)).encode() +
                b"\r\nConnection: close\r\n\r\n" + body)
 
@@ -570,6 +570,96 @@ class Options(unittest.TestCase):
         r = run("agent", "--source", "replay", "--replay", "x.csv", "--duration-s", "1")
         self.assertEqual(r.returncode, 2)
         self.assertIn("--budget-w: needed without --scenario", r.stderr)
+
+    def test_a_posted_budget_moves_the_next_decision_the_trace_and_its_analysis(self):
+        # A 2-GPU job (the fake NVML: 250 W each, enforced limit 400 W) with no scenario. A job
+        # budget of 400 W posted mid-run is 200 W per GPU from the next decision on; the trace
+        # carries it, and `headroom analyze` scores the trace against it as the agent did.
+        with tempfile.TemporaryDirectory() as tmp:
+            env = fake_nvml_env(tmp, power_mw=250000)
+            trace = os.path.join(tmp, "agent.csv")
+            token = os.path.join(tmp, "token")
+            with open(token, "w") as f:
+                f.write("budget-t0ken\n")
+            os.chmod(token, 0o600)
+            auth = b"Authorization: Bearer budget-t0ken\r\n"
+            with Agent("--source", "nvml", "--nvml-library", FAKE_NVML, "--speed", "8",
+                       "--trace-out", trace, "--token-file", token, "--floor-w", "220",
+                       env=env) as agent:
+                status = lambda: json.loads(get(agent.port, b"/v1/status")[2])  # noqa: E731
+                wait_for("decisions", lambda: status()["decisions"] >= 6)
+                self.assertEqual(post(agent.port, b'{"job_budget_w": 400}',
+                                      path=b"/v1/budget")[0], 401)  # writes need the token
+                code, _, body = post(agent.port, b'{"budget_per_gpu_w": -3}', headers=auth,
+                                     path=b"/v1/budget")
+                self.assertEqual(code, 400)
+                self.assertIn(b"field 'budget_per_gpu_w'", body)
+                before = status()
+                self.assertEqual(before["budget_per_gpu_w"], 400.0)
+                self.assertEqual(before["budget_from"], "the GPUs' enforced power limit")
+                code, _, body = post(agent.port, b'{"job_budget_w": 400}', headers=auth,
+                                     path=b"/v1/budget")
+                self.assertEqual(code, 200, body)
+                answer = json.loads(body)
+                self.assertEqual(answer["budget_per_gpu_w"], 200.0)
+                self.assertTrue(answer["below_floor"])
+                after = wait_for("the new budget in a decision", lambda: (
+                    lambda s: s if s["budget_per_gpu_w"] == 200.0 and
+                    s["decisions"] >= before["decisions"] + 8 else None)(status()))
+                self.assertEqual(after["job_budget_w"], 400.0)
+                self.assertEqual(after["budget_from"], "POST /v1/budget")
+                self.assertIn("below the job's floor 220.0 W", after["actuation"]["reason"])
+                metrics = get(agent.port, b"/metrics")[2].decode()
+                self.assertIn("headroom_job_budget_watts 400", metrics)
+                history = json.loads(get(agent.port, b"/v1/history")[2])["points"]
+                self.assertEqual(history[0]["budget_w"], 400.0)
+                self.assertEqual(history[-1]["budget_w"], 200.0)
+            self.assertTrue(agent.find(r"budget 200\.0 W per GPU from POST /v1/budget at t="))
+
+            # The trace, read here: one row per GPU per decision, the budget in force on each.
+            rows = []
+            with open(trace) as f:
+                header = f.readline().strip().split(",")
+                self.assertEqual(header[-1], "budget_w")
+                for line in f:
+                    v = dict(zip(header, line.strip().split(",")))
+                    rows.append((float(v["t_s"]), int(v["gpu"]), float(v["power_w"]),
+                                 float(v["budget_w"])))
+            budgets = sorted({b for _, _, _, b in rows})
+            self.assertEqual(budgets, [200.0, 400.0])
+            # Independently: 0.5 s windows hold one decision each; over when power > budget.
+            over = sum(1 for _, _, p, b in rows if p > b)
+            r = run("analyze", trace, "--windows", "0.5s,2s", "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            j = json.loads(r.stdout)
+            self.assertIsNone(j["budget_w"])
+            self.assertEqual(j["budget_schedule"]["source"], "column")
+            self.assertEqual(j["budget_schedule"]["changes"], 1)
+            self.assertEqual(j["windows"][0]["windows_counted"], len(rows))
+            self.assertAlmostEqual(j["windows"][0]["violation_fraction"], over / len(rows), 12)
+            # 2 s windows against the time-weighted mean budget (a step at one decision).
+            change_t = min(t for t, _, _, b in rows if b == 200.0)
+            t0, t_end = rows[0][0], rows[-1][0] + 0.5
+            n2 = over2 = 0
+            for k in range(int((t_end - t0) / 2.0 + 1e-9)):
+                a, b = t0 + 2.0 * k, t0 + 2.0 * (k + 1)
+                mean_b = (400.0 * max(0.0, min(b, change_t) - a) +
+                          200.0 * max(0.0, b - max(a, change_t))) / 2.0
+                for g in (0, 1):
+                    ps = [p for t, gg, p, _ in rows if gg == g and a <= t < b]
+                    n2 += 1
+                    over2 += sum(ps) / len(ps) > mean_b
+            self.assertEqual(j["windows"][1]["windows_counted"], n2)
+            self.assertAlmostEqual(j["windows"][1]["violation_fraction"], over2 / n2, 12)
+            # The agent's own 0.5 s fraction when it last answered: the same rule on the windows
+            # closed by then (those of its decisions before the last one).
+            closed = [(t, p, b) for t, g, p, b in rows if g == 0][:after["decisions"] - 1]
+            self.assertEqual(after["windows"]["0.5s"], len(closed))
+            self.assertAlmostEqual(after["violation_fraction"]["0.5s"],
+                                   sum(1 for _, p, b in closed if p > b) / len(closed), 12)
+            # 250 W never fits 200 W: the decrease never settles, on either GPU.
+            self.assertEqual(j["settle_s"], {"p50": None, "p99": None, "max": None,
+                                             "events": 2, "unsettled": 2})
 
     def test_ppo_budget_outside_the_trained_range_is_refused(self):
         r = run("agent", "--controller", "ppo", "--policy", PPO_POLICY, "--budget-w", "50",

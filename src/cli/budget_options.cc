@@ -1,0 +1,27 @@
+#include "cli/budget_options.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace headroom::cli {
+
+Result<analysis::BudgetSchedule> LoadBudgetSchedule(const std::string& path,
+                                                    double max_budget_w) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) return Error::Io(fmt::format("{}: cannot read the budget schedule: {}", path, ec.message()));
+  if (size > kMaxScheduleBytes) {
+    return Error::Input(fmt::format("{}: {} bytes; a budget schedule is at most {} bytes", path,
+                                    size, kMaxScheduleBytes));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error::Io(fmt::format("{}: cannot open the budget schedule", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return analysis::ParseBudgetSchedule(ss.str(), path, max_budget_w);
+}
+
+}  // namespace headroom::cli

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli/numbers.h"
+
 namespace headroom::cli {
 
 Result<analysis::BudgetSchedule> LoadBudgetSchedule(const std::string& path,
@@ -22,6 +24,19 @@ Result<analysis::BudgetSchedule> LoadBudgetSchedule(const std::string& path,
   std::stringstream ss;
   ss << in.rdbuf();
   return analysis::ParseBudgetSchedule(ss.str(), path, max_budget_w);
+}
+
+Result<sim::BudgetPlanSpec> ParseBudgetPlan(const std::string& text) {
+  auto generator = sim::ParseBudgetGenerator(text);
+  if (!generator) return std::move(generator).error();
+  if (*generator) return std::move(**generator);
+  auto file = LoadBudgetSchedule(text, kMaxGpuPowerW);
+  if (!file) return std::move(file).error();
+  sim::BudgetPlanSpec spec;
+  spec.kind = sim::BudgetPlanKind::kFile;
+  spec.text = text;
+  spec.file = std::move(*file);
+  return spec;
 }
 
 }  // namespace headroom::cli

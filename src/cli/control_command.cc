@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli/budget_options.h"
 #include "cli/commands.h"
 #include "cli/output_files.h"
 #include "cli/progress.h"
@@ -66,6 +67,7 @@ std::vector<std::string> SplitComma(const std::string& text) {
 struct EvalArgs {
   std::string scenario;
   std::optional<double> budget_w;
+  std::string budget_schedule;
   std::string controllers;
   std::string policy;
   int seeds = 10;
@@ -95,7 +97,7 @@ Status RunEval(const EvalArgs& args) {
         sim::kControllerNames.end()) {
       return Error::Usage(fmt::format(
           "--controllers: unknown controller '{}' (known: uncontrolled, static-safe, power-cap, "
-          "pid, ppo)",
+          "pid, ppo; with a moving budget static-safe-lowest, static-oracle)",
           n));
     }
   }
@@ -107,8 +109,23 @@ Status RunEval(const EvalArgs& args) {
         "scenario '{}' has no rollout: these controllers steer generation, there is none to steer",
         scenario->name));
   }
-  const double budget_w = args.budget_w.value_or(scenario->budget_w);
+  std::optional<sim::BudgetPlanSpec> schedule;
+  if (!args.budget_schedule.empty()) {
+    auto spec = ParseBudgetPlan(args.budget_schedule);
+    if (!spec) return std::move(spec).error();
+    schedule = std::move(*spec);
+  }
+  // Under a generated schedule the base is the top of the scenario's range unless given.
+  const bool generated = schedule && schedule->kind != sim::BudgetPlanKind::kFile;
+  const double budget_w = args.budget_w.value_or(
+      generated ? scenario->budget_range_w.second : scenario->budget_w);
   if (auto st = CheckBudget(*scenario, budget_w); !st) return st;
+  for (const std::string& n : names) {
+    if (sim::NeedsSchedule(n) && !schedule) {
+      return Error::Usage(fmt::format(
+          "--controllers: '{}' is a reference for a moving budget: give --budget-schedule", n));
+    }
+  }
   std::optional<control::Policy> policy;
   if (want_ppo) {
     auto p = LoadPolicy(args.policy);
@@ -125,6 +142,7 @@ Status RunEval(const EvalArgs& args) {
   config.violation_target = args.violation_target;
   config.threads = args.threads;
   config.record_power = !args.report.empty();
+  config.schedule = schedule;
   Progress progress("eval " + scenario->name, std::nullopt);
   config.progress = [&](const std::string& what, int done, int total) {
     progress.UpdateCount(done, total, what);
@@ -250,6 +268,7 @@ Command SetupEval(CLI::App& app) {
                  "Budget per GPU in W, within the scenario's budget.range_w (default: the "
                  "scenario's)")
       ->check(Real(kMinGpuPowerW, kMaxGpuPowerW));
+  app.add_option("--budget-schedule", args->budget_schedule, kBudgetPlanHelp);
   app.add_option("--controllers", args->controllers,
                  "Comma-separated: uncontrolled,static-safe,power-cap,pid,ppo (default: all; ppo "
                  "with --policy)");

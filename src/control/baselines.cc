@@ -43,16 +43,78 @@ void Shield::Reset() {
   hold_until_s_ = -1.0;
   ceiling_ = range_.hi;
   interventions_ = 0;
+  last_budget_w_ = 0.0;
+  rollout_c_sum_ = 0.0;
+  rollout_budget_sum_w_ = 0.0;
+  rollout_decisions_ = 0;
+  admit_c_ = 0.0;
+  admit_budget_w_ = 0.0;
+  cap_until_s_ = -1.0;
+  settle_until_s_ = -1.0;
+  capped_ = false;
 }
 
-Command Shield::Decide(const Inputs& in) {
+Command Shield::Decide(const Inputs& raw) {
+  const bool decreased = last_budget_w_ > 0.0 && raw.budget_w < last_budget_w_;
+  last_budget_w_ = raw.budget_w;
+  if (decreased) settle_until_s_ = raw.t_s + rule_.settle_s;
+  // While settling after a decrease, the inner controller and the limit aim a margin below the
+  // new budget, and any excess over it counts: the power is to come down and stay down.
+  const bool settling = raw.t_s < settle_until_s_;
+  Inputs in = raw;
+  if (settling) in.budget_w = raw.budget_w * (1.0 - rule_.margin);
   Command c = inner_.Decide(in);
+  const double job_w = in.JobPowerW();
+  const bool over_now = job_w > raw.budget_w;
+  const auto cap = [&] {
+    cap_until_s_ = in.t_s + rule_.decrease_cap_s;
+    cap_phase_ = in.phase;
+  };
+  if (decreased && over_now) cap();
+  if (cap_until_s_ >= 0.0 && (in.t_s >= cap_until_s_ || in.phase != cap_phase_)) {
+    cap_until_s_ = -1.0;
+  }
+  const auto limit = [&] {
+    // A margin under the budget: power under a limit still moves by its noise.
+    c.power_limit_w = in.budget_w * (1.0 - rule_.margin);  // follows the budget in force
+    capped_ = true;
+  };
+  if (cap_until_s_ >= 0.0) {
+    limit();
+  } else if (capped_) {
+    if (!c.power_limit_w) c.power_limit_w = 0.0;  // lifted (a limit of the inner one stays)
+    capped_ = false;
+  }
   if (in.phase != Phase::kRollout) {
     over_ = 0;
+    if (rollout_decisions_ > 0) {  // a rollout ended: what the next one may admit at once
+      admit_c_ = rollout_c_sum_ / rollout_decisions_;
+      admit_budget_w_ = rollout_budget_sum_w_ / rollout_decisions_;
+      rollout_c_sum_ = rollout_budget_sum_w_ = 0.0;
+      rollout_decisions_ = 0;
+    }
+    // The next rollout admits this concurrency at once, and work admitted cannot be called
+    // back: at most the last rollout's mean, scaled by the budget since.
+    if (admit_c_ > 0.0 && rule_.bound_admission) {
+      const int bound = std::max(
+          range_.lo, static_cast<int>(std::floor(admit_c_ * raw.budget_w / admit_budget_w_)));
+      c.concurrency = std::min(c.concurrency.value_or(in.concurrency), bound);
+    }
     return c;
   }
-  over_ = in.JobPowerW() > in.budget_w * (1.0 + rule_.margin) ? over_ + 1 : 0;
-  if (over_ >= rule_.sustain) {
+  rollout_c_sum_ += in.concurrency;
+  rollout_budget_sum_w_ += raw.budget_w;
+  ++rollout_decisions_;
+  const double trigger_w = settling ? raw.budget_w : raw.budget_w * (1.0 + rule_.margin);
+  over_ = job_w > trigger_w ? over_ + 1 : 0;
+  const bool sustained = over_ >= (settling ? 1 : rule_.sustain);
+  // A sustained excess: concurrency is cut, and because the cut only stops admissions while the
+  // work already admitted keeps the power up, the power limit backs it until the phase ends.
+  if (sustained && cap_until_s_ < 0.0) {
+    cap();
+    limit();
+  }
+  if ((decreased && over_now) || sustained) {
     ceiling_ = std::max(range_.lo, static_cast<int>(std::floor(in.concurrency * rule_.cut)));
     hold_until_s_ = in.t_s + rule_.hold_s;
     over_ = 0;

@@ -84,11 +84,20 @@ class Pid final : public Controller {
 // cuts again. Outside rollout the shield passes everything through (concurrency moves no power
 // there). Group size and power limit pass through unchanged. See ShieldFor for policies scored
 // over long windows.
+//
+// A budget decrease is a sustained excess by definition: when the budget in force falls and the
+// job's power is above the new budget, concurrency is cut at once, and because work already
+// admitted cannot be called back (lowering concurrency only stops admissions), the hardware
+// power limit backs the cut: it is set to the budget in force until the phase changes (the
+// admitted batch is done) or `decrease_cap_s` passes, then lifted.
 struct ShieldRule {
   double margin = 0.02;
   int sustain = 2;
   double cut = 0.5;
   double hold_s = 5.0;
+  double decrease_cap_s = 30.0;  // the longest the power limit backs a decrease
+  bool bound_admission = true;   // outside rollout, concurrency at most the last rollout's mean
+  double settle_s = 10.0;        // after a decrease, how long everything aims a margin below
 };
 
 // The rule for a policy whose violations are scored over `window_s`: sustain grows to a quarter of
@@ -112,6 +121,19 @@ class Shield final : public Controller {
   double hold_until_s_ = -1.0;
   int ceiling_ = 0;
   int interventions_ = 0;
+  double last_budget_w_ = 0.0;
+  // The concurrency of the rollout under way or the last one (its mean), and its budget: what
+  // bounds the concurrency set outside rollout, which the next rollout admits at once.
+  double rollout_c_sum_ = 0.0;
+  double rollout_budget_sum_w_ = 0.0;
+  int rollout_decisions_ = 0;
+  double admit_c_ = 0.0;
+  double admit_budget_w_ = 0.0;
+  // After a decrease: the power limit is held at the budget until this time or a phase change.
+  double cap_until_s_ = -1.0;
+  Phase cap_phase_ = Phase::kIdle;
+  bool capped_ = false;
+  double settle_until_s_ = -1.0;  // after a decrease: aiming a margin below the budget
 };
 
 }  // namespace headroom::control

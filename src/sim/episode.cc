@@ -67,10 +67,18 @@ EpisodeResult RunEpisode(const twin::Scenario& scenario, double budget_w, uint64
   const control::ActuatorLimits limits = LimitsOf(scenario);
   control::Applied applied = DefaultsOf(scenario);
   const double job_budget_w = budget_w * scenario.gpus;
-  std::array<analysis::WindowStats, 3> stats = {
-      analysis::WindowStats(kScoreWindowsS[0], job_budget_w),
-      analysis::WindowStats(kScoreWindowsS[1], job_budget_w),
-      analysis::WindowStats(kScoreWindowsS[2], job_budget_w)};
+  // The job's budget: budget x GPUs, fixed or moving.
+  const analysis::BudgetSchedule job_schedule =
+      options.budget != nullptr ? options.budget->Scaled(scenario.gpus) : analysis::BudgetSchedule();
+  const auto window = [&](double w) {
+    return options.budget != nullptr ? analysis::WindowStats(w, &job_schedule)
+                                     : analysis::WindowStats(w, job_budget_w);
+  };
+  std::array<analysis::WindowStats, 3> stats = {window(kScoreWindowsS[0]),
+                                                window(kScoreWindowsS[1]),
+                                                window(kScoreWindowsS[2])};
+  std::optional<analysis::SettleTracker> settle;
+  if (options.budget != nullptr) settle.emplace(&job_schedule);
   const size_t gpus = static_cast<size_t>(scenario.gpus);
   const int ticks = env.ticks_per_interval();
   std::vector<double> t_buf(static_cast<size_t>(ticks));
@@ -83,6 +91,7 @@ EpisodeResult RunEpisode(const twin::Scenario& scenario, double budget_w, uint64
   while (true) {
     if (options.steps && obs.step >= *options.steps) break;
     if (options.horizon_s && obs.t_s >= *options.horizon_s - 1e-9) break;
+    if (options.budget != nullptr) obs.budget_w = options.budget->At(obs.t_s);
     const control::Inputs in = ToInputs(obs, scenario.interval_s);
     applied = control::ApplyLimits(limits, applied, controller.Decide(in));
     twin::Actuation act;
@@ -100,8 +109,10 @@ EpisodeResult RunEpisode(const twin::Scenario& scenario, double budget_w, uint64
       interval_sum += p;
     }
     for (auto& s : stats) s.AddBatch(t_buf.data(), p_buf.data(), t_buf.size());
+    if (settle) settle->AddRun(t_buf.data(), p_buf.data(), t_buf.size());
     if (options.record_power) {
       r.power_w.push_back(static_cast<float>(interval_sum / ticks / static_cast<double>(gpus)));
+      if (options.budget != nullptr) r.budget_w.push_back(static_cast<float>(in.budget_w));
     }
     r.tokens += sr.metrics.tokens;
     r.energy_j += sr.metrics.energy_j;
@@ -116,6 +127,11 @@ EpisodeResult RunEpisode(const twin::Scenario& scenario, double budget_w, uint64
     r.violation_fraction[i] = stats[i].counted() > 0 ? static_cast<double>(stats[i].over_budget()) /
                                                            static_cast<double>(stats[i].counted())
                                                      : 0.0;
+  }
+  if (settle) {
+    settle->Finish();
+    r.settled_s = settle->settled_s();
+    r.unsettled = settle->unsettled();
   }
   r.duration_s = obs.t_s;
   r.steps_done = obs.step;

@@ -3,7 +3,9 @@
 //
 // Scoring uses the true power (not the telemetry the controller sees): the job's power (the sum
 // over its GPUs, one sample per tick) against budget x GPUs, in tumbling windows of 0.5 s, 30 s
-// and 5 min (analysis::WindowStats, the definitions of docs/METRICS.md).
+// and 5 min (analysis::WindowStats, the definitions of docs/METRICS.md). Under a budget that
+// moves, each decision sees the budget in force at its time, the windows are scored against the
+// budget's time-weighted mean over them, and every decrease is timed (settle_s).
 #pragma once
 
 #include <array>
@@ -11,6 +13,7 @@
 #include <optional>
 #include <vector>
 
+#include "analysis/budget_schedule.h"
 #include "control/actuators.h"
 #include "control/controller.h"
 #include "twin/environment.h"
@@ -29,6 +32,8 @@ struct EpisodeOptions {
   std::optional<int> steps;         // stop when this many steps are done ...
   std::optional<double> horizon_s;  // ... or at this time, whichever comes first
   bool record_power = false;        // keep the job's mean power per interval (per GPU)
+  // A budget that moves (per GPU, in the episode's time); null: `budget_w` throughout.
+  const analysis::BudgetSchedule* budget = nullptr;
 };
 
 struct EpisodeResult {
@@ -39,6 +44,10 @@ struct EpisodeResult {
   std::array<double, 3> violation_fraction{};  // per kScoreWindowsS; 0 with no counted window
   std::array<uint64_t, 3> windows{};
   std::vector<float> power_w;  // per interval, mean over the job's GPUs (record_power)
+  std::vector<float> budget_w;  // per interval, per GPU (record_power with a moving budget)
+  // Under a moving budget: settle_s of each decrease that settled, and those that did not.
+  std::vector<double> settled_s;
+  size_t unsettled = 0;
   double mean_concurrency = 0.0;
   double mean_group_size = 0.0;
   double tokens_per_mwh() const { return energy_j > 0.0 ? tokens / (energy_j / 3.6e9) : 0.0; }

@@ -38,9 +38,46 @@ void ParallelFor(int n, int threads, const std::function<void(int)>& task) {
   for (auto& th : pool) th.join();
 }
 
+bool NeedsSchedule(std::string_view controller) {
+  return controller == "static-safe-lowest" || controller == "static-oracle";
+}
+
 namespace {
 
 constexpr uint64_t kCalibrationSeed0 = 1001;
+// static-oracle searches at most this many budget levels (the schedule's, or quantiles of them).
+constexpr size_t kMaxOracleLevels = 8;
+
+// The setting searched for each budget level, switched as the budget in force moves: the one of
+// the highest level at or below it (the lowest level's below them all).
+class StaticOracle final : public control::Controller {
+ public:
+  explicit StaticOracle(std::vector<OracleLevel> levels) : levels_(std::move(levels)) {}
+  std::string_view name() const override { return "static-oracle"; }
+  control::Command Decide(const control::Inputs& in) override {
+    const OracleLevel* pick = &levels_.front();
+    for (const OracleLevel& l : levels_) {
+      if (l.budget_w <= in.budget_w + 1e-9) pick = &l;
+    }
+    return {pick->setting.concurrency, pick->setting.group_size, 0.0};
+  }
+
+ private:
+  std::vector<OracleLevel> levels_;  // ascending budget
+};
+
+// Each calibration seed's plan of the schedule, over its horizon.
+std::vector<analysis::BudgetSchedule> CalibrationPlans(const twin::Scenario& s, double budget_w,
+                                                       const BudgetPlanSpec& schedule,
+                                                       const std::vector<double>& horizons) {
+  std::vector<analysis::BudgetSchedule> plans;
+  for (size_t i = 0; i < horizons.size(); ++i) {
+    plans.push_back(MakeBudgetPlan(schedule, budget_w, s.budget_range_w, horizons[i],
+                                   kCalibrationSeed0 + i, s.interval_s)
+                        .per_gpu_w);
+  }
+  return plans;
+}
 
 // The duration of `steps` uncontrolled steps on each seed.
 std::vector<double> Horizons(const twin::Scenario& s, double budget_w, uint64_t seed0, int seeds,
@@ -64,12 +101,14 @@ struct Score {
 // window: index into kScoreWindowsS of the violation fraction the target applies to.
 template <class Make>
 Score ScoreOn(const twin::Scenario& s, double budget_w, const std::vector<double>& horizons,
-              size_t window, Make make) {
+              size_t window, Make make,
+              const std::vector<analysis::BudgetSchedule>* plans = nullptr) {
   Score sc;
   for (size_t i = 0; i < horizons.size(); ++i) {
     auto c = make();
     EpisodeOptions o;
     o.horizon_s = horizons[i];
+    if (plans != nullptr) o.budget = &(*plans)[i];
     const EpisodeResult r = RunEpisode(s, budget_w, kCalibrationSeed0 + i, *c, o);
     sc.tokens += r.tokens / static_cast<double>(horizons.size());
     sc.violation += r.violation_fraction[window] / static_cast<double>(horizons.size());
@@ -132,13 +171,16 @@ StaticSafe SearchStaticSafe(const twin::Scenario& s, double budget_w, double tar
 }
 
 PidChoice SearchPid(const twin::Scenario& s, double budget_w, double target, int calibration_seeds,
-                    int steps, int group_size, int threads, double window_s) {
+                    int steps, int group_size, int threads, double window_s,
+                    const BudgetPlanSpec* schedule) {
   size_t window = 0;
   for (size_t i = 0; i < kScoreWindowsS.size(); ++i) {
     if (std::abs(kScoreWindowsS[i] - window_s) < 1e-9) window = i;
   }
   const std::vector<double> horizons =
       Horizons(s, budget_w, kCalibrationSeed0, calibration_seeds, steps, threads);
+  std::vector<analysis::BudgetSchedule> plans;
+  if (schedule != nullptr) plans = CalibrationPlans(s, budget_w, *schedule, horizons);
   const control::Range range{s.concurrency_range.lo, s.concurrency_range.hi};
   std::vector<control::PidGains> grid;
   for (double kp : {0.5, 1.0, 2.0, 4.0, 8.0}) {
@@ -151,7 +193,7 @@ PidChoice SearchPid(const twin::Scenario& s, double budget_w, double target, int
     scores[static_cast<size_t>(k)] = ScoreOn(s, budget_w, horizons, window, [&] {
       return std::make_unique<control::Pid>(grid[static_cast<size_t>(k)], range, s.concurrency,
                                             group_size);
-    });
+    }, schedule != nullptr ? &plans : nullptr);
   });
   const size_t k = Best(scores, target);
   return {grid[k], group_size, scores[k].violation, scores[k].tokens,
@@ -176,6 +218,10 @@ Result<EvalResult> Evaluate(const EvalConfig& config) {
     if (name == "ppo" && config.policy == nullptr) {
       return Error::Usage("--controllers: 'ppo' needs --policy FILE");
     }
+    if (NeedsSchedule(name) && !config.schedule) {
+      return Error::Usage(fmt::format(
+          "--controllers: '{}' is a reference for a moving budget: give --budget-schedule", name));
+    }
   }
   EvalResult out;
   out.scenario = s.name;
@@ -190,6 +236,38 @@ Result<EvalResult> Evaluate(const EvalConfig& config) {
   progress("horizons", 0, 1);
   out.horizon_s = Horizons(s, config.budget_w, 1, config.seeds, config.steps, config.threads);
   const int search_steps = std::min(config.steps, config.search_steps);
+  const BudgetPlanSpec* schedule = config.schedule ? &*config.schedule : nullptr;
+  if (schedule != nullptr) {
+    ScheduleInfo info;
+    info.name = schedule->text;
+    bool first = true;
+    for (int i = 0; i < config.seeds; ++i) {
+      BudgetPlan plan = MakeBudgetPlan(*schedule, config.budget_w, s.budget_range_w,
+                                       out.horizon_s[static_cast<size_t>(i)],
+                                       static_cast<uint64_t>(i) + 1, s.interval_s);
+      info.notice_s = plan.notice_s;
+      info.clipped += plan.clipped;
+      const analysis::BudgetSchedule& b = plan.per_gpu_w;
+      info.lowest_w = first ? b.MinW() : std::min(info.lowest_w, b.MinW());
+      info.highest_w = first ? b.MaxW() : std::max(info.highest_w, b.MaxW());
+      first = false;
+      info.changes += static_cast<int>(b.points().size()) - 1;
+      info.decreases += static_cast<int>(b.DecreasesAt().size());
+      info.per_seed.push_back(std::move(plan.per_gpu_w));
+    }
+    // A policy acts only where it was trained (as the agent and a fixed budget).
+    const auto [lo_w, hi_w] = s.budget_range_w;
+    if (config.policy != nullptr &&
+        std::find(config.controllers.begin(), config.controllers.end(), "ppo") !=
+            config.controllers.end() &&
+        (info.lowest_w < lo_w - 1e-9 || info.highest_w > hi_w + 1e-9)) {
+      return Error::Usage(fmt::format(
+          "--budget-schedule '{}': budgets {:.1f}-{:.1f} W per GPU leave scenario '{}''s budget "
+          "range [{}, {}] W, where the policy was trained",
+          info.name, info.lowest_w, info.highest_w, s.name, lo_w, hi_w));
+    }
+    out.schedule = std::move(info);
+  }
   progress("static-safe search", 0, 1);
   out.static_safe = SearchStaticSafe(s, config.budget_w, config.violation_target,
                                      config.calibration_seeds, search_steps, config.threads);
@@ -201,12 +279,47 @@ Result<EvalResult> Evaluate(const EvalConfig& config) {
     out.pid_target = config.policy ? config.policy->violation_target : config.violation_target;
     out.pid_window_s = config.policy ? config.policy->cost_window_s : kScoreWindowsS[0];
     out.pid = SearchPid(s, config.budget_w, out.pid_target, config.calibration_seeds, search_steps,
-                        out.static_safe.group_size, config.threads, out.pid_window_s);
+                        out.static_safe.group_size, config.threads, out.pid_window_s, schedule);
+  }
+  const auto wants = [&](std::string_view name) {
+    return std::find(config.controllers.begin(), config.controllers.end(), name) !=
+           config.controllers.end();
+  };
+  if (out.schedule) {
+    progress("static-safe search at the lowest budget", 0, 1);
+    out.static_safe_lowest =
+        SearchStaticSafe(s, out.schedule->lowest_w, config.violation_target,
+                         config.calibration_seeds, search_steps, config.threads);
+    if (wants("static-oracle")) {
+      // Every level of every seed's schedule, or quantiles of them (the lowest and the highest
+      // among them).
+      std::vector<double> levels;
+      for (const auto& b : out.schedule->per_seed) {
+        for (const auto& p : b.points()) levels.push_back(p.budget_w);
+      }
+      std::sort(levels.begin(), levels.end());
+      levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
+      if (levels.size() > kMaxOracleLevels) {
+        std::vector<double> picked;
+        for (size_t i = 0; i < kMaxOracleLevels; ++i) {
+          picked.push_back(levels[i * (levels.size() - 1) / (kMaxOracleLevels - 1)]);
+        }
+        levels = std::move(picked);
+      }
+      for (size_t i = 0; i < levels.size(); ++i) {
+        progress("static-oracle search", static_cast<int>(i), static_cast<int>(levels.size()));
+        out.oracle.push_back({levels[i], SearchStaticSafe(s, levels[i], config.violation_target,
+                                                          config.calibration_seeds, search_steps,
+                                                          config.threads)});
+      }
+    }
   }
 
   // Every controller asked for, plus the two every comparison is made against.
   std::vector<std::string> names = config.controllers;
-  for (std::string base : {"uncontrolled", "static-safe"}) {
+  std::vector<std::string> bases = {"uncontrolled", "static-safe"};
+  if (out.schedule) bases.push_back("static-safe-lowest");
+  for (const std::string& base : bases) {
     if (std::find(names.begin(), names.end(), base) == names.end()) names.push_back(base);
   }
   const control::ActuatorLimits limits = LimitsOf(s);
@@ -220,6 +333,12 @@ Result<EvalResult> Evaluate(const EvalConfig& config) {
       return std::make_unique<control::Static>("static-safe", out.static_safe.concurrency,
                                                out.static_safe.group_size);
     }
+    if (name == "static-safe-lowest") {
+      return std::make_unique<control::Static>("static-safe-lowest",
+                                               out.static_safe_lowest->concurrency,
+                                               out.static_safe_lowest->group_size);
+    }
+    if (name == "static-oracle") return std::make_unique<StaticOracle>(out.oracle);
     if (name == "power-cap")
       return std::make_unique<control::PowerCap>(s.concurrency, s.group_size);
     if (name == "pid") {
@@ -246,6 +365,7 @@ Result<EvalResult> Evaluate(const EvalConfig& config) {
     EpisodeOptions o;
     o.horizon_s = out.horizon_s[static_cast<size_t>(seed)];
     o.record_power = config.record_power && seed == 0;
+    if (out.schedule) o.budget = &out.schedule->per_seed[static_cast<size_t>(seed)];
     runs[static_cast<size_t>(ci)][static_cast<size_t>(seed)] =
         RunEpisode(s, config.budget_w, static_cast<uint64_t>(seed) + 1, *c, o);
     progress("episodes", ++done, n * config.seeds);
@@ -271,14 +391,38 @@ Result<EvalResult> Evaluate(const EvalConfig& config) {
     e.tokens_per_mwh = StatOf(tpm);
     e.mean_concurrency = StatOf(mc);
     e.mean_group_size = StatOf(mg);
-    if (e.name == "uncontrolled") {
+    if (out.schedule) {
+      std::vector<double> settled;
+      size_t unsettled = 0;
+      for (const EpisodeResult& r : e.runs) {
+        settled.insert(settled.end(), r.settled_s.begin(), r.settled_s.end());
+        unsettled += r.unsettled;
+      }
+      e.settle = analysis::SummarizeSettle(std::move(settled), unsettled);
+    }
+    const auto setting_text = [](const StaticSafe& x) {
+      return fmt::format("concurrency {}, group size {}{}", x.concurrency, x.group_size,
+                         x.meets_target ? "" : " (no setting meets the target)");
+    };
+    if (e.name == "static-safe-lowest") {
+      e.setting = setting_text(*out.static_safe_lowest) +
+                  fmt::format(", searched at {:.1f} W per GPU", out.schedule->lowest_w);
+    } else if (e.name == "static-oracle") {
+      std::vector<std::string> parts;
+      for (const OracleLevel& l : out.oracle) {
+        parts.push_back(fmt::format("{:.1f} W: {}x{}", l.budget_w, l.setting.concurrency,
+                                    l.setting.group_size));
+      }
+      e.setting = fmt::format("searched per budget level ({})", fmt::join(parts, ", "));
+    } else if (e.name == "uncontrolled") {
       e.setting = fmt::format("concurrency {}, group size {}", s.concurrency, s.group_size);
     } else if (e.name == "static-safe") {
       e.setting = fmt::format("concurrency {}, group size {}{}", out.static_safe.concurrency,
                               out.static_safe.group_size,
                               out.static_safe.meets_target ? "" : " (no setting meets the target)");
     } else if (e.name == "power-cap") {
-      e.setting = fmt::format("power limit {:.1f} W per GPU", config.budget_w);
+      e.setting = out.schedule ? std::string("power limit at the budget in force")
+                               : fmt::format("power limit {:.1f} W per GPU", config.budget_w);
     } else if (e.name == "pid") {
       e.setting = fmt::format(
           "kp {}, ki {}/s, margin {}, group size {}; tuned to {:g} s "
@@ -297,9 +441,13 @@ Result<EvalResult> Evaluate(const EvalConfig& config) {
   }
   const ControllerEval* unc = nullptr;
   const ControllerEval* safe = nullptr;
+  const ControllerEval* lowest = nullptr;
+  const ControllerEval* oracle = nullptr;
   for (const auto& e : out.controllers) {
     if (e.name == "uncontrolled") unc = &e;
     if (e.name == "static-safe") safe = &e;
+    if (e.name == "static-safe-lowest") lowest = &e;
+    if (e.name == "static-oracle") oracle = &e;
   }
   auto pct = [](double a, double b) -> std::optional<double> {
     if (b == 0.0) return std::nullopt;
@@ -311,6 +459,8 @@ Result<EvalResult> Evaluate(const EvalConfig& config) {
     e.violations_vs_uncontrolled_pct =
         pct(e.violation_fraction[0].mean, unc->violation_fraction[0].mean);
     e.tokens_per_mwh_vs_uncontrolled_pct = pct(e.tokens_per_mwh.mean, unc->tokens_per_mwh.mean);
+    if (lowest != nullptr) e.tokens_vs_static_safe_lowest_pct = pct(e.tokens.mean, lowest->tokens.mean);
+    if (oracle != nullptr) e.tokens_vs_static_oracle_pct = pct(e.tokens.mean, oracle->tokens.mean);
   }
   // Only the controllers asked for, in their order.
   std::vector<ControllerEval> asked;

@@ -16,13 +16,19 @@
 #include "common/error.h"
 #include "control/baselines.h"
 #include "control/policy.h"
+#include "sim/budget_plan.h"
 #include "sim/episode.h"
 #include "twin/scenario.h"
 
 namespace headroom::sim {
 
-inline constexpr std::array<std::string_view, 5> kControllerNames = {"uncontrolled", "static-safe",
-                                                                     "power-cap", "pid", "ppo"};
+inline constexpr std::array<std::string_view, 7> kControllerNames = {
+    "uncontrolled", "static-safe", "power-cap", "pid", "ppo", "static-safe-lowest", "static-oracle"};
+// The two references of a moving budget: the best fixed setting within the target at the
+// lowest budget of the schedule (what an operator who must comply would choose), and the
+// setting searched for each budget level, switched at each change (an upper reference no real
+// system has).
+bool NeedsSchedule(std::string_view controller);
 
 struct Stat {
   double mean = 0.0;
@@ -60,6 +66,8 @@ struct EvalConfig {
   int calibration_seeds = 3;
   int search_steps = 60;
   control::ShieldRule shield;
+  // A budget that moves, around budget_w (the base); none: budget_w throughout.
+  std::optional<BudgetPlanSpec> schedule;
   int threads = 2;
   bool record_power = true;
   std::function<void(const std::string& what, int done, int total)> progress;
@@ -79,6 +87,29 @@ struct ControllerEval {
   std::optional<double> tokens_vs_static_safe_pct;
   std::optional<double> violations_vs_uncontrolled_pct;
   std::optional<double> tokens_per_mwh_vs_uncontrolled_pct;
+  // Under a moving budget: settle_s over every seed's decreases, and tokens against the two
+  // references.
+  std::optional<analysis::SettleSummary> settle;
+  std::optional<double> tokens_vs_static_safe_lowest_pct;
+  std::optional<double> tokens_vs_static_oracle_pct;
+};
+
+// A budget level and the static setting searched for it (static-oracle).
+struct OracleLevel {
+  double budget_w = 0.0;
+  StaticSafe setting;
+};
+
+// The moving budget an evaluation ran under.
+struct ScheduleInfo {
+  std::string name;    // the generator or the file, as given
+  double notice_s = 0.0;
+  double lowest_w = 0.0;   // over every seed's schedule, per GPU
+  double highest_w = 0.0;
+  int changes = 0;         // over every seed
+  int decreases = 0;
+  int clipped = 0;         // levels cut at the scenario's range
+  std::vector<analysis::BudgetSchedule> per_seed;  // per GPU
 };
 
 struct EvalResult {
@@ -92,6 +123,9 @@ struct EvalResult {
   PidChoice pid;
   double pid_target = 0.0;  // what PID was tuned to: the policy's constraint when there is one
   double pid_window_s = 0.5;
+  std::optional<ScheduleInfo> schedule;
+  std::optional<StaticSafe> static_safe_lowest;  // with a schedule
+  std::vector<OracleLevel> oracle;              // with a schedule, lowest level first
   std::vector<ControllerEval> controllers;  // in the order asked
 };
 
@@ -101,10 +135,11 @@ Result<EvalResult> Evaluate(const EvalConfig& config);
 StaticSafe SearchStaticSafe(const twin::Scenario& scenario, double budget_w, double target,
                             int calibration_seeds, int steps, int threads);
 // The gains with the most tokens whose violation fraction over window_s (one of kScoreWindowsS)
-// stays <= target on the calibration seeds; when none does, the fewest violations.
+// stays <= target on the calibration seeds; when none does, the fewest violations. With a
+// schedule, each calibration seed runs under its own plan of it.
 PidChoice SearchPid(const twin::Scenario& scenario, double budget_w, double target,
                     int calibration_seeds, int steps, int group_size, int threads,
-                    double window_s = 0.5);
+                    double window_s = 0.5, const BudgetPlanSpec* schedule = nullptr);
 
 // Runs tasks 0..n-1 on `threads` threads (task i writes only its own slot).
 void ParallelFor(int n, int threads, const std::function<void(int)>& task);

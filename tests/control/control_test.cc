@@ -99,26 +99,70 @@ TEST(Pid, AntiWindupStopsIntegratingWhenTheOutputSaturates) {
 class Fixed final : public Controller {
  public:
   std::string_view name() const override { return "fixed"; }
-  Command Decide(const Inputs&) override { return {16, 8, {}}; }
+  Command Decide(const Inputs& in) override {
+    seen_budget_w = in.budget_w;
+    return {16, 8, {}};
+  }
+  double seen_budget_w = 0.0;
 };
 
 // Rule: margin 2 %, sustain 2 intervals, cut x0.5, hold 5 s. Budget 300: threshold 306 W.
-TEST(Shield, SustainedExcessCutsAndHolds) {
+TEST(Shield, SustainedExcessCutsHoldsAndTheLimitBacksTheCutUntilThePhaseEnds) {
   Fixed inner;
   Shield shield(inner, {0.02, 2, 0.5, 5.0}, {1, 16});
   shield.Reset();
-  EXPECT_EQ(*shield.Decide(At(0.0, 310.0, Phase::kRollout, 16)).concurrency, 16);  // 1 over
+  Command c = shield.Decide(At(0.0, 310.0, Phase::kRollout, 16));  // 1 over
+  EXPECT_EQ(*c.concurrency, 16);
+  EXPECT_FALSE(c.power_limit_w.has_value());
   EXPECT_EQ(*shield.Decide(At(0.5, 305.0, Phase::kRollout, 16)).concurrency, 16);  // under: reset
   EXPECT_EQ(*shield.Decide(At(1.0, 310.0, Phase::kRollout, 16)).concurrency, 16);
-  EXPECT_EQ(*shield.Decide(At(1.5, 310.0, Phase::kRollout, 16)).concurrency, 8);  // cut
+  c = shield.Decide(At(1.5, 310.0, Phase::kRollout, 16));  // sustained: cut, and the limit
+  EXPECT_EQ(*c.concurrency, 8);
+  EXPECT_DOUBLE_EQ(*c.power_limit_w, 300.0 * 0.98);  // a margin under the budget
   EXPECT_EQ(shield.interventions(), 1);
-  EXPECT_EQ(*shield.Decide(At(6.0, 200.0, Phase::kRollout, 8)).concurrency, 8);   // held
+  c = shield.Decide(At(6.0, 200.0, Phase::kRollout, 8));
+  EXPECT_EQ(*c.concurrency, 8);  // held
+  EXPECT_DOUBLE_EQ(*c.power_limit_w, 294.0);  // the admitted work is still running
   EXPECT_EQ(*shield.Decide(At(6.5, 200.0, Phase::kRollout, 8)).concurrency, 16);  // released
-  // Outside rollout it passes everything through, however high the power.
-  for (int i = 0; i < 5; ++i) {
-    EXPECT_EQ(*shield.Decide(At(10.0 + i, 390.0, Phase::kTrain, 16)).concurrency, 16);
+  // Outside rollout: no cut however high the power, the limit is lifted, and concurrency is
+  // bounded by what the next rollout may admit at once: the last rollout's mean concurrency
+  // (16 x 4 + 8 x 2) / 6 = 13.3, scaled by the budget since.
+  c = shield.Decide(At(10.0, 390.0, Phase::kTrain, 16));
+  EXPECT_EQ(*c.concurrency, 13);
+  EXPECT_DOUBLE_EQ(*c.power_limit_w, 0.0);
+  for (int i = 1; i < 5; ++i) {
+    c = shield.Decide(At(10.0 + i, 390.0, Phase::kTrain, 16));
+    EXPECT_EQ(*c.concurrency, 13);
+    EXPECT_FALSE(c.power_limit_w.has_value());  // lifted once
   }
+  EXPECT_EQ(*shield.Decide(At(15.0, 100.0, Phase::kSync, 16, 150.0)).concurrency, 6);  // x 1/2
   EXPECT_EQ(shield.interventions(), 1);
+}
+
+TEST(Shield, ADecreaseCutsAtOnceAndEverythingAimsAMarginBelowWhileSettling) {
+  Fixed inner;
+  Shield shield(inner, {0.02, 2, 0.5, 5.0}, {1, 16});
+  shield.Reset();
+  EXPECT_EQ(*shield.Decide(At(0.0, 250.0, Phase::kRollout, 16)).concurrency, 16);
+  EXPECT_EQ(inner.seen_budget_w, 300.0);
+  // Down to 200 W with the power at 250: cut at once, the limit at 200 x 0.98 x 0.98 (the
+  // budget aimed at while settling, less the margin), the inner controller sees 196 W.
+  Command c = shield.Decide(At(0.5, 250.0, Phase::kRollout, 16, 200.0));
+  EXPECT_EQ(*c.concurrency, 8);
+  EXPECT_DOUBLE_EQ(*c.power_limit_w, 200.0 * 0.98 * 0.98);
+  EXPECT_DOUBLE_EQ(inner.seen_budget_w, 196.0);
+  EXPECT_EQ(shield.interventions(), 1);
+  // While settling any excess over the budget counts at once (no margin, no sustain).
+  EXPECT_EQ(*shield.Decide(At(1.0, 199.0, Phase::kRollout, 8, 200.0)).concurrency, 8);
+  EXPECT_EQ(*shield.Decide(At(1.5, 201.0, Phase::kRollout, 8, 200.0)).concurrency, 4);
+  EXPECT_EQ(shield.interventions(), 2);
+  // 10 s after the decrease it is over: the budget as it is, the usual margin and sustain.
+  EXPECT_EQ(*shield.Decide(At(11.0, 201.0, Phase::kRollout, 4, 200.0)).concurrency, 16);
+  EXPECT_DOUBLE_EQ(inner.seen_budget_w, 200.0);
+  EXPECT_EQ(shield.interventions(), 2);
+  // A decrease with the power already under it cuts nothing.
+  EXPECT_EQ(*shield.Decide(At(11.5, 150.0, Phase::kRollout, 16, 180.0)).concurrency, 16);
+  EXPECT_EQ(shield.interventions(), 2);
 }
 
 TEST(Shield, LongScoringWindowsSustainLonger) {

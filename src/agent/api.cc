@@ -1,6 +1,7 @@
 #include "agent/api.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
@@ -18,14 +19,6 @@ using nlohmann::json;
 
 // Never throws on text a client sent: invalid UTF-8 is replaced, not an exception.
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-std::optional<control::Phase> PhaseFromName(const std::string& name) {
-  for (int p = 0; p < control::kPhaseCount; ++p) {
-    const auto phase = static_cast<control::Phase>(p);
-    if (control::PhaseName(phase) == name) return phase;
-  }
-  return std::nullopt;
-}
 
 char Lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
 
@@ -387,7 +380,8 @@ Result<TrainerReport> ParseReport(std::string_view body) {
   }
   const auto phase = PhaseFromName(j["phase"].get<std::string>());
   if (!phase) {
-    return Error::Input("field 'phase': one of idle, rollout, logprob, train, sync, checkpoint");
+    return Error::Input(
+        fmt::format("field 'phase': one of {}", fmt::join(control::kPhaseNames, ", ")));
   }
   r.phase = *phase;
   if (j.contains("progress")) {

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
+#include <vector>
 
 namespace headroom::agent {
 
@@ -19,7 +21,7 @@ void PowerLimitGuard::SetBudget(double budget_w,
                                 const std::function<void(const std::string&)>& log) {
   if (budget_w == budget_w_) return;
   budget_w_ = budget_w;
-  over_ = 0;
+  excess_.Reset();
   for (int gpu : changed_) {
     const double limit_w = std::min(budget_w_, *original_w_[static_cast<size_t>(gpu)]);
     if (auto st = set_limit_(gpu, limit_w); !st) {
@@ -36,11 +38,11 @@ void PowerLimitGuard::Observe(const telemetry::Sample& sample,
     for (const auto& g : sample.gpus) original_w_.push_back(g.power_limit_w);
   }
   if (engaged_ || sample.gpus.empty()) return;
-  double job_w = 0.0;
-  for (const auto& g : sample.gpus) job_w += g.power_w.value_or(0.0);
-  job_w /= static_cast<double>(sample.gpus.size());
-  over_ = job_w > budget_w_ * (1.0 + margin_) ? over_ + 1 : 0;
-  if (over_ < sustain_) return;
+  // The shield's rule (control/over_budget.h): a GPU without a reading is left out of the mean.
+  std::vector<std::optional<double>> readings;
+  readings.reserve(sample.gpus.size());
+  for (const auto& g : sample.gpus) readings.push_back(g.power_w);
+  if (!excess_.Observe(control::JobPowerPerGpuW(readings), budget_w_, {margin_, sustain_})) return;
   engaged_ = true;
   std::vector<std::pair<int, double>> originals;
   for (size_t i = 0; i < sample.gpus.size(); ++i) {

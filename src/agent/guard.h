@@ -1,5 +1,6 @@
 // --guard-power-limit: a hardware backstop under the workload controller. When the job's power
-// per GPU stays above budget x (1 + margin) for `sustain` consecutive intervals, every GPU's
+// per GPU stays above budget x (1 + margin) for `sustain` consecutive intervals (the shield's
+// rule, control/over_budget.h: a GPU without a reading is left out of the mean), every GPU's
 // power limit is set to the budget (once); Restore() puts back every limit it changed, to the
 // value read before the first change. The agent calls Restore on exit, SIGTERM and SIGINT,
 // before anything else.
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "control/over_budget.h"
 #include "telemetry/source.h"
 
 namespace headroom::agent {
@@ -45,7 +47,7 @@ class PowerLimitGuard {
   double budget_w_;
   int sustain_;
   double margin_;
-  int over_ = 0;
+  control::SustainedExcess excess_;
   bool engaged_ = false;
   std::vector<std::optional<double>> original_w_;  // per GPU, read before any change
   std::vector<int> changed_;

@@ -162,12 +162,13 @@ Result<BudgetSchedule> ParseBudgetSchedule(std::string_view text, std::string_vi
 
 void SettleTracker::Add(double t_s, double power_w) {
   const std::vector<BudgetSchedule::Point>& points = schedule_->points();
-  // The changes this sample has passed: a decrease opens an event (ending the open one).
+  // The changes this sample has passed: each ends the open event (unsettled if it is), and a
+  // decrease opens one against its new budget.
   while (next_change_ < points.size() && points[next_change_].t_s <= t_s) {
+    EndEvent();
     if (points[next_change_].budget_w < points[next_change_ - 1].budget_w) {
-      EndEvent();
       event_s_ = points[next_change_].t_s;
-      hold_from_s_.reset();
+      event_budget_w_ = points[next_change_].budget_w;
     }
     ++next_change_;
   }
@@ -184,7 +185,7 @@ void SettleTracker::Add(double t_s, double power_w) {
     for (const auto& r : recent_) recent_sum_w_ += r.second;
   }
   const double mean_w = recent_sum_w_ / static_cast<double>(recent_.size());
-  if (mean_w <= schedule_->At(t_s)) {
+  if (mean_w <= event_budget_w_) {
     if (!hold_from_s_) hold_from_s_ = t_s;
     if (t_s - *hold_from_s_ >= kSettleHoldS - 1e-9) {
       settled_s_.push_back(*hold_from_s_ - *event_s_);

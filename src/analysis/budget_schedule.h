@@ -4,8 +4,8 @@
 // The budget is b(t) = the value of the last change point at or before t (the first value
 // before the first point). A window [a, b) violates when its mean power is above the
 // time-weighted mean of b over [a, b) (MeanW). settle_s of a decrease at time c to budget B:
-// the time from c until the trailing 1 s mean power first stays at or below the budget in force
-// for 5 s (SettleTracker).
+// the time from c until the trailing 1 s mean power first stays at or below B for 5 s, before
+// the schedule changes again (SettleTracker).
 #pragma once
 
 #include <cstddef>
@@ -66,8 +66,10 @@ Result<BudgetSchedule> ParseBudgetSchedule(std::string_view text, std::string_vi
 inline constexpr double kSettleMeanS = 1.0;  // the trailing mean power of settle_s
 inline constexpr double kSettleHoldS = 5.0;  // how long it must stay at or below the budget
 
-// settle_s of every decrease of one series against its schedule. An event ends at the next
-// decrease or at the series' end; one not settled by then counts as unsettled.
+// settle_s of every decrease of one series against its schedule: the time from the decrease
+// until the trailing 1 s mean power first stays at or below the new budget for 5 s. An event
+// ends at the schedule's next change (up or down) or at the series' end; one not settled by then
+// counts as unsettled.
 class SettleTracker {
  public:
   // `schedule` outlives the tracker; it may grow while samples are added, as long as it holds
@@ -92,6 +94,7 @@ class SettleTracker {
   double recent_sum_w_ = 0.0;
   size_t next_change_ = 1;  // index into the schedule's points: the next change to pass
   std::optional<double> event_s_;  // the open event's decrease time, while unsettled
+  double event_budget_w_ = 0.0;    // its new budget
   std::optional<double> hold_from_s_;
   std::vector<double> settled_s_;
   size_t unsettled_ = 0;

@@ -31,6 +31,7 @@
 #include "trace/meta.h"
 #include "cli/commands.h"
 #include "control/baselines.h"
+#include "control/factory.h"
 #include "control/policy.h"
 #include "sim/episode.h"
 #include "telemetry/nvml_source.h"
@@ -326,10 +327,12 @@ Status RunAgent(const AgentArgs& args) {
   config.valid_for_s = args.valid_for_s;
   config.stale_after_s = 3.0 * args.interval_s;
 
-  // The controller.
-  std::unique_ptr<control::Controller> inner;
-  std::unique_ptr<control::Controller> controller;
+  // The controller, through the one factory (control/factory.h), as eval and train build it.
   std::optional<control::Policy> policy;
+  control::ControllerSpec spec;
+  spec.kind = args.controller;
+  spec.limits = config.limits;
+  spec.interval_s = args.interval_s;
   if (args.controller == "ppo") {
     if (args.policy.empty()) return Error::Usage("--controller ppo needs --policy FILE");
     auto p = ReadPolicy(args.policy);
@@ -348,25 +351,24 @@ Status RunAgent(const AgentArgs& args) {
       log(fmt::format("warning: {} was trained on {}, not on scenario '{}'", args.policy,
                       fmt::join(on, ", "), scenario->name));
     }
-    inner = std::make_unique<control::PolicyController>(*policy, config.limits);
-    controller = std::make_unique<control::Shield>(
-        *inner, control::ShieldFor(policy->cost_window_s, args.interval_s),
-        config.limits.concurrency);
+    spec.policy = &*policy;
   } else if (args.controller == "pid") {
-    controller = std::make_unique<control::Pid>(
-        control::PidGains{}, config.limits.concurrency, config.safe_concurrency,
-        scenario ? scenario->group_size : config.safe_group_size);
+    spec.pid = control::PidGains{};
+    spec.concurrency = config.safe_concurrency;
+    spec.group_size = scenario ? scenario->group_size : config.safe_group_size;
   } else if (args.controller == "uncontrolled") {
     // The trainer's defaults: the scenario's, else the initial values, else the range's top.
-    const int c = scenario ? scenario->concurrency
-                           : config.initial_concurrency.value_or(config.limits.concurrency.hi);
-    const int g = scenario ? scenario->group_size
-                           : config.initial_group_size.value_or(config.safe_group_size);
-    controller = std::make_unique<control::Uncontrolled>(c, g);
+    spec.concurrency = scenario ? scenario->concurrency
+                                : config.initial_concurrency.value_or(config.limits.concurrency.hi);
+    spec.group_size = scenario ? scenario->group_size
+                               : config.initial_group_size.value_or(config.safe_group_size);
   } else {
     return Error::Usage(
         fmt::format("--controller: unknown '{}' (uncontrolled, pid, ppo)", args.controller));
   }
+  auto built = control::MakeController(spec);
+  if (!built) return std::move(built).error();
+  control::Controller* controller = &built->get();
 
   if (args.guard_power_limit && args.source != "nvml") {
     return Error::Usage("--guard-power-limit needs --source nvml");

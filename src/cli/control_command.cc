@@ -168,6 +168,7 @@ struct TrainArgs {
   double violation_target = 0.01;
   double cost_window_s = 0.5;
   int envs = 16;
+  double moving_budget_fraction = 0.5;
   double entropy_coef = 0.001;
   std::string actuators = "concurrency,group_size";
   double learning_rate = 3e-4;
@@ -196,6 +197,7 @@ Status RunTrain(const TrainArgs& args, const std::string& command_line) {
   config.violation_target = args.violation_target;
   config.cost_window_s = args.cost_window_s;
   config.envs = args.envs;
+  config.moving_budget_fraction = args.moving_budget_fraction;
   config.ppo.entropy_coef = args.entropy_coef;
   if (args.actuators == "group_size") {
     config.group_size_only = true;
@@ -245,8 +247,12 @@ Status RunTrain(const TrainArgs& args, const std::string& command_line) {
     last = l;
   });
   policy.command = command_line;
-  policy.trained_budget = args.budget_w ? fmt::format("{} W", *args.budget_w)
-                                        : std::string("each scenario's budget.range_w");
+  policy.trained_budget =
+      (args.budget_w ? fmt::format("{} W", *args.budget_w)
+                     : std::string("each scenario's budget.range_w")) +
+      (args.moving_budget_fraction > 0.0
+           ? fmt::format("; moving in {:g}% of the episodes", 100.0 * args.moving_budget_fraction)
+           : std::string());
   out_file->Write(control::PolicyToJson(policy));
   curve_file->Write(curve);
   if (auto st = out_file->Commit(); !st) return st;
@@ -309,6 +315,10 @@ Command SetupTrain(CLI::App& app) {
                  "each interval; 30: the paper's 72B scoring)")
       ->check(Real(0.001, 3600.0));
   app.add_option("--envs", args->envs, "Environments side by side")->check(Integer(1, 1024));
+  app.add_option("--moving-budget-fraction", args->moving_budget_fraction,
+                 "Share of the episodes whose budget moves (a new level in the range every "
+                 "30-120 s)")
+      ->check(Real(0.0, 1.0));
   app.add_option("--actuators", args->actuators,
                  "What the policy may move: concurrency,group_size (default) or group_size");
   app.add_option("--entropy-coef", args->entropy_coef, "PPO entropy bonus")->check(Real(0.0, 1.0));

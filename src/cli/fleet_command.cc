@@ -8,7 +8,7 @@
 #include "cli/trace_options.h"
 #include "common/atomic_file.h"
 #include "common/paths.h"
-#include "fleet/fleet.h"
+#include "planning/fleet.h"
 #include "report/html.h"
 #include "report/json.h"
 #include "report/table.h"
@@ -33,7 +33,7 @@ constexpr uint64_t kMinCompositionSamplesToShow = 100'000'000;
 
 struct FleetArgs {
   std::vector<std::string> traces;
-  fleet::FleetOptions options;
+  planning::FleetOptions options;
   std::string offsets = "random";
   std::string windows = "0.5s,30s,5min";
   std::string risk_window = "30s";
@@ -61,7 +61,7 @@ Result<std::pair<std::string, uint32_t>> SplitCopies(const std::string& arg) {
 }
 
 Status RunFleet(FleetArgs& args) {
-  auto offsets = fleet::ParseOffsets(args.offsets);
+  auto offsets = planning::ParseOffsets(args.offsets);
   if (!offsets) return std::move(offsets).error();
   args.options.offsets = *offsets;
   auto windows = ParseWindowListS("--windows", args.windows);
@@ -88,7 +88,7 @@ Status RunFleet(FleetArgs& args) {
   }
 
   std::vector<std::string> warnings;
-  std::vector<fleet::Job> jobs;
+  std::vector<planning::Job> jobs;
   for (const auto& [path, copies] : traces) {
     // The file first: a missing trace is "cannot open", whatever else is missing.
     auto source = trace::FileSource::Open(path);
@@ -110,20 +110,20 @@ Status RunFleet(FleetArgs& args) {
     auto summary = trace::ReadTrace(**source, path, options, sink);
     if (!summary) return std::move(summary).error();
     warnings.insert(warnings.end(), summary->warnings.begin(), summary->warnings.end());
-    auto job = fleet::MakeJob(path, copies, std::move(sink.series()),
+    auto job = planning::MakeJob(path, copies, std::move(sink.series()),
                               summary->schema.Has(trace::Field::kTokens), *nameplate_w);
     if (!job) return std::move(job).error();
     jobs.push_back(std::move(job).value());
   }
   // Composition time grows with grid points x copies x trials: bounded, and shown.
-  const uint64_t samples = fleet::CompositionSamples(jobs, args.options);
+  const uint64_t samples = planning::CompositionSamples(jobs, args.options);
   if (samples > kMaxCompositionSamples) {
     uint64_t copies = 0;
     for (const auto& job : jobs) copies += job.copies;
     return Error::Usage(fmt::format(
         "fleet: {} copies x {} trials on the fleet grid make {:.3g} samples to compose, more "
         "than the {:.3g} allowed: fewer COPIES or --trials, or shorter traces",
-        copies, args.options.offsets == fleet::Offsets::kNone ? 1u : args.options.trials,
+        copies, args.options.offsets == planning::Offsets::kNone ? 1u : args.options.trials,
         static_cast<double>(samples), static_cast<double>(kMaxCompositionSamples)));
   }
   Progress compose_progress("composing the fleet", std::nullopt);
@@ -133,7 +133,7 @@ Status RunFleet(FleetArgs& args) {
                                    static_cast<double>(total) / 1e6, "M samples");
     };
   }
-  auto result = fleet::Compose(jobs, args.options);
+  auto result = planning::Compose(jobs, args.options);
   if (!result) return std::move(result).error();
   PrintWarnings(warnings);
 

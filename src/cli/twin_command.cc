@@ -5,6 +5,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "cli/budget_options.h"
 #include "cli/commands.h"
 #include "cli/output_files.h"
 #include "cli/progress.h"
@@ -41,12 +42,14 @@ struct RunArgs {
   std::optional<int> group_size;
   std::optional<double> power_limit_w;
   std::optional<int> checkpoint_every;
+  std::string budget_schedule;
   std::string out;
 };
 
 // The trace twin run writes: its columns, and the rows of one tick.
-std::bitset<trace::kFieldCount> RunFields() {
+std::bitset<trace::kFieldCount> RunFields(bool with_budget) {
   std::bitset<trace::kFieldCount> fields;
+  if (with_budget) fields.set(trace::FieldIndex(trace::Field::kBudgetW));
   fields.set(trace::FieldIndex(trace::Field::kStep));
   fields.set(trace::FieldIndex(trace::Field::kTokens));
   fields.set(trace::FieldIndex(trace::Field::kConcurrency));
@@ -60,11 +63,13 @@ void ApplySettings(const RunArgs& args, twin::Twin& twin) {
   if (args.power_limit_w) twin.SetPowerLimit(*args.power_limit_w);
 }
 
-// One tick of `twin`; `emit(row)` for each GPU's row of it.
+// One tick of `twin`; `emit(row)` for each GPU's row of it; `budget`: the budget_w column.
 template <class Emit>
-void TickAndEmit(twin::Twin& twin, trace::TraceRow& row, Emit&& emit) {
+void TickAndEmit(twin::Twin& twin, trace::TraceRow& row, const analysis::BudgetSchedule* budget,
+                 Emit&& emit) {
   const double t_s = twin.t_s();  // a row holds the power of [t_s, t_s + tick)
   twin.Tick();
+  if (budget != nullptr) row.fields[trace::FieldIndex(trace::Field::kBudgetW)] = budget->At(t_s);
   row.t_s = std::round(t_s * 1e6) / 1e6;
   row.phase = twin::PhaseName(twin.phase());
   row.fields[trace::FieldIndex(trace::Field::kStep)] = twin.steps_done();
@@ -100,17 +105,18 @@ double MeanTimeTextBytes(double ticks, double tick_s) {
 // the first step (or up to kProbeRows rows) and gives the rows per tick, the ticks per step and
 // the bytes per row; the ticks of the whole run follow from --duration-s, or from --steps, and
 // the scenario's stop.
-double ProjectRunBytes(const twin::Scenario& scenario, const RunArgs& args) {
+double ProjectRunBytes(const twin::Scenario& scenario, const RunArgs& args,
+                       const analysis::BudgetSchedule* budget) {
   constexpr uint64_t kProbeRows = 1'000'000;
   twin::Twin probe(scenario, args.seed);
   ApplySettings(args, probe);
-  const auto fields = RunFields();
+  const auto fields = RunFields(budget != nullptr);
   trace::TraceRow row;
   std::string line;
   double probe_bytes = 0.0, probe_time_bytes = 0.0;
   uint64_t probe_rows = 0;
   while (!RunDone(args, probe) && probe.steps_done() < 1 && probe_rows < kProbeRows) {
-    TickAndEmit(probe, row, [&](const trace::TraceRow& r) {
+    TickAndEmit(probe, row, budget, [&](const trace::TraceRow& r) {
       trace::TraceWriter::FormatRow(r, fields, /*with_phase=*/true, line);
       probe_bytes += static_cast<double>(line.size());
       probe_time_bytes += static_cast<double>(fmt::formatted_size("{}", r.t_s));
@@ -152,14 +158,29 @@ Status RunTwin(const RunArgs& args) {
       !st) {
     return st;
   }
-  if (auto st = CheckOutputSpace("twin run", args.out, ProjectRunBytes(*scenario, args)); !st) {
+  // A budget that moves is written beside the power (the twin's job runs at its settings; the
+  // trace is then scored against it by headroom analyze). Generators move around the top of
+  // the scenario's budget range, seeded by --seed, over --duration-s (else a day).
+  std::optional<analysis::BudgetSchedule> budget;
+  if (!args.budget_schedule.empty()) {
+    auto spec = ParseBudgetPlan(args.budget_schedule);
+    if (!spec) return std::move(spec).error();
+    const double horizon_s = args.duration_s > 0.0 ? args.duration_s : 86400.0;
+    budget = sim::MakeBudgetPlan(*spec, scenario->budget_range_w.second, scenario->budget_range_w,
+                                 horizon_s, args.seed, scenario->interval_s)
+                 .per_gpu_w;
+  }
+  const analysis::BudgetSchedule* budget_ptr = budget ? &*budget : nullptr;
+  if (auto st = CheckOutputSpace("twin run", args.out, ProjectRunBytes(*scenario, args, budget_ptr));
+      !st) {
     return st;
   }
   twin::Twin twin(*scenario, args.seed);
   ApplySettings(args, twin);
 
   RemoveTempFilesOnSignals();
-  auto writer = trace::TraceWriter::Open(args.out, RunFields(), /*with_phase=*/true);
+  auto writer = trace::TraceWriter::Open(args.out, RunFields(budget_ptr != nullptr),
+                                         /*with_phase=*/true);
   if (!writer) return std::move(writer).error();
   trace::TraceRow row;
   // Progress against whichever end comes first; no total size: the terminal check is enough.
@@ -172,7 +193,7 @@ Status RunTwin(const RunArgs& args) {
         progress.UpdateCount(twin.t_s(), args.duration_s, "s");
       }
     }
-    TickAndEmit(twin, row, [&](const trace::TraceRow& r) { writer->Write(r); });
+    TickAndEmit(twin, row, budget_ptr, [&](const trace::TraceRow& r) { writer->Write(r); });
   }
   trace::TraceMeta meta;
   meta.gpu_model = scenario->gpu_model;
@@ -391,6 +412,8 @@ Command SetupTwin(CLI::App& app) {
   run->add_option("--checkpoint-every", run_args->checkpoint_every,
                   "Checkpoint every N steps (0: never); overrides the scenario")
       ->check(Integer(0, kMaxCheckpointEverySteps));
+  run->add_option("--budget-schedule", run_args->budget_schedule,
+                  std::string(kBudgetPlanHelp) + "; written as the budget_w column");
   run->add_option("--out", run_args->out, "Trace to write (long CSV) and its .meta.json")
       ->required();
   run->callback([selected, run_args] { *selected = [run_args] { return RunTwin(*run_args); }; });

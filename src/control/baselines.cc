@@ -39,7 +39,7 @@ Shield::Shield(Controller& inner, ShieldRule rule, Range concurrency)
 
 void Shield::Reset() {
   inner_.Reset();
-  over_ = 0;
+  excess_.Reset();
   hold_until_s_ = -1.0;
   ceiling_ = range_.hi;
   interventions_ = 0;
@@ -86,7 +86,7 @@ Command Shield::Decide(const Inputs& raw) {
     capped_ = false;
   }
   if (in.phase != Phase::kRollout) {
-    over_ = 0;
+    excess_.Reset();
     if (rollout_decisions_ > 0) {  // a rollout ended: what the next one may admit at once
       admit_c_ = rollout_c_sum_ / rollout_decisions_;
       admit_budget_w_ = rollout_budget_sum_w_ / rollout_decisions_;
@@ -105,9 +105,9 @@ Command Shield::Decide(const Inputs& raw) {
   rollout_c_sum_ += in.concurrency;
   rollout_budget_sum_w_ += raw.budget_w;
   ++rollout_decisions_;
-  const double trigger_w = settling ? raw.budget_w : raw.budget_w * (1.0 + rule_.margin);
-  over_ = job_w > trigger_w ? over_ + 1 : 0;
-  const bool sustained = over_ >= (settling ? 1 : rule_.sustain);
+  // The shared rule (control/over_budget.h); while settling, no margin and no sustain.
+  const bool sustained = excess_.Observe(
+      job_w, raw.budget_w, settling ? ExcessRule{0.0, 1} : ExcessRule{rule_.margin, rule_.sustain});
   // A sustained excess: concurrency is cut, and because the cut only stops admissions while the
   // work already admitted keeps the power up, the power limit backs it until the phase ends.
   if (sustained && cap_until_s_ < 0.0) {
@@ -117,7 +117,7 @@ Command Shield::Decide(const Inputs& raw) {
   if ((decreased && over_now) || sustained) {
     ceiling_ = std::max(range_.lo, static_cast<int>(std::floor(in.concurrency * rule_.cut)));
     hold_until_s_ = in.t_s + rule_.hold_s;
-    over_ = 0;
+    excess_.Reset();
     ++interventions_;
   }
   if (in.t_s < hold_until_s_) {

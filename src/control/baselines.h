@@ -4,6 +4,7 @@
 #include <string>
 
 #include "control/controller.h"
+#include "control/over_budget.h"
 
 namespace headroom::control {
 
@@ -117,7 +118,7 @@ class Shield final : public Controller {
   Controller& inner_;
   ShieldRule rule_;
   Range range_;
-  int over_ = 0;
+  SustainedExcess excess_;
   double hold_until_s_ = -1.0;
   int ceiling_ = 0;
   int interventions_ = 0;

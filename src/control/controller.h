@@ -15,12 +15,17 @@
 #include <string>
 #include <string_view>
 
+#include "common/phase.h"
+
 namespace headroom::control {
 
 // The phase the trainer reports.
-enum class Phase : uint8_t { kIdle, kRollout, kLogprob, kTrain, kSync, kCheckpoint };
-inline constexpr int kPhaseCount = 6;
-std::string_view PhaseName(Phase phase);
+// The job's phases: one vocabulary with the twin and the agent's API (common/phase.h).
+using headroom::kPhaseCount;
+using headroom::kPhaseNames;
+using headroom::Phase;
+using headroom::PhaseFromName;
+using headroom::PhaseName;
 
 struct Range {
   int lo = 1;

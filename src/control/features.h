@@ -3,7 +3,7 @@
 // Features (kFeatureNames, in order), all from Inputs — nothing a live agent would not know:
 //   headroom_0..4   smoothed job power per GPU per GPU / budget - 1, now and the 4 intervals before
 //   trend           headroom_0 - headroom_1
-//   phase_*         one-hot of the reported phase (6)
+//   phase_*         one-hot of the reported phase (8, common/phase.h)
 //   progress        rollout progress (finished / all sequences of this step)
 //   concurrency     position of the concurrency in force on log2 of its range, in [0, 1]
 //   group_size      position of this step's group size in its range, in [0, 1]

@@ -1,6 +1,7 @@
 #include "control/policy.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -38,6 +39,7 @@ std::string PolicyToJson(const Policy& policy) {
       {"version", kPolicyVersion},
       {"family", kPolicyFamily},
       {"features", names},
+      {"phases", kPhaseNames},
       {"heads", policy.net.heads()},
       {"normalizer",
        {{"mean", ToStd(policy.normalizer.mean())},
@@ -54,6 +56,14 @@ std::string PolicyToJson(const Policy& policy) {
       {"timesteps", policy.timesteps},
       {"seed", policy.seed},
       {"command", policy.command},
+      {"shield",
+       {{"margin", policy.shield.margin},
+        {"sustain", policy.shield.sustain},
+        {"cut", policy.shield.cut},
+        {"hold_s", policy.shield.hold_s},
+        {"decrease_cap_s", policy.shield.decrease_cap_s},
+        {"bound_admission", policy.shield.bound_admission},
+        {"settle_s", policy.shield.settle_s}}},
   };
   return j.dump(1) + "\n";
 }
@@ -181,6 +191,19 @@ Result<Policy> PolicyFromJson(std::string_view text, std::string_view source) {
     return Bad(source, "family",
                fmt::format("'{}'; this headroom runs '{}' policies", family, kPolicyFamily));
   }
+  // The phases it was trained on: the one-hot features mean nothing under another vocabulary.
+  HEADROOM_ASSIGN_OR_RETURN(phases_member, keys.Member(j, "", "phases", /*required=*/false));
+  if (phases_member == nullptr) {
+    return Bad(source, "phases",
+               "missing: the policy predates the shared phase vocabulary (common/phase.h); "
+               "retrain it with headroom train");
+  }
+  HEADROOM_ASSIGN_OR_RETURN(phases, keys.Get<std::vector<std::string>>(j, "", "phases"));
+  if (!std::equal(phases.begin(), phases.end(), kPhaseNames.begin(), kPhaseNames.end())) {
+    return Bad(source, "phases",
+               fmt::format("trained on [{}]; this headroom's phases are [{}]: retrain it",
+                           fmt::join(phases, ", "), fmt::join(kPhaseNames, ", ")));
+  }
   HEADROOM_ASSIGN_OR_RETURN(features, keys.Get<std::vector<std::string>>(j, "", "features"));
   bool same = features.size() == kFeatureNames.size();
   for (size_t i = 0; same && i < features.size(); ++i) same = features[i] == kFeatureNames[i];
@@ -260,6 +283,28 @@ Result<Policy> PolicyFromJson(std::string_view text, std::string_view source) {
   HEADROOM_ASSIGN_OR_RETURN(timesteps, keys.GetOr<long long>(j, "timesteps", 0));
   HEADROOM_ASSIGN_OR_RETURN(seed, keys.GetOr<unsigned long long>(j, "seed", 0));
   HEADROOM_ASSIGN_OR_RETURN(command, keys.GetOr<std::string>(j, "command", ""));
+  ShieldRule shield;
+  HEADROOM_ASSIGN_OR_RETURN(shield_member, keys.Member(j, "", "shield", /*required=*/false));
+  if (shield_member != nullptr && !shield_member->is_null()) {
+    const json& sj = *shield_member;
+    HEADROOM_ASSIGN_OR_RETURN(margin, keys.Get<double>(sj, "shield", "margin"));
+    HEADROOM_ASSIGN_OR_RETURN(sustain, keys.Get<int>(sj, "shield", "sustain"));
+    HEADROOM_ASSIGN_OR_RETURN(cut, keys.Get<double>(sj, "shield", "cut"));
+    HEADROOM_ASSIGN_OR_RETURN(hold_s, keys.Get<double>(sj, "shield", "hold_s"));
+    HEADROOM_ASSIGN_OR_RETURN(decrease_cap_s, keys.Get<double>(sj, "shield", "decrease_cap_s"));
+    HEADROOM_ASSIGN_OR_RETURN(settle_s, keys.Get<double>(sj, "shield", "settle_s"));
+    HEADROOM_ASSIGN_OR_RETURN(bound_member, keys.Member(sj, "shield", "bound_admission"));
+    if (!bound_member->is_boolean()) return Bad(source, "shield.bound_admission", "expected true or false");
+    if (!(margin >= 0.0 && margin < 0.5)) return Bad(source, "shield.margin", "expected [0, 0.5)");
+    if (sustain < 1 || sustain > 10000) return Bad(source, "shield.sustain", "expected [1, 10000]");
+    if (!(cut > 0.0 && cut <= 1.0)) return Bad(source, "shield.cut", "expected (0, 1]");
+    for (const auto& [key, v] : {std::pair{"shield.hold_s", hold_s},
+                                 std::pair{"shield.decrease_cap_s", decrease_cap_s},
+                                 std::pair{"shield.settle_s", settle_s}}) {
+      if (!(v >= 0.0 && v <= 3600.0)) return Bad(source, key, "expected seconds in [0, 3600]");
+    }
+    shield = {margin, sustain, cut, hold_s, decrease_cap_s, bound_member->get<bool>(), settle_s};
+  }
 
   Policy p;
   if (actuators == std::vector<std::string>{"group_size"}) {
@@ -282,6 +327,7 @@ Result<Policy> PolicyFromJson(std::string_view text, std::string_view source) {
   p.timesteps = timesteps;
   p.seed = seed;
   p.command = std::move(command);
+  p.shield = shield;
   return p;
 }
 

@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "control/actuators.h"
+#include "control/baselines.h"
 #include "control/controller.h"
 #include "control/features.h"
 #include "rl/normalizer.h"
@@ -20,7 +21,7 @@
 namespace headroom::control {
 
 inline constexpr std::string_view kPolicyFormat = "headroom-policy";
-inline constexpr int kPolicyVersion = 1;
+inline constexpr int kPolicyVersion = 2;  // 2: phases and the shield recorded
 // Policies that steer a GRPO job's generation: they need a rollout phase to act on.
 inline constexpr std::string_view kPolicyFamily = "grpo-generation";
 
@@ -33,6 +34,7 @@ struct Policy {
   double violation_target = 0.01;
   double cost_window_s = 0.5;
   bool group_size_only = false;  // the policy may not move concurrency (the paper's 72B null test)
+  ShieldRule shield;             // the shield it was trained in, and runs in (before ShieldFor)
   long long timesteps = 0;
   unsigned long long seed = 0;
 };

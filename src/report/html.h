@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "analysis/analyzer.h"
-#include "fleet/fleet.h"
+#include "planning/fleet.h"
 #include "report/json.h"
 
 namespace headroom::report {
@@ -13,6 +13,6 @@ namespace headroom::report {
 // REQUIRES: the result was computed with AnalyzeOptions::plot_data.
 std::string AnalyzeReportHtml(const analysis::AnalyzeResult& result, const TraceInfo& info);
 
-std::string FleetReportHtml(const fleet::FleetResult& result, const std::vector<fleet::Job>& jobs);
+std::string FleetReportHtml(const planning::FleetResult& result, const std::vector<planning::Job>& jobs);
 
 }  // namespace headroom::report

@@ -70,8 +70,8 @@ nlohmann::ordered_json AnalyzeToJson(const analysis::AnalyzeResult& r, const Tra
   return j;
 }
 
-nlohmann::ordered_json FleetToJson(const fleet::FleetResult& r,
-                                   const std::vector<fleet::Job>& jobs) {
+nlohmann::ordered_json FleetToJson(const planning::FleetResult& r,
+                                   const std::vector<planning::Job>& jobs) {
   nlohmann::ordered_json j;
   j["gpus"] = r.gpus;
   j["nameplate_w"] = r.nameplate_w;

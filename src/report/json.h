@@ -6,7 +6,7 @@
 #include <string>
 
 #include "analysis/analyzer.h"
-#include "fleet/fleet.h"
+#include "planning/fleet.h"
 
 namespace headroom::report {
 
@@ -19,7 +19,7 @@ struct TraceInfo {
 // unsettled.
 nlohmann::ordered_json SettleToJson(const analysis::SettleSummary& s);
 nlohmann::ordered_json AnalyzeToJson(const analysis::AnalyzeResult& result, const TraceInfo& info);
-nlohmann::ordered_json FleetToJson(const fleet::FleetResult& result,
-                                   const std::vector<fleet::Job>& jobs);
+nlohmann::ordered_json FleetToJson(const planning::FleetResult& result,
+                                   const std::vector<planning::Job>& jobs);
 
 }  // namespace headroom::report

@@ -106,7 +106,7 @@ std::string AnalyzeToText(const analysis::AnalyzeResult& r, const TraceInfo& inf
   return out;
 }
 
-std::string FleetToText(const fleet::FleetResult& r, const std::vector<fleet::Job>& jobs) {
+std::string FleetToText(const planning::FleetResult& r, const std::vector<planning::Job>& jobs) {
   std::string out;
   TextTable job_table({"job", "copies", "GPUs", "nameplate W", "duration s"});
   for (const auto& job : jobs) {

@@ -6,32 +6,13 @@
 
 namespace headroom::sim {
 
-control::Phase ToControlPhase(twin::Phase phase) {
-  switch (phase) {
-    case twin::Phase::kRollout:
-      return control::Phase::kRollout;
-    case twin::Phase::kLogprob:
-      return control::Phase::kLogprob;
-    case twin::Phase::kTrain:
-      return control::Phase::kTrain;
-    case twin::Phase::kSync:
-      return control::Phase::kSync;
-    case twin::Phase::kCheckpoint:
-      return control::Phase::kCheckpoint;
-    case twin::Phase::kStartup:
-    case twin::Phase::kStopped:
-      return control::Phase::kIdle;
-  }
-  return control::Phase::kIdle;
-}
-
 control::Inputs ToInputs(const twin::Observation& o, double interval_s) {
   control::Inputs in;
   in.t_s = o.t_s;
   in.interval_s = interval_s;
   in.budget_w = o.budget_w;
   in.smoothed_power_w = o.smoothed_power_w;
-  in.phase = ToControlPhase(o.phase);
+  in.phase = o.phase;  // one vocabulary
   in.step = o.step;
   in.rollout_progress = o.rollout_progress;
   in.concurrency = o.concurrency;

@@ -23,7 +23,6 @@ namespace headroom::sim {
 
 inline constexpr std::array<double, 3> kScoreWindowsS = {0.5, 30.0, 300.0};
 
-control::Phase ToControlPhase(twin::Phase phase);
 control::Inputs ToInputs(const twin::Observation& o, double interval_s);
 control::ActuatorLimits LimitsOf(const twin::Scenario& s);
 control::Applied DefaultsOf(const twin::Scenario& s);

@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cassert>
 #include <atomic>
 #include <cmath>
 #include <set>
 #include <thread>
 
+#include "control/factory.h"
 #include "control/features.h"
 
 namespace headroom::sim {
@@ -323,35 +325,32 @@ Result<EvalResult> Evaluate(const EvalConfig& config) {
     if (std::find(names.begin(), names.end(), base) == names.end()) names.push_back(base);
   }
   const control::ActuatorLimits limits = LimitsOf(s);
-  const control::Range crange = limits.concurrency;
-  auto make =
-      [&](const std::string& name,
-          std::unique_ptr<control::Controller>* inner) -> std::unique_ptr<control::Controller> {
-    if (name == "uncontrolled")
-      return std::make_unique<control::Uncontrolled>(s.concurrency, s.group_size);
-    if (name == "static-safe") {
-      return std::make_unique<control::Static>("static-safe", out.static_safe.concurrency,
-                                               out.static_safe.group_size);
+  // Every controller through the one factory (control/factory.h); static-oracle is this
+  // evaluation's own reference.
+  auto make = [&](const std::string& name) -> std::pair<control::BuiltController,
+                                                         std::unique_ptr<control::Controller>> {
+    if (name == "static-oracle") return {control::BuiltController(), std::make_unique<StaticOracle>(out.oracle)};
+    control::ControllerSpec spec;
+    spec.limits = limits;
+    spec.interval_s = s.interval_s;
+    spec.concurrency = s.concurrency;
+    spec.group_size = s.group_size;
+    spec.kind = name;
+    if (name == "static-safe" || name == "static-safe-lowest") {
+      const StaticSafe& x = name == "static-safe" ? out.static_safe : *out.static_safe_lowest;
+      spec.kind = "static";
+      spec.label = name;
+      spec.concurrency = x.concurrency;
+      spec.group_size = x.group_size;
+    } else if (name == "pid") {
+      spec.pid = out.pid.gains;
+      spec.group_size = out.pid.group_size;
+    } else if (name == "ppo") {
+      spec.policy = config.policy;
     }
-    if (name == "static-safe-lowest") {
-      return std::make_unique<control::Static>("static-safe-lowest",
-                                               out.static_safe_lowest->concurrency,
-                                               out.static_safe_lowest->group_size);
-    }
-    if (name == "static-oracle") return std::make_unique<StaticOracle>(out.oracle);
-    if (name == "power-cap")
-      return std::make_unique<control::PowerCap>(s.concurrency, s.group_size);
-    if (name == "pid") {
-      return std::make_unique<control::Pid>(out.pid.gains, crange, s.concurrency,
-                                            out.pid.group_size);
-    }
-    if (config.policy->group_size_only) {
-      return std::make_unique<control::PolicyController>(*config.policy, limits);
-    }
-    *inner = std::make_unique<control::PolicyController>(*config.policy, limits);
-    return std::make_unique<control::Shield>(
-        **inner, control::ShieldFor(config.policy->cost_window_s, s.interval_s, config.shield),
-        crange);
+    auto built = control::MakeController(spec);
+    assert(built.ok());  // the names were checked above
+    return {std::move(*built), nullptr};
   };
   const int n = static_cast<int>(names.size());
   std::vector<std::vector<EpisodeResult>> runs(
@@ -360,14 +359,14 @@ Result<EvalResult> Evaluate(const EvalConfig& config) {
   ParallelFor(n * config.seeds, config.threads, [&](int k) {
     const int ci = k / config.seeds;
     const int seed = k % config.seeds;
-    std::unique_ptr<control::Controller> inner;
-    auto c = make(names[static_cast<size_t>(ci)], &inner);
+    auto [built, own] = make(names[static_cast<size_t>(ci)]);
+    control::Controller& c = own ? *own : built.get();
     EpisodeOptions o;
     o.horizon_s = out.horizon_s[static_cast<size_t>(seed)];
     o.record_power = config.record_power && seed == 0;
     if (out.schedule) o.budget = &out.schedule->per_seed[static_cast<size_t>(seed)];
     runs[static_cast<size_t>(ci)][static_cast<size_t>(seed)] =
-        RunEpisode(s, config.budget_w, static_cast<uint64_t>(seed) + 1, *c, o);
+        RunEpisode(s, config.budget_w, static_cast<uint64_t>(seed) + 1, c, o);
     progress("episodes", ++done, n * config.seeds);
   });
 

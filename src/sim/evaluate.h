@@ -65,7 +65,6 @@ struct EvalConfig {
   double violation_target = 0.01;
   int calibration_seeds = 3;
   int search_steps = 60;
-  control::ShieldRule shield;
   // A budget that moves, around budget_w (the base); none: budget_w throughout.
   std::optional<BudgetPlanSpec> schedule;
   int threads = 2;

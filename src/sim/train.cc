@@ -8,9 +8,11 @@
 #include <optional>
 #include <random>
 
+#include "control/factory.h"
 #include "control/features.h"
 #include "rl/gae.h"
 #include "rl/normalizer.h"
+#include "analysis/budget_schedule.h"
 #include "sim/episode.h"
 #include "twin/environment.h"
 
@@ -73,6 +75,7 @@ struct Env {
   size_t scenario_index = 0;
   twin::Scenario scenario;
   double budget_w = 0.0;
+  std::optional<analysis::BudgetSchedule> plan;  // a budget that moves (per GPU)
   double token_scale = 1.0;
   std::optional<twin::Environment> env;
   twin::Observation obs;
@@ -110,21 +113,43 @@ control::Policy Train(const TrainConfig& config, const std::function<double()>& 
   rl::PpoTrainer trainer(&policy.net, config.ppo, config.seed + 1);
 
   std::vector<std::unique_ptr<Env>> envs;
+  // The observation carries the budget in force at its time.
+  const auto in_force = [](Env& e) {
+    if (e.plan) e.obs.budget_w = e.plan->At(e.obs.t_s);
+  };
   auto start_episode = [&](Env& e) {
     e.scenario_index = std::uniform_int_distribution<size_t>(0, config.scenarios.size() - 1)(rng);
     const ScenarioInfo& si = info[e.scenario_index];
     e.scenario = Randomize(config.scenarios[e.scenario_index], rng);
-    e.budget_w = std::uniform_real_distribution<double>(si.budget_w.first, si.budget_w.second)(rng);
+    const auto uniform = [&](double lo, double hi) {
+      return std::uniform_real_distribution<double>(lo, hi)(rng);
+    };
+    e.budget_w = uniform(si.budget_w.first, si.budget_w.second);
+    e.plan.reset();
+    if (uniform(0.0, 1.0) < config.moving_budget_fraction) {
+      // A new level every 30-120 s over the episode (and its warm start), on control intervals.
+      analysis::BudgetSchedule plan;
+      plan.Append(0.0, e.budget_w);
+      const double interval_s = e.scenario.interval_s;
+      const double horizon_s =
+          (config.episode_intervals + 1.5 * si.step_s / interval_s + 1.0) * interval_s;
+      for (double t = uniform(30.0, 120.0); t < horizon_s; t += uniform(30.0, 120.0)) {
+        plan.Append(std::round(t / interval_s) * interval_s,
+                    uniform(si.budget_w.first, si.budget_w.second));
+      }
+      e.plan = std::move(plan);
+    }
     e.token_scale = si.token_scale;
     e.env.emplace(e.scenario, e.budget_w);
     e.obs = e.env->Reset(rng());
     e.limits = LimitsOf(e.scenario);
     e.applied = DefaultsOf(e.scenario);
     e.features.Reset();
-    e.shield = std::make_unique<control::Shield>(
-        e.sampled, control::ShieldFor(config.cost_window_s, e.scenario.interval_s, config.shield),
-        e.limits.concurrency);
-    e.shield->Reset();
+    // The shield the policy will run in (control/factory.h): none for a group-size-only one.
+    e.shield = control::ShieldForPolicy(e.sampled, config.shield, config.cost_window_s,
+                                        config.group_size_only, e.scenario.interval_s,
+                                        e.limits.concurrency);
+    if (e.shield) e.shield->Reset();
     e.t = 0;
     e.recent_w.assign(static_cast<size_t>(
                           std::max(1L, std::lround(config.cost_window_s / e.scenario.interval_s))),
@@ -136,6 +161,7 @@ control::Policy Train(const TrainConfig& config, const std::function<double()>& 
         0, static_cast<int>(1.5 * si.step_s / e.scenario.interval_s))(rng);
     twin::Actuation defaults;
     for (int k = 0; k < warm; ++k) e.obs = e.env->Step(defaults).observation;
+    in_force(e);
   };
   for (int i = 0; i < E; ++i) {
     envs.push_back(std::make_unique<Env>());
@@ -195,13 +221,12 @@ control::Policy Train(const TrainConfig& config, const std::function<double()>& 
         e.sampled.command = control::CommandFromActions(e.limits, a, e.obs.concurrency);
         if (config.group_size_only) e.sampled.command.concurrency.reset();
         const control::Inputs in = ToInputs(e.obs, e.scenario.interval_s);
-        // A group-size-only policy has no concurrency for the shield to act on.
-        e.applied = control::ApplyLimits(
-            e.limits, e.applied,
-            config.group_size_only ? e.sampled.Decide(in) : e.shield->Decide(in));
+        e.applied = control::ApplyLimits(e.limits, e.applied,
+                                         e.shield ? e.shield->Decide(in) : e.sampled.Decide(in));
         twin::Actuation act;
         act.concurrency = e.applied.concurrency;
         act.group_size = e.applied.group_size;
+        act.power_limit_w = e.applied.power_limit_w;  // the shield's backstop, as in use
         const twin::Environment::StepResult sr = e.env->Step(act);
         const size_t gpus = static_cast<size_t>(e.scenario.gpus);
         double job_w = 0.0;
@@ -212,12 +237,13 @@ control::Policy Train(const TrainConfig& config, const std::function<double()>& 
         const double window_w =
             e.recent_sum /
             static_cast<double>(std::min<size_t>(e.recent_w.size(), static_cast<size_t>(e.t + 1)));
-        const double cost = window_w > e.budget_w * static_cast<double>(gpus) ? 1.0 : 0.0;
+        const double cost = window_w > in.budget_w * static_cast<double>(gpus) ? 1.0 : 0.0;
         const double tok = sr.metrics.tokens / e.token_scale;
         token_part(k) = tok;
         costs(k) = cost;
         rewards(k) = tok - lambda * cost;
         e.obs = sr.observation;
+        in_force(e);
         ++e.t;
         cut[static_cast<size_t>(k)] = 0;
         if (e.t >= config.episode_intervals) {
@@ -263,6 +289,7 @@ control::Policy Train(const TrainConfig& config, const std::function<double()>& 
   policy.violation_target = config.violation_target;
   policy.cost_window_s = config.cost_window_s;
   policy.group_size_only = config.group_size_only;
+  policy.shield = config.shield;
   policy.timesteps = per_iteration * iterations;
   policy.seed = config.seed;
   return policy;

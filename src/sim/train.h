@@ -5,11 +5,14 @@
 // fresh job with new domain randomisation: the budget uniform in the scenario's training range,
 // decode power x U(0.96, 1.04), compute-phase power x U(0.97, 1.03), median completion length x
 // U(0.8, 1.25), telemetry noise x U(0.5, 1.5), and a random start within the first steps. With
-// several scenarios each episode picks one at random.
+// several scenarios each episode picks one at random. In a share of the episodes
+// (moving_budget_fraction) the budget moves: a new level uniform in the range every U(30, 120)
+// s, so that one policy follows budgets that change (steps, walks and demand-response drops
+// alike); the features stay budget-relative.
 //
 // Reward per interval: tokens / (the scenario's uncontrolled tokens per interval) - lambda x cost,
 // cost = 1 when the true job power, averaged over the trailing cost window (default: the 0.5 s
-// interval itself), is above its budget. The
+// interval itself), is above the budget in force for the interval. The
 // multiplier lambda follows a PI-Lagrangian (Stooke et al. 2020) on the batch's violation rate
 // relative to the target, so that it moves as fast down as up:
 //   e = clamp((rate - target) / target, -1, 4),  I = clamp(I + ki e, 0, max),
@@ -40,6 +43,7 @@ struct TrainConfig {
   int envs = 16;
   int steps_per_env = 256;
   int episode_intervals = 600;
+  double moving_budget_fraction = 0.5;
   std::vector<int> hidden = {64, 64};
   rl::PpoConfig ppo;
   double gamma = 0.99;

@@ -21,7 +21,7 @@ Result<telemetry::Sample> TwinLink::Read(double t_s) {
 agent::TrainerReport TwinLink::Report(double) {
   agent::TrainerReport r;
   r.step = twin_.steps_done();
-  r.phase = ToControlPhase(twin_.current_phase());
+  r.phase = twin_.current_phase();  // one vocabulary
   r.tokens = twin_.tokens_total();
   r.progress = twin_.rollout_progress();
   r.group_size = twin_.group_size();

@@ -28,26 +28,6 @@ double Alpha(double tick_s, double tau_s) {
 
 }  // namespace
 
-std::string_view PhaseName(Phase phase) {
-  switch (phase) {
-    case Phase::kStartup:
-      return "startup";
-    case Phase::kRollout:
-      return "rollout";
-    case Phase::kLogprob:
-      return "logprob";
-    case Phase::kTrain:
-      return "train";
-    case Phase::kSync:
-      return "sync";
-    case Phase::kCheckpoint:
-      return "checkpoint";
-    case Phase::kStopped:
-      return "stopped";
-  }
-  return "?";
-}
-
 Twin::Twin(const Scenario& scenario, uint64_t seed)
     : scenario_(scenario),
       kv_capacity_(scenario.has_rollout ? KvCapacitySequences(scenario) : 0),
@@ -178,6 +158,7 @@ void Twin::NextAfter(Phase finished, double at_s) {
       }
       BeginStep();
       return;
+    case Phase::kIdle:  // the twin's job is never idle (it starts in kStartup)
     case Phase::kStopped:
       return;
   }

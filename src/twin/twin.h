@@ -18,14 +18,18 @@
 #include <string_view>
 #include <vector>
 
+#include "common/phase.h"
+
 #include "twin/rollout.h"
 #include "twin/scenario.h"
 
 namespace headroom::twin {
 
-enum class Phase : uint8_t { kStartup, kRollout, kLogprob, kTrain, kSync, kCheckpoint, kStopped };
-inline constexpr size_t kPhaseCount = 7;
-std::string_view PhaseName(Phase phase);
+// The job's phases: one vocabulary with the controllers and the agent's API (common/phase.h).
+// The twin runs all but kIdle.
+using headroom::Phase;
+using headroom::PhaseName;
+inline constexpr size_t kPhaseCount = headroom::kPhaseCount;
 
 class Twin {
  public:

@@ -294,6 +294,37 @@ TEST(Guard, EngagedLimitsFollowAMovingBudgetNeverAboveTheOriginal) {
   EXPECT_EQ(calls.back(), std::make_pair(0, 350.0));
 }
 
+TEST(Guard, AGpuWithoutAReadingIsLeftOutOfTheMeanNotCountedAsZero) {
+  std::vector<std::pair<int, double>> calls;
+  PowerLimitGuard guard(
+      [&](int gpu, double w) -> Status {
+        calls.emplace_back(gpu, w);
+        return OkStatus();
+      },
+      300.0, /*sustain=*/2, /*margin=*/0.0);
+  std::vector<std::string> log;
+  auto logger = [&](const std::string& l) { log.push_back(l); };
+  // GPU 0 at 320 W, GPU 1 lost: the job's power per GPU is 320 (as 0 W it would be 160, under).
+  telemetry::Sample s = At(0.0, {320.0, 320.0});
+  s.gpus[0].power_limit_w = 400.0;
+  s.gpus[1].power_limit_w = 400.0;
+  guard.Observe(s, logger);  // both read: over, 1
+  s.gpus[1].power_w.reset();
+  guard.Observe(s, logger);  // one read, 320: over, 2 -> engaged
+  EXPECT_TRUE(guard.engaged());
+  ASSERT_EQ(calls.size(), 2u);
+  // An interval with no reading at all neither extends nor breaks a run.
+  PowerLimitGuard quiet([&](int, double) { return OkStatus(); }, 300.0, 2, 0.0);
+  telemetry::Sample none = At(0.0, {320.0});
+  quiet.Observe(none, logger);  // over: 1
+  none.gpus[0].power_w.reset();
+  quiet.Observe(none, logger);  // unknown: still 1
+  EXPECT_FALSE(quiet.engaged());
+  none.gpus[0].power_w = 320.0;
+  quiet.Observe(none, logger);  // over: 2
+  EXPECT_TRUE(quiet.engaged());
+}
+
 TEST(Guard, LeavesAloneALimitItCouldNotReadAndReportsFailures) {
   int sets = 0;
   PowerLimitGuard guard(

@@ -80,8 +80,8 @@ TEST(SettleTracker, TrailingSecondMeanHeldFiveSecondsByHand) {
   tracker.Finish();
   // The trailing 1 s mean at 12.5 is (280 + 190) / 2 = 235 > 200; from 13 on it is 190; held
   // for 5 s at 18: settled 13 - 10 = 3 s after the decrease. At 40 (100 W) 190 W never
-  // settles (the rise at 50 to 150 W does not help: still over); the decrease at 60 comes after
-  // the last sample.
+  // settles before the rise at 50 ends the event; the decrease at 60 comes after the last
+  // sample.
   ASSERT_EQ(tracker.settled_s().size(), 1u);
   EXPECT_DOUBLE_EQ(tracker.settled_s()[0], 3.0);
   EXPECT_EQ(tracker.unsettled(), 2u);
@@ -94,15 +94,18 @@ TEST(SettleTracker, TrailingSecondMeanHeldFiveSecondsByHand) {
   EXPECT_FALSE(SummarizeSettle({}, 3).p50_s.has_value());
 }
 
-TEST(SettleTracker, ARiseLetsTheHoldSucceedAndAHoldCutShortIsUnsettled) {
-  // Down to 200 at 10; the power (250 W) only fits after the rise to 260 at 12.
-  const BudgetSchedule s({{0.0, 300.0}, {10.0, 200.0}, {12.0, 260.0}, {20.0, 100.0}});
+TEST(SettleTracker, AnEventEndsAtTheNextChangeUpOrDown) {
+  // A steady 250 W against decreases that a rise ends, and one it fits.
+  const BudgetSchedule s({{0.0, 300.0}, {10.0, 200.0}, {12.0, 260.0}, {20.0, 100.0},
+                          {26.0, 270.0}, {40.0, 255.0}});
   SettleTracker tracker(&s);
-  for (int i = 0; i <= 44; ++i) tracker.Add(0.5 * i, 250.0);  // to t = 22
+  for (int i = 0; i <= 100; ++i) tracker.Add(0.5 * i, 250.0);  // to t = 50
   tracker.Finish();
+  // 10 -> 200: ended by the rise at 12, unsettled. 20 -> 100: ended by the rise at 26,
+  // unsettled. 40 -> 255: 250 W fits at once (its trailing mean is 250 from 40 on), held to 45.
   ASSERT_EQ(tracker.settled_s().size(), 1u);
-  EXPECT_DOUBLE_EQ(tracker.settled_s()[0], 2.0);  // held from 12 (260 W in force) to 17
-  EXPECT_EQ(tracker.unsettled(), 1u);             // the drop at 20 to 100 W
+  EXPECT_DOUBLE_EQ(tracker.settled_s()[0], 0.0);
+  EXPECT_EQ(tracker.unsettled(), 2u);
 }
 
 TEST(WindowStats, AWindowIsOverTheTimeWeightedMeanOfAMovingBudget) {

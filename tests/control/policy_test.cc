@@ -1,5 +1,7 @@
 #include "control/policy.h"
 
+#include "control/factory.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -59,9 +61,9 @@ TEST(Policy, RefusesOtherVersionsFamiliesAndShapes) {
     f(j);
     return PolicyFromJson(j.dump(), "p.json");
   };
-  auto r = edit([](nlohmann::json& j) { j["version"] = 2; });
+  auto r = edit([](nlohmann::json& j) { j["version"] = 1; });
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.error().message(), HasSubstr("p.json: key 'version': 2"));
+  EXPECT_THAT(r.error().message(), HasSubstr("p.json: key 'version': 1; this headroom reads version 2"));
   r = edit([](nlohmann::json& j) { j["family"] = "training-clock"; });
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.error().message(), HasSubstr("key 'family'"));
@@ -93,6 +95,72 @@ TEST(Policy, RefusesOtherVersionsFamiliesAndShapes) {
 
 // A value of the wrong type is one line naming the file and the key (it used to be nlohmann's
 // "[json.exception.type_error.302] type must be number, but is string").
+TEST(Policy, RecordsItsPhasesAndShieldAndRefusesAnotherVocabulary) {
+  Policy p = Small();
+  p.shield.margin = 0.03;
+  p.shield.sustain = 3;
+  p.shield.settle_s = 7.5;
+  const std::string text = PolicyToJson(p);
+  auto j = nlohmann::json::parse(text);
+  EXPECT_EQ(j["phases"], nlohmann::json(std::vector<std::string>(kPhaseNames.begin(),
+                                                                 kPhaseNames.end())));
+  auto back = PolicyFromJson(text, "p.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->shield.margin, 0.03);
+  EXPECT_EQ(back->shield.sustain, 3);
+  EXPECT_EQ(back->shield.settle_s, 7.5);
+  j["phases"][1] = "warmup";  // trained on another vocabulary
+  auto other = PolicyFromJson(j.dump(), "p.json");
+  ASSERT_FALSE(other.ok());
+  EXPECT_THAT(other.error().message(),
+              HasSubstr("p.json: key 'phases': trained on [idle, warmup, rollout"));
+  j.erase("phases");
+  auto old = PolicyFromJson(j.dump(), "p.json");
+  ASSERT_FALSE(old.ok());
+  EXPECT_THAT(old.error().message(), HasSubstr("key 'phases': missing"));
+  j = nlohmann::json::parse(text);
+  j["shield"]["cut"] = 0.0;
+  auto bad = PolicyFromJson(j.dump(), "p.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.error().message(), HasSubstr("key 'shield.cut'"));
+}
+
+TEST(Factory, APolicyRunsInItsOwnShieldAndAGroupSizeOnlyOneAlone) {
+  Policy p = Small();
+  p.shield.sustain = 3;
+  ControllerSpec spec;
+  spec.kind = "ppo";
+  spec.policy = &p;
+  spec.limits.concurrency = {1, 16};
+  spec.limits.group_size = {4, 16};
+  auto built = MakeController(spec);
+  ASSERT_TRUE(built.ok());
+  ASSERT_NE(built->shield(), nullptr);
+  EXPECT_EQ(built->get().name(), "ppo");
+  p.cost_window_s = 30.0;  // a policy scored over 30 s: the rule stretched (ShieldFor)
+  built = MakeController(spec);
+  ASSERT_TRUE(built.ok());
+  p.group_size_only = true;
+  built = MakeController(spec);
+  ASSERT_TRUE(built.ok());
+  EXPECT_EQ(built->shield(), nullptr);  // nothing to cut: no shield
+  spec.kind = "static";
+  spec.label = "static-safe";
+  spec.concurrency = 6;
+  spec.group_size = 12;
+  built = MakeController(spec);
+  ASSERT_TRUE(built.ok());
+  EXPECT_EQ(built->get().name(), "static-safe");
+  EXPECT_EQ(*built->get().Decide(Inputs{}).concurrency, 6);
+  spec.kind = "bang-bang";
+  auto unknown = MakeController(spec);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(unknown.error().message(), HasSubstr("unknown controller 'bang-bang'"));
+  spec.kind = "ppo";
+  spec.policy = nullptr;
+  EXPECT_FALSE(MakeController(spec).ok());
+}
+
 TEST(Policy, TypeErrorsNameTheKey) {
   const std::string good = PolicyToJson(Small());
   const auto error = [&](auto f) {

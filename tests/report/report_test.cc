@@ -50,13 +50,13 @@ TEST(AnalyzeJson, HasEveryKeyOfTheInterface) {
 
 TEST(FleetJson, HasEveryKeyOfTheInterface) {
   trace::CollectingSink::Series s{{0, 1, 2, 3}, {1, 2, 3, 4}, {}, {}};
-  std::vector<fleet::Job> jobs;
-  jobs.push_back(std::move(fleet::MakeJob("j.csv", 2, {s}, false, 10.0)).value());
-  fleet::FleetOptions o;
+  std::vector<planning::Job> jobs;
+  jobs.push_back(std::move(planning::MakeJob("j.csv", 2, {s}, false, 10.0)).value());
+  planning::FleetOptions o;
   o.windows_s = {1.0};
   o.risk_window_s = 1.0;
   o.trials = 3;
-  auto r = fleet::Compose(jobs, o);
+  auto r = planning::Compose(jobs, o);
   ASSERT_TRUE(r.ok());
   const auto j = FleetToJson(*r, jobs);
   for (const char* key :

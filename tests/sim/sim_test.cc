@@ -1,7 +1,10 @@
 #include <gmock/gmock.h>
+
+#include <cmath>
 #include <gtest/gtest.h>
 
 #include "control/baselines.h"
+#include "sim/budget_plan.h"
 #include "sim/episode.h"
 #include "sim/evaluate.h"
 #include "sim/train.h"
@@ -73,6 +76,124 @@ TEST(Evaluate, ComparesOnTheSameHorizonAndChecksNames) {
   EXPECT_THAT(bad.error().message(), ::testing::HasSubstr("unknown controller 'bang-bang'"));
   c.controllers = {"ppo"};
   EXPECT_FALSE(Evaluate(c).ok());  // no policy
+}
+
+TEST(BudgetPlan, GeneratorsAreSeededBoundedAndOnControlIntervals) {
+  auto steps = ParseBudgetGenerator("steps:280:400:300");
+  ASSERT_TRUE(steps.ok() && steps->has_value());
+  const BudgetPlan p = MakeBudgetPlan(**steps, 350.0, {260.0, 400.0}, 1000.0, 1, 0.5);
+  // 400 from 0, 280 from 300, 400 from 600, 280 from 900 (<= 1000 - 60: the last minute moves
+  // nothing).
+  ASSERT_EQ(p.per_gpu_w.points().size(), 4u);
+  EXPECT_EQ(p.per_gpu_w.At(0.0), 400.0);
+  EXPECT_EQ(p.per_gpu_w.At(300.0), 280.0);
+  EXPECT_EQ(p.per_gpu_w.At(650.0), 400.0);
+  EXPECT_EQ(p.per_gpu_w.At(999.0), 280.0);
+  EXPECT_EQ(p.notice_s, 0.0);
+  for (const char* bad : {"steps:1:2", "steps:300:200:60", "steps:a:400:60", "steps:300:400:0",
+                          "steps:300:400:60:1"}) {
+    auto r = ParseBudgetGenerator(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_THAT(r.error().message(), ::testing::HasSubstr("steps:LOW_W:HIGH_W:PERIOD_S")) << bad;
+  }
+  EXPECT_FALSE(ParseBudgetGenerator("budgets.csv")->has_value());  // a file
+  for (const char* name : {"demand-response", "walk"}) {
+    auto spec = ParseBudgetGenerator(name);
+    ASSERT_TRUE(spec.ok() && spec->has_value()) << name;
+    const BudgetPlan a = MakeBudgetPlan(**spec, 400.0, {300.0, 400.0}, 7200.0, 3, 0.5);
+    const BudgetPlan b = MakeBudgetPlan(**spec, 400.0, {300.0, 400.0}, 7200.0, 3, 0.5);
+    const BudgetPlan c = MakeBudgetPlan(**spec, 400.0, {300.0, 400.0}, 7200.0, 4, 0.5);
+    ASSERT_GT(a.per_gpu_w.points().size(), 2u) << name;
+    EXPECT_EQ(a.per_gpu_w.points().size(), b.per_gpu_w.points().size()) << name;
+    bool same_as_c = a.per_gpu_w.points().size() == c.per_gpu_w.points().size();
+    for (size_t i = 0; i < a.per_gpu_w.points().size(); ++i) {
+      const auto& pt = a.per_gpu_w.points()[i];
+      EXPECT_EQ(pt.budget_w, b.per_gpu_w.points()[i].budget_w) << name;  // the seed decides
+      EXPECT_GE(pt.budget_w, 300.0) << name;  // never below the range (cut there)
+      EXPECT_LE(pt.budget_w, 400.0) << name;
+      EXPECT_NEAR(std::fmod(pt.t_s, 0.5), 0.0, 1e-9) << name;  // on a control interval
+      EXPECT_LT(pt.t_s, 7200.0 - 60.0 + 1e-9) << name;
+      if (same_as_c && pt.budget_w != c.per_gpu_w.points()[i].budget_w) same_as_c = false;
+    }
+    EXPECT_FALSE(same_as_c) << name;  // another seed, another plan
+  }
+  // Demand response: drops of 10-30 % from the base, announced 10 s ahead.
+  const BudgetPlan dr = MakeBudgetPlan(**ParseBudgetGenerator("demand-response"), 400.0,
+                                       {200.0, 400.0}, 20000.0, 5, 0.5);
+  EXPECT_EQ(dr.notice_s, 10.0);
+  for (const auto& pt : dr.per_gpu_w.points()) {
+    EXPECT_TRUE(pt.budget_w == 400.0 || (pt.budget_w >= 280.0 - 0.05 && pt.budget_w <= 360.05))
+        << pt.budget_w;
+  }
+}
+
+TEST(Episode, UnderAMovingBudgetEachDecisionSeesTheBudgetInForceAndDecreasesAreTimed) {
+  const twin::Scenario s = Load("a100-7b-tp1");
+  // A controller that records the budgets it was given.
+  class Recording final : public control::Controller {
+   public:
+    std::string_view name() const override { return "recording"; }
+    control::Command Decide(const control::Inputs& in) override {
+      seen.emplace_back(in.t_s, in.budget_w);
+      return {4, 8, {}};
+    }
+    std::vector<std::pair<double, double>> seen;
+  } rec;
+  const analysis::BudgetSchedule plan({{0.0, 400.0}, {60.0, 30.0}, {120.0, 400.0}});
+  EpisodeOptions o;
+  o.horizon_s = 180.0;
+  o.budget = &plan;
+  o.record_power = true;
+  const EpisodeResult r = RunEpisode(s, 400.0, 2, rec, o);
+  ASSERT_FALSE(rec.seen.empty());
+  for (const auto& [t, b] : rec.seen) EXPECT_EQ(b, t < 60.0 || t >= 120.0 ? 400.0 : 30.0) << t;
+  ASSERT_EQ(r.budget_w.size(), r.power_w.size());
+  // 30 W per GPU is below anything the job draws (idle is 56 W): the one decrease never
+  // settles, and the 0.5 s windows of [60, 120) are all over it.
+  EXPECT_TRUE(r.settled_s.empty());
+  EXPECT_EQ(r.unsettled, 1u);
+  size_t over = 0, under_high = 0;
+  for (size_t i = 0; i < r.power_w.size(); ++i) {
+    if (r.budget_w[i] == 30.0) over += r.power_w[i] > 30.0f;
+    if (r.budget_w[i] == 400.0) under_high += r.power_w[i] <= 400.0f;
+  }
+  EXPECT_EQ(over, 120u);  // 60 s of 0.5 s intervals
+  EXPECT_NEAR(r.violation_fraction[0], static_cast<double>(over + (r.power_w.size() - 120 - under_high)) /
+                                           static_cast<double>(r.windows[0]),
+              1e-12);
+}
+
+TEST(Evaluate, UnderAScheduleTheTwoReferencesAndSettleAreReported) {
+  EvalConfig c;
+  c.scenario = Load("a100-7b-tp1");
+  c.budget_w = 400.0;
+  c.seeds = 2;
+  c.steps = 6;
+  c.search_steps = 3;
+  c.calibration_seeds = 1;
+  c.controllers = {"uncontrolled", "static-safe-lowest", "static-oracle"};
+  auto spec = ParseBudgetGenerator("steps:300:400:60");
+  c.schedule = **spec;
+  auto r = Evaluate(c);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  ASSERT_TRUE(r->schedule.has_value());
+  EXPECT_EQ(r->schedule->lowest_w, 300.0);
+  EXPECT_EQ(r->schedule->highest_w, 400.0);
+  ASSERT_EQ(r->oracle.size(), 2u);  // two levels: each searched
+  EXPECT_EQ(r->oracle[0].budget_w, 300.0);
+  EXPECT_EQ(r->static_safe_lowest->concurrency, r->oracle[0].setting.concurrency);
+  ASSERT_EQ(r->controllers.size(), 3u);
+  for (const auto& e : r->controllers) {
+    ASSERT_TRUE(e.settle.has_value()) << e.name;
+    EXPECT_EQ(e.settle->events, static_cast<size_t>(r->schedule->decreases)) << e.name;
+  }
+  EXPECT_EQ(*r->controllers[1].tokens_vs_static_safe_lowest_pct, 0.0);
+  EXPECT_EQ(*r->controllers[2].tokens_vs_static_oracle_pct, 0.0);
+  // The references need a schedule.
+  c.schedule.reset();
+  auto bad = Evaluate(c);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.error().message(), ::testing::HasSubstr("give --budget-schedule"));
 }
 
 TEST(StaticSafe, PicksTheMostTokensWithinTheTarget) {

@@ -1,4 +1,4 @@
-#include "fleet/fleet.h"
+#include "planning/fleet.h"
 
 #include <fmt/format.h>
 
@@ -11,7 +11,7 @@
 #include "analysis/window_stats.h"
 #include "common/stats.h"
 
-namespace headroom::fleet {
+namespace headroom::planning {
 namespace {
 
 constexpr double kWattsPerKw = 1e3;
@@ -250,4 +250,4 @@ Result<FleetResult> Compose(std::vector<Job>& jobs, const FleetOptions& options)
   return result;
 }
 
-}  // namespace headroom::fleet
+}  // namespace headroom::planning

@@ -1,5 +1,7 @@
-// `headroom fleet`: a fleet composed of job traces, its peaks against nameplate, the
-// oversubscription it can safely take, and what that is worth in money and carbon.
+// `headroom fleet`: a fleet composed offline of job traces, its peaks against nameplate, the
+// oversubscription it can safely take, and what that is worth in money and carbon. Planning, not
+// live control: the module is `planning/` so that the live site coordinator (coord/) has the
+// word "fleet" to itself.
 //
 // Composition (docs/METRICS.md): each job is one trace, all its GPUs summed on the job's own grid
 // (scope `sum`). A job is repeated COPIES times; each copy is shifted by an offset (uniform in
@@ -20,7 +22,7 @@
 #include "common/error.h"
 #include "trace/reader.h"
 
-namespace headroom::fleet {
+namespace headroom::planning {
 
 // Documented defaults (docs/METRICS.md, "Money and carbon").
 inline constexpr double kDefaultCapacityCostUsdPerKwYear = 1000.0;
@@ -118,4 +120,4 @@ struct FleetResult {
 // duration D (no window of it counts).
 Result<FleetResult> Compose(std::vector<Job>& jobs, const FleetOptions& options);
 
-}  // namespace headroom::fleet
+}  // namespace headroom::planning

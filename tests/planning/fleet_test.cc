@@ -1,10 +1,10 @@
-#include "fleet/fleet.h"
+#include "planning/fleet.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-namespace headroom::fleet {
+namespace headroom::planning {
 namespace {
 
 // A one-GPU job sampled every second with the given powers (and tokens, when given).
@@ -145,4 +145,4 @@ TEST(Fleet, OptionErrors) {
 }
 
 }  // namespace
-}  // namespace headroom::fleet
+}  // namespace headroom::planning

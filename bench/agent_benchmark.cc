@@ -8,7 +8,7 @@
 #include "control/baselines.h"
 #include "control/features.h"
 #include "control/policy.h"
-#include "rl/ppo.h"
+#include "rl/actor_critic.h"
 
 namespace {
 

@@ -16,7 +16,7 @@
 #include "control/controller.h"
 #include "control/features.h"
 #include "rl/normalizer.h"
-#include "rl/ppo.h"
+#include "rl/actor_critic.h"
 
 namespace headroom::control {
 

@@ -10,7 +10,7 @@ FUZZ_SECONDS ?= 60
 DEMO_DIR ?= build/demo
 HEADROOM := build/bin/headroom
 
-.PHONY: all setup build test test-release test-asan test-tsan fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile demo policies results clean format
+.PHONY: all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile demo policies results clean format
 
 all: build
 
@@ -25,6 +25,7 @@ test: build
 	$(MAKE) test-release
 	$(MAKE) test-asan
 	$(MAKE) test-tsan
+	$(MAKE) test-thread-safety
 	$(MAKE) fuzz
 
 # The dashboard test skips where Chromium is missing, except here: setup installs it.
@@ -44,6 +45,12 @@ test-tsan: setup
 	cmake --preset tsan
 	cmake --build --preset tsan -j $(JOBS) --target agent_test
 	ctest --preset tsan -R '^(Agent|Server|Guard|Runner|Recorder)\.'
+
+# clang's thread-safety analysis on the agent's shared state (common/thread_annotations.h):
+# a build with -Wthread-safety -Werror; a lock missing around annotated state fails it.
+test-thread-safety: setup
+	cmake --preset thread-safety
+	cmake --build --preset thread-safety -j $(JOBS) --target headroom_agent
 
 # libFuzzer on the trace readers (with the analyzer behind them), on scenario files (with the
 # twin behind them), on policy files (with decisions behind them) and on the agent's HTTP

@@ -7,6 +7,7 @@
 #include "analysis/window_stats.h"
 #include "bench_data.h"
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -105,11 +106,16 @@ void BM_WelchSpectrumPolls(benchmark::State& state) {
 BENCHMARK(BM_WelchSpectrumPolls);
 
 // Reading plus every statistic: `headroom analyze --scope gpu` without the file system.
-void AnalyzeCsv(benchmark::State& state, const std::string& csv) {
+void AnalyzeCsv(benchmark::State& state, const std::string& csv,
+                const std::optional<analysis::BudgetSchedule>& schedule = std::nullopt) {
   for (auto _ : state) {
     trace::MemorySource source(csv);
     analysis::AnalyzeOptions options;
-    options.budget_w = 400.0;
+    if (schedule) {
+      options.budget_schedule = *schedule;
+    } else {
+      options.budget_w = 400.0;
+    }
     analysis::Analyzer analyzer(options);
     auto summary = trace::ReadTrace(source, "bench.csv", {}, analyzer);
     auto result = analyzer.Finish(summary->schema);
@@ -123,6 +129,16 @@ void BM_AnalyzeTrace(benchmark::State& state) {
   AnalyzeCsv(state, LongTraceCsv(static_cast<size_t>(state.range(0)), 8));
 }
 BENCHMARK(BM_AnalyzeTrace)->Arg(1 << 20);
+
+// The same trace against a budget that moves every 30 s (windows against its time-weighted
+// mean, settle_s of every decrease): the cost of a moving budget, beside BM_AnalyzeTrace.
+void BM_AnalyzeTraceMovingBudget(benchmark::State& state) {
+  const std::string csv = LongTraceCsv(static_cast<size_t>(state.range(0)), 8);
+  analysis::BudgetSchedule schedule;
+  for (int k = 0; k < 100000; ++k) schedule.Append(30.0 * k, k % 2 == 0 ? 400.0 : 320.0);
+  AnalyzeCsv(state, csv, schedule);
+}
+BENCHMARK(BM_AnalyzeTraceMovingBudget)->Arg(1 << 20);
 
 // The same trace with every poll's GPUs listed in reverse order after the first poll: each GPU
 // is analysed on its own (the path for traces whose polls are not whole), for comparison.

@@ -36,3 +36,14 @@ for b in 280 350; do
   eval_one "a100-7b-tp1-range-policy-at-${b}w" a100-7b-tp1 policies/a100-7b-tp1.json \
     --seeds 10 --steps 200 --budget-w "$b" --controllers uncontrolled,static-safe,pid,ppo
 done
+# Budgets that move while the job runs (docs/RESULTS.md, "Under budgets that move"): each seed its
+# own plan, the same for every controller; the two references of a moving budget beside them.
+moving="uncontrolled,static-safe-lowest,static-oracle,pid,ppo"
+for sched in demand-response walk steps:300:400:300; do
+  eval_one "a100-7b-tp1-${sched%%:*}" a100-7b-tp1 policies/a100-7b-tp1.json --seeds 10 --steps 500 \
+    --budget-schedule "$sched" --controllers "$moving"
+done
+for sched in demand-response walk steps:600:700:300; do
+  eval_one "h100-8b-tp1-${sched%%:*}" h100-8b-tp1 policies/h100-8b-tp1.json --seeds 10 --steps 100 \
+    --budget-schedule "$sched" --controllers "$moving"
+done

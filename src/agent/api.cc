@@ -169,7 +169,7 @@ ApiResponse MethodNotAllowed(std::string allow) {
 
 void Shared::NotifyDecision() {
   // Under the lock: a server that cleared `wake` (stopping) is never called after.
-  std::lock_guard lock(mu);
+  MutexLock lock(mu);
   if (wake) wake();
 }
 
@@ -525,17 +525,17 @@ bool Api::HostAllowed(std::optional<std::string_view> host) const {
 }
 
 ApiResponse Api::ActuationNow() {
-  std::lock_guard lock(shared_.mu);
+  MutexLock lock(shared_.mu);
   return Json(200, ActuationJson(shared_.agent->actuation()));
 }
 
 bool Api::Newer(uint64_t after) {
-  std::lock_guard lock(shared_.mu);
+  MutexLock lock(shared_.mu);
   return shared_.agent->actuation().seq > after;
 }
 
 ApiResponse Api::EndLongPoll() {
-  std::lock_guard lock(shared_.mu);
+  MutexLock lock(shared_.mu);
   --shared_.long_polls;
   return Json(200, ActuationJson(shared_.agent->actuation()));
 }
@@ -559,7 +559,7 @@ ApiResponse Api::LongPollOrNow(std::string_view query) {
     }
     timeout_s = *t;
   }
-  std::lock_guard lock(shared_.mu);
+  MutexLock lock(shared_.mu);
   const Actuation& a = shared_.agent->actuation();
   if (a.seq > *after || timeout_s <= 0.0 || shared_.long_polls >= config_.max_long_polls) {
     return Json(200, ActuationJson(a));
@@ -592,7 +592,7 @@ ApiResponse Api::PostBudget(const ApiRequest& request) {
   j["job_budget_w"] = *budget_w * static_cast<double>(shared_.gpus);
   std::optional<double> floor_w;
   {
-    std::lock_guard lock(shared_.mu);
+    MutexLock lock(shared_.mu);
     floor_w = shared_.agent->config().floor_w;
   }
   j["below_floor"] = floor_w && *budget_w < *floor_w;
@@ -604,7 +604,7 @@ ApiResponse Api::Report(const ApiRequest& request) {
   if (auto refused = RefuseWrite(request)) return std::move(*refused);
   auto report = ParseReport(request.body);
   if (!report) return ErrorResponse(400, report.error().message());
-  std::lock_guard lock(shared_.mu);
+  MutexLock lock(shared_.mu);
   shared_.agent->Report(*report, shared_.now_s());
   return Json(200, "{\"ok\": true}\n");
 }
@@ -675,7 +675,7 @@ ApiResponse Api::Handle(const ApiRequest& request) {
     std::vector<HistoryPoint> points;
     double budget_w = 0.0;
     {
-      std::lock_guard lock(shared_.mu);
+      MutexLock lock(shared_.mu);
       points = shared_.agent->History(after_t_s);
       budget_w = shared_.agent->budget_w();
     }
@@ -685,7 +685,7 @@ ApiResponse Api::Handle(const ApiRequest& request) {
   AgentStatus status;
   std::optional<ConnectionCounters> connections;
   {
-    std::lock_guard lock(shared_.mu);
+    MutexLock lock(shared_.mu);
     status = shared_.agent->Status(shared_.now_s());
     status.long_polls_waiting = shared_.long_polls;
     if (shared_.gpus > 0) status.gpus = shared_.gpus;

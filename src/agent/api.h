@@ -35,6 +35,7 @@
 #include "agent/agent.h"
 #include "agent/budget.h"
 #include "common/error.h"
+#include "common/thread_annotations.h"
 
 namespace headroom::agent {
 
@@ -55,14 +56,15 @@ struct ConnectionCounters {
 };
 
 // What the runner and the server share. The runner ticks the agent under `mu` and then calls
-// NotifyDecision(); every handler reads under `mu`.
+// NotifyDecision(); every handler reads under `mu` (checked by clang's thread-safety analysis:
+// the `thread-safety` preset).
 struct Shared {
-  std::mutex mu;
-  Agent* agent = nullptr;         // under mu
+  Mutex mu;
+  Agent* agent PT_GUARDED_BY(mu) = nullptr;  // set before serving; used under mu
   std::function<double()> now_s;  // the runner's clock; constant once serving
-  int long_polls = 0;             // waiting now (under mu)
-  std::function<void()> wake;     // set by a serving server (under mu): wakes its long-polls
-  std::function<ConnectionCounters()> connections;  // set by a serving server (under mu)
+  int long_polls GUARDED_BY(mu) = 0;          // waiting now
+  std::function<void()> wake GUARDED_BY(mu);  // set by a serving server: wakes its long-polls
+  std::function<ConnectionCounters()> connections GUARDED_BY(mu);  // set by a serving server
   // Set before serving, constant after. POST /v1/budget sets `budget` (null: the route is 404);
   // a job budget is shared over `gpus`; a policy takes budgets in `budget_range_w` only.
   PostedBudget* budget = nullptr;

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <mutex>
+
+#include "common/thread_annotations.h"
 #include <optional>
 #include <string>
 
@@ -46,21 +48,21 @@ class PostedBudget final : public BudgetSource {
  public:
   PostedBudget(double budget_per_gpu_w, std::string from)
       : budget_{budget_per_gpu_w, std::move(from), 0} {}
-  BudgetInForce Current(double) override {
-    std::lock_guard lock(mu_);
+  BudgetInForce Current(double) override EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     return budget_;
   }
   // REQUIRES: kMinBudgetPerGpuW <= budget_per_gpu_w <= kMaxBudgetPerGpuW.
-  void Set(double budget_per_gpu_w, std::string from) {
-    std::lock_guard lock(mu_);
+  void Set(double budget_per_gpu_w, std::string from) EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     budget_.budget_per_gpu_w = budget_per_gpu_w;
     budget_.from = std::move(from);
     ++budget_.version;
   }
 
  private:
-  std::mutex mu_;
-  BudgetInForce budget_;  // under mu_
+  Mutex mu_;
+  BudgetInForce budget_ GUARDED_BY(mu_);
 };
 
 }  // namespace headroom::agent

@@ -32,7 +32,7 @@ RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared,
     {
       std::optional<BudgetInForce> budget;
       if (options.budget != nullptr) budget = options.budget->Current(t_s);
-      std::lock_guard lock(shared.mu);
+      MutexLock lock(shared.mu);
       if (budget && (budget->budget_per_gpu_w != shared.agent->budget_w() ||
                      budget->from != shared.agent->budget_from())) {
         shared.agent->SetBudget(budget->budget_per_gpu_w, budget->from);
@@ -46,7 +46,7 @@ RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared,
     shared.NotifyDecision();
     if (options.monotonic_s) {
       const double latency_s = options.monotonic_s() - started_s;
-      std::lock_guard lock(shared.mu);
+      MutexLock lock(shared.mu);
       shared.agent->RecordDecisionLatency(latency_s);
     }
     if (!sample.ok()) {
@@ -71,7 +71,7 @@ RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared,
       if (link != nullptr) {
         state = link->State();
       } else {
-        std::lock_guard lock(shared.mu);
+        MutexLock lock(shared.mu);
         if (const auto& report = shared.agent->report()) {
           state = {std::string(control::PhaseName(report->phase)), report->step, report->tokens};
         }

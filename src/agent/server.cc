@@ -89,9 +89,9 @@ class Server::Impl {
   std::atomic<int> open{0};
   std::atomic<int> idle_count{0};
 
-  std::mutex finished_mu;
-  std::condition_variable finished_cv;
-  bool finished = false;  // under finished_mu: run() has returned
+  Mutex finished_mu;
+  std::condition_variable_any finished_cv;
+  bool finished GUARDED_BY(finished_mu) = false;  // run() has returned
 
  private:
   void OnAccept(tcp::socket socket);
@@ -483,7 +483,7 @@ Status Server::Start(const std::string& host, int port) {
   }
 
   {
-    std::lock_guard lock(shared_.mu);
+    MutexLock lock(shared_.mu);
     Impl* impl = impl_.get();
     shared_.wake = [impl] { asio::post(impl->io, [impl] { impl->WakeLongPolls(); }); };
     shared_.connections = [this] { return counters(); };
@@ -498,7 +498,7 @@ Status Server::Start(const std::string& host, int port) {
         // A handler failed (out of memory, say): the loop goes on serving the others.
       }
     }
-    std::lock_guard lock(impl->finished_mu);
+    MutexLock lock(impl->finished_mu);
     impl->finished = true;
     impl->finished_cv.notify_all();
   });
@@ -507,7 +507,7 @@ Status Server::Start(const std::string& host, int port) {
 
 void Server::Stop() {
   {
-    std::lock_guard lock(shared_.mu);
+    MutexLock lock(shared_.mu);
     shared_.wake = nullptr;
     shared_.connections = nullptr;
   }
@@ -517,8 +517,10 @@ void Server::Stop() {
   constexpr auto kStopWait = std::chrono::milliseconds(500);
   bool finished = false;
   {
-    std::unique_lock lock(impl->finished_mu);
-    finished = impl->finished_cv.wait_for(lock, kStopWait, [impl] { return impl->finished; });
+    MutexLock lock(impl->finished_mu);
+    finished = WaitUntil(impl->finished_cv, impl->finished_mu,
+                         std::chrono::steady_clock::now() + kStopWait,
+                         [impl]() REQUIRES(impl->finished_mu) { return impl->finished; });
   }
   if (!finished) impl->io.stop();  // a handler that would not end: stop the loop regardless
   thread_.join();

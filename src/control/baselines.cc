@@ -108,9 +108,11 @@ Command Shield::Decide(const Inputs& raw) {
   // The shared rule (control/over_budget.h); while settling, no margin and no sustain.
   const bool sustained = excess_.Observe(
       job_w, raw.budget_w, settling ? ExcessRule{0.0, 1} : ExcessRule{rule_.margin, rule_.sustain});
-  // A sustained excess: concurrency is cut, and because the cut only stops admissions while the
-  // work already admitted keeps the power up, the power limit backs it until the phase ends.
-  if (sustained && cap_until_s_ < 0.0) {
+  // A sustained excess while settling after a decrease: concurrency is cut, and because the cut
+  // only stops admissions while the work already admitted keeps the power up, the power limit
+  // backs it until the phase ends. (Outside a settle the cut alone: a limit there would let a
+  // policy ride it — in training one did, at 3 % violations with the multiplier at its cap.)
+  if (sustained && settling && cap_until_s_ < 0.0) {
     cap();
     limit();
   }

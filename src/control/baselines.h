@@ -89,8 +89,11 @@ class Pid final : public Controller {
 // A budget decrease is a sustained excess by definition: when the budget in force falls and the
 // job's power is above the new budget, concurrency is cut at once, and because work already
 // admitted cannot be called back (lowering concurrency only stops admissions), the hardware
-// power limit backs the cut: it is set to the budget in force until the phase changes (the
-// admitted batch is done) or `decrease_cap_s` passes, then lifted.
+// power limit backs the cut: it is set to the budget in force (less the margin) until the phase
+// changes (the admitted batch is done) or `decrease_cap_s` passes, then lifted. For `settle_s`
+// after any decrease everything aims a margin below the new budget, and any excess over it cuts
+// (and limits) at once. Outside rollout, concurrency is bounded by the last rollout's mean
+// scaled by the budget since: the next rollout admits that many at once.
 struct ShieldRule {
   double margin = 0.02;
   int sustain = 2;

@@ -286,6 +286,39 @@ class TraceValues(HostileTest):
                                    "big.csv:3:3", "power_w", "10000 W")
 
 
+# ---- budgets that move ----------------------------------------------------------------------
+
+class BudgetSchedules(HostileTest):
+    def test_a_bad_schedule_is_one_line_naming_file_line_and_field(self):
+        t = self.write("t.csv", TRACE)
+        bad = self.write("b.csv", "t_s,budget_w\n0,300\n10,-1\n")
+        self.assert_one_line_error(headroom(["analyze", t, "--budget-schedule", bad], self.dir),
+                                   1, "b.csv:3", "field 'budget_w'")
+        order = self.write("o.csv", "t_s,budget_w\n5,300\n5,200\n")
+        self.assert_one_line_error(headroom(["analyze", t, "--budget-schedule", order],
+                                            self.dir), 1, "o.csv:3", "field 't_s'")
+        self.assert_one_line_error(
+            headroom(["analyze", t, "--budget-schedule", self.path("nope.csv")], self.dir), 1,
+            "nope.csv", "cannot read the budget schedule")
+        good = self.write("g.csv", "t_s,budget_w\n0,300\n")
+        self.assert_one_line_error(
+            headroom(["analyze", t, "--budget-schedule", good, "--budget-w", "300"], self.dir),
+            2, "--budget-w and --budget-schedule")
+
+    def test_eval_generators_and_references_are_checked_before_anything_runs(self):
+        base = ["eval", "--scenario", "a100-7b-tp1", "--seeds", "1", "--steps", "1"]
+        self.assert_one_line_error(headroom(base + ["--budget-schedule", "steps:400:300:60"],
+                                            self.dir), 2, "HIGH_W")
+        self.assert_one_line_error(headroom(base + ["--budget-schedule", "steps:nan:400:60"],
+                                            self.dir), 2, "LOW_W")
+        self.assert_one_line_error(headroom(base + ["--controllers", "static-oracle"], self.dir),
+                                   2, "static-oracle", "--budget-schedule")
+        self.assert_one_line_error(
+            headroom(base + ["--budget-schedule", "steps:100:400:10", "--controllers", "ppo",
+                             "--policy", os.path.join(SOURCE, "policies", "a100-7b-tp1.json")],
+                     self.dir), 2, "budget range", "where the policy was trained")
+
+
 # ---- outputs --------------------------------------------------------------------------------
 
 class Outputs(HostileTest):

@@ -168,7 +168,7 @@ struct TrainArgs {
   double violation_target = 0.01;
   double cost_window_s = 0.5;
   int envs = 16;
-  double moving_budget_fraction = 0.5;
+  double moving_budget_fraction = 0.25;
   double entropy_coef = 0.001;
   std::string actuators = "concurrency,group_size";
   double learning_rate = 3e-4;
@@ -317,7 +317,7 @@ Command SetupTrain(CLI::App& app) {
   app.add_option("--envs", args->envs, "Environments side by side")->check(Integer(1, 1024));
   app.add_option("--moving-budget-fraction", args->moving_budget_fraction,
                  "Share of the episodes whose budget moves (a new level in the range every "
-                 "30-120 s)")
+                 "60-300 s)")
       ->check(Real(0.0, 1.0));
   app.add_option("--actuators", args->actuators,
                  "What the policy may move: concurrency,group_size (default) or group_size");

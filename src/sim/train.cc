@@ -76,6 +76,7 @@ struct Env {
   twin::Scenario scenario;
   double budget_w = 0.0;
   std::optional<analysis::BudgetSchedule> plan;  // a budget that moves (per GPU)
+  std::vector<double> decreases_s;               // the plan's decreases
   double token_scale = 1.0;
   std::optional<twin::Environment> env;
   twin::Observation obs;
@@ -133,10 +134,11 @@ control::Policy Train(const TrainConfig& config, const std::function<double()>& 
       const double interval_s = e.scenario.interval_s;
       const double horizon_s =
           (config.episode_intervals + 1.5 * si.step_s / interval_s + 1.0) * interval_s;
-      for (double t = uniform(30.0, 120.0); t < horizon_s; t += uniform(30.0, 120.0)) {
+      for (double t = uniform(60.0, 300.0); t < horizon_s; t += uniform(60.0, 300.0)) {
         plan.Append(std::round(t / interval_s) * interval_s,
                     uniform(si.budget_w.first, si.budget_w.second));
       }
+      e.decreases_s = plan.DecreasesAt();
       e.plan = std::move(plan);
     }
     e.token_scale = si.token_scale;
@@ -176,7 +178,7 @@ control::Policy Train(const TrainConfig& config, const std::function<double()>& 
   batch.values_old.resize(N);
   batch.advantages.resize(N);
   batch.returns.resize(N);
-  Eigen::VectorXd rewards(N), token_part(N), costs(N), next_values(N);
+  Eigen::VectorXd rewards(N), token_part(N), costs(N), rated(N), next_values(N);
   std::vector<unsigned char> cut(static_cast<size_t>(N));
 
   double lambda = config.lagrange_init;
@@ -241,6 +243,14 @@ control::Policy Train(const TrainConfig& config, const std::function<double()>& 
         const double tok = sr.metrics.tokens / e.token_scale;
         token_part(k) = tok;
         costs(k) = cost;
+        // Right after a decrease the shield brings the power down; an excess there is priced in
+        // the reward but left out of the rate the multiplier follows, which would otherwise
+        // grow with how often the budget falls and make the policy timid everywhere.
+        bool settling = false;
+        for (double d : e.decreases_s) {
+          settling = settling || (in.t_s >= d && in.t_s < d + config.shield.settle_s);
+        }
+        rated(k) = settling ? 0.0 : 1.0;
         rewards(k) = tok - lambda * cost;
         e.obs = sr.observation;
         in_force(e);
@@ -266,7 +276,8 @@ control::Policy Train(const TrainConfig& config, const std::function<double()>& 
     const rl::UpdateStats us = trainer.Update(batch);
     const double elapsed = now_s() - t0;
 
-    const double rate = costs.mean();
+    const double rated_n = rated.sum();
+    const double rate = rated_n > 0.0 ? costs.cwiseProduct(rated).sum() / rated_n : 0.0;
     const double err = std::clamp(
         (rate - config.violation_target) / std::max(config.violation_target, 1e-6), -1.0, 4.0);
     integral = std::clamp(integral + config.lagrange_ki * err, 0.0, config.lagrange_max);

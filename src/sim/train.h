@@ -6,9 +6,12 @@
 // decode power x U(0.96, 1.04), compute-phase power x U(0.97, 1.03), median completion length x
 // U(0.8, 1.25), telemetry noise x U(0.5, 1.5), and a random start within the first steps. With
 // several scenarios each episode picks one at random. In a share of the episodes
-// (moving_budget_fraction) the budget moves: a new level uniform in the range every U(30, 120)
+// (moving_budget_fraction) the budget moves: a new level uniform in the range every U(60, 300)
 // s, so that one policy follows budgets that change (steps, walks and demand-response drops
-// alike); the features stay budget-relative.
+// alike); the features stay budget-relative. The intervals within the shield's settle_s after a
+// decrease carry their cost in the reward but are left out of the violation rate the multiplier
+// follows (the shield brings the power down there; counting them would grow the multiplier with
+// how often the budget falls).
 //
 // Reward per interval: tokens / (the scenario's uncontrolled tokens per interval) - lambda x cost,
 // cost = 1 when the true job power, averaged over the trailing cost window (default: the 0.5 s
@@ -43,7 +46,7 @@ struct TrainConfig {
   int envs = 16;
   int steps_per_env = 256;
   int episode_intervals = 600;
-  double moving_budget_fraction = 0.5;
+  double moving_budget_fraction = 0.25;
   std::vector<int> hidden = {64, 64};
   rl::PpoConfig ppo;
   double gamma = 0.99;

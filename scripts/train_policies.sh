@@ -12,7 +12,7 @@ train() {
   echo "== $name"
   "$headroom" train --scenario "$name" --seed 1 --out "policies/$name.json" "$@"
 }
-train a100-7b-tp1 --timesteps 5000000 --violation-target 0.015 &
+train a100-7b-tp1 --timesteps 5000000 --violation-target 0.01 &
 train a100-72b-tp4 --timesteps 1500000 --violation-target 0.02 --cost-window-s 30 &
 wait
 train h100-8b-tp1 --timesteps 3000000 &

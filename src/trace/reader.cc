@@ -158,7 +158,7 @@ class BufferedViews final : public ByteSource {
     }
     if (want > capacity_) {
       std::unique_ptr<char[]> bigger(new char[want]);  // uninitialised: only what is read is
-      std::memcpy(bigger.get(), buffer_.get(), filled_);
+      if (filled_ > 0) std::memcpy(bigger.get(), buffer_.get(), filled_);
       buffer_ = std::move(bigger);
       capacity_ = want;
     }

@@ -193,8 +193,8 @@ AgentStatus Agent::Status(double now_s) const {
     // Windows decided so far (the open one is not counted until it closes).
     s.windows[i] = stats_[i].counted();
     if (stats_[i].counted() > 0) {
-      s.violation_fraction[i] = static_cast<double>(stats_[i].over_budget()) /
-                                static_cast<double>(stats_[i].counted());
+      s.violation_fraction[i] =
+          static_cast<double>(stats_[i].over_budget()) / static_cast<double>(stats_[i].counted());
     }
   }
   return s;

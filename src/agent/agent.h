@@ -68,8 +68,8 @@ inline constexpr std::array<double, 3> kWindowsS = {0.5, 30.0, 300.0};
 
 struct AgentStatus {
   double t_s = 0.0;
-  double budget_w = 0.0;        // per GPU, in force
-  std::string budget_from;      // where it came from
+  double budget_w = 0.0;    // per GPU, in force
+  std::string budget_from;  // where it came from
   std::optional<double> floor_w;
   int gpus = 0;                 // of the last good sample
   std::vector<double> power_w;  // last good sample, per GPU
@@ -79,7 +79,7 @@ struct AgentStatus {
   uint64_t telemetry_errors = 0;
   uint64_t safe_decisions = 0;
   std::optional<TrainerReport> report;
-  double report_age_s = -1.0;                  // -1: never
+  double report_age_s = -1.0;  // -1: never
   // Per kWindowsS, on the telemetry the agent saw; none before the first window closes.
   std::array<std::optional<double>, 3> violation_fraction{};
   std::array<uint64_t, 3> windows{};

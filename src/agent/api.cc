@@ -87,7 +87,9 @@ size_t FirstInvalidUtf8(std::string_view s) {
 // Which field's value the parser was reading when it failed: the key whose value was open.
 class FieldTracker final : public nlohmann::json_sax<json> {
  public:
-  std::optional<std::string> field() const { return in_value_ ? std::optional(key_) : std::nullopt; }
+  std::optional<std::string> field() const {
+    return in_value_ ? std::optional(key_) : std::nullopt;
+  }
   bool null() override { return Value(); }
   bool boolean(bool) override { return Value(); }
   bool number_integer(number_integer_t) override { return Value(); }
@@ -327,8 +329,8 @@ Result<double> ParseBudget(std::string_view body, int gpus,
   const json& j = *parsed;
   for (const auto& [key, value] : j.items()) {
     if (key != "budget_per_gpu_w" && key != "job_budget_w") {
-      return Error::Input(fmt::format(
-          "field '{}': unknown (give budget_per_gpu_w or job_budget_w)", key.substr(0, 64)));
+      return Error::Input(fmt::format("field '{}': unknown (give budget_per_gpu_w or job_budget_w)",
+                                      key.substr(0, 64)));
     }
   }
   const bool per_gpu = j.contains("budget_per_gpu_w");
@@ -555,7 +557,8 @@ ApiResponse Api::LongPollOrNow(std::string_view query) {
   if (timeout_text) {
     const auto t = ParseQueryReal(*timeout_text);
     if (!t || *t < 0.0 || *t > kMaxLongPollS) {
-      return ErrorResponse(400, fmt::format("timeout_s: expected seconds in [0, {}]", kMaxLongPollS));
+      return ErrorResponse(400,
+                           fmt::format("timeout_s: expected seconds in [0, {}]", kMaxLongPollS));
     }
     timeout_s = *t;
   }
@@ -574,7 +577,8 @@ ApiResponse Api::LongPollOrNow(std::string_view query) {
 std::optional<ApiResponse> Api::RefuseWrite(const ApiRequest& request) const {
   if (!Authorized(request)) return ErrorResponse(401, "a bearer token is required");
   std::string_view media;
-  if (request.content_type) media = Trim(request.content_type->substr(0, request.content_type->find(';')));
+  if (request.content_type)
+    media = Trim(request.content_type->substr(0, request.content_type->find(';')));
   if (!EqualsIgnoreCase(media, "application/json")) {
     return ErrorResponse(415, "Content-Type: expected application/json");
   }

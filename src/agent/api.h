@@ -47,11 +47,11 @@ inline constexpr int kDefaultMaxLongPolls = 256;
 // The transport's connections, as /v1/status reports them.
 struct ConnectionCounters {
   int open = 0;
-  int idle = 0;             // between requests, or answered and closing: closed first at a cap
+  int idle = 0;  // between requests, or answered and closing: closed first at a cap
   uint64_t accepted = 0;
-  uint64_t refused = 0;     // at a cap with nothing idle to close: 503
-  uint64_t evicted = 0;     // idle connections closed to make room
-  uint64_t timed_out = 0;   // a header, body, write or idle deadline passed
+  uint64_t refused = 0;    // at a cap with nothing idle to close: 503
+  uint64_t evicted = 0;    // idle connections closed to make room
+  uint64_t timed_out = 0;  // a header, body, write or idle deadline passed
   uint64_t requests = 0;
 };
 
@@ -60,8 +60,8 @@ struct ConnectionCounters {
 // the `thread-safety` preset).
 struct Shared {
   Mutex mu;
-  Agent* agent PT_GUARDED_BY(mu) = nullptr;  // set before serving; used under mu
-  std::function<double()> now_s;  // the runner's clock; constant once serving
+  Agent* agent PT_GUARDED_BY(mu) = nullptr;   // set before serving; used under mu
+  std::function<double()> now_s;              // the runner's clock; constant once serving
   int long_polls GUARDED_BY(mu) = 0;          // waiting now
   std::function<void()> wake GUARDED_BY(mu);  // set by a serving server: wakes its long-polls
   std::function<ConnectionCounters()> connections GUARDED_BY(mu);  // set by a serving server

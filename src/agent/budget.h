@@ -10,9 +10,9 @@
 #include <cstdint>
 #include <mutex>
 
-#include "common/thread_annotations.h"
 #include <optional>
 #include <string>
+#include "common/thread_annotations.h"
 
 namespace headroom::agent {
 
@@ -22,7 +22,7 @@ inline constexpr double kMaxBudgetPerGpuW = 10000.0;
 
 struct BudgetInForce {
   double budget_per_gpu_w = 0.0;
-  std::string from;  // "--budget-w", "POST /v1/budget", ...
+  std::string from;      // "--budget-w", "POST /v1/budget", ...
   uint64_t version = 0;  // increases with every change
 };
 

@@ -30,7 +30,8 @@ Result<std::string> RotateTrace(const std::string& path) {
   if (!trace && !meta) return std::string();
   const size_t slash = path.rfind('/');
   const size_t dot = path.rfind('.');
-  const bool has_ext = dot != std::string::npos && dot > (slash == std::string::npos ? 0 : slash + 1);
+  const bool has_ext =
+      dot != std::string::npos && dot > (slash == std::string::npos ? 0 : slash + 1);
   const std::string stem = has_ext ? path.substr(0, dot) : path;
   const std::string ext = has_ext ? path.substr(dot) : std::string();
   for (int n = 1; n <= kMaxRotations; ++n) {
@@ -93,8 +94,8 @@ void Recorder::Write(double t_s, const std::vector<double>& power_w, std::string
   const long long tokens = total >= tokens_written_ ? total - tokens_written_ : total;
   tokens_written_ = total;
   for (size_t g = 0; g < power_w.size(); ++g) {
-    fmt::print(file_, "{:.3f},{},{:.2f},{},{},{},{},{},{:.2f}\n", t_s, g, power_w[g], phase,
-               step, g == 0 ? tokens : 0LL, concurrency, group_size, budget_w);
+    fmt::print(file_, "{:.3f},{},{:.2f},{},{},{},{},{},{:.2f}\n", t_s, g, power_w[g], phase, step,
+               g == 0 ? tokens : 0LL, concurrency, group_size, budget_w);
   }
 }
 

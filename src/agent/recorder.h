@@ -1,8 +1,7 @@
 // The agent's own trace, in headroom's long format (docs/TRACE_FORMAT.md): one row per GPU per
-// control interval — t_s, gpu, power_w, phase, step, tokens, concurrency, group_size, budget_w (per GPU, in
-// force) — appended
-// and flushed to the file every second, so a crash loses at most the last second.
-// `headroom analyze` reads it as is. Not thread-safe (the runner owns it).
+// control interval — t_s, gpu, power_w, phase, step, tokens, concurrency, group_size, budget_w (per
+// GPU, in force) — appended and flushed to the file every second, so a crash loses at most the last
+// second. `headroom analyze` reads it as is. Not thread-safe (the runner owns it).
 #pragma once
 
 #include <cstdio>

@@ -2,11 +2,10 @@
 
 #include <fmt/format.h>
 
-
 namespace headroom::agent {
-RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared,
-               Recorder* recorder, const RunnerOptions& options, const Clock& clock,
-               const std::atomic<bool>& stop, const std::function<void(const std::string&)>& log) {
+RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared, Recorder* recorder,
+               const RunnerOptions& options, const Clock& clock, const std::atomic<bool>& stop,
+               const std::function<void(const std::string&)>& log) {
   RunSummary summary;
   // A failure that repeats (a replay past its end, a GPU that stays lost) is logged once, with
   // the count when it changes or ends.

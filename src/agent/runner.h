@@ -10,8 +10,8 @@
 #include "agent/budget.h"
 #include "agent/recorder.h"
 #include "agent/server.h"
-#include "telemetry/source.h"
 #include "agent/trainer_link.h"
+#include "telemetry/source.h"
 
 namespace headroom::agent {
 
@@ -42,8 +42,8 @@ struct RunSummary {
 
 // `link`: a trainer in process (the twin), which reports before each decision and has each
 // decision applied to it; null when the trainer talks over HTTP. `recorder` may be null.
-RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared,
-               Recorder* recorder, const RunnerOptions& options, const Clock& clock,
-               const std::atomic<bool>& stop, const std::function<void(const std::string&)>& log);
+RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared, Recorder* recorder,
+               const RunnerOptions& options, const Clock& clock, const std::atomic<bool>& stop,
+               const std::function<void(const std::string&)>& log);
 
 }  // namespace headroom::agent

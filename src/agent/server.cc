@@ -8,6 +8,7 @@
 
 #include <sys/resource.h>
 
+#include <fmt/format.h>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -17,9 +18,8 @@
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
-#include <fmt/format.h>
 #include <list>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -35,7 +35,7 @@ using error_code = boost::system::error_code;
 using SteadyClock = std::chrono::steady_clock;
 
 constexpr size_t kReadChunkBytes = 4096;
-constexpr auto kDrainTime = std::chrono::milliseconds(500);  // reading after a closing answer
+constexpr auto kDrainTime = std::chrono::milliseconds(500);   // reading after a closing answer
 constexpr auto kAcceptRetry = std::chrono::milliseconds(50);  // after EMFILE and the like
 constexpr int kSpareDescriptors = 64;  // kept free for the trace, NVML and the like
 
@@ -228,8 +228,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void ContinueIfExpected() {
     const auto& req = parser_->get();
     const auto expect = BeastHeader(req, http::field::expect);
-    if (!expect || !beast::iequals(beast::string_view(expect->data(), expect->size()),
-                                   "100-continue")) {
+    if (!expect ||
+        !beast::iequals(beast::string_view(expect->data(), expect->size()), "100-continue")) {
       return;
     }
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -286,9 +286,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (head_) response_.body().clear();  // Content-Length stays: what GET would send
     phase_ = Phase::kWriting;
     SetDeadline(server_.limits.write_timeout_s);
-    http::async_write(socket_, response_, [self = shared_from_this()](error_code ec, size_t) {
-      self->OnWritten(ec);
-    });
+    http::async_write(socket_, response_,
+                      [self = shared_from_this()](error_code ec, size_t) { self->OnWritten(ec); });
   }
 
   void OnWritten(error_code ec) {
@@ -460,8 +459,8 @@ Status Server::Start(const std::string& host, int port) {
     error_code ignored;
     s.acceptor.close(ignored);
     if (ec == asio::error::address_in_use) {
-      return Error::Io(fmt::format("agent: cannot listen on {}: the port is in use (another agent?)",
-                                   where));
+      return Error::Io(
+          fmt::format("agent: cannot listen on {}: the port is in use (another agent?)", where));
     }
     return Error::Io(fmt::format("agent: cannot listen on {}: {}", where, ec.message()));
   }

@@ -323,9 +323,10 @@ void Analyzer::AddBudgets(const trace::SampleBatch& batch) {
     if (std::isnan(w)) continue;  // a row without one: the budget in force stays
     if (!(w > 0.0 && w <= trace::kMaxPowerW)) {
       if (bad_budget_.empty()) {
-        bad_budget_ = fmt::format("field 'budget_w': {} at t_s={} (the first GPU): expected watts "
-                                  "in (0, {}]",
-                                  w, batch.t_s[i], trace::kMaxPowerW);
+        bad_budget_ = fmt::format(
+            "field 'budget_w': {} at t_s={} (the first GPU): expected watts "
+            "in (0, {}]",
+            w, batch.t_s[i], trace::kMaxPowerW);
       }
       continue;
     }
@@ -477,8 +478,8 @@ Result<AnalyzeResult> Analyzer::Finish(const trace::TraceSchema& schema) {
   };
   result.windows = pool(options_.windows_s, false);
   if (schedule_mode_) {
-    const BudgetSchedule& b = options_.scope == Scope::kSum && budget_column_ ? sum_schedule_
-                                                                              : schedule_;
+    const BudgetSchedule& b =
+        options_.scope == Scope::kSum && budget_column_ ? sum_schedule_ : schedule_;
     if (!b.moves()) {
       result.budget_w = b.At(first_s);  // a column that never moves: a fixed budget
     } else {

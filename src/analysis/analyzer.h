@@ -38,7 +38,7 @@ inline constexpr double kRampWindowS = 1.0;
 struct AnalyzeOptions {
   Scope scope = Scope::kGpu;
   std::vector<double> windows_s = kDefaultWindowsS;
-  std::optional<double> budget_w;     // of the series: per GPU (gpu) or of the sum (sum)
+  std::optional<double> budget_w;  // of the series: per GPU (gpu) or of the sum (sum)
   // A budget that moves, in the same units as budget_w (exclusive with it). Without either, a
   // trace's budget_w column (per GPU; read from its first GPU's rows) is the budget.
   std::optional<BudgetSchedule> budget_schedule;
@@ -72,7 +72,7 @@ struct AnalyzeResult {
   Scope scope = Scope::kGpu;
   std::optional<double> budget_w;  // a fixed budget (or a budget column that never moves)
   std::optional<MovingBudgetResult> moving_budget;  // when it moves
-  std::optional<SettleSummary> settle;  // when it moves: the decreases of every series
+  std::optional<SettleSummary> settle;              // when it moves: the decreases of every series
   std::optional<double> dt_s;
   double energy_j = 0.0;
   double mean_power_w = 0.0;
@@ -143,7 +143,7 @@ class Analyzer final : public trace::SampleSink {
   bool budget_column_ = false;
   BudgetSchedule schedule_;
   BudgetSchedule sum_schedule_;  // scope sum with a column: schedule_ x GPUs
-  std::string bad_budget_;        // the first unusable budget_w value, reported by Finish
+  std::string bad_budget_;       // the first unusable budget_w value, reported by Finish
   // OnBatch's gather: per GPU, where its run goes and how long it is.
   std::vector<double*> run_t_s_;
   std::vector<double*> run_power_w_;

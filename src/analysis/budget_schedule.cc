@@ -80,9 +80,7 @@ double BudgetSchedule::MeanW(double a_s, double b_s) const {
   const double t0 = points_.front().t_s;
   const double first_w = points_.front().budget_w;
   // Before the first point the budget is the first value.
-  const auto integral = [&](double t) {
-    return t <= t0 ? first_w * (t - t0) : IntegralTo(t);
-  };
+  const auto integral = [&](double t) { return t <= t0 ? first_w * (t - t0) : IntegralTo(t); };
   return (integral(b_s) - integral(a_s)) / (b_s - a_s);
 }
 
@@ -129,8 +127,8 @@ Result<BudgetSchedule> ParseBudgetSchedule(std::string_view text, std::string_vi
     if (line.empty() || line.front() == '#') continue;
     if (!header) {
       if (line != "t_s,budget_w") {
-        return Error::Input(fmt::format("{}:{}: expected the header 't_s,budget_w'", name,
-                                        line_no));
+        return Error::Input(
+            fmt::format("{}:{}: expected the header 't_s,budget_w'", name, line_no));
       }
       header = true;
       continue;
@@ -155,8 +153,10 @@ Result<BudgetSchedule> ParseBudgetSchedule(std::string_view text, std::string_vi
     last_t_s = *t_s;
     schedule.Append(*t_s, *w);
   }
-  if (!header) return Error::Input(fmt::format("{}: empty; expected the header 't_s,budget_w'", name));
-  if (schedule.empty()) return Error::Input(fmt::format("{}: no change point after the header", name));
+  if (!header)
+    return Error::Input(fmt::format("{}: empty; expected the header 't_s,budget_w'", name));
+  if (schedule.empty())
+    return Error::Input(fmt::format("{}: no change point after the header", name));
   return schedule;
 }
 

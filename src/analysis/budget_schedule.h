@@ -92,7 +92,7 @@ class SettleTracker {
   const BudgetSchedule* schedule_;
   std::deque<std::pair<double, double>> recent_;  // (t, power) within the trailing mean
   double recent_sum_w_ = 0.0;
-  size_t next_change_ = 1;  // index into the schedule's points: the next change to pass
+  size_t next_change_ = 1;         // index into the schedule's points: the next change to pass
   std::optional<double> event_s_;  // the open event's decrease time, while unsettled
   double event_budget_w_ = 0.0;    // its new budget
   std::optional<double> hold_from_s_;

@@ -27,16 +27,16 @@
 #include "agent/recorder.h"
 #include "agent/runner.h"
 #include "agent/server.h"
-#include "common/paths.h"
-#include "trace/meta.h"
 #include "cli/commands.h"
+#include "common/paths.h"
 #include "control/baselines.h"
 #include "control/factory.h"
 #include "control/policy.h"
 #include "sim/episode.h"
+#include "sim/twin_link.h"
 #include "telemetry/nvml_source.h"
 #include "telemetry/replay_source.h"
-#include "sim/twin_link.h"
+#include "trace/meta.h"
 #include "twin/scenario.h"
 
 #include <toml++/toml.h>
@@ -160,13 +160,13 @@ constexpr size_t kMaxTokenBytes = 4096;
 Status CheckToken(const std::string& token, std::string_view where) {
   if (token.empty()) return Error::Usage(fmt::format("{}: the token is empty", where));
   if (token.size() > kMaxTokenBytes) {
-    return Error::Usage(fmt::format("{}: the token is longer than {} bytes", where, kMaxTokenBytes));
+    return Error::Usage(
+        fmt::format("{}: the token is longer than {} bytes", where, kMaxTokenBytes));
   }
   for (char c : token) {
     if (c <= ' ' || c == 0x7f) {
-      return Error::Usage(
-          fmt::format("{}: the token may hold visible ASCII only (no spaces or control bytes)",
-                      where));
+      return Error::Usage(fmt::format(
+          "{}: the token may hold visible ASCII only (no spaces or control bytes)", where));
     }
   }
   return OkStatus();
@@ -181,12 +181,13 @@ Result<std::string> ResolveToken(const AgentArgs& args, const Log& log) {
   if (!args.token_file.empty()) {
     std::ifstream in(args.token_file, std::ios::binary);
     if (!in) {
-      return Error::Io(fmt::format("--token-file {}: cannot open: {}", args.token_file,
-                                   std::strerror(errno)));
+      return Error::Io(
+          fmt::format("--token-file {}: cannot open: {}", args.token_file, std::strerror(errno)));
     }
     std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
-    if (auto st = CheckToken(token, "--token-file " + args.token_file); !st) return std::move(st).error();
+    if (auto st = CheckToken(token, "--token-file " + args.token_file); !st)
+      return std::move(st).error();
     struct stat st {};
     if (stat(args.token_file.c_str(), &st) == 0 && (st.st_mode & 0077) != 0) {
       log(fmt::format("warning: --token-file {} is readable by other users (chmod 600 it)",
@@ -194,8 +195,8 @@ Result<std::string> ResolveToken(const AgentArgs& args, const Log& log) {
     }
     return token;
   }
-  if (const char* env = std::getenv("HEADROOM_TOKEN"); env != nullptr && *env != '\0' &&
-                                                       args.token.empty()) {
+  if (const char* env = std::getenv("HEADROOM_TOKEN");
+      env != nullptr && *env != '\0' && args.token.empty()) {
     std::string token(env);
     if (auto st = CheckToken(token, "HEADROOM_TOKEN"); !st) return std::move(st).error();
     return token;
@@ -223,8 +224,8 @@ Status RestoreFromStateFile(const std::string& path, const std::string& library,
   if (!indices.empty()) {
     auto nvml = telemetry::NvmlSource::Open(library, indices);
     if (!nvml) {
-      return Error::Io(fmt::format("guard: cannot restore the limits in {}: {}", path,
-                                   nvml.error().message()));
+      return Error::Io(
+          fmt::format("guard: cannot restore the limits in {}: {}", path, nvml.error().message()));
     }
     Status first = OkStatus();
     for (size_t i = 0; i < s.limits.size(); ++i) {
@@ -245,9 +246,7 @@ Status RestoreFromStateFile(const std::string& path, const std::string& library,
 }
 
 Status RunAgent(const AgentArgs& args) {
-  const Log log = [](const std::string& line) {
-    fmt::print(stderr, "headroom agent: {}\n", line);
-  };
+  const Log log = [](const std::string& line) { fmt::print(stderr, "headroom agent: {}\n", line); };
   const std::string guard_state =
       args.guard_state.empty() ? agent::DefaultGuardStatePath() : args.guard_state;
   if (args.restore_limits) return RestoreFromStateFile(guard_state, args.nvml_library, log);
@@ -290,8 +289,9 @@ Status RunAgent(const AgentArgs& args) {
     scenario = std::move(*loaded);
   }
   if (!scenario && !args.budget_w && args.source != "nvml") {
-    return Error::Usage("--budget-w: needed without --scenario (with --source nvml the default "
-                        "is the GPUs' enforced power limit)");
+    return Error::Usage(
+        "--budget-w: needed without --scenario (with --source nvml the default "
+        "is the GPUs' enforced power limit)");
   }
   agent::AgentConfig config;
   config.interval_s = args.interval_s;
@@ -316,8 +316,8 @@ Status RunAgent(const AgentArgs& args) {
   config.safe_concurrency =
       config.limits.concurrency.Clamp(args.safe_concurrency.value_or(config.limits.concurrency.lo));
   // The trainer's own group size when a scenario says what it is; else the lowest.
-  config.safe_group_size = config.limits.group_size.Clamp(args.safe_group_size.value_or(
-      scenario ? scenario->group_size : config.limits.group_size.lo));
+  config.safe_group_size = config.limits.group_size.Clamp(
+      args.safe_group_size.value_or(scenario ? scenario->group_size : config.limits.group_size.lo));
   if (args.initial_concurrency) {
     config.initial_concurrency = config.limits.concurrency.Clamp(*args.initial_concurrency);
   }
@@ -373,13 +373,16 @@ Status RunAgent(const AgentArgs& args) {
   if (args.guard_power_limit && args.source != "nvml") {
     return Error::Usage("--guard-power-limit needs --source nvml");
   }
-  if (!args.gpus.empty() && args.source != "nvml") return Error::Usage("--gpus needs --source nvml");
+  if (!args.gpus.empty() && args.source != "nvml")
+    return Error::Usage("--gpus needs --source nvml");
   {
     // Nothing the agent writes may land on what it reads (by path or through links).
-    std::vector<std::pair<std::string, std::string>> inputs = {
-        {"--replay", args.replay}, {"--policy", args.policy}, {"--scenario", args.scenario},
-        {"--token-file", args.token_file}};
-    if (!args.replay.empty()) inputs.emplace_back("--replay's metadata", trace::MetaPathFor(args.replay));
+    std::vector<std::pair<std::string, std::string>> inputs = {{"--replay", args.replay},
+                                                               {"--policy", args.policy},
+                                                               {"--scenario", args.scenario},
+                                                               {"--token-file", args.token_file}};
+    if (!args.replay.empty())
+      inputs.emplace_back("--replay's metadata", trace::MetaPathFor(args.replay));
     if (!args.trace_out.empty()) {
       if (auto st = RefuseOutputOverInput(args.trace_out, "--trace-out", inputs); !st) return st;
       if (auto st = RefuseOutputOverInput(trace::MetaPathFor(args.trace_out),
@@ -432,7 +435,8 @@ Status RunAgent(const AgentArgs& args) {
       }
       config.budget_w = lowest_w;
       config.budget_from = "the GPUs' enforced power limit";
-      log(fmt::format("budget {:.1f} W per GPU: the GPUs' lowest enforced power limit "
+      log(
+          fmt::format("budget {:.1f} W per GPU: the GPUs' lowest enforced power limit "
                       "(--budget-w sets one)",
                       lowest_w));
     }
@@ -444,31 +448,33 @@ Status RunAgent(const AgentArgs& args) {
   // back before reading any limit as "original".
   std::optional<agent::PowerLimitGuard> guard;
   if (args.guard_power_limit) {
-    if (auto st = RestoreFromStateFile(guard_state, args.nvml_library, [&](const std::string& l) {
-          if (l.rfind("guard: no state file", 0) != 0) log(l);
-        });
+    if (auto st = RestoreFromStateFile(guard_state, args.nvml_library,
+                                       [&](const std::string& l) {
+                                         if (l.rfind("guard: no state file", 0) != 0) log(l);
+                                       });
         !st) {
       return Error::Io(fmt::format("{}; run headroom agent --restore-limits before starting again",
                                    st.error().message()));
     }
     const std::vector<int> indices = nvml->indices();
     const std::string library = args.nvml_library;
-    guard.emplace([nvml](int gpu, double w) { return nvml->SetPowerLimitW(gpu, w); },
-                  config.budget_w, 4, 0.02,
-                  [guard_state, indices, library](const std::vector<std::pair<int, double>>& originals) {
-                    agent::GuardState state;
-                    state.pid = static_cast<long long>(getpid());
-                    state.nvml_library = library;
-                    for (const auto& [gpu, w] : originals) {
-                      state.limits.push_back({indices[static_cast<size_t>(gpu)], w});
-                    }
-                    return agent::WriteGuardState(guard_state, state);
-                  },
-                  [guard_state, log] {
-                    if (auto st = agent::RemoveGuardState(guard_state); !st) {
-                      log(st.error().message());
-                    }
-                  });
+    guard.emplace(
+        [nvml](int gpu, double w) { return nvml->SetPowerLimitW(gpu, w); }, config.budget_w, 4,
+        0.02,
+        [guard_state, indices, library](const std::vector<std::pair<int, double>>& originals) {
+          agent::GuardState state;
+          state.pid = static_cast<long long>(getpid());
+          state.nvml_library = library;
+          for (const auto& [gpu, w] : originals) {
+            state.limits.push_back({indices[static_cast<size_t>(gpu)], w});
+          }
+          return agent::WriteGuardState(guard_state, state);
+        },
+        [guard_state, log] {
+          if (auto st = agent::RemoveGuardState(guard_state); !st) {
+            log(st.error().message());
+          }
+        });
   }
 
   // From here on, signals stop the loop; the server's thread inherits their mask.
@@ -544,9 +550,8 @@ Status RunAgent(const AgentArgs& args) {
       guard->Observe(s, log);
     };
   }
-  const agent::RunSummary summary = agent::Run(*source, twin, shared,
-                                               recorder ? &*recorder : nullptr, options, clock,
-                                               signals.stop(), log);
+  const agent::RunSummary summary = agent::Run(
+      *source, twin, shared, recorder ? &*recorder : nullptr, options, clock, signals.stop(), log);
   // Shutdown order: the power limits first (nothing else may delay them), then the server,
   // which closes every connection at once whatever its clients do.
   Status restored = OkStatus();

@@ -10,11 +10,11 @@
 
 namespace headroom::cli {
 
-Result<analysis::BudgetSchedule> LoadBudgetSchedule(const std::string& path,
-                                                    double max_budget_w) {
+Result<analysis::BudgetSchedule> LoadBudgetSchedule(const std::string& path, double max_budget_w) {
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
-  if (ec) return Error::Io(fmt::format("{}: cannot read the budget schedule: {}", path, ec.message()));
+  if (ec)
+    return Error::Io(fmt::format("{}: cannot read the budget schedule: {}", path, ec.message()));
   if (size > kMaxScheduleBytes) {
     return Error::Input(fmt::format("{}: {} bytes; a budget schedule is at most {} bytes", path,
                                     size, kMaxScheduleBytes));

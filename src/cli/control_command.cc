@@ -117,8 +117,8 @@ Status RunEval(const EvalArgs& args) {
   }
   // Under a generated schedule the base is the top of the scenario's range unless given.
   const bool generated = schedule && schedule->kind != sim::BudgetPlanKind::kFile;
-  const double budget_w = args.budget_w.value_or(
-      generated ? scenario->budget_range_w.second : scenario->budget_w);
+  const double budget_w =
+      args.budget_w.value_or(generated ? scenario->budget_range_w.second : scenario->budget_w);
   if (auto st = CheckBudget(*scenario, budget_w); !st) return st;
   for (const std::string& n : names) {
     if (sim::NeedsSchedule(n) && !schedule) {

@@ -111,7 +111,7 @@ Status RunFleet(FleetArgs& args) {
     if (!summary) return std::move(summary).error();
     warnings.insert(warnings.end(), summary->warnings.begin(), summary->warnings.end());
     auto job = planning::MakeJob(path, copies, std::move(sink.series()),
-                              summary->schema.Has(trace::Field::kTokens), *nameplate_w);
+                                 summary->schema.Has(trace::Field::kTokens), *nameplate_w);
     if (!job) return std::move(job).error();
     jobs.push_back(std::move(job).value());
   }

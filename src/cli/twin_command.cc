@@ -171,7 +171,8 @@ Status RunTwin(const RunArgs& args) {
                  .per_gpu_w;
   }
   const analysis::BudgetSchedule* budget_ptr = budget ? &*budget : nullptr;
-  if (auto st = CheckOutputSpace("twin run", args.out, ProjectRunBytes(*scenario, args, budget_ptr));
+  if (auto st =
+          CheckOutputSpace("twin run", args.out, ProjectRunBytes(*scenario, args, budget_ptr));
       !st) {
     return st;
   }

@@ -21,14 +21,14 @@ Result<BuiltController> MakeController(const ControllerSpec& spec) {
   } else if (spec.kind == "power-cap") {
     b.inner_ = std::make_unique<PowerCap>(spec.concurrency, spec.group_size);
   } else if (spec.kind == "pid") {
-    b.inner_ = std::make_unique<Pid>(spec.pid, spec.limits.concurrency, spec.concurrency,
-                                     spec.group_size);
+    b.inner_ =
+        std::make_unique<Pid>(spec.pid, spec.limits.concurrency, spec.concurrency, spec.group_size);
   } else if (spec.kind == "ppo") {
     if (spec.policy == nullptr) return Error::Usage("controller 'ppo' needs a policy");
     b.inner_ = std::make_unique<PolicyController>(*spec.policy, spec.limits);
-    auto shield = ShieldForPolicy(*b.inner_, spec.policy->shield, spec.policy->cost_window_s,
-                                  spec.policy->group_size_only, spec.interval_s,
-                                  spec.limits.concurrency);
+    auto shield =
+        ShieldForPolicy(*b.inner_, spec.policy->shield, spec.policy->cost_window_s,
+                        spec.policy->group_size_only, spec.interval_s, spec.limits.concurrency);
     b.shield_ = shield.get();
     b.outer_ = std::move(shield);
   } else {

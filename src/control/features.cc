@@ -6,10 +6,10 @@
 namespace headroom::control {
 
 const std::array<std::string_view, kFeatureCount> kFeatureNames = {
-    "headroom_0",    "headroom_1",    "headroom_2",       "headroom_3",    "headroom_4",
-    "trend",         "phase_idle",    "phase_startup",    "phase_rollout", "phase_logprob",
-    "phase_train",   "phase_sync",    "phase_checkpoint", "phase_stopped", "progress",
-    "concurrency",   "group_size",    "next_group_size",  "budget"};
+    "headroom_0",  "headroom_1", "headroom_2",       "headroom_3",    "headroom_4",
+    "trend",       "phase_idle", "phase_startup",    "phase_rollout", "phase_logprob",
+    "phase_train", "phase_sync", "phase_checkpoint", "phase_stopped", "progress",
+    "concurrency", "group_size", "next_group_size",  "budget"};
 static_assert(kPhaseCount == 8, "kFeatureNames lists one phase_* per phase");
 
 int ConcurrencyAtLevel(const Range& range, int level, int levels) {

@@ -294,13 +294,14 @@ Result<Policy> PolicyFromJson(std::string_view text, std::string_view source) {
     HEADROOM_ASSIGN_OR_RETURN(decrease_cap_s, keys.Get<double>(sj, "shield", "decrease_cap_s"));
     HEADROOM_ASSIGN_OR_RETURN(settle_s, keys.Get<double>(sj, "shield", "settle_s"));
     HEADROOM_ASSIGN_OR_RETURN(bound_member, keys.Member(sj, "shield", "bound_admission"));
-    if (!bound_member->is_boolean()) return Bad(source, "shield.bound_admission", "expected true or false");
+    if (!bound_member->is_boolean())
+      return Bad(source, "shield.bound_admission", "expected true or false");
     if (!(margin >= 0.0 && margin < 0.5)) return Bad(source, "shield.margin", "expected [0, 0.5)");
     if (sustain < 1 || sustain > 10000) return Bad(source, "shield.sustain", "expected [1, 10000]");
     if (!(cut > 0.0 && cut <= 1.0)) return Bad(source, "shield.cut", "expected (0, 1]");
-    for (const auto& [key, v] : {std::pair{"shield.hold_s", hold_s},
-                                 std::pair{"shield.decrease_cap_s", decrease_cap_s},
-                                 std::pair{"shield.settle_s", settle_s}}) {
+    for (const auto& [key, v] :
+         {std::pair{"shield.hold_s", hold_s}, std::pair{"shield.decrease_cap_s", decrease_cap_s},
+          std::pair{"shield.settle_s", settle_s}}) {
       if (!(v >= 0.0 && v <= 3600.0)) return Bad(source, key, "expected seconds in [0, 3600]");
     }
     shield = {margin, sustain, cut, hold_s, decrease_cap_s, bound_member->get<bool>(), settle_s};

@@ -15,8 +15,8 @@
 #include "control/baselines.h"
 #include "control/controller.h"
 #include "control/features.h"
-#include "rl/normalizer.h"
 #include "rl/actor_critic.h"
+#include "rl/normalizer.h"
 
 namespace headroom::control {
 

@@ -29,12 +29,11 @@ std::string SecondsText(const std::optional<double>& v) {
   return v ? fmt::format("{:.1f}", *v) : "-";
 }
 std::string ScheduleText(const sim::ScheduleInfo& s) {
-  return fmt::format("{}: {:.1f}-{:.1f} W per GPU, {} changes ({} decreases) over the seeds{}{}",
-                     s.name, s.lowest_w, s.highest_w, s.changes, s.decreases,
-                     s.notice_s > 0.0 ? fmt::format(", announced {:g} s ahead", s.notice_s) : "",
-                     s.clipped > 0 ? fmt::format(", {} levels cut at the scenario's range",
-                                                 s.clipped)
-                                   : "");
+  return fmt::format(
+      "{}: {:.1f}-{:.1f} W per GPU, {} changes ({} decreases) over the seeds{}{}", s.name,
+      s.lowest_w, s.highest_w, s.changes, s.decreases,
+      s.notice_s > 0.0 ? fmt::format(", announced {:g} s ahead", s.notice_s) : "",
+      s.clipped > 0 ? fmt::format(", {} levels cut at the scenario's range", s.clipped) : "");
 }
 
 constexpr const char* kColors[] = {"#7f7f7f", "#2ca02c", "#9467bd", "#ff7f0e", "#1f77b4"};
@@ -159,12 +158,11 @@ std::string EvalReportHtml(const sim::EvalResult& r, double interval_s) {
         HtmlEscape(ScheduleText(*r.schedule)));
     std::vector<std::vector<std::string>> srows;
     for (const auto& c : r.controllers) {
-      srows.push_back({c.name, FracText(c.violation_fraction[0]),
-                       fmt::format("{:.0f}", c.tokens.mean),
-                       PctText(c.tokens_vs_static_safe_lowest_pct),
-                       PctText(c.tokens_vs_static_oracle_pct), SecondsText(c.settle->p50_s),
-                       SecondsText(c.settle->p99_s), SecondsText(c.settle->max_s),
-                       fmt::format("{}/{}", c.settle->unsettled, c.settle->events)});
+      srows.push_back(
+          {c.name, FracText(c.violation_fraction[0]), fmt::format("{:.0f}", c.tokens.mean),
+           PctText(c.tokens_vs_static_safe_lowest_pct), PctText(c.tokens_vs_static_oracle_pct),
+           SecondsText(c.settle->p50_s), SecondsText(c.settle->p99_s), SecondsText(c.settle->max_s),
+           fmt::format("{}/{}", c.settle->unsettled, c.settle->events)});
     }
     body += "<h2>Under the moving budget</h2>\n";
     body += HtmlTable({"controller", "viol 0.5 s", "tokens", "vs static-safe-lowest",
@@ -186,10 +184,9 @@ std::string EvalReportHtml(const sim::EvalResult& r, double interval_s) {
                 rows);
   // Power over time, seed 1: the first 10 minutes (or all of it) at 0.5 s; under a moving
   // budget the whole run, in means of up to 1,200 points, with the budget as it moved.
-  body += r.schedule
-              ? "<h2>Power per GPU against the moving budget (seed 1, the whole run)</h2>\n"
-              : "<h2>Power per GPU against the budget (seed 1, first 10 minutes, 0.5 s "
-                "means)</h2>\n";
+  body += r.schedule ? "<h2>Power per GPU against the moving budget (seed 1, the whole run)</h2>\n"
+                     : "<h2>Power per GPU against the budget (seed 1, first 10 minutes, 0.5 s "
+                       "means)</h2>\n";
   size_t n = 0;
   float top = static_cast<float>(r.budget_w);
   for (const auto& c : r.controllers) {

@@ -161,7 +161,8 @@ std::string AnalyzeReportHtml(const analysis::AnalyzeResult& r, const TraceInfo&
   return Page("headroom analyze: " + info.path, body);
 }
 
-std::string FleetReportHtml(const planning::FleetResult& r, const std::vector<planning::Job>& jobs) {
+std::string FleetReportHtml(const planning::FleetResult& r,
+                            const std::vector<planning::Job>& jobs) {
   std::string body;
   body += fmt::format(
       "<p>{} GPUs in {} job trace(s), nameplate {:.1f} kW, {} trial(s) of {:.1f} "

@@ -13,6 +13,7 @@ namespace headroom::report {
 // REQUIRES: the result was computed with AnalyzeOptions::plot_data.
 std::string AnalyzeReportHtml(const analysis::AnalyzeResult& result, const TraceInfo& info);
 
-std::string FleetReportHtml(const planning::FleetResult& result, const std::vector<planning::Job>& jobs);
+std::string FleetReportHtml(const planning::FleetResult& result,
+                            const std::vector<planning::Job>& jobs);
 
 }  // namespace headroom::report

@@ -34,8 +34,11 @@ nlohmann::ordered_json AnalyzeToJson(const analysis::AnalyzeResult& r, const Tra
   j["budget_w"] = OrNull(r.budget_w);
   if (r.moving_budget) {
     const analysis::MovingBudgetResult& m = *r.moving_budget;
-    j["budget_schedule"] = {{"source", m.source},  {"changes", m.changes}, {"min_w", m.min_w},
-                            {"max_w", m.max_w},    {"mean_w", m.mean_w}};
+    j["budget_schedule"] = {{"source", m.source},
+                            {"changes", m.changes},
+                            {"min_w", m.min_w},
+                            {"max_w", m.max_w},
+                            {"mean_w", m.mean_w}};
   }
   if (r.settle) j["settle_s"] = SettleToJson(*r.settle);
   j["energy_j"] = r.energy_j;

@@ -54,8 +54,7 @@ std::string SettleText(const analysis::SettleSummary& s) {
     return v ? fmt::format("{:.1f} s", *v) : std::string("-");
   };
   return fmt::format("p50 {}  p99 {}  max {}  ({} decrease{}, {} unsettled)", secs(s.p50_s),
-                     secs(s.p99_s), secs(s.max_s), s.events, s.events == 1 ? "" : "s",
-                     s.unsettled);
+                     secs(s.p99_s), secs(s.max_s), s.events, s.events == 1 ? "" : "s", s.unsettled);
 }
 
 std::string AnalyzeToText(const analysis::AnalyzeResult& r, const TraceInfo& info) {
@@ -66,10 +65,11 @@ std::string AnalyzeToText(const analysis::AnalyzeResult& r, const TraceInfo& inf
                      r.gaps == 1 ? "" : "s");
   if (r.moving_budget) {
     const analysis::MovingBudgetResult& m = *r.moving_budget;
-    out += fmt::format("scope      {}   budget moving ({}, {} changes: {:.1f}-{:.1f} W, mean "
-                       "{:.1f} W)   nameplate {} W\n",
-                       analysis::ScopeName(r.scope), m.source, m.changes, m.min_w, m.max_w,
-                       m.mean_w, Watts(r.nameplate_w));
+    out += fmt::format(
+        "scope      {}   budget moving ({}, {} changes: {:.1f}-{:.1f} W, mean "
+        "{:.1f} W)   nameplate {} W\n",
+        analysis::ScopeName(r.scope), m.source, m.changes, m.min_w, m.max_w, m.mean_w,
+        Watts(r.nameplate_w));
     if (r.settle) out += fmt::format("settle     {}\n", SettleText(*r.settle));
     out += '\n';
   } else {

@@ -28,6 +28,7 @@ class TextTable {
 // settle_s on one line: "p50 1.5 s  p99 3.0 s  max 3.0 s  (4 decreases, 0 unsettled)".
 std::string SettleText(const analysis::SettleSummary& s);
 std::string AnalyzeToText(const analysis::AnalyzeResult& result, const TraceInfo& info);
-std::string FleetToText(const planning::FleetResult& result, const std::vector<planning::Job>& jobs);
+std::string FleetToText(const planning::FleetResult& result,
+                        const std::vector<planning::Job>& jobs);
 
 }  // namespace headroom::report

@@ -54,7 +54,8 @@ Result<std::optional<BudgetPlanSpec>> ParseBudgetGenerator(std::string_view text
   const auto high = PlainNumber(parts[1]);
   const auto period = PlainNumber(parts[2]);
   if (!low || !(*low > 0.0 && *low <= 10000.0)) return usage("LOW_W: watts in (0, 10000]");
-  if (!high || !(*high >= *low && *high <= 10000.0)) return usage("HIGH_W: watts in [LOW_W, 10000]");
+  if (!high || !(*high >= *low && *high <= 10000.0))
+    return usage("HIGH_W: watts in [LOW_W, 10000]");
   if (!period || !(*period >= 1.0 && *period <= 1e7)) return usage("PERIOD_S: seconds in [1, 1e7]");
   spec.kind = BudgetPlanKind::kSteps;
   spec.low_w = *low;

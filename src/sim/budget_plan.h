@@ -31,8 +31,8 @@ enum class BudgetPlanKind { kFile, kSteps, kDemandResponse, kWalk };
 
 struct BudgetPlanSpec {
   BudgetPlanKind kind = BudgetPlanKind::kFile;
-  std::string text;                       // as given: the file's name or the generator
-  analysis::BudgetSchedule file;          // kFile
+  std::string text;                                  // as given: the file's name or the generator
+  analysis::BudgetSchedule file;                     // kFile
   double low_w = 0.0, high_w = 0.0, period_s = 0.0;  // kSteps
 };
 

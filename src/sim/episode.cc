@@ -49,15 +49,15 @@ EpisodeResult RunEpisode(const twin::Scenario& scenario, double budget_w, uint64
   control::Applied applied = DefaultsOf(scenario);
   const double job_budget_w = budget_w * scenario.gpus;
   // The job's budget: budget x GPUs, fixed or moving.
-  const analysis::BudgetSchedule job_schedule =
-      options.budget != nullptr ? options.budget->Scaled(scenario.gpus) : analysis::BudgetSchedule();
+  const analysis::BudgetSchedule job_schedule = options.budget != nullptr
+                                                    ? options.budget->Scaled(scenario.gpus)
+                                                    : analysis::BudgetSchedule();
   const auto window = [&](double w) {
     return options.budget != nullptr ? analysis::WindowStats(w, &job_schedule)
                                      : analysis::WindowStats(w, job_budget_w);
   };
-  std::array<analysis::WindowStats, 3> stats = {window(kScoreWindowsS[0]),
-                                                window(kScoreWindowsS[1]),
-                                                window(kScoreWindowsS[2])};
+  std::array<analysis::WindowStats, 3> stats = {
+      window(kScoreWindowsS[0]), window(kScoreWindowsS[1]), window(kScoreWindowsS[2])};
   std::optional<analysis::SettleTracker> settle;
   if (options.budget != nullptr) settle.emplace(&job_schedule);
   const size_t gpus = static_cast<size_t>(scenario.gpus);

@@ -42,7 +42,7 @@ struct EpisodeResult {
   double energy_j = 0.0;
   std::array<double, 3> violation_fraction{};  // per kScoreWindowsS; 0 with no counted window
   std::array<uint64_t, 3> windows{};
-  std::vector<float> power_w;  // per interval, mean over the job's GPUs (record_power)
+  std::vector<float> power_w;   // per interval, mean over the job's GPUs (record_power)
   std::vector<float> budget_w;  // per interval, per GPU (record_power with a moving budget)
   // Under a moving budget: settle_s of each decrease that settled, and those that did not.
   std::vector<double> settled_s;

@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cassert>
 #include <atomic>
+#include <cassert>
 #include <cmath>
 #include <set>
 #include <thread>
@@ -192,10 +192,13 @@ PidChoice SearchPid(const twin::Scenario& s, double budget_w, double target, int
   }
   std::vector<Score> scores(grid.size());
   ParallelFor(static_cast<int>(grid.size()), threads, [&](int k) {
-    scores[static_cast<size_t>(k)] = ScoreOn(s, budget_w, horizons, window, [&] {
-      return std::make_unique<control::Pid>(grid[static_cast<size_t>(k)], range, s.concurrency,
-                                            group_size);
-    }, schedule != nullptr ? &plans : nullptr);
+    scores[static_cast<size_t>(k)] = ScoreOn(
+        s, budget_w, horizons, window,
+        [&] {
+          return std::make_unique<control::Pid>(grid[static_cast<size_t>(k)], range, s.concurrency,
+                                                group_size);
+        },
+        schedule != nullptr ? &plans : nullptr);
   });
   const size_t k = Best(scores, target);
   return {grid[k], group_size, scores[k].violation, scores[k].tokens,
@@ -310,9 +313,9 @@ Result<EvalResult> Evaluate(const EvalConfig& config) {
       }
       for (size_t i = 0; i < levels.size(); ++i) {
         progress("static-oracle search", static_cast<int>(i), static_cast<int>(levels.size()));
-        out.oracle.push_back({levels[i], SearchStaticSafe(s, levels[i], config.violation_target,
-                                                          config.calibration_seeds, search_steps,
-                                                          config.threads)});
+        out.oracle.push_back(
+            {levels[i], SearchStaticSafe(s, levels[i], config.violation_target,
+                                         config.calibration_seeds, search_steps, config.threads)});
       }
     }
   }
@@ -327,9 +330,10 @@ Result<EvalResult> Evaluate(const EvalConfig& config) {
   const control::ActuatorLimits limits = LimitsOf(s);
   // Every controller through the one factory (control/factory.h); static-oracle is this
   // evaluation's own reference.
-  auto make = [&](const std::string& name) -> std::pair<control::BuiltController,
-                                                         std::unique_ptr<control::Controller>> {
-    if (name == "static-oracle") return {control::BuiltController(), std::make_unique<StaticOracle>(out.oracle)};
+  auto make = [&](const std::string& name)
+      -> std::pair<control::BuiltController, std::unique_ptr<control::Controller>> {
+    if (name == "static-oracle")
+      return {control::BuiltController(), std::make_unique<StaticOracle>(out.oracle)};
     control::ControllerSpec spec;
     spec.limits = limits;
     spec.interval_s = s.interval_s;
@@ -458,7 +462,8 @@ Result<EvalResult> Evaluate(const EvalConfig& config) {
     e.violations_vs_uncontrolled_pct =
         pct(e.violation_fraction[0].mean, unc->violation_fraction[0].mean);
     e.tokens_per_mwh_vs_uncontrolled_pct = pct(e.tokens_per_mwh.mean, unc->tokens_per_mwh.mean);
-    if (lowest != nullptr) e.tokens_vs_static_safe_lowest_pct = pct(e.tokens.mean, lowest->tokens.mean);
+    if (lowest != nullptr)
+      e.tokens_vs_static_safe_lowest_pct = pct(e.tokens.mean, lowest->tokens.mean);
     if (oracle != nullptr) e.tokens_vs_static_oracle_pct = pct(e.tokens.mean, oracle->tokens.mean);
   }
   // Only the controllers asked for, in their order.

@@ -23,7 +23,8 @@
 namespace headroom::sim {
 
 inline constexpr std::array<std::string_view, 7> kControllerNames = {
-    "uncontrolled", "static-safe", "power-cap", "pid", "ppo", "static-safe-lowest", "static-oracle"};
+    "uncontrolled", "static-safe",        "power-cap",    "pid",
+    "ppo",          "static-safe-lowest", "static-oracle"};
 // The two references of a moving budget: the best fixed setting within the target at the
 // lowest budget of the schedule (what an operator who must comply would choose), and the
 // setting searched for each budget level, switched at each change (an upper reference no real
@@ -101,13 +102,13 @@ struct OracleLevel {
 
 // The moving budget an evaluation ran under.
 struct ScheduleInfo {
-  std::string name;    // the generator or the file, as given
+  std::string name;  // the generator or the file, as given
   double notice_s = 0.0;
-  double lowest_w = 0.0;   // over every seed's schedule, per GPU
+  double lowest_w = 0.0;  // over every seed's schedule, per GPU
   double highest_w = 0.0;
-  int changes = 0;         // over every seed
+  int changes = 0;  // over every seed
   int decreases = 0;
-  int clipped = 0;         // levels cut at the scenario's range
+  int clipped = 0;                                 // levels cut at the scenario's range
   std::vector<analysis::BudgetSchedule> per_seed;  // per GPU
 };
 
@@ -124,8 +125,8 @@ struct EvalResult {
   double pid_window_s = 0.5;
   std::optional<ScheduleInfo> schedule;
   std::optional<StaticSafe> static_safe_lowest;  // with a schedule
-  std::vector<OracleLevel> oracle;              // with a schedule, lowest level first
-  std::vector<ControllerEval> controllers;  // in the order asked
+  std::vector<OracleLevel> oracle;               // with a schedule, lowest level first
+  std::vector<ControllerEval> controllers;       // in the order asked
 };
 
 // Checks names and the budget range before anything runs.

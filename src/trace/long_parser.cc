@@ -288,7 +288,7 @@ class LongParser final : public RowParser {
 }  // namespace
 
 MadeParser MakeLongParser(std::string_view name, const ReadOptions& options, SampleSink& sink,
-                    ReadSummary& summary, const std::vector<std::string>& names) {
+                          ReadSummary& summary, const std::vector<std::string>& names) {
   auto parser = std::make_unique<LongParser>(name, options, sink, summary);
   MadeParser made;
   made.error = parser->Configure(names);

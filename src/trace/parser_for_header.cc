@@ -66,9 +66,10 @@ Result<std::unique_ptr<RowParser>> MakeParser(std::string_view name, std::string
     case TraceFormat::kLong:
     case TraceFormat::kWide:
     case TraceFormat::kNvidiaSmi: {
-      MadeParser made = format == TraceFormat::kLong   ? MakeLongParser(name, options, sink, summary, names)
-                        : format == TraceFormat::kWide ? MakeWideParser(name, options, sink, summary, names)
-                                                       : MakeNvidiaSmiParser(name, options, sink, summary, names);
+      MadeParser made =
+          format == TraceFormat::kLong   ? MakeLongParser(name, options, sink, summary, names)
+          : format == TraceFormat::kWide ? MakeWideParser(name, options, sink, summary, names)
+                                         : MakeNvidiaSmiParser(name, options, sink, summary, names);
       if (made.error) return header_error(*made.error);
       if (made.needs_gpus && options.gpus_per_poll <= 0) {
         return Error::Usage(fmt::format(

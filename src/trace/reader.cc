@@ -35,7 +35,6 @@ const double* HundredthsTable() {
   return table.data();
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // The driver's parts: the header, the last line, reading through views.
 
@@ -168,7 +167,8 @@ class BufferedViews final : public ByteSource {
       if (*n == 0) eof_ = true;
       filled_ += *n;
     }
-    return std::optional<std::string_view>(std::string_view(buffer_.get(), std::min(filled_, want)));
+    return std::optional<std::string_view>(
+        std::string_view(buffer_.get(), std::min(filled_, want)));
   }
 
  private:

@@ -314,7 +314,6 @@ class RowParser {
   std::unordered_map<std::string, uint32_t> named_gpu_;
 };
 
-
 // A parser built for a header: the parser, or the reason the header does not fit the format.
 struct MadeParser {
   std::unique_ptr<RowParser> parser;

@@ -23,7 +23,6 @@ namespace headroom::trace::detail {
 // Field scanning. Inside ParseLines every line ends with '\n', so scanning stops there at the
 // latest and never needs the chunk end.
 
-
 constexpr size_t kReadChunkBytes = size_t{256} << 10;
 constexpr size_t kMaxQuotedFieldInMessage = 40;
 constexpr uint32_t kMaxDirectGpuNumber = 1 << 16;
@@ -124,7 +123,7 @@ enum class FieldValue { kNumber, kEmpty, kBad, kNotFinite };
 
 // Parses a numeric field the slow way; `unit_suffix` allows nvidia-smi's " W", " %", " MHz".
 [[gnu::noinline]] inline FieldValue NumberFieldSlow(const char*& p, const char* end, double& out,
-                                             bool unit_suffix) {
+                                                    bool unit_suffix) {
   const char* q = SkipBlanks(p);
   if (IsFieldEnd(*q)) {
     p = q;
@@ -217,10 +216,9 @@ class RepeatedField {
   double value_ = 0.0;
 };
 
-
 // "p3_w" with prefix "p" and suffix "_w" -> 3.
 inline std::optional<uint32_t> MatchNumbered(std::string_view name, std::string_view prefix,
-                                      std::string_view suffix) {
+                                             std::string_view suffix) {
   if (name.size() <= prefix.size() + suffix.size() || !name.starts_with(prefix) ||
       !name.ends_with(suffix)) {
     return std::nullopt;

@@ -14,7 +14,6 @@ namespace headroom::trace::detail {
 namespace {
 // Wide format: t_s plus p<i>_w per GPU (util<i>_pct read when present; other columns ignored).
 
-
 class WideParser final : public RowParser {
  public:
   enum class Role : uint8_t { kIgnore, kTime, kPower, kUtil };
@@ -117,7 +116,7 @@ class WideParser final : public RowParser {
 }  // namespace
 
 MadeParser MakeWideParser(std::string_view name, const ReadOptions& options, SampleSink& sink,
-                    ReadSummary& summary, const std::vector<std::string>& names) {
+                          ReadSummary& summary, const std::vector<std::string>& names) {
   auto parser = std::make_unique<WideParser>(name, options, sink, summary);
   MadeParser made;
   made.error = parser->Configure(names);

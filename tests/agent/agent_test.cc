@@ -378,12 +378,13 @@ TEST(Guard, PersistsTheOriginalsBeforeAnyChangeAndClearsThemOnlyWhenAllAreBack) 
   }
   events.clear();
   {
-    PowerLimitGuard guard(set, 300.0, 1, 0.02,
-                          [&](const std::vector<std::pair<int, double>>&) -> Status {
-                            events.push_back("persist failed");
-                            return Error::Io("disk full");
-                          },
-                          clear);
+    PowerLimitGuard guard(
+        set, 300.0, 1, 0.02,
+        [&](const std::vector<std::pair<int, double>>&) -> Status {
+          events.push_back("persist failed");
+          return Error::Io("disk full");
+        },
+        clear);
     std::vector<std::string> log;
     guard.Observe(s, [&](const std::string& l) { log.push_back(l); });
     EXPECT_EQ(events, (std::vector<std::string>{"persist failed"}));  // no limit touched
@@ -617,8 +618,8 @@ TEST(Server, DecisionsWhileClientsPollReportAndRead) {
 TEST(Api, StrictQueryNumbers) {
   EXPECT_EQ(ParseQueryUint("0"), 0u);
   EXPECT_EQ(ParseQueryUint("18446744073709551615"), 18446744073709551615ull);
-  for (const char* bad : {"", "-1", "+1", "1e3", "0x10", " 1", "1 ", "18446744073709551616",
-                          "%31", "1.0"}) {
+  for (const char* bad :
+       {"", "-1", "+1", "1e3", "0x10", " 1", "1 ", "18446744073709551616", "%31", "1.0"}) {
     EXPECT_FALSE(ParseQueryUint(bad).has_value()) << bad;
   }
   EXPECT_EQ(ParseQueryReal("2.5"), 2.5);
@@ -635,8 +636,8 @@ TEST(Api, LoopbackHosts) {
   for (const char* h : {"127.0.0.1", "127.1.2.3", "localhost", "LocalHost", "::1", "[::1]"}) {
     EXPECT_TRUE(IsLoopbackHost(h)) << h;
   }
-  for (const char* h : {"0.0.0.0", "10.0.0.1", "128.0.0.1", "127.0.0", "127.0.0.256", "::",
-                        "localhost.evil.com", "127.0.0.1.nip.io", ""}) {
+  for (const char* h : {"0.0.0.0", "10.0.0.1", "128.0.0.1", "127.0.0", "127.0.0.256",
+                        "::", "localhost.evil.com", "127.0.0.1.nip.io", ""}) {
     EXPECT_FALSE(IsLoopbackHost(h)) << h;
   }
 }
@@ -680,21 +681,19 @@ TEST(Api, AnswersEachBadRequestWithItsStatus) {
   ASSERT_EQ(wrong.headers.size(), 1u);
   EXPECT_EQ(wrong.headers[0], std::make_pair(std::string("Allow"), std::string("GET, HEAD")));
   EXPECT_EQ(call("GET", "/v1/report").status, 405);
-  EXPECT_EQ(call("POST", "/v1/report", "127.0.0.1", std::nullopt, "application/json", report)
-                .status,
-            401);
+  EXPECT_EQ(
+      call("POST", "/v1/report", "127.0.0.1", std::nullopt, "application/json", report).status,
+      401);
   for (const char* auth : {"Bearer s3cret", "bearer s3cret", "BEARER  s3cret "}) {
-    EXPECT_EQ(call("POST", "/v1/report", "127.0.0.1", auth, "application/json", report).status,
-              200)
+    EXPECT_EQ(call("POST", "/v1/report", "127.0.0.1", auth, "application/json", report).status, 200)
         << auth;
   }
   for (const char* auth : {"Bearer s3cre", "Bearer s3cret2", "Basic s3cret", "Bearers3cret", ""}) {
-    EXPECT_EQ(call("POST", "/v1/report", "127.0.0.1", auth, "application/json", report).status,
-              401)
+    EXPECT_EQ(call("POST", "/v1/report", "127.0.0.1", auth, "application/json", report).status, 401)
         << auth;
   }
-  for (const char* type : {"text/plain", "application/x-www-form-urlencoded", "application/jsonx",
-                           ""}) {
+  for (const char* type :
+       {"text/plain", "application/x-www-form-urlencoded", "application/jsonx", ""}) {
     EXPECT_EQ(call("POST", "/v1/report", "127.0.0.1", "Bearer s3cret", type, report).status, 415)
         << type;
   }
@@ -778,7 +777,8 @@ TEST(Recorder, TokenColumnIsWholeTokensThatSumToTheRoundedTotal) {
     // Totals 0.4, 0.8, 1.2, 10.6 -> rounded 0, 1, 1, 11 -> increments 0, 1, 0, 10; then the
     // trainer restarts and reports 3: 3 new tokens.
     const double totals[] = {0.4, 0.8, 1.2, 10.6, 3.0};
-    for (int k = 0; k < 5; ++k) rec->Write(0.5 * k, {100.0, 101.0}, "rollout", 0, totals[k], 4, 8, 250.0);
+    for (int k = 0; k < 5; ++k)
+      rec->Write(0.5 * k, {100.0, 101.0}, "rollout", 0, totals[k], 4, 8, 250.0);
   }
   std::ifstream in(path);
   std::string line;
@@ -843,8 +843,8 @@ TEST(Api, PostedBudgetIsValidatedAndNamesItsField) {
   ApiConfig config;
   config.token = "s3cret";
   Api api(shared, config);
-  const auto post = [&](std::string_view body, std::optional<std::string_view> auth =
-                                                   "Bearer s3cret",
+  const auto post = [&](std::string_view body,
+                        std::optional<std::string_view> auth = "Bearer s3cret",
                         std::optional<std::string_view> type = "application/json") {
     ApiRequest r;
     r.method = "POST";
@@ -862,10 +862,12 @@ TEST(Api, PostedBudgetIsValidatedAndNamesItsField) {
     const char* says;
   };
   for (const Bad& bad : {
-           Bad{R"({"budget_per_gpu_w": 0})", "field 'budget_per_gpu_w': expected watts in [1, 10000]"},
+           Bad{R"({"budget_per_gpu_w": 0})",
+               "field 'budget_per_gpu_w': expected watts in [1, 10000]"},
            Bad{R"({"budget_per_gpu_w": "250"})", "field 'budget_per_gpu_w'"},
            Bad{R"({"budget_per_gpu_w": 1e400})", "body is not JSON"},
-           Bad{R"({"job_budget_w": 2})", "field 'job_budget_w': expected watts in [4, 40000] for 4 GPU(s)"},
+           Bad{R"({"job_budget_w": 2})",
+               "field 'job_budget_w': expected watts in [4, 40000] for 4 GPU(s)"},
            Bad{R"({"budget_per_gpu_w": 250, "job_budget_w": 1000})", "give one of"},
            Bad{R"({})", "give one of"},
            Bad{R"({"budget_w": 250})", "field 'budget_w': unknown"},

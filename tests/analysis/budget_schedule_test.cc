@@ -69,8 +69,7 @@ TEST(BudgetSchedule, FileErrorsNameTheLineAndTheField) {
 
 TEST(SettleTracker, TrailingSecondMeanHeldFiveSecondsByHand) {
   // 300 W, down to 200 W at t = 10, to 100 W at 40, and again at 60 (after the last sample).
-  const BudgetSchedule s({{0.0, 300.0}, {10.0, 200.0}, {40.0, 100.0}, {50.0, 150.0},
-                          {60.0, 90.0}});
+  const BudgetSchedule s({{0.0, 300.0}, {10.0, 200.0}, {40.0, 100.0}, {50.0, 150.0}, {60.0, 90.0}});
   SettleTracker tracker(&s);
   // 0.5 s samples: 280 W through t = 12, then 190 W through t = 55.
   for (int i = 0; i <= 110; ++i) {
@@ -96,8 +95,8 @@ TEST(SettleTracker, TrailingSecondMeanHeldFiveSecondsByHand) {
 
 TEST(SettleTracker, AnEventEndsAtTheNextChangeUpOrDown) {
   // A steady 250 W against decreases that a rise ends, and one it fits.
-  const BudgetSchedule s({{0.0, 300.0}, {10.0, 200.0}, {12.0, 260.0}, {20.0, 100.0},
-                          {26.0, 270.0}, {40.0, 255.0}});
+  const BudgetSchedule s(
+      {{0.0, 300.0}, {10.0, 200.0}, {12.0, 260.0}, {20.0, 100.0}, {26.0, 270.0}, {40.0, 255.0}});
   SettleTracker tracker(&s);
   for (int i = 0; i <= 100; ++i) tracker.Add(0.5 * i, 250.0);  // to t = 50
   tracker.Finish();

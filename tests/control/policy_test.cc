@@ -63,7 +63,8 @@ TEST(Policy, RefusesOtherVersionsFamiliesAndShapes) {
   };
   auto r = edit([](nlohmann::json& j) { j["version"] = 1; });
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.error().message(), HasSubstr("p.json: key 'version': 1; this headroom reads version 2"));
+  EXPECT_THAT(r.error().message(),
+              HasSubstr("p.json: key 'version': 1; this headroom reads version 2"));
   r = edit([](nlohmann::json& j) { j["family"] = "training-clock"; });
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.error().message(), HasSubstr("key 'family'"));
@@ -102,8 +103,8 @@ TEST(Policy, RecordsItsPhasesAndShieldAndRefusesAnotherVocabulary) {
   p.shield.settle_s = 7.5;
   const std::string text = PolicyToJson(p);
   auto j = nlohmann::json::parse(text);
-  EXPECT_EQ(j["phases"], nlohmann::json(std::vector<std::string>(kPhaseNames.begin(),
-                                                                 kPhaseNames.end())));
+  EXPECT_EQ(j["phases"],
+            nlohmann::json(std::vector<std::string>(kPhaseNames.begin(), kPhaseNames.end())));
   auto back = PolicyFromJson(text, "p.json");
   ASSERT_TRUE(back.ok()) << back.error().message();
   EXPECT_EQ(back->shield.margin, 0.03);

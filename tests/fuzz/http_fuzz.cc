@@ -96,7 +96,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Check(world.shared.long_polls == 0);
     }
     switch (r.status) {
-      case 200: case 400: case 401: case 403: case 404: case 405: case 415:
+      case 200:
+      case 400:
+      case 401:
+      case 403:
+      case 404:
+      case 405:
+      case 415:
         break;
       default:
         std::abort();

@@ -1,7 +1,7 @@
 #include <gmock/gmock.h>
 
-#include <cmath>
 #include <gtest/gtest.h>
+#include <cmath>
 
 #include "control/baselines.h"
 #include "sim/budget_plan.h"
@@ -158,8 +158,9 @@ TEST(Episode, UnderAMovingBudgetEachDecisionSeesTheBudgetInForceAndDecreasesAreT
     if (r.budget_w[i] == 400.0) under_high += r.power_w[i] <= 400.0f;
   }
   EXPECT_EQ(over, 120u);  // 60 s of 0.5 s intervals
-  EXPECT_NEAR(r.violation_fraction[0], static_cast<double>(over + (r.power_w.size() - 120 - under_high)) /
-                                           static_cast<double>(r.windows[0]),
+  EXPECT_NEAR(r.violation_fraction[0],
+              static_cast<double>(over + (r.power_w.size() - 120 - under_high)) /
+                  static_cast<double>(r.windows[0]),
               1e-12);
 }
 

@@ -289,14 +289,7 @@ class LongParser final : public RowParser {
 
 MadeParser MakeLongParser(std::string_view name, const ReadOptions& options, SampleSink& sink,
                           ReadSummary& summary, const std::vector<std::string>& names) {
-  auto parser = std::make_unique<LongParser>(name, options, sink, summary);
-  MadeParser made;
-  made.error = parser->Configure(names);
-  if (!made.error) {
-    parser->StartBatches();
-    made.parser = std::move(parser);
-  }
-  return made;
+  return Configured(std::make_unique<LongParser>(name, options, sink, summary), names);
 }
 
 }  // namespace headroom::trace::detail

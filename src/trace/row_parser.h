@@ -320,6 +320,18 @@ struct MadeParser {
   std::optional<std::string> error;
   bool needs_gpus = false;  // nvidia-smi without an index column: --gpus must say how many
 };
+// `parser` configured for the header's `names` (its Configure says what does not fit), its
+// batches started when it does.
+template <class P>
+MadeParser Configured(std::unique_ptr<P> parser, const std::vector<std::string>& names) {
+  MadeParser made;
+  made.error = parser->Configure(names);
+  if (!made.error) {
+    parser->StartBatches();
+    made.parser = std::move(parser);
+  }
+  return made;
+}
 MadeParser MakeLongParser(std::string_view name, const ReadOptions& options, SampleSink& sink,
                           ReadSummary& summary, const std::vector<std::string>& names);
 MadeParser MakeWideParser(std::string_view name, const ReadOptions& options, SampleSink& sink,

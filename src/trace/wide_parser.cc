@@ -117,14 +117,7 @@ class WideParser final : public RowParser {
 
 MadeParser MakeWideParser(std::string_view name, const ReadOptions& options, SampleSink& sink,
                           ReadSummary& summary, const std::vector<std::string>& names) {
-  auto parser = std::make_unique<WideParser>(name, options, sink, summary);
-  MadeParser made;
-  made.error = parser->Configure(names);
-  if (!made.error) {
-    parser->StartBatches();
-    made.parser = std::move(parser);
-  }
-  return made;
+  return Configured(std::make_unique<WideParser>(name, options, sink, summary), names);
 }
 
 }  // namespace headroom::trace::detail

@@ -10,7 +10,9 @@ FUZZ_SECONDS ?= 60
 DEMO_DIR ?= build/demo
 HEADROOM := build/bin/headroom
 
-.PHONY: all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile demo policies results clean format
+CHAOS_FAULTS ?= 1000
+
+.PHONY: chaos bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile demo policies results clean format
 
 all: build
 
@@ -71,6 +73,11 @@ fuzz: setup
 	  -print_final_stats=1 build-fuzz/policy_corpus
 	build-fuzz/bin/http_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
 	  -print_final_stats=1 build-fuzz/http_corpus
+
+# The site against 1,000 faults (tests/fleet/chaos.py; about an hour), its table written into
+# docs/FLEET.md between the chaos markers.
+chaos: build
+	./scripts/chaos_table.sh build/bin/headroom $(CHAOS_FAULTS)
 
 bench: build
 	build/bin/headroom_bench

@@ -43,8 +43,15 @@ echo "   (live, with its dashboard: $headroom agent --controller ppo \\"
 echo "      --policy policies/a100-7b-tp1.json, then open http://127.0.0.1:9400/)"
 
 echo
+echo "== 7. headroom fleet-sim: the same 16 GPUs as one site on 60 % of their nameplate (3840 W):"
+echo "      a coordinator and 8 twin-mode agents over the in-memory store, one simulated hour"
+"$headroom" fleet-sim --jobs a100-72b-tp4:2,a100-14b-tp2:2,a100-7b-tp1:4 --site-budget-w 3840 \
+  --speed 0 --duration-s 3600 --seed 1 --report "$out/fleet-sim.html"
+
+echo
 echo "Reports:"
 echo "  $(realpath "$out/eval.html")"
 echo "  $(realpath "$out/analyze.html")"
 echo "  $(realpath "$out/fleet.html")"
 echo "  $(realpath "$out/agent.html")"
+echo "  $(realpath "$out/fleet-sim.html")"

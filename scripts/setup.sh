@@ -14,6 +14,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libboost-dev                       # the agent's HTTP server: Boost.Asio + Beast (header-only)
   libcpp-httplib-dev                 # an HTTP client for the agent's tests
+  etcd-server etcd-client            # the site coordinator's store; tests start their own
   python3 python3-pandas python3-numpy  # independent reference computations and the pandas peer
   chromium                           # the dashboard test (headless)
   wrk                                # the agent's API load benchmark

@@ -126,6 +126,7 @@ class Agent {
   void RecordDecisionLatency(double seconds);
 
   const Actuation& actuation() const { return actuation_; }
+  double tokens_per_s() const { return tokens_per_s_; }  // from the trainer's reports
   const std::optional<TrainerReport>& report() const { return report_; }  // the last one
   AgentStatus Status(double now_s) const;
   // The decisions after `after_t_s` still kept (the last kHistoryKeep), oldest first.

@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "agent/fleet_budget.h"
 #include "agent/guard.h"
 #include "agent/guard_state.h"
 #include "agent/recorder.h"
@@ -32,9 +33,12 @@
 #include "control/baselines.h"
 #include "control/factory.h"
 #include "control/policy.h"
+#include "coord/etcd_store.h"
+#include "coord/member.h"
 #include "sim/episode.h"
 #include "sim/twin_link.h"
 #include "telemetry/nvml_source.h"
+#include "telemetry/powercap.h"
 #include "telemetry/replay_source.h"
 #include "trace/meta.h"
 #include "twin/scenario.h"
@@ -83,6 +87,14 @@ struct AgentArgs {
   bool guard_power_limit = false;
   std::string guard_state;
   bool restore_limits = false;
+  // A member of a site (docs/FLEET.md).
+  std::string fleet;
+  std::string site;
+  std::string job;
+  int64_t lease_ttl_s = 3;
+  std::optional<double> node_overhead_w;
+  std::optional<double> nameplate_w;
+  std::string fleet_log;
 };
 
 using Log = std::function<void(const std::string&)>;
@@ -245,6 +257,72 @@ Status RestoreFromStateFile(const std::string& path, const std::string& library,
   return agent::RemoveGuardState(path);
 }
 
+// The site's store, opened on first use and again after a failure to open: an agent whose etcd
+// is unreachable at start runs on its local budget and keeps trying (docs/FLEET.md).
+class LazyStore final : public coord::Store {
+ public:
+  explicit LazyStore(std::string endpoints) : endpoints_(std::move(endpoints)) {}
+  Result<coord::RangeResult> Get(const std::string& key, bool prefix) override {
+    auto s = Open();
+    if (!s) return std::move(s).error();
+    return (*s)->Get(key, prefix);
+  }
+  Result<int64_t> Put(const std::string& key, const std::string& value,
+                      coord::LeaseId lease) override {
+    auto s = Open();
+    if (!s) return std::move(s).error();
+    return (*s)->Put(key, value, lease);
+  }
+  Result<int64_t> Delete(const std::string& key, bool prefix) override {
+    auto s = Open();
+    if (!s) return std::move(s).error();
+    return (*s)->Delete(key, prefix);
+  }
+  Result<coord::TxnResult> Txn(const coord::TxnRequest& request) override {
+    auto s = Open();
+    if (!s) return std::move(s).error();
+    return (*s)->Txn(request);
+  }
+  Result<coord::LeaseId> LeaseGrant(int64_t ttl_s) override {
+    auto s = Open();
+    if (!s) return std::move(s).error();
+    return (*s)->LeaseGrant(ttl_s);
+  }
+  Result<int64_t> LeaseKeepAlive(coord::LeaseId lease) override {
+    auto s = Open();
+    if (!s) return std::move(s).error();
+    return (*s)->LeaseKeepAlive(lease);
+  }
+  Status LeaseRevoke(coord::LeaseId lease) override {
+    auto s = Open();
+    if (!s) return std::move(s).error();
+    return (*s)->LeaseRevoke(lease);
+  }
+  Result<coord::WatchResult> Watch(const std::string& key, bool prefix, int64_t after_revision,
+                                   double wait_s) override {
+    auto s = Open();
+    if (!s) return std::move(s).error();
+    return (*s)->Watch(key, prefix, after_revision, wait_s);
+  }
+  std::string Describe() const override { return endpoints_; }
+
+ private:
+  // Only the fleet thread calls the store.
+  Result<coord::Store*> Open() {
+    if (store_) return store_.get();
+    auto opened = coord::EtcdStore::Open(endpoints_);
+    if (!opened) return std::move(opened).error();
+    store_ = std::move(*opened);
+    return store_.get();
+  }
+  const std::string endpoints_;
+  std::unique_ptr<coord::EtcdStore> store_;
+};
+
+double SteadyNowS() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 Status RunAgent(const AgentArgs& args) {
   const Log log = [](const std::string& line) { fmt::print(stderr, "headroom agent: {}\n", line); };
   const std::string guard_state =
@@ -271,6 +349,20 @@ Status RunAgent(const AgentArgs& args) {
     }
   }
 
+  const bool fleet = !args.fleet.empty();
+  if (fleet || !args.site.empty() || !args.job.empty()) {
+    if (!fleet || args.site.empty() || args.job.empty()) {
+      return Error::Usage("--fleet, --site and --job: give all three to join a site");
+    }
+    if (args.fleet.rfind("etcd://", 0) != 0) {
+      return Error::Usage(
+          fmt::format("--fleet '{}': expected etcd://HOST:PORT[,HOST:PORT...]", args.fleet));
+    }
+    if (auto st = coord::CheckName(args.site, "--site"); !st) return st;
+    if (auto st = coord::CheckName(args.job, "--job"); !st) return st;
+  } else if (!args.fleet_log.empty() || args.node_overhead_w || args.nameplate_w) {
+    return Error::Usage("--fleet-log, --node-overhead-w and --nameplate-w need --fleet");
+  }
   // A scenario only where something needs one: the twin runs it, and a PPO policy acts within
   // its ranges and trained budgets. Otherwise the agent's own keys and their defaults.
   std::string scenario_name = args.scenario;
@@ -325,6 +417,13 @@ Status RunAgent(const AgentArgs& args) {
     config.initial_group_size = config.limits.group_size.Clamp(*args.initial_group_size);
   }
   config.valid_for_s = args.valid_for_s;
+  // A member's decisions are trusted no longer than its lease (less the fencing margin): a
+  // trainer whose agent stopped falls to its safe values before the site moves the watts.
+  const double fence_margin_s = std::min(1.0, static_cast<double>(args.lease_ttl_s) / 3.0);
+  if (fleet && args.speed > 0.0) {
+    config.valid_for_s = std::min(
+        config.valid_for_s, (static_cast<double>(args.lease_ttl_s) - fence_margin_s) * args.speed);
+  }
   config.stale_after_s = 3.0 * args.interval_s;
 
   // The controller, through the one factory (control/factory.h), as eval and train build it.
@@ -477,6 +576,80 @@ Status RunAgent(const AgentArgs& args) {
         });
   }
 
+  // A member of a site: its floor, nameplate and node overhead, whole-job watts.
+  std::optional<coord::MemberConfig> member_config;
+  std::optional<telemetry::NodeOverhead> overhead;
+  double fleet_lo_w = kMinGpuPowerW, fleet_hi_w = kMaxGpuPowerW;  // per GPU, the controller's
+  if (fleet) {
+    const int gpus = source->gpus();
+    if (args.node_overhead_w) {
+      overhead.emplace(telemetry::NodeOverhead::Constant(*args.node_overhead_w));
+    } else if (auto reader = telemetry::PowercapReader::Open(); reader) {
+      auto o = telemetry::NodeOverhead::Powercap(std::move(*reader), SteadyNowS());
+      if (o) {
+        overhead.emplace(std::move(*o));
+      } else {
+        log(fmt::format("node overhead 0 W: {} (--node-overhead-w sets one)", o.error().message()));
+      }
+    } else {
+      log(fmt::format("node overhead 0 W: {} (--node-overhead-w sets one)",
+                      reader.error().message()));
+    }
+    if (!overhead) overhead.emplace(telemetry::NodeOverhead::Constant(0.0));
+    const double overhead_w = overhead->CurrentW(SteadyNowS());
+    if (policy) std::tie(fleet_lo_w, fleet_hi_w) = scenario->budget_range_w;
+    double floor_per_gpu_w = 0.0;
+    if (args.floor_w) {
+      floor_per_gpu_w = *args.floor_w;
+    } else if (twin != nullptr) {
+      floor_per_gpu_w = sim::FloorPerGpuW(*scenario);
+    } else {
+      return Error::Usage(
+          "--fleet needs --floor-w (the job's power per GPU at its lowest actuation) with this "
+          "source");
+    }
+    // A policy acts on its trained budgets only: its floor is at least their low end.
+    floor_per_gpu_w = std::max(floor_per_gpu_w, fleet_lo_w);
+    double nameplate_per_gpu_w = 0.0;
+    if (args.nameplate_w) {
+      nameplate_per_gpu_w = *args.nameplate_w;
+    } else if (scenario) {
+      nameplate_per_gpu_w = scenario->nameplate_w;
+    } else {
+      return Error::Usage("--fleet needs --nameplate-w (per GPU) without --scenario");
+    }
+    if (nameplate_per_gpu_w < floor_per_gpu_w) {
+      return Error::Usage(fmt::format("--nameplate-w {} W per GPU is below the floor {} W",
+                                      nameplate_per_gpu_w, floor_per_gpu_w));
+    }
+    coord::MemberConfig mc;
+    mc.site = args.site;
+    mc.job = args.job;
+    mc.gpus = gpus;
+    mc.node_overhead_w = overhead_w;
+    mc.nameplate_w = nameplate_per_gpu_w * gpus + overhead_w;
+    mc.floor_w = floor_per_gpu_w * gpus + overhead_w;
+    // With no grant: --budget-w when given, else the floor (the least the job can draw).
+    mc.local_budget_w = args.budget_w ? *args.budget_w * gpus + overhead_w : mc.floor_w;
+    mc.lease_ttl_s = args.lease_ttl_s;
+    mc.fence_margin_s = fence_margin_s;
+    member_config = mc;
+  }
+  std::FILE* fleet_log = nullptr;
+  if (!args.fleet_log.empty()) {
+    fleet_log = std::fopen(args.fleet_log.c_str(), "a");
+    if (fleet_log == nullptr) {
+      return Error::Io(
+          fmt::format("--fleet-log {}: cannot open: {}", args.fleet_log, std::strerror(errno)));
+    }
+  }
+  struct CloseLog {
+    std::FILE* f;
+    ~CloseLog() {
+      if (f != nullptr) std::fclose(f);
+    }
+  } close_log{fleet_log};
+
   // From here on, signals stop the loop; the server's thread inherits their mask.
   StopSignal signals(log);
   agent::Agent core(config, *controller);
@@ -487,6 +660,33 @@ Status RunAgent(const AgentArgs& args) {
   shared.budget = &budget;
   shared.gpus = source->gpus();
   if (policy) shared.budget_range_w = scenario->budget_range_w;
+  std::optional<LazyStore> fleet_store;
+  std::optional<coord::FleetMember> member;
+  std::optional<agent::FleetBudget> fleet_budget;
+  if (member_config) {
+    shared.budget = nullptr;  // the site sets the budget: POST /v1/budget is not served
+    fleet_store.emplace("http://" + args.fleet.substr(std::string_view("etcd://").size()));
+    member.emplace(*fleet_store, *member_config, SteadyNowS,
+                   [&log](const std::string& line) { log(line); });
+    // Every change of what the job acts on, for an auditor: steady-clock times (the machine's
+    // CLOCK_MONOTONIC), one JSON object per line, flushed at once.
+    const std::string job = args.job;
+    fleet_budget.emplace(
+        *member, source->gpus(), [&overhead] { return overhead->CurrentW(SteadyNowS()); },
+        fleet_lo_w, fleet_hi_w,
+        [fleet_log, job](const coord::Acting& a, double per_gpu_w) {
+          if (fleet_log == nullptr) return;
+          fmt::print(fleet_log,
+                     "{{\"t_mono_s\":{:.6f},\"pid\":{},\"job\":\"{}\",\"state\":\"{}\","
+                     "\"job_budget_w\":{:.6f},\"budget_per_gpu_w\":{:.6f},\"term\":{},"
+                     "\"seq\":{},\"lease\":{},\"valid_until_mono_s\":{}}}\n",
+                     SteadyNowS(), getpid(), job, coord::StateName(a.state), a.job_budget_w,
+                     per_gpu_w, a.term, a.seq, a.lease,
+                     std::isfinite(a.valid_until_s) ? fmt::format("{:.6f}", a.valid_until_s)
+                                                    : std::string("null"));
+          std::fflush(fleet_log);
+        });
+  }
   const auto start = std::chrono::steady_clock::now();
   const double speed = args.speed;
   // Agent time: wall time x speed; with speed 0 the loop runs as fast as it can and the API
@@ -544,11 +744,52 @@ Status RunAgent(const AgentArgs& args) {
         .count();
   };
   options.budget = &budget;
-  if (guard) {
-    options.observe = [&](const telemetry::Sample& s, double budget_w) {
+  if (fleet_budget) options.budget = &*fleet_budget;
+  double last_energy_j = 0.0;
+  options.observe = [&](const telemetry::Sample& s, double budget_w) {
+    if (guard) {
       guard->SetBudget(budget_w, log);
       guard->Observe(s, log);
-    };
+    }
+    if (member) {
+      double power_w = overhead->CurrentW(SteadyNowS());
+      for (const auto& g : s.gpus) power_w += g.power_w.value_or(0.0);
+      std::string phase = "rollout";
+      double tokens_per_s = 0.0;
+      {
+        MutexLock lock(shared.mu);
+        if (const auto& report = core.report()) phase = control::PhaseName(report->phase);
+        tokens_per_s = core.tokens_per_s();
+      }
+      member->Observe(s.t_s, power_w, phase, tokens_per_s);
+      if (fleet_log != nullptr && twin != nullptr) {
+        // The twin's true power over the interval that just ended, for an auditor's site sum.
+        const double energy_j = twin->twin().energy_j();
+        const double mean_w = (energy_j - last_energy_j) / args.interval_s;
+        last_energy_j = energy_j;
+        fmt::print(fleet_log,
+                   "{{\"t_mono_s\":{:.6f},\"pid\":{},\"job\":\"{}\",\"power_w\":{:.3f}}}\n",
+                   SteadyNowS(), getpid(), args.job, mean_w);
+        std::fflush(fleet_log);
+      }
+    }
+  };
+  // The fleet thread: the member's store work, four times a second.
+  std::thread fleet_thread;
+  std::mutex fleet_mu;
+  std::condition_variable fleet_cv;
+  bool fleet_done = false;  // under fleet_mu
+  if (member) {
+    fleet_thread = std::thread([&] {
+      auto next = std::chrono::steady_clock::now();
+      for (;;) {
+        member->Step();
+        next += std::chrono::milliseconds(250);
+        std::unique_lock lock(fleet_mu);
+        // A signal wakes the runner, which ends and sets fleet_done.
+        if (fleet_cv.wait_until(lock, next, [&] { return fleet_done; })) return;
+      }
+    });
   }
   const agent::RunSummary summary = agent::Run(
       *source, twin, shared, recorder ? &*recorder : nullptr, options, clock, signals.stop(), log);
@@ -557,6 +798,15 @@ Status RunAgent(const AgentArgs& args) {
   Status restored = OkStatus();
   if (guard) restored = guard->Restore(log);
   server.Stop();
+  if (fleet_thread.joinable()) {
+    {
+      std::lock_guard lock(fleet_mu);
+      fleet_done = true;
+    }
+    fleet_cv.notify_all();
+    fleet_thread.join();
+    member->Leave();  // the lease at once: the ledger keeps the floor until it forgets the job
+  }
   fmt::print(stderr, "headroom agent: stopped after {:.1f} s, {} intervals, {} telemetry errors\n",
              summary.duration_s, summary.intervals, summary.telemetry_errors);
   if (!args.trace_out.empty()) fmt::print("trace      {}\n", args.trace_out);
@@ -690,6 +940,22 @@ Command SetupAgent(CLI::App& app) {
   app.add_flag("--restore-limits", a->restore_limits,
                "Only restore the power limits a killed agent left in --guard-state, and exit "
                "(systemd's ExecStopPost)");
+  app.add_option("--fleet", a->fleet,
+                 "Join a site: its etcd, etcd://HOST:PORT[,HOST:PORT...] (docs/FLEET.md)");
+  app.add_option("--site", a->site, "The site's name (with --fleet)");
+  app.add_option("--job", a->job, "This job's name at the site, unique there (with --fleet)");
+  app.add_option("--lease-ttl-s", a->lease_ttl_s, "The membership lease's TTL (with --fleet)")
+      ->check(Integer(2, 60));
+  app.add_option("--node-overhead-w", a->node_overhead_w,
+                 "The node's other power counted in the job's demand (default: the CPU "
+                 "packages' power from powercap where readable, else 0)")
+      ->check(Real(0.0, 1e6));
+  app.add_option("--nameplate-w", a->nameplate_w,
+                 "Nameplate per GPU (default: the scenario's), with --fleet")
+      ->check(Real(kMinGpuPowerW, kMaxGpuPowerW));
+  app.add_option("--fleet-log", a->fleet_log,
+                 "Append every change of the budget acted on, one JSON object per line (an "
+                 "auditor's input)");
   app.add_option("--duration-s", a->duration_s, "Stop after this much agent time")
       ->check(Real(0.0, 1e9));
   return [a, config, &app]() -> Status {

@@ -19,5 +19,7 @@ Command SetupTwin(CLI::App& app);
 Command SetupTrain(CLI::App& app);
 Command SetupEval(CLI::App& app);
 Command SetupAgent(CLI::App& app);
+Command SetupFleetSim(CLI::App& app);
+Command SetupCoordinator(CLI::App& app);
 
 }  // namespace headroom::cli

@@ -56,6 +56,12 @@ int main(int argc, char** argv) {
       headroom::cli::SetupEval);
   add("agent", "Live power control beside a training job: telemetry, decisions, an HTTP API",
       headroom::cli::SetupAgent);
+  add("coordinator",
+      "One replica of a site's coordinator: one site budget shared by every job on every node",
+      headroom::cli::SetupCoordinator);
+  add("fleet-sim",
+      "A site on one machine: a coordinator and twin-mode agents in one process",
+      headroom::cli::SetupFleetSim);
 
   try {
     app.parse(argc, argv);

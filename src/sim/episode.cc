@@ -1,5 +1,7 @@
 #include "sim/episode.h"
 
+#include <algorithm>
+
 #include <cassert>
 
 #include "analysis/window_stats.h"
@@ -30,6 +32,18 @@ control::ActuatorLimits LimitsOf(const twin::Scenario& s) {
   l.nameplate_w = s.nameplate_w;
   l.power_limit_min_w = s.power_limit_min_w;
   return l;
+}
+
+double FloorPerGpuW(const twin::Scenario& s) {
+  double w = s.idle_loaded_w;
+  if (s.logprob_passes > 0) w = std::max(w, s.logprob_power_w);
+  if (s.has_train) w = std::max(w, s.train_power_w);
+  if (s.sync_s > 0.0) w = std::max(w, s.sync_power_w);
+  if (s.checkpoint_every_steps > 0) w = std::max(w, s.checkpoint_power_w);
+  if (s.has_rollout) {
+    w = std::max(w, s.decode.PowerW(static_cast<double>(s.concurrency_range.lo)));
+  }
+  return w;
 }
 
 control::Applied DefaultsOf(const twin::Scenario& s) {

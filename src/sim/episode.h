@@ -26,6 +26,10 @@ inline constexpr std::array<double, 3> kScoreWindowsS = {0.5, 30.0, 300.0};
 control::Inputs ToInputs(const twin::Observation& o, double interval_s);
 control::ActuatorLimits LimitsOf(const twin::Scenario& s);
 control::Applied DefaultsOf(const twin::Scenario& s);
+// The job's power per GPU at its lowest actuation (docs/FLEET.md, "Floors"): the highest of the
+// phases no generation setting lowers (log-probs, training, weight sync, checkpoints) and decode
+// at the lowest concurrency. Prefill bursts are left out (a fraction of a second each).
+double FloorPerGpuW(const twin::Scenario& s);
 
 struct EpisodeOptions {
   std::optional<int> steps;         // stop when this many steps are done ...

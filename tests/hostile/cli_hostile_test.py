@@ -139,6 +139,10 @@ def base_commands(d):
         ("train",): ["--scenario", "a100-7b-tp1", "--timesteps", "10", "--out", out + ".json"],
         ("eval",): ["--scenario", "a100-7b-tp1", "--seeds", "1", "--steps", "1"],
         ("agent",): ["--speed", "0", "--duration-s", "1", "--listen", "127.0.0.1:0"],
+        ("fleet-sim",): ["--site-budget-w", "3840", "--speed", "0", "--duration-s", "1"],
+        # Options are checked before etcd is reached (it is not here: exit 1 if they pass).
+        ("coordinator",): ["--etcd", "http://127.0.0.1:1", "--site", "s", "--site-budget-w",
+                           "1000", "--listen", "127.0.0.1:0"],
     }
 
 

@@ -1,0 +1,208 @@
+// The site coordinator's hot paths (docs/PERFORMANCE.md, "A site at scale"): one period's plan
+// (coord::Plan) on a ledger of 10 to 1,000 jobs, the allocation, the ledger's and a member's
+// JSON, and a whole leader period on the in-memory store. There is no outside peer for these;
+// what matters is that a period of a 1,000-job site costs far less than its 1 s.
+#include <benchmark/benchmark.h>
+
+#include <fmt/format.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "coord/coordinator.h"
+#include "coord/layout.h"
+#include "coord/member.h"
+#include "coord/memory_store.h"
+#include "coord/plan.h"
+
+namespace headroom::bench {
+namespace {
+
+constexpr int64_t kTerm = 7;
+
+// Job i's floor (100-300 W) and nameplate (400-1000 W), spread evenly and deterministically.
+double FloorW(int i) { return 100.0 + 200.0 * static_cast<double>((i * 37) % 101) / 100.0; }
+double NameplateW(int i) { return 400.0 + 600.0 * static_cast<double>((i * 53) % 97) / 96.0; }
+std::string JobName(int i) { return fmt::format("job-{:04d}", i); }
+
+// Half of the demand above the floors.
+double SiteBudgetW(int n) {
+  double floors_w = 0.0, demand_w = 0.0;
+  for (int i = 0; i < n; ++i) {
+    floors_w += FloorW(i);
+    demand_w += NameplateW(i);
+  }
+  return floors_w + 0.5 * (demand_w - floors_w);
+}
+
+coord::Member MemberOf(int i) {
+  coord::Member m;
+  m.job = JobName(i);
+  m.gpus = 8;
+  m.nameplate_w = NameplateW(i);
+  m.floor_w = FloorW(i);
+  m.demand_w = m.nameplate_w;
+  m.power_w = 0.9 * m.nameplate_w;
+  m.phase = "train";
+  m.value_tokens_per_j = 1.5;
+  m.budget_w = m.floor_w;
+  m.lease = 0x1000 + i;
+  return m;
+}
+
+// A site of n jobs in steady state: every job admitted, granted its target and acknowledged
+// (planned until nothing changes).
+struct Site {
+  coord::Ledger ledger;
+  coord::PlanInput in;
+};
+
+Site SteadySite(int n) {
+  Site s;
+  s.ledger.site_budget_w = SiteBudgetW(n);
+  s.ledger.target_site_budget_w = s.ledger.site_budget_w;
+  for (int i = 0; i < n; ++i) {
+    coord::Member m = MemberOf(i);
+    s.in.registered_at[m.job] = i + 2;
+    s.in.members[m.job] = std::move(m);
+  }
+  for (int round = 0; round < 20; ++round) {
+    coord::PlanOutput p = coord::Plan(s.ledger, s.in, kTerm);
+    s.ledger = std::move(p.ledger);
+    for (const coord::Grant& g : p.grants) {
+      s.in.grants[g.job] = g;
+      s.in.acks[g.job] = coord::Ack{g.job, g.term, g.seq, g.lease, g.job_budget_w};
+    }
+    if (!p.changed) break;
+  }
+  return s;
+}
+
+// A period in which nothing changed: the leader's plan when the site is steady.
+void BM_PlanSteady(benchmark::State& state) {
+  const Site s = SteadySite(static_cast<int>(state.range(0)));
+  if (coord::Plan(s.ledger, s.in, kTerm).changed) state.SkipWithError("the site is not steady");
+  for (auto _ : state) {
+    coord::PlanOutput p = coord::Plan(s.ledger, s.in, kTerm);
+    benchmark::DoNotOptimize(p.changed);
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));  // jobs
+}
+BENCHMARK(BM_PlanSteady)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
+
+// A period in which every job's demand changed: every grant is lowered and rewritten.
+void BM_PlanEveryDemandChanged(benchmark::State& state) {
+  Site s = SteadySite(static_cast<int>(state.range(0)));
+  for (auto& [job, m] : s.in.members) m.demand_w = 0.9 * m.demand_w;
+  size_t grants = 0;
+  for (auto _ : state) {
+    coord::PlanOutput p = coord::Plan(s.ledger, s.in, kTerm);
+    grants = p.grants.size();
+    benchmark::DoNotOptimize(p.changed);
+  }
+  if (grants != static_cast<size_t>(state.range(0))) state.SkipWithError("not every job regranted");
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_PlanEveryDemandChanged)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
+
+void BM_Allocate(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  std::map<std::string, coord::AllocationJob> jobs;
+  for (int i = 0; i < n; ++i) jobs[JobName(i)] = {FloorW(i), NameplateW(i)};
+  const double available_w = SiteBudgetW(n);
+  for (auto _ : state) {
+    auto out = coord::Allocate(available_w, jobs);
+    benchmark::DoNotOptimize(out.size());
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_Allocate)->Arg(1000)->Unit(benchmark::kMicrosecond);
+
+void BM_LedgerToJson(benchmark::State& state) {
+  const Site s = SteadySite(static_cast<int>(state.range(0)));
+  size_t bytes = 0;
+  for (auto _ : state) {
+    const std::string text = coord::ToJson(s.ledger);
+    bytes = text.size();
+    benchmark::DoNotOptimize(text.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(bytes) * state.iterations());
+}
+BENCHMARK(BM_LedgerToJson)->Arg(1000)->Unit(benchmark::kMicrosecond);
+
+void BM_LedgerFromJson(benchmark::State& state) {
+  const Site s = SteadySite(static_cast<int>(state.range(0)));
+  const std::string text = coord::ToJson(s.ledger);
+  for (auto _ : state) {
+    auto l = coord::LedgerFromJson(text, "ledger");
+    if (!l) state.SkipWithError("the ledger did not parse");
+    benchmark::DoNotOptimize(l->jobs.size());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(text.size()) * state.iterations());
+}
+BENCHMARK(BM_LedgerFromJson)->Arg(1000)->Unit(benchmark::kMicrosecond);
+
+// One member's value, as the leader parses 1,000 of them every period.
+void BM_MemberFromJson(benchmark::State& state) {
+  const std::string text = coord::ToJson(MemberOf(1));
+  for (auto _ : state) {
+    auto m = coord::MemberFromJson(text, "members/job-0001");
+    if (!m) state.SkipWithError("the member did not parse");
+    benchmark::DoNotOptimize(m->floor_w);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_MemberFromJson);
+
+// A whole steady leader period on the in-memory store: the range read of the site (members,
+// grants, acks: 3n + 2 keys, copied), every value parsed, the plan, the grants checked against
+// the ledger; nothing written. What the coordinator spends per period besides etcd and its
+// JSON gateway.
+void BM_CoordinatorPeriodSteady(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  double now_s = 0.0;
+  const auto clock = [&now_s] { return now_s; };
+  const auto quiet = [](const std::string&) {};
+  coord::MemoryStore store(clock);
+  coord::CoordinatorConfig config;
+  config.site = "bench";
+  config.site_budget_w = SiteBudgetW(n);
+  config.id = "bench-coordinator";
+  coord::Coordinator coordinator(store, config, clock, quiet);
+  std::vector<std::unique_ptr<coord::FleetMember>> members;
+  for (int i = 0; i < n; ++i) {
+    coord::MemberConfig mc;
+    mc.site = config.site;
+    mc.job = JobName(i);
+    mc.gpus = 8;
+    mc.floor_w = FloorW(i);
+    mc.nameplate_w = NameplateW(i);
+    mc.local_budget_w = mc.floor_w;
+    members.push_back(std::make_unique<coord::FleetMember>(store, mc, clock, quiet));
+  }
+  // Registered, admitted, granted, acknowledged: until the leader writes nothing more.
+  uint64_t writes = 0;
+  for (int round = 0; round < 40; ++round) {
+    now_s += 0.25;
+    for (auto& m : members) {
+      m->Step();
+      (void)m->Current();
+    }
+    coordinator.Step();
+    if (round > 8 && coordinator.status().ledger_writes == writes) break;
+    writes = coordinator.status().ledger_writes;
+  }
+  if (!coordinator.leading() || !coordinator.status().ledger ||
+      coordinator.status().ledger->jobs.size() != static_cast<size_t>(n)) {
+    state.SkipWithError("the site did not settle");
+  }
+  writes = coordinator.status().ledger_writes;
+  for (auto _ : state) coordinator.Step();
+  if (coordinator.status().ledger_writes != writes) state.SkipWithError("a steady period wrote");
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_CoordinatorPeriodSteady)->Arg(1000)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace headroom::bench

@@ -1,0 +1,345 @@
+// `headroom coordinator`: one replica of a site's coordinator (docs/FLEET.md). Any number may
+// run; one leads (coord::Coordinator's election on etcd). Thin: options, the store, the HTTP API,
+// signals and the steady clock; each period is coord::Coordinator::Step.
+#include <fmt/format.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "cli/commands.h"
+#include "coord/coordinator.h"
+#include "coord/coordinator_server.h"
+#include "coord/etcd_store.h"
+#include "coord/layout.h"
+
+namespace headroom::cli {
+namespace {
+
+inline constexpr double kMinPeriodS = 0.1;
+inline constexpr double kMaxPeriodS = 60.0;
+inline constexpr int64_t kMinLeaseTtlS = 2;
+inline constexpr int64_t kMaxLeaseTtlS = 60;
+inline constexpr double kMinForgetAfterS = 1.0;
+inline constexpr double kMaxForgetAfterS = 7 * 86400.0;
+inline constexpr double kEtcdTimeoutS = 2.0;  // connecting, and each wait for an answer
+inline constexpr size_t kMaxTokenBytes = 4096;
+
+struct CoordinatorArgs {
+  std::string etcd;
+  std::string site;
+  double site_budget_w = 0.0;
+  double reserve_w = 0.0;
+  double period_s = 1.0;
+  int64_t lease_ttl_s = 3;
+  std::string listen = "127.0.0.1:9500";
+  std::string token;
+  std::string token_file;
+  std::vector<std::string> allow_hosts;
+  bool insecure_listen = false;
+  double forget_after_s = 60.0;
+};
+
+using Log = std::function<void(const std::string&)>;
+
+// SIGINT and SIGTERM, blocked in every thread (the constructor runs before the server's threads
+// start, and threads inherit the mask) and taken by one thread with sigwait: it sets `stop` and
+// wakes SleepUntil, so the loop ends at once, whatever the period. A repeated signal changes
+// nothing (supervisors send more than one); SIGKILL remains, and the lease's TTL covers it.
+class StopSignal {
+ public:
+  explicit StopSignal(Log log) : log_(std::move(log)) {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    sigaddset(&set_, SIGUSR1);  // our own: the waiter's end
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+    waiter_ = std::thread([this] { Wait(); });
+  }
+  ~StopSignal() {
+    {
+      std::lock_guard lock(mu_);
+      quitting_ = true;
+    }
+    pthread_kill(waiter_.native_handle(), SIGUSR1);
+    waiter_.join();
+  }
+  StopSignal(const StopSignal&) = delete;
+  StopSignal& operator=(const StopSignal&) = delete;
+
+  bool stop() const { return stop_.load(); }
+  void SleepUntil(std::chrono::steady_clock::time_point t) {
+    std::unique_lock lock(mu_);
+    cv_.wait_until(lock, t, [this] { return stop_.load(); });
+  }
+
+ private:
+  void Wait() {
+    for (;;) {
+      int signal = 0;
+      if (sigwait(&set_, &signal) != 0) continue;
+      std::unique_lock lock(mu_);
+      if (signal == SIGUSR1) {
+        if (quitting_) return;
+        continue;
+      }
+      if (stop_.load()) continue;  // already stopping
+      stop_.store(true);
+      lock.unlock();
+      cv_.notify_all();
+      log_(fmt::format("{}: stopping (resigning the lead first)", strsignal(signal)));
+    }
+  }
+
+  Log log_;
+  sigset_t set_{};
+  std::thread waiter_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool quitting_ = false;  // under mu_
+  std::atomic<bool> stop_{false};
+};
+
+Status CheckToken(const std::string& token, std::string_view where) {
+  if (token.empty()) return Error::Usage(fmt::format("{}: the token is empty", where));
+  if (token.size() > kMaxTokenBytes) {
+    return Error::Usage(
+        fmt::format("{}: the token is longer than {} bytes", where, kMaxTokenBytes));
+  }
+  for (char c : token) {
+    if (c <= ' ' || c == 0x7f) {
+      return Error::Usage(fmt::format(
+          "{}: the token may hold visible ASCII only (no spaces or control bytes)", where));
+    }
+  }
+  return OkStatus();
+}
+
+// The bearer token: --token-file, else HEADROOM_TOKEN, else --token (which every user of the
+// machine can read in the process list: a warning says so). Empty: none.
+Result<std::string> ResolveToken(const CoordinatorArgs& args, const Log& log) {
+  if (!args.token.empty() && !args.token_file.empty()) {
+    return Error::Usage("--token and --token-file: give one");
+  }
+  if (!args.token_file.empty()) {
+    std::ifstream in(args.token_file, std::ios::binary);
+    if (!in) {
+      return Error::Io(
+          fmt::format("--token-file {}: cannot open: {}", args.token_file, std::strerror(errno)));
+    }
+    std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+    if (auto st = CheckToken(token, "--token-file " + args.token_file); !st)
+      return std::move(st).error();
+    struct stat st {};
+    if (stat(args.token_file.c_str(), &st) == 0 && (st.st_mode & 0077) != 0) {
+      log(fmt::format("warning: --token-file {} is readable by other users (chmod 600 it)",
+                      args.token_file));
+    }
+    return token;
+  }
+  if (const char* env = std::getenv("HEADROOM_TOKEN");
+      env != nullptr && *env != '\0' && args.token.empty()) {
+    std::string token(env);
+    if (auto st = CheckToken(token, "HEADROOM_TOKEN"); !st) return std::move(st).error();
+    return token;
+  }
+  if (!args.token.empty()) {
+    if (auto st = CheckToken(args.token, "--token"); !st) return std::move(st).error();
+    log("warning: --token is visible to every user of this machine (ps); prefer --token-file "
+        "or HEADROOM_TOKEN");
+  }
+  return args.token;
+}
+
+struct Listen {
+  std::string host;  // without brackets
+  int port = 0;
+  // host:port as others reach it: "[::1]:9500" for IPv6.
+  std::string Address(int real_port) const {
+    return host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, real_port)
+                                               : fmt::format("{}:{}", host, real_port);
+  }
+};
+
+// "host:port" or "[ipv6]:port", port 0-65535 (0: any free port).
+Result<Listen> ParseListen(const std::string& text) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return Error::Usage(fmt::format("--listen '{}': expected HOST:PORT", text));
+  }
+  std::string host = text.substr(0, colon);
+  if (host.front() == '[') {
+    if (host.size() < 3 || host.back() != ']') {
+      return Error::Usage(fmt::format("--listen '{}': expected [IPv6]:PORT", text));
+    }
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string::npos) {
+    return Error::Usage(fmt::format("--listen '{}': write an IPv6 address as [ADDR]:PORT", text));
+  }
+  const std::string digits = text.substr(colon + 1);
+  int port = 0;
+  bool ok = !digits.empty() && digits.size() <= 5;
+  for (char c : digits) {
+    ok = ok && c >= '0' && c <= '9';
+    if (ok) port = port * 10 + (c - '0');
+  }
+  if (!ok || port > 65535) {
+    return Error::Usage(fmt::format("--listen '{}': the port must be 0-65535", text));
+  }
+  return Listen{std::move(host), port};
+}
+
+// hostname:pid:random hex, unique per replica.
+std::string ReplicaId() {
+  std::array<char, 256> name{};
+  if (gethostname(name.data(), name.size() - 1) != 0) std::strcpy(name.data(), "host");
+  std::random_device rd;
+  const uint64_t random = (static_cast<uint64_t>(rd()) << 32) | rd();
+  return fmt::format("{}:{}:{:016x}", name.data(), static_cast<long long>(getpid()), random);
+}
+
+double SteadyNowS() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+Status RunCoordinator(const CoordinatorArgs& args) {
+  static std::mutex log_mu;  // the loop, the server and the signal thread all log
+  const Log log = [](const std::string& line) {
+    std::lock_guard lock(log_mu);
+    fmt::print(stderr, "headroom coordinator: {}\n", line);
+  };
+
+  // Options first: nothing is opened or bound before they are all good.
+  if (auto st = coord::CheckName(args.site, "--site"); !st) return st;
+  if (!(args.site_budget_w > 0.0)) {
+    return Error::Usage(fmt::format("--site-budget-w {}: expected > 0", args.site_budget_w));
+  }
+  if (args.reserve_w >= args.site_budget_w) {
+    return Error::Usage(fmt::format("--reserve-w {}: expected below --site-budget-w {}",
+                                    args.reserve_w, args.site_budget_w));
+  }
+  if (static_cast<double>(args.lease_ttl_s) <= args.period_s) {
+    return Error::Usage(fmt::format(
+        "--lease-ttl-s {}: must exceed --period-s {} (the lease is renewed once a period)",
+        args.lease_ttl_s, args.period_s));
+  }
+  auto listen = ParseListen(args.listen);
+  if (!listen) return std::move(listen).error();
+  auto token = ResolveToken(args, log);
+  if (!token) return std::move(token).error();
+  if (!coord::IsLoopbackHost(listen->host) && token->empty() && !args.insecure_listen) {
+    return Error::Usage(fmt::format(
+        "--listen {}: beyond loopback without a token; give --token-file (or HEADROOM_TOKEN), "
+        "or --insecure-listen to let anyone who can reach it set the site budget",
+        args.listen));
+  }
+  for (const std::string& host : args.allow_hosts) {
+    if (host.empty() || host.find_first_of(" \t/:@") != std::string::npos) {
+      return Error::Usage(fmt::format("--allow-host '{}': expected a host name", host));
+    }
+  }
+
+  // From here on, signals stop the loop; the server's threads inherit their mask.
+  StopSignal signals(log);
+  auto store = coord::EtcdStore::Open(args.etcd, kEtcdTimeoutS);
+  if (!store) {
+    const Error& e = store.error();
+    if (e.kind() == ErrorKind::kUsage) return Error::Usage(fmt::format("--etcd: {}", e.message()));
+    return Error::Io(fmt::format("cannot reach etcd at start: {}", e.message()));
+  }
+
+  coord::CoordinatorApiConfig api;
+  api.token = *token;
+  api.allowed_hosts = args.allow_hosts;
+  coord::CoordinatorServer server(api);
+  if (auto st = server.Bind(listen->host, listen->port); !st) return st;
+
+  coord::CoordinatorConfig config;
+  config.site = args.site;
+  config.site_budget_w = args.site_budget_w;
+  config.reserve_w = args.reserve_w;
+  config.period_s = args.period_s;
+  config.lease_ttl_s = args.lease_ttl_s;
+  config.forget_after_s = args.forget_after_s;
+  config.id = ReplicaId();
+  config.listen = listen->Address(server.port());
+  coord::CoordinatorHost host(**store, config, SteadyNowS, log);
+  server.Serve(host);
+
+  log(fmt::format(
+      "replica {} of site '{}': etcd {}, site budget {:.1f} W (when the site has no ledger yet), "
+      "reserve {:.1f} W, period {} s, lease TTL {} s, forget after {} s, token {}",
+      config.id, config.site, (*store)->Describe(), config.site_budget_w, config.reserve_w,
+      config.period_s, config.lease_ttl_s, config.forget_after_s,
+      token->empty() ? "none" : "required on POST"));
+  log(fmt::format("listening on http://{}/", config.listen));
+
+  // Every period on the steady clock; a period missed (a slow store) is skipped, not caught up.
+  const auto period = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(args.period_s));
+  auto next = std::chrono::steady_clock::now();
+  while (!signals.stop()) {
+    host.Step();
+    const auto now = std::chrono::steady_clock::now();
+    while (next <= now) next += period;
+    signals.SleepUntil(next);
+  }
+  // A clean stop: the lease revoked, so another replica leads at once (not after the TTL).
+  host.Resign();
+  server.Stop();
+  log("stopped");
+  return OkStatus();
+}
+
+}  // namespace
+
+Command SetupCoordinator(CLI::App& app) {
+  auto a = std::make_shared<CoordinatorArgs>();
+  app.add_option("--etcd", a->etcd, "etcd members, URL[,URL...] (http://host:port)")->required();
+  app.add_option("--site", a->site, "The site's name (letters, digits, '.', '_', '-')")->required();
+  app.add_option("--site-budget-w", a->site_budget_w,
+                 "The site budget (whole jobs: GPUs and node overhead), used when the site has "
+                 "no ledger yet; afterwards the ledger's (POST /v1/site-budget changes it)")
+      ->required()
+      ->check(Real(0.0, kMaxFleetPowerW));
+  app.add_option("--reserve-w", a->reserve_w, "Watts of the site budget never granted")
+      ->check(Real(0.0, kMaxFleetPowerW));
+  app.add_option("--period-s", a->period_s, "How often the leader plans and writes")
+      ->check(Real(kMinPeriodS, kMaxPeriodS));
+  app.add_option("--lease-ttl-s", a->lease_ttl_s,
+                 "The replica's lease: a killed leader is replaced within it (must exceed "
+                 "--period-s)")
+      ->check(Integer(kMinLeaseTtlS, kMaxLeaseTtlS));
+  app.add_option("--listen", a->listen, "HOST:PORT of the API and fleet page (port 0: any free)");
+  app.add_option("--token", a->token,
+                 "Bearer token required on POST (visible in ps: prefer --token-file or "
+                 "HEADROOM_TOKEN)");
+  app.add_option("--token-file", a->token_file, "File holding the bearer token (chmod 600)");
+  app.add_option("--allow-host", a->allow_hosts,
+                 "A name this replica is reached by, accepted in Host (besides IP literals and "
+                 "localhost); repeatable");
+  app.add_flag("--insecure-listen", a->insecure_listen,
+               "Allow --listen beyond loopback without a token");
+  app.add_option("--forget-after-s", a->forget_after_s,
+                 "A job without a member for this long leaves the ledger")
+      ->check(Real(kMinForgetAfterS, kMaxForgetAfterS));
+  return [a]() -> Status { return RunCoordinator(*a); };
+}
+
+}  // namespace headroom::cli

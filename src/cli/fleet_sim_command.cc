@@ -1,0 +1,115 @@
+// `headroom fleet-sim`: a coordinator and twin-mode agents in one process, over the in-memory
+// store or a real etcd (docs/FLEET.md). Thin: options, the store, progress, the outputs.
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "cli/progress.h"
+#include "cli/trace_options.h"
+#include "common/paths.h"
+#include "coord/etcd_store.h"
+#include "report/fleet_sim_report.h"
+#include "sim/fleet_sim.h"
+
+namespace headroom::cli {
+namespace {
+
+struct FleetSimArgs {
+  std::string jobs = "a100-72b-tp4:2,a100-14b-tp2:2,a100-7b-tp1:4";
+  double site_budget_w = 0.0;
+  double reserve_w = 0.0;
+  double speed = 20.0;
+  double duration_s = 3600.0;
+  uint64_t seed = 1;
+  std::string etcd;
+  bool json = false;
+  std::string report;
+  std::string policies = "policies";
+  std::string controller = "ppo";
+  double period_s = 1.0;
+  int64_t lease_ttl_s = 3;
+  bool verbose = false;
+};
+
+Status RunFleetSimCommand(const FleetSimArgs& args) {
+  auto jobs = sim::ParseFleetJobs(args.jobs);
+  if (!jobs) return std::move(jobs).error();
+  if (args.reserve_w >= args.site_budget_w) {
+    return Error::Usage(fmt::format("--reserve-w {} W: expected below --site-budget-w {} W",
+                                    args.reserve_w, args.site_budget_w));
+  }
+  if (args.controller != "ppo" && args.controller != "pid") {
+    return Error::Usage(fmt::format("--controller: unknown '{}' (ppo, pid)", args.controller));
+  }
+  if (!args.report.empty()) {
+    if (auto st = RefuseOutputOverInput(args.report, "--report", {{"--policies", args.policies}});
+        !st) {
+      return st;
+    }
+  }
+  sim::FleetSimConfig config;
+  config.jobs = std::move(*jobs);
+  config.site_budget_w = args.site_budget_w;
+  config.reserve_w = args.reserve_w;
+  config.duration_s = args.duration_s;
+  config.speed = args.speed;
+  config.seed = args.seed;
+  config.period_s = args.period_s;
+  config.lease_ttl_s = args.lease_ttl_s;
+  config.controller = args.controller;
+  config.policies_dir = args.policies;
+  std::unique_ptr<coord::EtcdStore> etcd;
+  if (!args.etcd.empty()) {
+    auto opened = coord::EtcdStore::Open(args.etcd);
+    if (!opened) return std::move(opened).error();
+    etcd = std::move(*opened);
+  }
+  Progress progress("fleet-sim", std::nullopt);
+  const auto log = [&](const std::string& line) {
+    if (args.verbose) fmt::print(stderr, "headroom fleet-sim: {}\n", line);
+  };
+  auto result = sim::RunFleetSim(
+      config, etcd.get(), etcd ? "etcd" : "memory",
+      [&](double done_s, double total_s) { progress.UpdateCount(done_s, total_s, "simulated s"); },
+      log);
+  if (!result) return std::move(result).error();
+  const auto& r = *result;
+  return EmitResult(args.report, args.json,
+                    {[&] { return report::FleetSimReportHtml(r, args.seed); },
+                     [&] { return report::FleetSimToJson(r, args.seed).dump(2); },
+                     [&] { return report::FleetSimToText(r); }});
+}
+
+}  // namespace
+
+Command SetupFleetSim(CLI::App& app) {
+  auto a = std::make_shared<FleetSimArgs>();
+  app.add_option("--jobs", a->jobs, "SCENARIO:COUNT,... (the paper's 16-GPU composite)")
+      ->capture_default_str();
+  app.add_option("--site-budget-w", a->site_budget_w, "The site's budget (whole site, W)")
+      ->required()
+      ->check(Real(1.0, 1e9));
+  app.add_option("--reserve-w", a->reserve_w, "Kept out of every grant (W)")->check(Real(0.0, 1e9));
+  app.add_option("--speed", a->speed, "Simulated seconds per wall second (0: as fast as it can)")
+      ->check(Real(0.0, 1e6))
+      ->capture_default_str();
+  app.add_option("--duration-s", a->duration_s, "Simulated time")
+      ->check(Real(1.0, 30 * 86400.0))
+      ->capture_default_str();
+  app.add_option("--seed", a->seed, "Seed of every draw")->check(Integer(0, kMaxSeed));
+  app.add_option("--etcd", a->etcd,
+                 "A real etcd (URL[,URL...]) instead of the in-memory store; its keys under "
+                 "/headroom/fleet-sim/ are replaced");
+  app.add_flag("--json", a->json, "Print the result as JSON");
+  app.add_option("--report", a->report, "Write an HTML report");
+  app.add_option("--policies", a->policies,
+                 "Directory of the scenarios' policies (<scenario>.json; without one: pid)")
+      ->capture_default_str();
+  app.add_option("--controller", a->controller, "ppo (where a policy exists) or pid")
+      ->capture_default_str();
+  app.add_option("--period-s", a->period_s, "The coordinator's period")->check(Real(0.5, 60.0));
+  app.add_option("--lease-ttl-s", a->lease_ttl_s, "Lease TTL")->check(Integer(2, 60));
+  app.add_flag("--verbose", a->verbose, "The coordinator's log on stderr");
+  return [a]() -> Status { return RunFleetSimCommand(*a); };
+}
+
+}  // namespace headroom::cli

@@ -1,0 +1,359 @@
+#include "coord/coordinator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace headroom::coord {
+
+Coordinator::Coordinator(Store& store, CoordinatorConfig config, std::function<double()> now_s,
+                         std::function<void(const std::string&)> log)
+    : store_(store),
+      config_(std::move(config)),
+      keys_(config_.site),
+      now_s_(std::move(now_s)),
+      log_(std::move(log)) {}
+
+void Coordinator::StepDown(const std::string& why) {
+  if (term_ != 0) log_(fmt::format("leadership of term {} lost: {}", term_, why));
+  term_ = 0;
+  status_.role = "candidate";
+  status_.term = 0;
+  requested_budget_w_.reset();  // the operator asks the next leader
+  decrease_since_s_.reset();
+}
+
+bool Coordinator::KeepLease(double now_s) {
+  if (lease_ != 0 && now_s - lease_renewed_s_ >= static_cast<double>(config_.lease_ttl_s) / 3.0) {
+    auto kept = store_.LeaseKeepAlive(lease_);
+    if (kept) {
+      lease_renewed_s_ = now_s;
+    } else if (IsLeaseGone(kept.error())) {
+      StepDown("our lease expired");
+      lease_ = 0;
+    } else {
+      status_.last_error = kept.error().message();
+      // Unreachable: we may no longer lead. Our writes are conditioned on the term, so a stale
+      // leader writes nothing; stop trying until the lease is confirmed.
+      if (now_s - lease_renewed_s_ >= static_cast<double>(config_.lease_ttl_s)) {
+        StepDown("the store unreachable for a lease TTL");
+      }
+      return false;
+    }
+  }
+  if (lease_ == 0) {
+    auto granted = store_.LeaseGrant(config_.lease_ttl_s);
+    if (!granted) {
+      status_.last_error = granted.error().message();
+      return false;
+    }
+    lease_ = *granted;
+    lease_renewed_s_ = now_s;
+  }
+  return true;
+}
+
+void Coordinator::Step() {
+  const double now_s = now_s_();
+  if (!KeepLease(now_s)) return;
+  if (term_ == 0) {
+    // Campaign: the leader key, created only if absent, on our lease.
+    TxnRequest campaign;
+    campaign.compare.push_back(Compare::CreateRevision(keys_.leader(), Compare::Result::kEqual, 0));
+    const std::string value =
+        fmt::format(R"({{"id":"{}","listen":"{}"}})", config_.id, config_.listen);
+    campaign.success.push_back(Op::Put(keys_.leader(), value, lease_));
+    campaign.failure.push_back(Op::Get(keys_.leader()));
+    auto r = store_.Txn(campaign);
+    if (!r) {
+      status_.last_error = r.error().message();
+      return;  // an unknown outcome resolves itself below next period (the key's lease is ours)
+    }
+    if (r->succeeded) {
+      term_ = r->revision;
+      log_(fmt::format("leading site '{}', term {}", config_.site, term_));
+    } else if (!r->responses.empty() && !r->responses[0].empty()) {
+      const KeyValue& kv = r->responses[0][0];
+      if (kv.lease == lease_) {
+        term_ = kv.create_revision;  // our own campaign, whose reply was lost
+        log_(fmt::format("leading site '{}', term {}", config_.site, term_));
+      } else {
+        status_.role = "follower";
+        status_.leader = kv.value;
+        return;
+      }
+    } else {
+      return;
+    }
+    status_.role = "leader";
+    status_.term = term_;
+    status_.leader = config_.id;
+    gone_since_s_.clear();  // a new leader counts absences afresh (later, never sooner)
+  }
+  Lead(now_s);
+}
+
+namespace {
+
+std::string_view JobOf(const std::string& key, const std::string& prefix) {
+  return std::string_view(key).substr(prefix.size());
+}
+
+}  // namespace
+
+void Coordinator::Lead(double now_s) {
+  auto snap = store_.Get(keys_.root, /*prefix=*/true);
+  if (!snap) {
+    status_.last_error = snap.error().message();
+    return;
+  }
+  const KeyValue* leader = nullptr;
+  const KeyValue* ledger_kv = nullptr;
+  PlanInput in;
+  in.forget_after_s = config_.forget_after_s;
+  const auto malformed = [&](const KeyValue& kv, const Error& e) {
+    ++status_.malformed_values;
+    auto& seen = malformed_seen_[kv.key];
+    if (seen != kv.mod_revision) {
+      seen = kv.mod_revision;
+      log_(fmt::format("ignored: {}", e.message()));
+    }
+  };
+  for (const KeyValue& kv : snap->kvs) {
+    if (kv.key == keys_.leader()) {
+      leader = &kv;
+    } else if (kv.key == keys_.ledger()) {
+      ledger_kv = &kv;
+    } else if (kv.key.starts_with(keys_.members())) {
+      auto m = MemberFromJson(kv.value, kv.key);
+      if (!m) {
+        malformed(kv, m.error());
+        continue;
+      }
+      if (m->job != JobOf(kv.key, keys_.members()) || m->lease != kv.lease) {
+        malformed(kv, Error::Input(fmt::format("{}: job or lease differs from the key's", kv.key)));
+        continue;
+      }
+      in.registered_at[m->job] = kv.create_revision;
+      in.members[m->job] = std::move(*m);
+    } else if (kv.key.starts_with(keys_.acks())) {
+      auto a = AckFromJson(kv.value, kv.key);
+      if (!a) {
+        malformed(kv, a.error());
+        continue;
+      }
+      in.acks[a->job] = std::move(*a);
+    } else if (kv.key.starts_with(keys_.grants())) {
+      auto g = GrantFromJson(kv.value, kv.key);
+      if (!g) {
+        malformed(kv, g.error());
+        continue;
+      }
+      in.grants[g->job] = std::move(*g);
+    }
+  }
+  if (leader == nullptr || leader->lease != lease_ || leader->create_revision != term_) {
+    StepDown("the leader key is no longer ours");
+    return;
+  }
+  Ledger ledger;
+  int64_t ledger_rev = 0;
+  if (ledger_kv != nullptr) {
+    auto l = LedgerFromJson(ledger_kv->value, ledger_kv->key);
+    if (!l) {
+      // A ledger we cannot read is not overwritten: its held watts are unknown.
+      malformed(*ledger_kv, l.error());
+      status_.last_error = l.error().message();
+      return;
+    }
+    ledger = std::move(*l);
+    ledger_rev = ledger_kv->mod_revision;
+    if (std::abs(ledger.target_site_budget_w - config_.site_budget_w) > 1e-6 &&
+        !requested_budget_w_ && status_.conflict.empty() && ledger.term != term_) {
+      status_.conflict = fmt::format(
+          "the ledger's site budget is {:.1f} W, ours (--site-budget-w) {:.1f} W: following "
+          "the ledger",
+          ledger.target_site_budget_w, config_.site_budget_w);
+      log_(status_.conflict);
+    }
+  } else {
+    ledger.site_budget_w = config_.site_budget_w;
+    ledger.target_site_budget_w = config_.site_budget_w;
+    ledger.reserve_w = config_.reserve_w;
+  }
+  bool target_changed = false;
+  if (requested_budget_w_) {
+    const double w = *requested_budget_w_;
+    requested_budget_w_.reset();
+    if (w - ledger.reserve_w < ledger.FloorsW() - 1e-6) {
+      const std::string why = fmt::format(
+          "site budget {:.1f} W refused: below the floors of the running jobs {:.1f} W + "
+          "reserve {:.1f} W",
+          w, ledger.FloorsW(), ledger.reserve_w);
+      log_(why);
+      status_.last_error = why;
+    } else {
+      if (w < ledger.site_budget_w) decrease_since_s_ = now_s;
+      target_changed = ledger.target_site_budget_w != w;
+      ledger.target_site_budget_w = w;
+      status_.conflict.clear();
+      log_(fmt::format("site budget {:.1f} W asked (in force {:.1f} W)", w, ledger.site_budget_w));
+    }
+  }
+  // Absences, on our clock.
+  for (const auto& [job, j] : ledger.jobs) {
+    if (in.members.contains(job)) {
+      gone_since_s_.erase(job);
+    } else {
+      auto [it, fresh] = gone_since_s_.try_emplace(job, now_s);
+      in.gone_for_s[job] = now_s - it->second;
+    }
+  }
+  PlanOutput plan = Plan(ledger, in, term_);
+  for (const std::string& line : plan.log) log_(line);
+  status_.members = in.members;
+  status_.refused.clear();
+  for (const auto& [job, m] : in.members) {
+    if (plan.ledger.jobs.contains(job)) continue;
+    for (const Grant& g : plan.grants) {
+      if (g.job == job && !g.admitted)
+        status_.refused.push_back(fmt::format("{}: {}", job, g.reason));
+    }
+    if (auto g = in.grants.find(job); g != in.grants.end() && !g->second.admitted) {
+      status_.refused.push_back(fmt::format("{}: {}", job, g->second.reason));
+    }
+  }
+  if (!plan.changed && !target_changed && ledger_kv != nullptr) {
+    RepairGrants(plan.ledger, in.grants, {});
+    status_.ledger = std::move(plan.ledger);
+    return;
+  }
+  if (InvariantSlackW(plan.ledger) < 0.0) {
+    ++status_.invariant_refusals;
+    log_(
+        fmt::format("BUG: a plan holding {:.3f} W > site budget {:.3f} W - reserve {:.3f} W was "
+                    "not written",
+                    plan.ledger.HeldW(), plan.ledger.site_budget_w, plan.ledger.reserve_w));
+    return;
+  }
+  plan.ledger.request_id = fmt::format("{}:{}", config_.id, ++request_counter_);
+  TxnRequest txn;
+  txn.compare.push_back(Compare::CreateRevision(keys_.leader(), Compare::Result::kEqual, term_));
+  txn.compare.push_back(
+      ledger_kv != nullptr
+          ? Compare::ModRevision(keys_.ledger(), Compare::Result::kEqual, ledger_rev)
+          : Compare::CreateRevision(keys_.ledger(), Compare::Result::kEqual, 0));
+  txn.success.push_back(Op::Put(keys_.ledger(), ToJson(plan.ledger)));
+  // The grants go with the ledger in one transaction, up to etcd's cap on operations per
+  // transaction; the rest follow, each conditioned on our term. A grant key only ever carries
+  // what a ledger already written holds, so the invariant does not depend on when it lands.
+  std::vector<Op> grant_ops;
+  for (const Grant& g : plan.grants) grant_ops.push_back(Op::Put(keys_.grant(g.job), ToJson(g)));
+  for (const std::string& job : plan.forgotten) grant_ops.push_back(Op::Delete(keys_.grant(job)));
+  const size_t inline_ops = std::min(grant_ops.size(), kMaxTxnOps - 1);
+  txn.success.insert(txn.success.end(), grant_ops.begin(),
+                     grant_ops.begin() + static_cast<std::ptrdiff_t>(inline_ops));
+  const double sent_s = now_s_();
+  auto r = store_.Txn(txn);
+  bool written = false;
+  if (r) {
+    written = r->succeeded;
+    if (!written) ++status_.write_conflicts;
+  } else if (IsOutcomeUnknown(r.error())) {
+    // Resolved by reading back the request id written with it.
+    ++status_.unknown_outcomes;
+    auto back = store_.Get(keys_.ledger());
+    if (back && !back->kvs.empty()) {
+      auto l = LedgerFromJson(back->kvs[0].value, keys_.ledger());
+      written = l && l->request_id == plan.ledger.request_id;
+    }
+    log_(fmt::format("ledger write {} had an unknown outcome: {}", plan.ledger.request_id,
+                     written ? "applied" : "not applied"));
+  } else {
+    status_.last_error = r.error().message();
+  }
+  status_.txn_latency_s.push_back(now_s_() - sent_s);
+  if (status_.txn_latency_s.size() > 1024) {
+    status_.txn_latency_s.erase(status_.txn_latency_s.begin());
+  }
+  if (!written) return;
+  ++status_.ledger_writes;
+  std::set<std::string> fresh;  // grant keys this write sets
+  for (const Grant& g : plan.grants) fresh.insert(g.job);
+  for (const std::string& job : plan.forgotten) fresh.insert(job);
+  WriteGrantOps(std::vector<Op>(grant_ops.begin() + static_cast<std::ptrdiff_t>(inline_ops),
+                                grant_ops.end()));
+  RepairGrants(plan.ledger, in.grants, fresh);
+  if (decrease_since_s_ && plan.ledger.site_budget_w <= plan.ledger.target_site_budget_w + 1e-9) {
+    status_.decrease_settle_s.push_back(now_s - *decrease_since_s_);
+    decrease_since_s_.reset();
+  }
+  status_.ledger = std::move(plan.ledger);
+}
+
+void Coordinator::WriteGrantOps(const std::vector<Op>& ops) {
+  for (size_t at = 0; at < ops.size(); at += kMaxTxnOps) {
+    TxnRequest txn;
+    txn.compare.push_back(Compare::CreateRevision(keys_.leader(), Compare::Result::kEqual, term_));
+    const size_t end = std::min(ops.size(), at + kMaxTxnOps);
+    txn.success.assign(ops.begin() + static_cast<std::ptrdiff_t>(at),
+                       ops.begin() + static_cast<std::ptrdiff_t>(end));
+    auto r = store_.Txn(txn);
+    if (!r || !r->succeeded) {
+      // The next period's repair writes what is missing.
+      if (!r) status_.last_error = r.error().message();
+      return;
+    }
+  }
+}
+
+void Coordinator::RepairGrants(const Ledger& ledger, const std::map<std::string, Grant>& stored,
+                               const std::set<std::string>& fresh) {
+  // A grant key behind the ledger (a write lost with a leader, or a follow-up that failed):
+  // written again from the ledger, under the term of the ledger that holds it.
+  std::vector<Op> ops;
+  for (const auto& [job, j] : ledger.jobs) {
+    if (j.lease == 0 || fresh.contains(job)) continue;
+    const auto it = stored.find(job);
+    if (it != stored.end() && it->second.seq == j.seq && it->second.lease == j.lease) continue;
+    Grant g;
+    g.job = job;
+    g.term = ledger.term;
+    g.seq = j.seq;
+    g.lease = j.lease;
+    g.job_budget_w = j.grant_w;
+    g.admitted = true;
+    ops.push_back(Op::Put(keys_.grant(job), ToJson(g)));
+    ++status_.grant_repairs;
+  }
+  WriteGrantOps(ops);
+}
+
+Status Coordinator::RequestSiteBudget(double site_budget_w) {
+  if (!(site_budget_w > 0.0) || !std::isfinite(site_budget_w)) {
+    return Error::Usage(fmt::format("site_budget_w: {} W: expected > 0", site_budget_w));
+  }
+  if (status_.ledger) {
+    const Ledger& l = *status_.ledger;
+    if (site_budget_w - l.reserve_w < l.FloorsW() - 1e-6) {
+      return Error::Usage(fmt::format(
+          "site_budget_w: {:.1f} W is below the floors of the running jobs {:.1f} W + reserve "
+          "{:.1f} W",
+          site_budget_w, l.FloorsW(), l.reserve_w));
+    }
+  }
+  requested_budget_w_ = site_budget_w;
+  return OkStatus();
+}
+
+void Coordinator::Resign() {
+  if (lease_ != 0) {
+    if (auto st = store_.LeaseRevoke(lease_); !st) status_.last_error = st.error().message();
+  }
+  lease_ = 0;
+  StepDown("resigned");
+}
+
+}  // namespace headroom::coord

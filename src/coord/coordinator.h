@@ -1,0 +1,96 @@
+// `headroom coordinator`'s core: one replica of the site's coordinator. Every period it keeps
+// its lease, campaigns for the leader key while no one leads, and, leading, reads the site's
+// keys in one snapshot, plans (plan.h) and writes the ledger and the grants in one transaction
+// conditioned on its term and on the ledger's revision as read. No threads, no clock of its own
+// (the caller's `now_s`), no I/O but the Store.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "coord/layout.h"
+#include "coord/plan.h"
+#include "coord/store.h"
+
+namespace headroom::coord {
+
+struct CoordinatorConfig {
+  std::string site;
+  double site_budget_w = 0.0;  // used when the site has no ledger yet
+  double reserve_w = 0.0;
+  double period_s = 1.0;
+  int64_t lease_ttl_s = 3;
+  double forget_after_s = 60.0;
+  std::string id;      // unique per replica (host, pid, a random part)
+  std::string listen;  // where its API is, written with the leader key
+};
+
+struct CoordinatorStatus {
+  std::string role = "candidate";  // candidate, follower, leader
+  int64_t term = 0;                // ours when leading
+  std::string leader;              // the leader's id, when known
+  std::optional<Ledger> ledger;    // the last read or written
+  std::map<std::string, Member> members;
+  std::vector<std::string> refused;  // jobs not admitted, with reasons
+  std::string conflict;              // the ledger's budget differs from ours
+  std::string last_error;
+  uint64_t ledger_writes = 0;
+  uint64_t write_conflicts = 0;  // transactions that lost a race
+  uint64_t unknown_outcomes = 0;
+  uint64_t invariant_refusals = 0;        // plans refused for breaking the invariant (a bug if > 0)
+  std::vector<double> txn_latency_s;      // the last 1024
+  std::vector<double> decrease_settle_s;  // per site budget decrease, from request to in force
+  uint64_t malformed_values = 0;
+  uint64_t grant_repairs = 0;  // grant keys written again from the ledger
+};
+
+// Operations per transaction: etcd's default cap (--max-txn-ops) is 128.
+inline constexpr size_t kMaxTxnOps = 100;
+
+class Coordinator {
+ public:
+  Coordinator(Store& store, CoordinatorConfig config, std::function<double()> now_s,
+              std::function<void(const std::string&)> log);
+
+  // One period. Never throws; store failures are logged and retried next period.
+  void Step();
+  // An operator's (or demand response's) new site budget, applied by the leader down first.
+  // Refused (with the numbers) below the floors of the running jobs plus the reserve.
+  Status RequestSiteBudget(double site_budget_w);
+  // Gives up the lease (a clean stop: another replica leads at once).
+  void Resign();
+
+  const CoordinatorStatus& status() const { return status_; }
+  bool leading() const { return term_ != 0; }
+
+ private:
+  void StepDown(const std::string& why);
+  void Lead(double now_s);
+  bool KeepLease(double now_s);
+  void WriteGrantOps(const std::vector<Op>& ops);
+  void RepairGrants(const Ledger& ledger, const std::map<std::string, Grant>& stored,
+                    const std::set<std::string>& fresh);
+
+  Store& store_;
+  CoordinatorConfig config_;
+  Keys keys_;
+  std::function<double()> now_s_;
+  std::function<void(const std::string&)> log_;
+  LeaseId lease_ = 0;
+  double lease_renewed_s_ = 0.0;
+  int64_t term_ = 0;
+  uint64_t request_counter_ = 0;
+  std::optional<double> requested_budget_w_;
+  std::optional<double> decrease_since_s_;
+  std::map<std::string, double> gone_since_s_;
+  std::map<std::string, int64_t> malformed_seen_;  // key -> mod_revision logged
+  CoordinatorStatus status_;
+};
+
+}  // namespace headroom::coord

@@ -1,0 +1,893 @@
+#include "coord/etcd_store.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string_view>
+#include <utility>
+
+namespace headroom::coord {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// The least time a watch waits for etcd's messages, whatever its wait_s: httplib's read timeout
+// is the only deadline a stream has, and it also bounds the wait for "created" and for history
+// (etcd sends the events of a watch that starts in the past from a loop that runs every 100 ms).
+constexpr double kMinWatchReadS = 0.25;
+// A watch stream that sends more than this without a line end is not etcd.
+constexpr size_t kMaxWatchLineBytes = size_t{256} << 20;
+
+// --- Base64 (RFC 4648, with padding): how the gateway carries bytes ---
+
+constexpr std::string_view kBase64Alphabet =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+std::string Base64Encode(std::string_view in) {
+  std::string out;
+  out.reserve((in.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 3 <= in.size(); i += 3) {
+    const uint32_t v = uint32_t{static_cast<uint8_t>(in[i])} << 16 |
+                       uint32_t{static_cast<uint8_t>(in[i + 1])} << 8 |
+                       uint32_t{static_cast<uint8_t>(in[i + 2])};
+    out += kBase64Alphabet[v >> 18 & 63];
+    out += kBase64Alphabet[v >> 12 & 63];
+    out += kBase64Alphabet[v >> 6 & 63];
+    out += kBase64Alphabet[v & 63];
+  }
+  const size_t rest = in.size() - i;
+  if (rest > 0) {
+    uint32_t v = uint32_t{static_cast<uint8_t>(in[i])} << 16;
+    if (rest == 2) v |= uint32_t{static_cast<uint8_t>(in[i + 1])} << 8;
+    out += kBase64Alphabet[v >> 18 & 63];
+    out += kBase64Alphabet[v >> 12 & 63];
+    out += rest == 2 ? kBase64Alphabet[v >> 6 & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+// Accepts padded and unpadded input; nullopt for anything else.
+std::optional<std::string> Base64Decode(std::string_view in) {
+  static const std::array<int8_t, 256> kValue = [] {
+    std::array<int8_t, 256> t{};
+    t.fill(-1);
+    for (size_t i = 0; i < kBase64Alphabet.size(); ++i) {
+      t[static_cast<uint8_t>(kBase64Alphabet[i])] = static_cast<int8_t>(i);
+    }
+    return t;
+  }();
+  while (!in.empty() && in.back() == '=') in.remove_suffix(1);
+  if (in.size() % 4 == 1) return std::nullopt;
+  std::string out;
+  out.reserve(in.size() * 3 / 4);
+  uint32_t bits = 0;
+  int n_bits = 0;
+  for (const char c : in) {
+    const int8_t v = kValue[static_cast<uint8_t>(c)];
+    if (v < 0) return std::nullopt;
+    bits = (bits << 6 | static_cast<uint32_t>(v)) & 0xffffff;
+    n_bits += 6;
+    if (n_bits >= 8) {
+      n_bits -= 8;
+      out += static_cast<char>(static_cast<uint8_t>(bits >> n_bits & 0xff));
+    }
+  }
+  return out;
+}
+
+// etcd's prefix rule (clientv3.GetPrefixRangeEnd): the key with its last byte below 0xff
+// incremented and what follows dropped; "\0" (every key from `key` on) when there is none.
+std::string PrefixEnd(std::string_view key) {
+  std::string end(key);
+  while (!end.empty()) {
+    const auto last = static_cast<uint8_t>(end.back());
+    if (last < 0xff) {
+      end.back() = static_cast<char>(last + 1);
+      return end;
+    }
+    end.pop_back();
+  }
+  return std::string(1, '\0');
+}
+
+// {"key": .., "range_end": ..} for a key or a prefix; the empty prefix is every key.
+json RangeJson(const std::string& key, bool prefix) {
+  json j = json::object();
+  if (prefix && key.empty()) {
+    j["key"] = Base64Encode(std::string_view("\0", 1));
+    j["range_end"] = Base64Encode(std::string_view("\0", 1));
+  } else {
+    j["key"] = Base64Encode(key);
+    if (prefix) j["range_end"] = Base64Encode(PrefixEnd(key));
+  }
+  return j;
+}
+
+// --- Reading answers ---
+
+// Reads the fields of one answer. The first problem is kept and later reads return zero values,
+// so a caller reads everything and checks ok() once. The gateway leaves out zero-valued fields:
+// an absent number is 0, an absent string empty, an absent list empty.
+class Reader {
+ public:
+  explicit Reader(std::string what) : what_(std::move(what)) {}
+
+  bool ok() const { return problem_.empty(); }
+  Error error() const {
+    return Error::Io(fmt::format("{}: malformed answer: {}", what_, problem_));
+  }
+  void Fail(std::string problem) {
+    if (ok()) problem_ = std::move(problem);
+  }
+
+  // REQUIRES: `field`, when required, is there.
+  const json& Object(const json& j, const char* field, bool required) {
+    const json* v = Field(j, field);
+    if (v == nullptr) {
+      if (required) Fail(fmt::format("no '{}'", field));
+      return EmptyObject();
+    }
+    if (!v->is_object()) {
+      Fail(fmt::format("'{}' is not an object", field));
+      return EmptyObject();
+    }
+    return *v;
+  }
+  const json& Array(const json& j, const char* field) {
+    static const json kEmpty = json::array();
+    const json* v = Field(j, field);
+    if (v == nullptr) return kEmpty;
+    if (!v->is_array()) {
+      Fail(fmt::format("'{}' is not a list", field));
+      return kEmpty;
+    }
+    return *v;
+  }
+  // A 64-bit integer: a JSON string (how the gateway sends them) or number.
+  int64_t Int(const json& j, const char* field) {
+    const json* v = Field(j, field);
+    if (v == nullptr) return 0;
+    if (v->is_number_integer() && !v->is_number_unsigned()) return v->get<int64_t>();
+    if (v->is_number_unsigned() &&
+        v->get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return static_cast<int64_t>(v->get<uint64_t>());
+    }
+    if (v->is_string()) {
+      const std::string& s = v->get_ref<const std::string&>();
+      int64_t n = 0;
+      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+      if (ec == std::errc() && end == s.data() + s.size() && !s.empty()) return n;
+    }
+    Fail(fmt::format("'{}' is not a 64-bit integer", field));
+    return 0;
+  }
+  std::string String(const json& j, const char* field) {
+    const json* v = Field(j, field);
+    if (v == nullptr) return {};
+    if (!v->is_string()) {
+      Fail(fmt::format("'{}' is not a string", field));
+      return {};
+    }
+    return v->get<std::string>();
+  }
+  // Bytes, base64-encoded.
+  std::string Bytes(const json& j, const char* field) {
+    std::optional<std::string> bytes = Base64Decode(String(j, field));
+    if (!bytes) {
+      Fail(fmt::format("'{}' is not base64", field));
+      return {};
+    }
+    return std::move(*bytes);
+  }
+  bool Bool(const json& j, const char* field) {
+    const json* v = Field(j, field);
+    if (v == nullptr) return false;
+    if (!v->is_boolean()) {
+      Fail(fmt::format("'{}' is not a boolean", field));
+      return false;
+    }
+    return v->get<bool>();
+  }
+
+  KeyValue Kv(const json& j) {
+    KeyValue kv;
+    if (!j.is_object()) {
+      Fail("a key-value is not an object");
+      return kv;
+    }
+    kv.key = Bytes(j, "key");
+    if (kv.key.empty()) Fail("a key-value without a key");
+    kv.value = Bytes(j, "value");
+    kv.create_revision = Int(j, "create_revision");
+    kv.mod_revision = Int(j, "mod_revision");
+    kv.version = Int(j, "version");
+    kv.lease = Int(j, "lease");
+    return kv;
+  }
+  std::vector<KeyValue> Kvs(const json& j) {
+    std::vector<KeyValue> kvs;
+    for (const json& e : Array(j, "kvs")) kvs.push_back(Kv(e));
+    return kvs;
+  }
+  // header.revision, which every unary answer has (a store's revision is at least 1).
+  int64_t Revision(const json& j) {
+    const int64_t revision = Int(Object(j, "header", true), "revision");
+    if (revision <= 0 && ok()) Fail("no header.revision");
+    return revision;
+  }
+
+ private:
+  static const json& EmptyObject() {
+    static const json kEmpty = json::object();
+    return kEmpty;
+  }
+  const json* Field(const json& j, const char* field) {
+    if (!j.is_object()) {
+      Fail(fmt::format("not an object where '{}' should be", field));
+      return nullptr;
+    }
+    const auto it = j.find(field);
+    if (it == j.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+
+  std::string what_;
+  std::string problem_;
+};
+
+// --- etcd's errors ---
+
+enum class Failure {
+  kFinal,         // etcd refused it: say so
+  kNotApplied,    // refused before it was proposed (no leader...): another member may take it
+  kMaybeApplied,  // proposed and not confirmed (request timed out): it may have been applied
+};
+
+struct EtcdError {
+  std::string message;
+  Failure failure = Failure::kFinal;
+};
+
+// The message of an error answer: {"error": "..", "message": "..", "code": N} from unary calls,
+// {"error": {"message": .., "grpc_code": ..}} from streams. nullopt when `j` is not one.
+std::optional<EtcdError> ErrorOf(const json& j) {
+  if (!j.is_object()) return std::nullopt;
+  std::string message;
+  int64_t code = -1;
+  const auto error = j.find("error");
+  if (error == j.end()) return std::nullopt;
+  if (error->is_object()) {
+    const auto m = error->find("message");
+    if (m != error->end() && m->is_string()) message = m->get<std::string>();
+    const auto c = error->find("grpc_code");
+    if (c != error->end() && c->is_number_integer()) code = c->get<int64_t>();
+  } else {
+    const auto m = j.find("message");
+    if (m != j.end() && m->is_string()) message = m->get<std::string>();
+    if (message.empty() && error->is_string()) message = error->get<std::string>();
+    const auto c = j.find("code");
+    if (c != j.end() && c->is_number_integer()) code = c->get<int64_t>();
+  }
+  if (message.empty()) message = "an error without a message";
+  EtcdError e{code >= 0 ? fmt::format("{} (code {})", message, code) : message, Failure::kFinal};
+  const auto has = [&](std::string_view s) { return message.find(s) != std::string::npos; };
+  // etcd's rpctypes: these are returned before the request is proposed to raft...
+  if (has("no leader") || has("proposal dropped") || has("leader changed") ||
+      has("too many requests")) {
+    e.failure = Failure::kNotApplied;
+  }
+  // ...and these after: "request timed out[, possibly due to ...]", "server stopped".
+  if (has("timed out") || has("server stopped")) e.failure = Failure::kMaybeApplied;
+  return e;
+}
+
+// The error of an answer other than 200 OK: etcd's, or the status and the start of the body.
+EtcdError HttpStatusError(int status, std::string_view body) {
+  if (std::optional<EtcdError> e = ErrorOf(json::parse(body, nullptr, false))) return *e;
+  constexpr size_t kShownBytes = 200;
+  std::string shown(body.substr(0, kShownBytes));
+  std::replace(shown.begin(), shown.end(), '\n', ' ');
+  return EtcdError{fmt::format("HTTP {}: {}", status, shown), Failure::kFinal};
+}
+
+std::string DescribeHttpError(httplib::Error e, double timeout_s) {
+  switch (e) {
+    case httplib::Error::Connection:
+      return "cannot connect";
+    case httplib::Error::ConnectionTimeout:
+      return fmt::format("cannot connect within {} s", timeout_s);
+    case httplib::Error::Read:
+      return fmt::format("no answer within {} s, or the connection was lost", timeout_s);
+    case httplib::Error::Write:
+      return "the connection was lost while sending";
+    default:
+      return fmt::format("HTTP client error {}", httplib::to_string(e));
+  }
+}
+
+// Failures after which the member cannot have received the whole request.
+bool NotSent(httplib::Error e) {
+  return e == httplib::Error::Connection || e == httplib::Error::ConnectionTimeout ||
+         e == httplib::Error::BindIPAddress || e == httplib::Error::Write;
+}
+
+// The gateway sends its error answers chunked with a trailer (Grpc-Trailer-Content-Type), which
+// httplib 0.11 cannot read: it fails with Read after the whole body. A status and a body that is
+// one complete JSON value are an answer all the same.
+bool Answered(httplib::Error e, int status, const std::string& body) {
+  return e == httplib::Error::Read && status > 0 && json::accept(body);
+}
+
+// Debian's httplib 0.11 sends without MSG_NOSIGNAL: a write to a connection the member reset
+// (it closed an idle one just as we reused it) would raise SIGPIPE and end the process. Blocks
+// SIGPIPE in this thread for one request and discards one raised meanwhile.
+class ScopedSigpipeBlock {
+ public:
+  ScopedSigpipeBlock() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~ScopedSigpipeBlock() {
+    sigset_t pending;
+    sigpending(&pending);
+    if (!was_pending_ && sigismember(&pending, SIGPIPE) == 1) {
+      const timespec zero{};
+      sigtimedwait(&pipe_, nullptr, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  ScopedSigpipeBlock(const ScopedSigpipeBlock&) = delete;
+  ScopedSigpipeBlock& operator=(const ScopedSigpipeBlock&) = delete;
+
+ private:
+  sigset_t pipe_;
+  sigset_t old_;
+  bool was_pending_ = false;
+};
+
+httplib::Request JsonPost(const char* path, const std::string& body) {
+  httplib::Request request;
+  request.method = "POST";
+  request.path = path;
+  request.body = body;
+  request.set_header("Content-Type", "application/json");
+  return request;
+}
+
+std::pair<time_t, time_t> SecondsAndMicros(double t_s) {
+  const double whole_s = std::floor(t_s);
+  return {static_cast<time_t>(whole_s), static_cast<time_t>((t_s - whole_s) * 1e6)};
+}
+
+void Configure(httplib::Client& client, double timeout_s, double read_timeout_s) {
+  client.set_tcp_nodelay(true);  // without it each request waits ~40 ms on delayed ACKs
+  const auto [s, us] = SecondsAndMicros(timeout_s);
+  client.set_connection_timeout(s, us);
+  client.set_write_timeout(s, us);
+  const auto [read_s, read_us] = SecondsAndMicros(read_timeout_s);
+  client.set_read_timeout(read_s, read_us);
+}
+
+// --- Requests ---
+
+const char* TargetName(Compare::Target t) {
+  switch (t) {
+    case Compare::Target::kValue:
+      return "VALUE";
+    case Compare::Target::kCreateRevision:
+      return "CREATE";
+    case Compare::Target::kModRevision:
+      return "MOD";
+    case Compare::Target::kVersion:
+      return "VERSION";
+    case Compare::Target::kLease:
+      return "LEASE";
+  }
+  return "MOD";
+}
+
+const char* TargetField(Compare::Target t) {
+  switch (t) {
+    case Compare::Target::kValue:
+      return "value";
+    case Compare::Target::kCreateRevision:
+      return "create_revision";
+    case Compare::Target::kModRevision:
+      return "mod_revision";
+    case Compare::Target::kVersion:
+      return "version";
+    case Compare::Target::kLease:
+      return "lease";
+  }
+  return "mod_revision";
+}
+
+const char* ResultName(Compare::Result r) {
+  switch (r) {
+    case Compare::Result::kEqual:
+      return "EQUAL";
+    case Compare::Result::kNotEqual:
+      return "NOT_EQUAL";
+    case Compare::Result::kLess:
+      return "LESS";
+    case Compare::Result::kGreater:
+      return "GREATER";
+  }
+  return "EQUAL";
+}
+
+json CompareJson(const Compare& c) {
+  json j = json::object();
+  j["key"] = Base64Encode(c.key);
+  j["target"] = TargetName(c.target);
+  j["result"] = ResultName(c.result);
+  // Sent even when zero: "create_revision == 0" is the create-if-absent test.
+  j[TargetField(c.target)] =
+      c.target == Compare::Target::kValue ? Base64Encode(c.value) : std::to_string(c.number);
+  return j;
+}
+
+json OpJson(const Op& op) {
+  json j = json::object();
+  switch (op.kind) {
+    case Op::Kind::kPut: {
+      json put = json::object();
+      put["key"] = Base64Encode(op.key);
+      put["value"] = Base64Encode(op.value);
+      if (op.lease != 0) put["lease"] = std::to_string(op.lease);
+      j["request_put"] = std::move(put);
+      break;
+    }
+    case Op::Kind::kDelete:
+      j["request_delete_range"] = RangeJson(op.key, op.prefix);
+      break;
+    case Op::Kind::kGet:
+      j["request_range"] = RangeJson(op.key, op.prefix);
+      break;
+  }
+  return j;
+}
+
+const char* ResponseName(Op::Kind kind) {
+  switch (kind) {
+    case Op::Kind::kPut:
+      return "response_put";
+    case Op::Kind::kDelete:
+      return "response_delete_range";
+    case Op::Kind::kGet:
+      return "response_range";
+  }
+  return "response_range";
+}
+
+bool Writes(const std::vector<Op>& ops) {
+  return std::any_of(ops.begin(), ops.end(),
+                     [](const Op& op) { return op.kind != Op::Kind::kGet; });
+}
+
+Result<std::vector<std::string>> ParseEndpoints(const std::string& text) {
+  std::string_view rest = text;
+  constexpr std::string_view kEtcdScheme = "etcd://";
+  if (rest.substr(0, kEtcdScheme.size()) == kEtcdScheme) rest.remove_prefix(kEtcdScheme.size());
+  std::vector<std::string> urls;
+  while (true) {
+    const size_t comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '/')) item.remove_suffix(1);
+    for (const std::string_view scheme : {kEtcdScheme, std::string_view("http://")}) {
+      if (item.substr(0, scheme.size()) == scheme) item.remove_prefix(scheme.size());
+    }
+    const size_t colon = item.rfind(':');
+    if (item.find("://") != std::string_view::npos) {
+      return Error::Usage(fmt::format("etcd endpoint '{}': only plain http:// is supported", item));
+    }
+    int port = 0;
+    const std::string_view port_text =
+        colon == std::string_view::npos ? std::string_view() : item.substr(colon + 1);
+    const auto [end, ec] =
+        std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+    if (colon == 0 || colon == std::string_view::npos || ec != std::errc() ||
+        end != port_text.data() + port_text.size() || port <= 0 || port > 65535) {
+      return Error::Usage(fmt::format(
+          "etcd endpoint '{}' in '{}': expected host:port or http://host:port", item, text));
+    }
+    urls.push_back(fmt::format("http://{}", item));
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return urls;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<EtcdStore>> EtcdStore::Open(const std::string& endpoints, double timeout_s) {
+  if (!(timeout_s > 0)) {
+    return Error::Usage(fmt::format("etcd timeout {} s: must be positive", timeout_s));
+  }
+  Result<std::vector<std::string>> urls = ParseEndpoints(endpoints);
+  if (!urls.ok()) return std::move(urls).error();
+  std::unique_ptr<EtcdStore> store(new EtcdStore(std::move(*urls), timeout_s));
+  Result<Answer> status = store->Post("/v3/maintenance/status", "{}", Resend::kHarmless);
+  if (!status.ok()) return std::move(status).error();
+  return store;
+}
+
+EtcdStore::EtcdStore(std::vector<std::string> urls, double timeout_s)
+    : urls_(std::move(urls)), timeout_s_(timeout_s) {
+  MutexLock lock(mu_);
+  for (const std::string& url : urls_) {
+    auto client = std::make_unique<httplib::Client>(url);
+    Configure(*client, timeout_s_, timeout_s_);
+    client->set_keep_alive(true);
+    clients_.push_back(std::move(client));
+  }
+}
+
+EtcdStore::~EtcdStore() = default;
+
+std::string EtcdStore::Describe() const {
+  std::string out;
+  for (const std::string& url : urls_) {
+    if (!out.empty()) out += ',';
+    out += url;
+  }
+  return out;
+}
+
+Result<EtcdStore::Answer> EtcdStore::Post(const char* path, const std::string& body,
+                                          Resend resend) {
+  MutexLock lock(mu_);
+  const size_t n = urls_.size();
+  const size_t first = current_;
+  std::string tried;  // "url: what went wrong; ..."
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = (first + k) % n;
+    const std::string& url = urls_[i];
+    int status = 0;
+    std::string received;
+    httplib::Request request = JsonPost(path, body);
+    request.response_handler = [&status](const httplib::Response& r) {
+      status = r.status;
+      return true;
+    };
+    request.content_receiver = [&received](const char* data, size_t size, uint64_t, uint64_t) {
+      received.append(data, size);
+      return true;
+    };
+    const httplib::Result res = [&] {
+      ScopedSigpipeBlock no_sigpipe;
+      return clients_[i]->send(request);
+    }();
+    if (res || Answered(res.error(), status, received)) {
+      if (status == 200) {
+        current_ = i;
+        return Answer{url, std::move(received)};
+      }
+      const EtcdError e = HttpStatusError(status, received);
+      if (e.failure == Failure::kFinal) {
+        current_ = i;
+        return Error::Io(fmt::format("etcd at {}: {}: {}", url, path, e.message));
+      }
+      current_ = (i + 1) % n;
+      if (e.failure == Failure::kMaybeApplied && resend == Resend::kNever) {
+        return Error::Io(fmt::format("etcd at {}: {}: {} ({}: it may have been applied)", url, path,
+                                     e.message, kOutcomeUnknown));
+      }
+      tried += fmt::format("{}{}: {}", tried.empty() ? "" : "; ", url, e.message);
+      continue;
+    }
+    const httplib::Error error = res.error();
+    current_ = (i + 1) % n;
+    if (!NotSent(error) && resend == Resend::kNever) {
+      return Error::Io(fmt::format("etcd at {}: {}: {} ({}: it may have been applied)", url, path,
+                                   DescribeHttpError(error, timeout_s_), kOutcomeUnknown));
+    }
+    tried += fmt::format("{}{}: {}", tried.empty() ? "" : "; ", url,
+                         DescribeHttpError(error, timeout_s_));
+  }
+  return Error::Io(fmt::format("etcd at {}: {}: {}", Describe(), path, tried));
+}
+
+Result<RangeResult> EtcdStore::Get(const std::string& key, bool prefix) {
+  Result<Answer> a = Post("/v3/kv/range", RangeJson(key, prefix).dump(), Resend::kHarmless);
+  if (!a.ok()) return std::move(a).error();
+  const json j = json::parse(a->body, nullptr, false);
+  Reader r(fmt::format("etcd at {}: /v3/kv/range", a->url));
+  RangeResult out;
+  out.revision = r.Revision(j);
+  out.kvs = r.Kvs(j);
+  if (!r.ok()) return r.error();
+  return out;
+}
+
+Result<int64_t> EtcdStore::Put(const std::string& key, const std::string& value, LeaseId lease) {
+  json body = json::object();
+  body["key"] = Base64Encode(key);
+  body["value"] = Base64Encode(value);
+  if (lease != 0) body["lease"] = std::to_string(lease);
+  Result<Answer> a = Post("/v3/kv/put", body.dump(), Resend::kNever);
+  if (!a.ok()) return std::move(a).error();
+  Reader r(fmt::format("etcd at {}: /v3/kv/put", a->url));
+  const int64_t revision = r.Revision(json::parse(a->body, nullptr, false));
+  if (!r.ok()) return r.error();
+  return revision;
+}
+
+Result<int64_t> EtcdStore::Delete(const std::string& key, bool prefix) {
+  Result<Answer> a = Post("/v3/kv/deleterange", RangeJson(key, prefix).dump(), Resend::kNever);
+  if (!a.ok()) return std::move(a).error();
+  Reader r(fmt::format("etcd at {}: /v3/kv/deleterange", a->url));
+  const int64_t revision = r.Revision(json::parse(a->body, nullptr, false));
+  if (!r.ok()) return r.error();
+  return revision;
+}
+
+Result<TxnResult> EtcdStore::Txn(const TxnRequest& request) {
+  json body = json::object();
+  body["compare"] = json::array();
+  for (const Compare& c : request.compare) body["compare"].push_back(CompareJson(c));
+  body["success"] = json::array();
+  for (const Op& op : request.success) body["success"].push_back(OpJson(op));
+  body["failure"] = json::array();
+  for (const Op& op : request.failure) body["failure"].push_back(OpJson(op));
+  const bool writes = Writes(request.success) || Writes(request.failure);
+  Result<Answer> a = Post("/v3/kv/txn", body.dump(), writes ? Resend::kNever : Resend::kHarmless);
+  if (!a.ok()) return std::move(a).error();
+  const json j = json::parse(a->body, nullptr, false);
+  Reader r(fmt::format("etcd at {}: /v3/kv/txn", a->url));
+  TxnResult out;
+  out.revision = r.Revision(j);
+  out.succeeded = r.Bool(j, "succeeded");  // absent when false
+  const std::vector<Op>& ops = out.succeeded ? request.success : request.failure;
+  const json& responses = r.Array(j, "responses");
+  if (r.ok() && responses.size() != ops.size()) {
+    r.Fail(fmt::format("{} responses to {} operations", responses.size(), ops.size()));
+  }
+  for (size_t i = 0; r.ok() && i < ops.size(); ++i) {
+    const json& response = r.Object(responses[i], ResponseName(ops[i].kind), true);
+    out.responses.push_back(ops[i].kind == Op::Kind::kGet ? r.Kvs(response)
+                                                          : std::vector<KeyValue>{});
+  }
+  if (!r.ok()) return r.error();
+  return out;
+}
+
+Result<LeaseId> EtcdStore::LeaseGrant(int64_t ttl_s) {
+  json body = json::object();
+  body["TTL"] = std::to_string(ttl_s);
+  // Granting again after a lost answer leaves at worst an unused lease, which expires.
+  Result<Answer> a = Post("/v3/lease/grant", body.dump(), Resend::kHarmless);
+  if (!a.ok()) return std::move(a).error();
+  const json j = json::parse(a->body, nullptr, false);
+  Reader r(fmt::format("etcd at {}: /v3/lease/grant", a->url));
+  const LeaseId id = r.Int(j, "ID");
+  const std::string error = r.String(j, "error");
+  if (!r.ok()) return r.error();
+  if (!error.empty()) return Error::Io(fmt::format("etcd at {}: lease grant: {}", a->url, error));
+  if (id == 0) {
+    r.Fail("no ID");
+    return r.error();
+  }
+  return id;
+}
+
+Result<int64_t> EtcdStore::LeaseKeepAlive(LeaseId lease) {
+  json body = json::object();
+  body["ID"] = std::to_string(lease);
+  // A stream in gRPC; through the gateway one request gets one answer and the stream ends.
+  Result<Answer> a = Post("/v3/lease/keepalive", body.dump(), Resend::kHarmless);
+  if (!a.ok()) return std::move(a).error();
+  const std::string where = fmt::format("etcd at {}: /v3/lease/keepalive", a->url);
+  std::string_view text = a->body;
+  text.remove_prefix(std::min(text.size(), text.find_first_not_of(" \r\n\t")));
+  const size_t line_end = text.find('\n');
+  const json j = json::parse(text.substr(0, line_end), nullptr, false);
+  if (std::optional<EtcdError> e = ErrorOf(j)) {
+    return Error::Io(fmt::format("{}: {}", where, e->message));
+  }
+  Reader r(where);
+  const json& result = r.Object(j, "result", true);
+  const int64_t ttl_s = r.Int(result, "TTL");
+  if (!r.ok()) return r.error();
+  // etcd answers a lease it does not have with TTL 0 (left out), not with an error.
+  if (ttl_s <= 0) return Error::Io(fmt::format("{}: lease {}: {}", where, lease, kLeaseGone));
+  return ttl_s;
+}
+
+Status EtcdStore::LeaseRevoke(LeaseId lease) {
+  json body = json::object();
+  body["ID"] = std::to_string(lease);
+  // etcd 3.4 answers both /v3/lease/revoke and /v3/kv/lease/revoke; 3.5 only the first.
+  Result<Answer> a = Post("/v3/lease/revoke", body.dump(), Resend::kNever);
+  if (!a.ok()) return std::move(a).error();
+  Reader r(fmt::format("etcd at {}: /v3/lease/revoke", a->url));
+  r.Revision(json::parse(a->body, nullptr, false));
+  if (!r.ok()) return r.error();
+  return OkStatus();
+}
+
+namespace {
+
+// The messages of one watch stream, one JSON object a line, parsed as they come; the stream is
+// done at the first message with events, a cancellation or an error.
+class WatchStream {
+ public:
+  explicit WatchStream(std::string where) : where_(std::move(where)) {}
+
+  // Returns false to stop the stream.
+  bool Add(const char* data, size_t size) {
+    buffer_.append(data, size);
+    size_t start = 0;
+    for (size_t nl = buffer_.find('\n'); nl != std::string::npos; nl = buffer_.find('\n', start)) {
+      const std::string_view line = std::string_view(buffer_).substr(start, nl - start);
+      start = nl + 1;
+      if (!Line(line)) {
+        done_ = true;
+        return false;
+      }
+    }
+    buffer_.erase(0, start);
+    if (buffer_.size() > kMaxWatchLineBytes) {
+      error_ =
+          Error::Io(fmt::format("{}: a message longer than {} bytes", where_, kMaxWatchLineBytes));
+      done_ = true;
+      return false;
+    }
+    return true;
+  }
+  // What is left unparsed: the body of an error answer without a line end.
+  const std::string& rest() const { return buffer_; }
+
+  bool created() const { return created_; }
+  bool done() const { return done_; }
+  const std::optional<Error>& error() const { return error_; }
+  WatchResult& result() { return result_; }
+
+ private:
+  bool Line(std::string_view line) {
+    if (line.find_first_not_of(" \r\t") == std::string_view::npos) return true;
+    const json j = json::parse(line, nullptr, false);
+    if (std::optional<EtcdError> e = ErrorOf(j)) {
+      error_ = Error::Io(fmt::format("{}: {}", where_, e->message));
+      return false;
+    }
+    Reader r(where_);
+    const json& message = r.Object(j, "result", true);
+    // The compaction's message carries no revision: keep the one "created" had.
+    if (const int64_t revision = r.Int(r.Object(message, "header", false), "revision");
+        revision > 0) {
+      result_.revision = revision;
+    }
+    if (r.Bool(message, "created")) created_ = true;
+    const bool canceled = r.Bool(message, "canceled");
+    const int64_t compact_revision = r.Int(message, "compact_revision");
+    const std::string cancel_reason = r.String(message, "cancel_reason");
+    for (const json& e : r.Array(message, "events")) {
+      WatchEvent event;
+      const std::string type = r.String(e, "type");  // absent: PUT, the zero value
+      if (type == "DELETE") {
+        event.type = WatchEvent::Type::kDelete;
+      } else if (!type.empty() && type != "PUT") {
+        r.Fail(fmt::format("event type '{}'", type));
+      }
+      event.kv = r.Kv(r.Object(e, "kv", true));
+      result_.events.push_back(std::move(event));
+    }
+    if (!r.ok()) {
+      error_ = r.error();
+      return false;
+    }
+    if (compact_revision > 0) {
+      result_.compacted = true;
+      return false;
+    }
+    if (canceled) {
+      error_ = Error::Io(fmt::format("{}: watch canceled: {}", where_,
+                                     cancel_reason.empty() ? "no reason given" : cancel_reason));
+      return false;
+    }
+    if (result_.events.empty()) return true;
+    // etcd sends a long history in parts (1000 revisions each), every part stamped with the
+    // current revision: a caller resuming from `revision` would skip the parts not yet read.
+    result_.revision = std::min(result_.revision, result_.events.back().kv.mod_revision);
+    return false;
+  }
+
+  std::string where_;
+  std::string buffer_;
+  bool created_ = false;
+  bool done_ = false;
+  std::optional<Error> error_;
+  WatchResult result_;
+};
+
+}  // namespace
+
+Result<WatchResult> EtcdStore::Watch(const std::string& key, bool prefix, int64_t after_revision,
+                                     double wait_s) {
+  json create = RangeJson(key, prefix);
+  create["start_revision"] = std::to_string(after_revision + 1);
+  json body = json::object();
+  body["create_request"] = std::move(create);
+  const std::string body_text = body.dump();
+  const double read_timeout_s = std::max(wait_s, kMinWatchReadS);
+
+  size_t first = 0;
+  {
+    MutexLock lock(mu_);
+    first = current_;
+  }
+  const size_t n = urls_.size();
+  std::string tried;
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = (first + k) % n;
+    const std::string& url = urls_[i];
+    WatchStream stream(fmt::format("etcd at {}: /v3/watch", url));
+    // Its own connection: the stream is stopped by closing it, and it must not hold mu_.
+    httplib::Client client(url);
+    Configure(client, timeout_s_, read_timeout_s);
+    int status = 0;
+    httplib::Request request = JsonPost("/v3/watch", body_text);
+    request.response_handler = [&status](const httplib::Response& r) {
+      status = r.status;
+      return true;
+    };
+    request.content_receiver = [&stream](const char* data, size_t size, uint64_t, uint64_t) {
+      return stream.Add(data, size);
+    };
+    const Clock::time_point start = Clock::now();
+    const httplib::Result res = [&] {
+      ScopedSigpipeBlock no_sigpipe;
+      return client.send(request);
+    }();
+    const double elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
+    if (stream.error()) return *stream.error();
+    if (status > 0 && status != 200) {
+      const EtcdError e = HttpStatusError(status, stream.rest());
+      if (e.failure == Failure::kFinal) {
+        return Error::Io(fmt::format("etcd at {}: /v3/watch: {}", url, e.message));
+      }
+      tried += fmt::format("{}{}: {}", tried.empty() ? "" : "; ", url, e.message);
+      MutexLock lock(mu_);
+      current_ = (i + 1) % n;
+      continue;
+    }
+    // Done at an event or compaction; or created and quiet until the read timed out.
+    const bool timed_out =
+        !res && res.error() == httplib::Error::Read && elapsed_s >= read_timeout_s * 0.9;
+    if (stream.done() || (stream.created() && timed_out)) {
+      MutexLock lock(mu_);
+      current_ = i;
+      return std::move(stream.result());
+    }
+    // Not created in time, or the stream ended early: another member may do better.
+    const std::string what =
+        res ? std::string("the stream ended early")
+            : DescribeHttpError(res.error(), stream.created() ? wait_s : read_timeout_s);
+    tried += fmt::format("{}{}: {}", tried.empty() ? "" : "; ", url, what);
+    MutexLock lock(mu_);
+    current_ = (i + 1) % n;
+  }
+  return Error::Io(fmt::format("etcd at {}: /v3/watch: {}", Describe(), tried));
+}
+
+}  // namespace headroom::coord

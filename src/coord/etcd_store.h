@@ -1,0 +1,79 @@
+// The Store on etcd (3.4 or later), through its v3 JSON gateway over plain HTTP: the one file
+// that talks to etcd. Keys and values travel base64-encoded, 64-bit numbers as JSON strings.
+//
+// Endpoints: one or more members of one cluster. Requests go to the member that last answered;
+// when it cannot be reached, to the next ones in turn. A request that could not have reached a
+// member (connection refused or timed out, etcd's "no leader") is sent again to the next one.
+// One that may have been received and not answered (read timeout, connection lost, etcd's
+// "request timed out") is resent only when resending is harmless (reads, keep-alives, lease
+// grants); for Put, Delete, Txn and LeaseRevoke it fails with kOutcomeUnknown in its message.
+//
+// Thread-safe: one mutex serialises the requests on the shared connections; Watch opens its own
+// connection for its stream, so a long watch does not hold up the other calls.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/thread_annotations.h"
+#include "coord/store.h"
+
+namespace httplib {
+class Client;
+}
+
+namespace headroom::coord {
+
+class EtcdStore final : public Store {
+ public:
+  // `endpoints`: comma-separated members, "http://127.0.0.1:2379,http://127.0.0.1:22379",
+  // "127.0.0.1:2379" or "etcd://host:port,host:port". Checks that one of them answers (an
+  // Error::Io naming them when none does). `timeout_s` bounds connecting and each wait for an
+  // answer (Watch waits up to its wait_s instead); not positive: Error::Usage.
+  static Result<std::unique_ptr<EtcdStore>> Open(const std::string& endpoints,
+                                                 double timeout_s = 2.0);
+  ~EtcdStore() override;
+  EtcdStore(const EtcdStore&) = delete;
+  EtcdStore& operator=(const EtcdStore&) = delete;
+
+  Result<RangeResult> Get(const std::string& key, bool prefix = false) override;
+  Result<int64_t> Put(const std::string& key, const std::string& value, LeaseId lease = 0) override;
+  // With nothing to delete, etcd writes nothing: returns the store's current revision.
+  Result<int64_t> Delete(const std::string& key, bool prefix = false) override;
+  Result<TxnResult> Txn(const TxnRequest& request) override;
+  Result<LeaseId> LeaseGrant(int64_t ttl_s) override;
+  Result<int64_t> LeaseKeepAlive(LeaseId lease) override;
+  Status LeaseRevoke(LeaseId lease) override;
+  // Waits at least 0.25 s when nothing happens (the stream's only deadline is a read timeout).
+  // With events, `revision` is the last event's: etcd may send a long history in parts, so
+  // the events are complete up to there, not up to the store's revision. A compacted history
+  // gives compacted=true and the revision the watch was created at.
+  Result<WatchResult> Watch(const std::string& key, bool prefix, int64_t after_revision,
+                            double wait_s) override;
+  std::string Describe() const override;
+
+ private:
+  // Whether a request may be sent again after it may have reached a member.
+  enum class Resend { kHarmless, kNever };
+
+  EtcdStore(std::vector<std::string> urls, double timeout_s);
+  struct Answer {
+    std::string url;  // the member that answered
+    std::string body;
+  };
+  // POSTs `body` to `path`, trying the members in turn as the class comment says; the answer
+  // when etcd answered 200, else an error naming the member(s) tried.
+  Result<Answer> Post(const char* path, const std::string& body, Resend resend) EXCLUDES(mu_);
+
+  // Constant after construction.
+  const std::vector<std::string> urls_;  // "http://host:port"
+  const double timeout_s_;
+
+  mutable Mutex mu_;
+  std::vector<std::unique_ptr<httplib::Client>> clients_ GUARDED_BY(mu_);  // one per url
+  size_t current_ GUARDED_BY(mu_) = 0;  // the member that last answered
+};
+
+}  // namespace headroom::coord

@@ -1,0 +1,387 @@
+// The coordinator's fleet page (GET /): one self-contained HTML page, inline CSS and JS, that
+// polls this replica's /v1/status every second and draws with <canvas>: the grants per job
+// stacked against the site budget and the reserve, each job's power, and a table of the jobs.
+// Nothing is fetched from anywhere else. The POST form takes a token from the page's #token=T
+// (the fragment never leaves the browser). Colours and layout follow web/dashboard/.
+#pragma once
+
+#include <string_view>
+
+namespace headroom::coord {
+
+inline constexpr std::string_view kFleetPage = R"HTML(<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>headroom coordinator</title>
+<link rel="icon" href="data:,">
+<style>
+body { font: 14px/1.4 system-ui, sans-serif; margin: 0 1.5rem 1.5rem; color: #1d2433; background: #fafbfc; }
+header { display: flex; align-items: center; gap: 1rem; flex-wrap: wrap; }
+h1 { font-size: 1.3rem; margin: 0.8rem 0; }
+.pill { padding: 0.1rem 0.6rem; border-radius: 1rem; font-size: 0.8rem; }
+.up, .leader { background: #d7f5dd; color: #135a22; }
+.down { background: #fde2e1; color: #8a1c17; }
+.follower, .candidate { background: #e8ecf3; color: #33415c; }
+#summary { display: flex; flex-wrap: wrap; gap: 0.6rem; }
+.card { background: #fff; border: 1px solid #dde1e7; border-radius: 6px; padding: 0.4rem 0.8rem; min-width: 8rem; }
+.label { font-size: 0.75rem; color: #5b6578; }
+.value { font-size: 1.25rem; font-variant-numeric: tabular-nums; }
+.note { color: #5b6578; font-family: ui-monospace, monospace; font-size: 0.8rem; margin: 0.3rem 0; }
+.note.bad { color: #b3261e; }
+.charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(520px, 1fr)); gap: 1rem; margin-top: 0.8rem; }
+figure { margin: 0; background: #fff; border: 1px solid #dde1e7; border-radius: 6px; padding: 0.5rem; }
+figcaption { font-weight: 600; margin-bottom: 0.3rem; }
+canvas { width: 100%; height: 260px; display: block; }
+.legend { display: flex; flex-wrap: wrap; gap: 0.2rem 0.9rem; font-size: 0.8rem; color: #33415c; }
+.legend i { display: inline-block; width: 0.8rem; height: 0.8rem; border-radius: 2px; margin-right: 0.3rem; vertical-align: -0.1rem; }
+table { border-collapse: collapse; margin-top: 0.5rem; background: #fff; }
+th, td { padding: 0.25rem 1rem; text-align: right; font-variant-numeric: tabular-nums; }
+th:first-child, td:first-child { text-align: left; }
+thead th { border-bottom: 1px solid #dde1e7; }
+td.text { text-align: left; }
+form { margin-top: 1rem; display: flex; gap: 0.5rem; align-items: center; }
+input { font: inherit; width: 9rem; }
+footer { margin-top: 1rem; color: #5b6578; font-size: 0.8rem; }
+</style>
+</head>
+<body>
+<header>
+  <h1>headroom coordinator <span id="site"></span></h1>
+  <span id="role" class="pill candidate">–</span>
+  <span id="conn" class="pill down" data-state="connecting">connecting</span>
+</header>
+<section id="summary">
+  <div class="card"><div class="label">site budget in force</div><div class="value" id="stat-budget">–</div></div>
+  <div class="card"><div class="label">target site budget</div><div class="value" id="stat-target">–</div></div>
+  <div class="card"><div class="label">reserve</div><div class="value" id="stat-reserve">–</div></div>
+  <div class="card"><div class="label">Σ grants</div><div class="value" id="stat-grants">–</div></div>
+  <div class="card"><div class="label">Σ held</div><div class="value" id="stat-held">–</div></div>
+  <div class="card"><div class="label">Σ floors</div><div class="value" id="stat-floors">–</div></div>
+  <div class="card"><div class="label">Σ power</div><div class="value" id="stat-power">–</div></div>
+  <div class="card"><div class="label">term</div><div class="value" id="stat-term">–</div></div>
+  <div class="card"><div class="label">ledger writes</div><div class="value" id="stat-writes">–</div></div>
+  <div class="card"><div class="label">reassignments</div><div class="value" id="stat-reassign">–</div></div>
+</section>
+<p id="leader" class="note">–</p>
+<p id="conflict" class="note bad" hidden></p>
+<p id="error" class="note bad" hidden></p>
+<div id="refused"></div>
+<section class="charts">
+  <figure><figcaption>Grants per job, stacked, against the site budget (W)</figcaption>
+    <canvas id="chart-grants"></canvas><div id="legend-grants" class="legend"></div></figure>
+  <figure><figcaption>Power per job (W)</figcaption>
+    <canvas id="chart-power"></canvas><div id="legend-power" class="legend"></div></figure>
+</section>
+<table id="jobs">
+  <thead><tr><th>job</th><th>grant (W)</th><th>held (W)</th><th>floor (W)</th><th>demand (W)</th>
+    <th>acting on (W)</th><th>power (W)</th><th>phase</th><th>value (tokens/J)</th><th>lease</th></tr></thead>
+  <tbody></tbody>
+</table>
+<form id="budget-form">
+  <label for="budget-input">New site budget (W)</label>
+  <input id="budget-input" type="number" min="1" step="any" required>
+  <button type="submit">Set</button>
+  <span id="budget-result" class="note"></span>
+</form>
+<footer>API: <a href="/v1/status">/v1/status</a> · <a href="/metrics">/metrics</a> ·
+  POST /v1/site-budget · points shown: <span id="points" data-count="0">0</span></footer>
+<script>
+"use strict";
+(function () {
+  const POLL_MS = 1000;
+  const KEEP = 300; // points: 5 min at 1 s
+  // The jobs' colours; the budget lines' are none of them.
+  const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                  "#bcbd22", "#17becf", "#aec7e8"];
+  const BUDGET_COLOR = "#d62728";
+  const RESERVE_COLOR = "#1d2433";
+  const TARGET_COLOR = "#8a94a6";
+
+  const token = new URLSearchParams(location.hash.slice(1)).get("token");
+  const auth = token ? { Authorization: "Bearer " + token } : {};
+  const $ = (id) => document.getElementById(id);
+  const fmt = (x, digits) => (x === null || x === undefined || !isFinite(x)) ? "–" : x.toFixed(digits);
+  const watts = (x) => fmt(x, 0);
+
+  // The history, one point per poll: t (s, this page's clock), budget, target, reserve, and
+  // per job its grant and power.
+  const points = [];
+  const colorOf = {};
+  let nextColor = 0;
+  function color(job) {
+    if (!(job in colorOf)) colorOf[job] = COLORS[nextColor++ % COLORS.length];
+    return colorOf[job];
+  }
+
+  function setText(id, text) { $(id).textContent = text; }
+
+  function record(s) {
+    const p = { t: Date.now() / 1000, budget: s.site_budget_w, target: s.target_site_budget_w,
+                reserve: s.reserve_w, grant: {}, power: {} };
+    for (const j of s.jobs) {
+      if (j.grant_w !== null) p.grant[j.job] = j.grant_w;
+      if (j.power_w !== null) p.power[j.job] = j.power_w;
+    }
+    points.push(p);
+    if (points.length > KEEP) points.splice(0, points.length - KEEP);
+    $("points").dataset.count = String(points.length);
+    setText("points", String(points.length));
+  }
+
+  function jobsIn(key) {
+    const set = new Set();
+    for (const p of points) for (const j of Object.keys(p[key])) set.add(j);
+    return Array.from(set).sort();
+  }
+
+  // A canvas sized to its box at the device's pixel ratio; returns its 2D context and size.
+  function prepare(canvas) {
+    const ratio = window.devicePixelRatio || 1;
+    const w = Math.max(300, canvas.clientWidth), h = Math.max(160, canvas.clientHeight);
+    if (canvas.width !== Math.round(w * ratio) || canvas.height !== Math.round(h * ratio)) {
+      canvas.width = Math.round(w * ratio);
+      canvas.height = Math.round(h * ratio);
+    }
+    const ctx = canvas.getContext("2d");
+    ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+    ctx.clearRect(0, 0, w, h);
+    return { ctx, w, h };
+  }
+
+  function niceStep(range, ticks) {
+    const raw = range / Math.max(1, ticks);
+    const mag = Math.pow(10, Math.floor(Math.log10(raw)));
+    for (const m of [1, 2, 2.5, 5, 10]) if (m * mag >= raw) return m * mag;
+    return 10 * mag;
+  }
+
+  // Axes for t in [t0, t1] (drawn as seconds before now) and y in [0, yMax]; returns the
+  // mapping functions.
+  function axes(ctx, w, h, t0, t1, yMax) {
+    const left = 56, right = 12, top = 10, bottom = 26;
+    const x = (t) => left + (t1 === t0 ? 0 : (t - t0) / (t1 - t0)) * (w - left - right);
+    const y = (v) => h - bottom - (v / yMax) * (h - top - bottom);
+    ctx.strokeStyle = "#dde1e7"; ctx.fillStyle = "#5b6578"; ctx.lineWidth = 1;
+    ctx.font = "11px system-ui, sans-serif";
+    const step = niceStep(yMax, 5);
+    ctx.textAlign = "right"; ctx.textBaseline = "middle";
+    for (let v = 0; v <= yMax + 1e-9; v += step) {
+      ctx.beginPath(); ctx.moveTo(left, y(v)); ctx.lineTo(w - right, y(v)); ctx.stroke();
+      ctx.fillText(step >= 1 ? String(Math.round(v)) : v.toFixed(2), left - 6, y(v));
+    }
+    ctx.textAlign = "center"; ctx.textBaseline = "top";
+    const span = Math.max(1, t1 - t0), tstep = niceStep(span, 6);
+    for (let ago = 0; ago <= span + 1e-9; ago += tstep) {
+      ctx.fillText(ago < 1e-9 ? "now" : "-" + Math.round(ago) + " s", x(t1 - ago), h - bottom + 6);
+    }
+    return { x, y };
+  }
+
+  function line(ctx, map, key, stroke, dash) {
+    ctx.save(); ctx.strokeStyle = stroke; ctx.lineWidth = 2; ctx.setLineDash(dash || []);
+    ctx.beginPath();
+    let lastY = null;
+    for (const p of points) {
+      const v = typeof key === "function" ? key(p) : p[key];
+      if (v === null || v === undefined || !isFinite(v)) { lastY = null; continue; }
+      // Stepped: a budget holds until it changes.
+      const X = map.x(p.t), Y = map.y(v);
+      if (lastY === null) ctx.moveTo(X, Y); else { ctx.lineTo(X, lastY); ctx.lineTo(X, Y); }
+      lastY = Y;
+    }
+    ctx.stroke(); ctx.restore();
+  }
+
+  function legend(id, items) {
+    const el = $(id);
+    el.textContent = "";
+    for (const [label, c] of items) {
+      const span = document.createElement("span");
+      const sw = document.createElement("i");
+      sw.style.background = c;
+      span.appendChild(sw);
+      span.appendChild(document.createTextNode(label));
+      el.appendChild(span);
+    }
+  }
+
+  // Nothing to draw yet (or here: a replica that does not lead has no current ledger).
+  function empty(ctx, w, h) {
+    ctx.fillStyle = "#5b6578"; ctx.font = "13px system-ui, sans-serif";
+    ctx.textAlign = "center"; ctx.textBaseline = "middle";
+    ctx.fillText("no ledger here yet: the leading replica's page draws the site", w / 2, h / 2);
+  }
+
+  function drawGrants() {
+    const { ctx, w, h } = prepare($("chart-grants"));
+    const jobs = jobsIn("grant");
+    if (!points.some((p) => p.budget !== null)) return empty(ctx, w, h);
+    let yMax = 1;
+    for (const p of points) {
+      let sum = 0;
+      for (const j of jobs) sum += p.grant[j] || 0;
+      yMax = Math.max(yMax, sum, p.budget || 0, p.target || 0);
+    }
+    yMax *= 1.08;
+    const t0 = points[0].t, t1 = points[points.length - 1].t;
+    const map = axes(ctx, w, h, t0, t1, yMax);
+    // Stacked areas, bottom to top in job order.
+    const base = points.map(() => 0);
+    for (const j of jobs) {
+      const top = points.map((p, i) => base[i] + (p.grant[j] || 0));
+      ctx.beginPath();
+      points.forEach((p, i) => { const X = map.x(p.t), Y = map.y(top[i]); i ? ctx.lineTo(X, Y) : ctx.moveTo(X, Y); });
+      for (let i = points.length - 1; i >= 0; i--) ctx.lineTo(map.x(points[i].t), map.y(base[i]));
+      ctx.closePath();
+      ctx.globalAlpha = 0.55; ctx.fillStyle = color(j); ctx.fill();
+      ctx.globalAlpha = 1; ctx.strokeStyle = color(j); ctx.lineWidth = 1; ctx.stroke();
+      for (let i = 0; i < base.length; i++) base[i] = top[i];
+    }
+    line(ctx, map, "budget", BUDGET_COLOR, [8, 4]);
+    line(ctx, map, (p) => (p.budget === null ? null : p.budget - p.reserve), RESERVE_COLOR, [3, 3]);
+    line(ctx, map, "target", TARGET_COLOR, [2, 4]);
+    legend("legend-grants", jobs.map((j) => [j, color(j)]).concat([
+      ["site budget in force", BUDGET_COLOR], ["budget − reserve", RESERVE_COLOR],
+      ["target site budget", TARGET_COLOR]]));
+  }
+
+  function drawPower() {
+    const { ctx, w, h } = prepare($("chart-power"));
+    const jobs = jobsIn("power");
+    if (jobs.length === 0) return empty(ctx, w, h);
+    let yMax = 1;
+    for (const p of points) for (const j of jobs) yMax = Math.max(yMax, p.power[j] || 0, p.grant[j] || 0);
+    yMax *= 1.08;
+    const map = axes(ctx, w, h, points[0].t, points[points.length - 1].t, yMax);
+    for (const j of jobs) {
+      ctx.save(); ctx.strokeStyle = color(j); ctx.lineWidth = 1.5; ctx.beginPath();
+      let started = false;
+      for (const p of points) {
+        const v = p.power[j];
+        if (v === undefined) { started = false; continue; }
+        started ? ctx.lineTo(map.x(p.t), map.y(v)) : ctx.moveTo(map.x(p.t), map.y(v));
+        started = true;
+      }
+      ctx.stroke(); ctx.restore();
+    }
+    legend("legend-power", jobs.map((j) => [j, color(j)]));
+  }
+
+  function cell(tr, text, cls) {
+    const td = document.createElement("td");
+    td.textContent = text;
+    if (cls) td.className = cls;
+    tr.appendChild(td);
+  }
+
+  function table(s) {
+    const body = $("jobs").querySelector("tbody");
+    body.textContent = "";
+    for (const j of s.jobs) {
+      const tr = document.createElement("tr");
+      tr.dataset.job = j.job;
+      cell(tr, j.job + (j.admitted ? "" : " (not admitted)"));
+      cell(tr, watts(j.grant_w)); cell(tr, watts(j.held_w)); cell(tr, watts(j.floor_w));
+      cell(tr, watts(j.demand_w)); cell(tr, watts(j.budget_w)); cell(tr, watts(j.power_w));
+      cell(tr, j.phase === null ? "–" : j.phase, "text");
+      cell(tr, fmt(j.value_tokens_per_j, 4)); cell(tr, j.lease === null ? "–" : j.lease, "text");
+      body.appendChild(tr);
+    }
+  }
+
+  function show(s) {
+    setText("site", "— site " + s.site);
+    const role = $("role");
+    role.textContent = s.role; role.className = "pill " + s.role;
+    setText("stat-budget", watts(s.site_budget_w));
+    setText("stat-target", watts(s.target_site_budget_w));
+    setText("stat-reserve", watts(s.reserve_w));
+    setText("stat-grants", watts(s.sum_grants_w));
+    setText("stat-held", watts(s.sum_held_w));
+    setText("stat-floors", watts(s.sum_floors_w));
+    let power = null;
+    for (const j of s.jobs) if (j.power_w !== null) power = (power || 0) + j.power_w;
+    setText("stat-power", watts(power));
+    setText("stat-term", String(s.term));
+    setText("stat-writes", String(s.ledger_writes));
+    setText("stat-reassign", s.reassignments === null ? "–" : String(s.reassignments));
+    const leader = $("leader");
+    leader.textContent = "";
+    if (s.role === "leader") {
+      leader.textContent = "this replica (" + s.id + ") leads term " + s.term;
+    } else if (s.leader) {
+      leader.appendChild(document.createTextNode("this replica does not lead; the leader is " + s.leader));
+      if (s.leader_listen) {
+        leader.appendChild(document.createTextNode(" at "));
+        const a = document.createElement("a");
+        a.href = "http://" + s.leader_listen + "/";
+        a.textContent = s.leader_listen;
+        leader.appendChild(a);
+      }
+    } else {
+      leader.textContent = "no leader known yet";
+    }
+    $("conflict").hidden = !s.conflict; setText("conflict", s.conflict || "");
+    $("error").hidden = !s.last_error; setText("error", s.last_error ? "last error: " + s.last_error : "");
+    const refused = $("refused");
+    refused.textContent = "";
+    for (const r of s.refused) {
+      const p = document.createElement("p");
+      p.className = "note bad"; p.textContent = "refused: " + r;
+      refused.appendChild(p);
+    }
+    table(s);
+  }
+
+  function setConn(up, text) {
+    const c = $("conn");
+    c.className = "pill " + (up ? "up" : "down");
+    c.dataset.state = up ? "up" : "down";
+    c.textContent = text;
+  }
+
+  async function poll() {
+    try {
+      const r = await fetch("/v1/status", { cache: "no-store", headers: auth });
+      if (!r.ok) throw new Error("HTTP " + r.status);
+      const s = await r.json();
+      setConn(true, "live");
+      show(s);
+      record(s);
+      drawGrants();
+      drawPower();
+    } catch (e) {
+      setConn(false, "disconnected: " + e.message);
+    } finally {
+      setTimeout(poll, POLL_MS);
+    }
+  }
+
+  $("budget-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const w = Number($("budget-input").value);
+    const out = $("budget-result");
+    try {
+      const r = await fetch("/v1/site-budget", {
+        method: "POST", cache: "no-store",
+        headers: Object.assign({ "Content-Type": "application/json" }, auth),
+        body: JSON.stringify({ site_budget_w: w }),
+      });
+      const body = await r.json().catch(() => ({}));
+      out.textContent = r.ok ? "asked " + watts(body.site_budget_w) + " W (in force now " +
+          watts(body.in_force_w) + " W)" : "HTTP " + r.status + ": " + (body.error || "");
+    } catch (e) {
+      out.textContent = "failed: " + e.message;
+    }
+  });
+  window.addEventListener("resize", () => { drawGrants(); drawPower(); });
+  poll();
+})();
+</script>
+</body>
+</html>
+)HTML";
+
+}  // namespace headroom::coord

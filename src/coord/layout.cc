@@ -1,0 +1,272 @@
+#include "coord/layout.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace headroom::coord {
+
+using nlohmann::json;
+
+Keys::Keys(std::string_view site) : root(fmt::format("/headroom/{}/", site)) {}
+
+Status CheckName(std::string_view name, std::string_view what) {
+  if (name.empty() || name.size() > 64) {
+    return Error::Usage(fmt::format("{} '{}': expected 1 to 64 characters", what, name));
+  }
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    if (!ok) {
+      return Error::Usage(
+          fmt::format("{} '{}': expected letters, digits, '.', '_' or '-' only", what, name));
+    }
+  }
+  return OkStatus();
+}
+
+double Ledger::HeldW() const {
+  double sum = 0.0;
+  for (const auto& [job, j] : jobs) sum += j.held_w;
+  return sum;
+}
+
+double Ledger::FloorsW() const {
+  double sum = 0.0;
+  for (const auto& [job, j] : jobs) sum += j.floor_w;
+  return sum;
+}
+
+namespace {
+
+// Readers: every field present and of its type, watts finite and >= 0.
+class Reader {
+ public:
+  Reader(const json& j, std::string_view where) : j_(j), where_(where) {}
+  const std::string& error() const { return error_; }
+
+  double Watts(const char* key) {
+    const double v = Number(key);
+    if (error_.empty() && !(v >= 0.0 && v < 1e12)) Fail(key, "expected watts >= 0");
+    return v;
+  }
+  double Number(const char* key) {
+    const json* v = Field(key);
+    if (v == nullptr) return 0.0;
+    if (!v->is_number()) {
+      Fail(key, "expected a number");
+      return 0.0;
+    }
+    const double d = v->get<double>();
+    if (!std::isfinite(d)) Fail(key, "expected a finite number");
+    return d;
+  }
+  int64_t Integer(const char* key) {
+    const json* v = Field(key);
+    if (v == nullptr) return 0;
+    if (!v->is_number_integer()) {
+      Fail(key, "expected an integer");
+      return 0;
+    }
+    return v->get<int64_t>();
+  }
+  std::string String(const char* key) {
+    const json* v = Field(key);
+    if (v == nullptr) return {};
+    if (!v->is_string()) {
+      Fail(key, "expected a string");
+      return {};
+    }
+    return v->get<std::string>();
+  }
+  bool Bool(const char* key) {
+    const json* v = Field(key);
+    if (v == nullptr) return false;
+    if (!v->is_boolean()) {
+      Fail(key, "expected true or false");
+      return false;
+    }
+    return v->get<bool>();
+  }
+  const json* Object(const char* key) {
+    const json* v = Field(key);
+    if (v != nullptr && !v->is_object()) {
+      Fail(key, "expected an object");
+      return nullptr;
+    }
+    return v;
+  }
+  void Fail(std::string_view key, std::string_view why) {
+    if (error_.empty()) error_ = fmt::format("{}: field '{}': {}", where_, key, why);
+  }
+
+ private:
+  const json* Field(const char* key) {
+    if (!error_.empty()) return nullptr;
+    auto it = j_.find(key);
+    if (it == j_.end()) {
+      Fail(key, "missing");
+      return nullptr;
+    }
+    return &*it;
+  }
+  const json& j_;
+  std::string_view where_;
+  std::string error_;
+};
+
+Result<json> Parse(std::string_view text, std::string_view where) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Error::Input(fmt::format("{}: not a JSON object", where));
+  }
+  return j;
+}
+
+}  // namespace
+
+std::string ToJson(const Member& m) {
+  return json{{"job", m.job},
+              {"gpus", m.gpus},
+              {"nameplate_w", m.nameplate_w},
+              {"floor_w", m.floor_w},
+              {"demand_w", m.demand_w},
+              {"power_w", m.power_w},
+              {"node_overhead_w", m.node_overhead_w},
+              {"phase", m.phase},
+              {"value_tokens_per_j", m.value_tokens_per_j},
+              {"budget_w", m.budget_w},
+              {"lease", m.lease}}
+      .dump();
+}
+
+std::string ToJson(const Grant& g) {
+  return json{{"job", g.job},
+              {"term", g.term},
+              {"seq", g.seq},
+              {"lease", g.lease},
+              {"job_budget_w", g.job_budget_w},
+              {"admitted", g.admitted},
+              {"reason", g.reason}}
+      .dump();
+}
+
+std::string ToJson(const Ack& a) {
+  return json{{"job", a.job},
+              {"term", a.term},
+              {"seq", a.seq},
+              {"lease", a.lease},
+              {"job_budget_w", a.job_budget_w}}
+      .dump();
+}
+
+std::string ToJson(const Ledger& l) {
+  json jobs = json::object();
+  for (const auto& [name, j] : l.jobs) {
+    jobs[name] = {{"floor_w", j.floor_w}, {"demand_w", j.demand_w}, {"grant_w", j.grant_w},
+                  {"held_w", j.held_w},   {"seq", j.seq},           {"lease", j.lease}};
+  }
+  return json{{"term", l.term},
+              {"request_id", l.request_id},
+              {"site_budget_w", l.site_budget_w},
+              {"target_site_budget_w", l.target_site_budget_w},
+              {"reserve_w", l.reserve_w},
+              {"seq", l.seq},
+              {"reassignments", l.reassignments},
+              {"jobs", jobs}}
+      .dump();
+}
+
+Result<Member> MemberFromJson(std::string_view text, std::string_view where) {
+  auto j = Parse(text, where);
+  if (!j) return std::move(j).error();
+  Reader r(*j, where);
+  Member m;
+  m.job = r.String("job");
+  m.gpus = static_cast<int>(r.Integer("gpus"));
+  m.nameplate_w = r.Watts("nameplate_w");
+  m.floor_w = r.Watts("floor_w");
+  m.demand_w = r.Watts("demand_w");
+  m.power_w = r.Watts("power_w");
+  m.node_overhead_w = r.Watts("node_overhead_w");
+  m.phase = r.String("phase");
+  m.value_tokens_per_j = r.Number("value_tokens_per_j");
+  m.budget_w = r.Watts("budget_w");
+  m.lease = r.Integer("lease");
+  if (r.error().empty()) {
+    if (auto st = CheckName(m.job, "job"); !st) r.Fail("job", st.error().message());
+    if (m.gpus < 1 || m.gpus > 1 << 20) r.Fail("gpus", "expected 1 or more");
+    if (m.floor_w > m.demand_w) r.Fail("floor_w", "above demand_w");
+  }
+  if (!r.error().empty()) return Error::Input(r.error());
+  return m;
+}
+
+Result<Grant> GrantFromJson(std::string_view text, std::string_view where) {
+  auto j = Parse(text, where);
+  if (!j) return std::move(j).error();
+  Reader r(*j, where);
+  Grant g;
+  g.job = r.String("job");
+  g.term = r.Integer("term");
+  g.seq = r.Integer("seq");
+  g.lease = r.Integer("lease");
+  g.job_budget_w = r.Watts("job_budget_w");
+  g.admitted = r.Bool("admitted");
+  g.reason = r.String("reason");
+  if (!r.error().empty()) return Error::Input(r.error());
+  return g;
+}
+
+Result<Ack> AckFromJson(std::string_view text, std::string_view where) {
+  auto j = Parse(text, where);
+  if (!j) return std::move(j).error();
+  Reader r(*j, where);
+  Ack a;
+  a.job = r.String("job");
+  a.term = r.Integer("term");
+  a.seq = r.Integer("seq");
+  a.lease = r.Integer("lease");
+  a.job_budget_w = r.Watts("job_budget_w");
+  if (!r.error().empty()) return Error::Input(r.error());
+  return a;
+}
+
+Result<Ledger> LedgerFromJson(std::string_view text, std::string_view where) {
+  auto j = Parse(text, where);
+  if (!j) return std::move(j).error();
+  Reader r(*j, where);
+  Ledger l;
+  l.term = r.Integer("term");
+  l.request_id = r.String("request_id");
+  l.site_budget_w = r.Watts("site_budget_w");
+  l.target_site_budget_w = r.Watts("target_site_budget_w");
+  l.reserve_w = r.Watts("reserve_w");
+  l.seq = r.Integer("seq");
+  l.reassignments = static_cast<uint64_t>(r.Integer("reassignments"));
+  const json* jobs = r.Object("jobs");
+  if (jobs != nullptr) {
+    for (const auto& [name, value] : jobs->items()) {
+      if (!value.is_object()) {
+        r.Fail("jobs", fmt::format("'{}': expected an object", name));
+        break;
+      }
+      const std::string at = fmt::format("{}: jobs.{}", where, name);
+      Reader jr(value, at);
+      LedgerJob job;
+      job.floor_w = jr.Watts("floor_w");
+      job.demand_w = jr.Watts("demand_w");
+      job.grant_w = jr.Watts("grant_w");
+      job.held_w = jr.Watts("held_w");
+      job.seq = jr.Integer("seq");
+      job.lease = jr.Integer("lease");
+      if (!jr.error().empty()) return Error::Input(jr.error());
+      l.jobs[name] = job;
+    }
+  }
+  if (!r.error().empty()) return Error::Input(r.error());
+  return l;
+}
+
+}  // namespace headroom::coord

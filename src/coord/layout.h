@@ -1,0 +1,105 @@
+// The store's layout under /headroom/<site>/ and its JSON values (docs/FLEET.md, "The store"):
+//   leader          the leading coordinator (on its lease); its create_revision is the term
+//   ledger          the site's budget and every admitted job's floor, grant and held watts
+//   members/<job>   an agent's demand (on the agent's lease)
+//   grants/<job>    the leader's grant to the job (written with the ledger, in one transaction)
+//   acks/<job>      the grant the agent acts on (on the agent's lease)
+// Every value is a JSON object; one that does not parse, or lacks a field, is ignored by its
+// readers (and logged), never trusted in part. Watts are whole-job (GPUs and node overhead).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/error.h"
+#include "coord/store.h"
+
+namespace headroom::coord {
+
+struct Keys {
+  explicit Keys(std::string_view site);
+  std::string root;  // "/headroom/<site>/"
+  std::string leader() const { return root + "leader"; }
+  std::string ledger() const { return root + "ledger"; }
+  std::string members() const { return root + "members/"; }
+  std::string grants() const { return root + "grants/"; }
+  std::string acks() const { return root + "acks/"; }
+  std::string member(std::string_view job) const { return members() + std::string(job); }
+  std::string grant(std::string_view job) const { return grants() + std::string(job); }
+  std::string ack(std::string_view job) const { return acks() + std::string(job); }
+};
+
+// A site or job name: 1-64 of [A-Za-z0-9._-] (it becomes part of keys).
+Status CheckName(std::string_view name, std::string_view what);
+
+struct Member {
+  std::string job;
+  int gpus = 0;
+  double nameplate_w = 0.0;  // the GPUs' nameplate plus the node overhead
+  double floor_w = 0.0;      // the job's power at its lowest actuation, with the node overhead
+  double demand_w = 0.0;     // what it would draw unconstrained (first version: nameplate_w)
+  double power_w = 0.0;      // now, with the node overhead
+  double node_overhead_w = 0.0;
+  std::string phase;
+  double value_tokens_per_j = 0.0;  // marginal value of power: tokens/s per W (docs/FLEET.md)
+  double budget_w = 0.0;            // the job budget it acts on now
+  LeaseId lease = 0;
+};
+
+struct Grant {
+  std::string job;
+  int64_t term = 0;   // the leader's election revision: the fencing token
+  int64_t seq = 0;    // the ledger's grant sequence: higher is newer
+  LeaseId lease = 0;  // the member it is for (a restarted agent ignores its predecessor's)
+  double job_budget_w = 0.0;
+  bool admitted = true;
+  std::string reason;
+};
+
+struct Ack {
+  std::string job;
+  int64_t term = 0;
+  int64_t seq = 0;
+  LeaseId lease = 0;
+  double job_budget_w = 0.0;
+};
+
+struct LedgerJob {
+  double floor_w = 0.0;
+  double demand_w = 0.0;
+  double grant_w = 0.0;  // the latest grant
+  // What the job may be acting on: >= every grant it has not acknowledged being past. The
+  // invariant: sum of held_w <= site_budget_w - reserve_w.
+  double held_w = 0.0;
+  int64_t seq = 0;    // of the latest grant
+  LeaseId lease = 0;  // the member it is addressed to; 0: none (its lease is gone)
+};
+
+struct Ledger {
+  int64_t term = 0;                   // of the leader that wrote it
+  std::string request_id;             // of the transaction that wrote it
+  double site_budget_w = 0.0;         // in force: what the invariant holds against
+  double target_site_budget_w = 0.0;  // asked for; below site_budget_w while a decrease settles
+  double reserve_w = 0.0;
+  int64_t seq = 0;             // the last grant sequence used
+  uint64_t reassignments = 0;  // grants raised with watts another job gave up
+  std::map<std::string, LedgerJob> jobs;
+
+  double HeldW() const;
+  double FloorsW() const;
+};
+
+std::string ToJson(const Member& m);
+std::string ToJson(const Grant& g);
+std::string ToJson(const Ack& a);
+std::string ToJson(const Ledger& l);
+// "where" names the key for the message.
+Result<Member> MemberFromJson(std::string_view text, std::string_view where);
+Result<Grant> GrantFromJson(std::string_view text, std::string_view where);
+Result<Ack> AckFromJson(std::string_view text, std::string_view where);
+Result<Ledger> LedgerFromJson(std::string_view text, std::string_view where);
+
+}  // namespace headroom::coord

@@ -1,0 +1,313 @@
+#include "coord/member.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace headroom::coord {
+
+std::string_view StateName(Acting::State s) {
+  switch (s) {
+    case Acting::State::kLocal:
+      return "local";
+    case Acting::State::kGranted:
+      return "granted";
+    case Acting::State::kFenced:
+      return "fenced";
+  }
+  return "?";
+}
+
+FleetMember::FleetMember(Store& store, MemberConfig config, std::function<double()> monotonic_s,
+                         std::function<void(const std::string&)> log)
+    : store_(store),
+      config_(std::move(config)),
+      keys_(config_.site),
+      now_s_(std::move(monotonic_s)),
+      log_(std::move(log)) {}
+
+Acting FleetMember::CurrentLocked(double now_s) const {
+  Acting a;
+  if (registered_ && grant_ && grant_->admitted) {
+    const double deadline_s =
+        renewed_sent_s_ + static_cast<double>(lease_ttl_s_) - config_.fence_margin_s;
+    if (now_s < deadline_s) {
+      a.state = Acting::State::kGranted;
+      a.job_budget_w = grant_->job_budget_w;
+      a.term = grant_->term;
+      a.seq = grant_->seq;
+      a.lease = grant_->lease;
+      a.valid_until_s = deadline_s;
+      a.reason = fmt::format("site '{}' grant (term {}, seq {})", config_.site, a.term, a.seq);
+      return a;
+    }
+    a.state = Acting::State::kFenced;
+    a.reason = "fenced: lease not renewed within its TTL less the margin";
+  } else if (ever_granted_) {
+    a.state = Acting::State::kFenced;
+    a.reason = registered_ ? "fenced: waiting for a grant for the new lease"
+                           : "fenced: the lease is gone, registering again";
+  } else {
+    a.state = Acting::State::kLocal;
+    a.job_budget_w = config_.local_budget_w;
+    a.valid_until_s = std::numeric_limits<double>::infinity();
+    a.reason = grant_ && !grant_->admitted ? grant_->reason
+               : !status_.refused.empty()  ? status_.refused
+                                           : "local budget: no grant yet";
+    return a;
+  }
+  a.job_budget_w = config_.floor_w;
+  a.valid_until_s = std::numeric_limits<double>::infinity();
+  return a;
+}
+
+Acting FleetMember::Current() {
+  const double now_s = now_s_();
+  MutexLock lock(mu_);
+  Acting a = CurrentLocked(now_s);
+  if (a.state == Acting::State::kGranted && a.seq > served_seq_) served_seq_ = a.seq;
+  served_ = a;
+  return a;
+}
+
+void FleetMember::Observe(double t_s, double power_w, std::string_view phase, double tokens_per_s) {
+  MutexLock lock(mu_);
+  power_w_ = power_w;
+  phase_ = std::string(phase);
+  observations_.push_back({t_s, power_w, tokens_per_s});
+  while (!observations_.empty() && observations_.front().t_s < t_s - config_.value_window_s) {
+    observations_.pop_front();
+  }
+}
+
+double FleetMember::ValueLocked() const {
+  // The slope of tokens/s on power over the window when power moved enough to estimate one
+  // (least squares), else the average value: mean tokens/s over mean power. Never negative.
+  const size_t n = observations_.size();
+  if (n == 0) return 0.0;
+  double sp = 0.0, st = 0.0, lo = INFINITY, hi = -INFINITY;
+  for (const auto& o : observations_) {
+    sp += o.power_w;
+    st += o.tokens_per_s;
+    lo = std::min(lo, o.power_w);
+    hi = std::max(hi, o.power_w);
+  }
+  const double mp = sp / static_cast<double>(n);
+  const double mt = st / static_cast<double>(n);
+  if (!(mp > 0.0)) return 0.0;
+  if (n >= 8 && hi - lo >= 0.05 * mp) {
+    double sxy = 0.0, sxx = 0.0;
+    for (const auto& o : observations_) {
+      sxy += (o.power_w - mp) * (o.tokens_per_s - mt);
+      sxx += (o.power_w - mp) * (o.power_w - mp);
+    }
+    if (sxx > 0.0) return std::max(0.0, sxy / sxx);
+  }
+  return std::max(0.0, mt / mp);
+}
+
+double FleetMember::ValueTokensPerJ() const {
+  MutexLock lock(mu_);
+  return ValueLocked();
+}
+
+bool FleetMember::Register(double now_s) {
+  const double sent_s = now_s;
+  auto lease = store_.LeaseGrant(config_.lease_ttl_s);
+  if (!lease) {
+    MutexLock lock(mu_);
+    if (status_.last_error != lease.error().message()) {
+      log_(fmt::format("fleet: {} (on the local budget; retrying)", lease.error().message()));
+    }
+    status_.last_error = lease.error().message();
+    return false;
+  }
+  Member m;
+  {
+    MutexLock lock(mu_);
+    m.job = config_.job;
+    m.gpus = config_.gpus;
+    m.nameplate_w = config_.nameplate_w;
+    m.floor_w = config_.floor_w;
+    m.demand_w = config_.nameplate_w;
+    m.power_w = power_w_;
+    m.phase = phase_;
+    m.value_tokens_per_j = ValueLocked();
+    m.budget_w = served_.job_budget_w;
+    m.lease = *lease;
+  }
+  m.node_overhead_w = config_.node_overhead_w;
+  TxnRequest txn;
+  txn.compare.push_back(
+      Compare::CreateRevision(keys_.member(config_.job), Compare::Result::kEqual, 0));
+  txn.success.push_back(Op::Put(keys_.member(config_.job), ToJson(m), *lease));
+  txn.failure.push_back(Op::Get(keys_.member(config_.job)));
+  auto r = store_.Txn(txn);
+  if (!r || !r->succeeded) {
+    std::string why;
+    if (!r) {
+      why = r.error().message();
+    } else if (!r->responses.empty() && !r->responses[0].empty()) {
+      why = fmt::format(
+          "job name '{}' is taken at site '{}' by lease {:x} (another agent, or this job's "
+          "previous agent until its lease expires)",
+          config_.job, config_.site, r->responses[0][0].lease);
+    } else {
+      why = "registration lost a race; retrying";
+    }
+    (void)store_.LeaseRevoke(*lease);
+    MutexLock lock(mu_);
+    if (status_.refused != why) log_(fmt::format("fleet: {}", why));
+    status_.refused = why;
+    return false;
+  }
+  MutexLock lock(mu_);
+  lease_ = *lease;
+  lease_ttl_s_ = config_.lease_ttl_s;
+  renewed_sent_s_ = sent_s;
+  registered_ = true;
+  grant_.reset();
+  published_s_ = now_s;
+  status_.refused.clear();
+  status_.last_error.clear();
+  status_.registered = true;
+  status_.lease = lease_;
+  log_(fmt::format("fleet: job '{}' registered at site '{}' (lease {:x})", config_.job,
+                   config_.site, lease_));
+  return true;
+}
+
+void FleetMember::Step() {
+  const double now_s = now_s_();
+  LeaseId lease = 0;
+  double renewed_sent_s = 0.0;
+  bool registered = false;
+  {
+    MutexLock lock(mu_);
+    lease = lease_;
+    renewed_sent_s = renewed_sent_s_;
+    registered = registered_;
+  }
+  if (!registered) {
+    if (!Register(now_s)) return;
+    MutexLock lock(mu_);
+    lease = lease_;
+    renewed_sent_s = renewed_sent_s_;
+  }
+  // The lease, three times per TTL.
+  if (now_s - renewed_sent_s >= static_cast<double>(config_.lease_ttl_s) / 3.0) {
+    const double sent_s = now_s_();
+    auto kept = store_.LeaseKeepAlive(lease);
+    MutexLock lock(mu_);
+    if (kept) {
+      renewed_sent_s_ = sent_s;
+      if (*kept > 0) lease_ttl_s_ = std::min<int64_t>(*kept, config_.lease_ttl_s);
+    } else if (IsLeaseGone(kept.error())) {
+      log_(fmt::format("fleet: lease {:x} gone: fenced at the floor, registering again", lease));
+      registered_ = false;
+      status_.registered = false;
+      lease_ = 0;
+      grant_.reset();
+      return;
+    } else {
+      status_.last_error = kept.error().message();
+      return;
+    }
+  }
+  // The demand.
+  Member m;
+  bool publish = false;
+  {
+    MutexLock lock(mu_);
+    if (now_s - published_s_ >= config_.update_s) {
+      publish = true;
+      published_s_ = now_s;
+      m.job = config_.job;
+      m.gpus = config_.gpus;
+      m.nameplate_w = config_.nameplate_w;
+      m.floor_w = config_.floor_w;
+      m.demand_w = config_.nameplate_w;
+      m.power_w = power_w_;
+      m.phase = phase_;
+      m.value_tokens_per_j = ValueLocked();
+      m.budget_w = served_.job_budget_w;
+      m.node_overhead_w = config_.node_overhead_w;
+      m.lease = lease;
+    }
+  }
+  if (publish) {
+    if (auto r = store_.Put(keys_.member(config_.job), ToJson(m), lease); !r) {
+      MutexLock lock(mu_);
+      status_.last_error = r.error().message();
+    }
+  }
+  // The grant.
+  auto got = store_.Get(keys_.grant(config_.job));
+  if (!got) {
+    MutexLock lock(mu_);
+    status_.last_error = got.error().message();
+    return;
+  }
+  if (!got->kvs.empty()) {
+    auto g = GrantFromJson(got->kvs[0].value, got->kvs[0].key);
+    MutexLock lock(mu_);
+    if (!g) {
+      if (status_.last_error != g.error().message())
+        log_(fmt::format("fleet: ignored: {}", g.error().message()));
+      status_.last_error = g.error().message();
+    } else if (g->lease == lease_ && g->job == config_.job) {
+      if (g->term < max_term_) {
+        ++status_.stale_grants_ignored;
+      } else if (!grant_ || g->seq > grant_->seq) {
+        max_term_ = std::max(max_term_, g->term);
+        status_.max_term = max_term_;
+        if (!g->admitted && (!grant_ || grant_->admitted))
+          log_(fmt::format("fleet: {}", g->reason));
+        if (g->admitted) ever_granted_ = true;
+        grant_ = std::move(*g);
+      }
+    }
+  }
+  // The acknowledgement of what the controller acts on.
+  Ack ack;
+  bool send = false;
+  {
+    MutexLock lock(mu_);
+    if (served_seq_ > acked_seq_ && served_.state == Acting::State::kGranted &&
+        served_.lease == lease_) {
+      ack = {config_.job, served_.term, served_.seq, served_.lease, served_.job_budget_w};
+      send = true;
+    }
+  }
+  if (send) {
+    if (auto r = store_.Put(keys_.ack(config_.job), ToJson(ack), lease); r) {
+      MutexLock lock(mu_);
+      acked_seq_ = std::max(acked_seq_, ack.seq);
+      ++status_.acks;
+    } else {
+      MutexLock lock(mu_);
+      status_.last_error = r.error().message();
+    }
+  }
+}
+
+void FleetMember::Leave() {
+  LeaseId lease = 0;
+  {
+    MutexLock lock(mu_);
+    lease = lease_;
+    lease_ = 0;
+    registered_ = false;
+    grant_.reset();
+  }
+  if (lease != 0) (void)store_.LeaseRevoke(lease);
+}
+
+MemberStatus FleetMember::status() const {
+  MutexLock lock(mu_);
+  return status_;
+}
+
+}  // namespace headroom::coord

@@ -1,0 +1,118 @@
+// An agent's membership of a site (docs/FLEET.md): it registers the job under its own lease,
+// keeps the lease alive, publishes its demand, reads its grant and acknowledges the grant its
+// controller acts on. Current() says what to act on, and never waits on the store:
+//   - granted: the newest grant for this lease (by sequence; grants of an older term than one
+//     already seen are ignored);
+//   - fenced: the lease has not been renewed for lease TTL - margin by our own monotonic clock
+//     (measured from when the last successful renewal was sent, so before the store's lease can
+//     expire): the floor, until a new lease is granted something;
+//   - local: never granted (the store unreachable, or not yet admitted), or refused admission:
+//     the local budget.
+// Step() does the store's work; one thread calls it (the agent's fleet thread, or fleet-sim's
+// loop), while the runner calls Current() and Observe(). Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "common/thread_annotations.h"
+#include "coord/layout.h"
+#include "coord/store.h"
+
+namespace headroom::coord {
+
+struct MemberConfig {
+  std::string site;
+  std::string job;
+  int gpus = 1;
+  double nameplate_w = 0.0;      // the job's GPUs' nameplate + node overhead
+  double floor_w = 0.0;          // the job's power at its lowest actuation + node overhead
+  double local_budget_w = 0.0;   // job budget with no grant (not admitted, store unreachable)
+  double node_overhead_w = 0.0;  // inside nameplate_w and floor_w: the node's other power
+  int64_t lease_ttl_s = 3;
+  double fence_margin_s = 1.0;    // fences at TTL - margin after the last renewal was sent
+  double update_s = 1.0;          // how often the demand is published
+  double value_window_s = 120.0;  // the marginal value's estimation window
+};
+
+struct Acting {
+  enum class State { kLocal, kGranted, kFenced };
+  State state = State::kLocal;
+  double job_budget_w = 0.0;
+  int64_t term = 0;  // of the grant (0: none)
+  int64_t seq = 0;
+  LeaseId lease = 0;
+  // Until when this may be acted on without hearing from the store: the fence deadline (a
+  // granted budget) on the member's clock; infinity otherwise.
+  double valid_until_s = 0.0;
+  std::string reason;
+};
+std::string_view StateName(Acting::State s);
+
+struct MemberStatus {
+  bool registered = false;
+  LeaseId lease = 0;
+  int64_t max_term = 0;
+  std::string refused;     // why the job is not admitted, or why registration is refused
+  std::string last_error;  // of the store
+  uint64_t stale_grants_ignored = 0;
+  uint64_t acks = 0;
+};
+
+class FleetMember {
+ public:
+  FleetMember(Store& store, MemberConfig config, std::function<double()> monotonic_s,
+              std::function<void(const std::string&)> log);
+
+  // The store's work: register (or re-register after losing the lease), keep the lease, publish
+  // the demand every update_s, read the grant, acknowledge what Current() has served.
+  void Step() EXCLUDES(mu_);
+  // What to act on now; records it as served (acknowledged at the next Step).
+  Acting Current() EXCLUDES(mu_);
+  // The job's state after a decision: its power (with node overhead), phase, tokens/s.
+  void Observe(double t_s, double power_w, std::string_view phase, double tokens_per_s)
+      EXCLUDES(mu_);
+  // A clean stop: revoke the lease (the ledger keeps the floor until it forgets the job).
+  void Leave() EXCLUDES(mu_);
+
+  MemberStatus status() const EXCLUDES(mu_);
+  const MemberConfig& config() const { return config_; }
+  // The marginal value estimate (tokens/s per W) from the observations kept.
+  double ValueTokensPerJ() const EXCLUDES(mu_);
+
+ private:
+  Acting CurrentLocked(double now_s) const REQUIRES(mu_);
+  double ValueLocked() const REQUIRES(mu_);
+  bool Register(double now_s) EXCLUDES(mu_);
+
+  Store& store_;
+  const MemberConfig config_;
+  const Keys keys_;
+  std::function<double()> now_s_;
+  std::function<void(const std::string&)> log_;
+
+  mutable Mutex mu_;
+  LeaseId lease_ GUARDED_BY(mu_) = 0;
+  int64_t lease_ttl_s_ GUARDED_BY(mu_) = 0;  // as granted
+  double renewed_sent_s_ GUARDED_BY(mu_) = 0.0;
+  bool registered_ GUARDED_BY(mu_) = false;
+  std::optional<Grant> grant_ GUARDED_BY(mu_);  // the newest for lease_
+  bool ever_granted_ GUARDED_BY(mu_) = false;   // in this process: the floor once fenced
+  int64_t max_term_ GUARDED_BY(mu_) = 0;
+  int64_t served_seq_ GUARDED_BY(mu_) = 0;
+  Acting served_ GUARDED_BY(mu_);
+  int64_t acked_seq_ GUARDED_BY(mu_) = 0;
+  double published_s_ GUARDED_BY(mu_) = -1e300;
+  double power_w_ GUARDED_BY(mu_) = 0.0;
+  std::string phase_ GUARDED_BY(mu_) = "idle";
+  struct Observation {
+    double t_s, power_w, tokens_per_s;
+  };
+  std::deque<Observation> observations_ GUARDED_BY(mu_);
+  MemberStatus status_ GUARDED_BY(mu_);
+};
+
+}  // namespace headroom::coord

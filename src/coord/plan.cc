@@ -1,0 +1,213 @@
+#include "coord/plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace headroom::coord {
+namespace {
+constexpr double kEpsW = 1e-6;  // watts below this are rounding
+}
+
+std::map<std::string, double> Allocate(double available_w,
+                                       const std::map<std::string, AllocationJob>& jobs) {
+  double floors_w = 0.0;
+  double above_w = 0.0;
+  for (const auto& [name, j] : jobs) {
+    floors_w += j.floor_w;
+    above_w += std::max(0.0, j.demand_w - j.floor_w);
+  }
+  const double rest_w = std::max(0.0, available_w - floors_w);
+  // The same fraction of every job's demand above floor; at most all of it.
+  const double fraction = above_w > 0.0 ? std::min(1.0, rest_w / above_w) : 0.0;
+  std::map<std::string, double> out;
+  for (const auto& [name, j] : jobs) {
+    out[name] = j.floor_w + fraction * std::max(0.0, j.demand_w - j.floor_w);
+  }
+  return out;
+}
+
+double InvariantSlackW(const Ledger& ledger) {
+  return ledger.site_budget_w - ledger.reserve_w - ledger.HeldW() +
+         kEpsW * static_cast<double>(ledger.jobs.size() + 1);
+}
+
+PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
+  PlanOutput out;
+  Ledger& l = out.ledger;
+  l = read;
+  const auto log = [&](std::string line) { out.log.push_back(std::move(line)); };
+  std::map<std::string, bool> regrant;  // jobs whose grant must be (re)written
+
+  // 1. Acknowledgements, gone leases, new incarnations.
+  for (auto it = l.jobs.begin(); it != l.jobs.end();) {
+    const std::string& name = it->first;
+    LedgerJob& j = it->second;
+    const auto m = in.members.find(name);
+    if (m == in.members.end() || m->second.lease != j.lease) {
+      // The lease the ledger addresses is gone (a member key is created only once the previous
+      // one is deleted): that agent has fenced itself to its floor.
+      if (j.lease != 0) {
+        log(fmt::format("{}: lease {:x} gone: held {:.1f} W -> floor {:.1f} W", name, j.lease,
+                        j.held_w, j.floor_w));
+        j.lease = 0;
+        j.held_w = j.floor_w;
+        j.grant_w = j.floor_w;
+        out.changed = true;
+      }
+      if (m == in.members.end()) {
+        const auto gone = in.gone_for_s.find(name);
+        if (gone != in.gone_for_s.end() && gone->second >= in.forget_after_s) {
+          log(fmt::format("{}: no member for {:.0f} s: forgotten, floor {:.1f} W released", name,
+                          gone->second, j.floor_w));
+          out.forgotten.push_back(name);
+          it = l.jobs.erase(it);
+          out.changed = true;
+          continue;
+        }
+      } else {
+        // A new incarnation takes the job's place: its floor was never released.
+        j.lease = m->second.lease;
+        j.demand_w = std::max(m->second.demand_w, j.floor_w);
+        regrant[name] = true;
+        log(fmt::format("{}: lease {:x} takes the job's place", name, j.lease));
+        out.changed = true;
+      }
+    } else {
+      const auto a = in.acks.find(name);
+      if (a != in.acks.end() && a->second.lease == j.lease && a->second.seq == j.seq &&
+          j.held_w > j.grant_w) {
+        j.held_w = j.grant_w;
+        out.changed = true;
+      }
+      if (std::abs(m->second.demand_w - j.demand_w) > kEpsW) {
+        j.demand_w = std::max(m->second.demand_w, j.floor_w);
+        out.changed = true;
+      }
+    }
+    ++it;
+  }
+
+  // 2. Admission, in order of registration.
+  const double alloc_budget_w = std::min(l.site_budget_w, l.target_site_budget_w) - l.reserve_w;
+  std::vector<std::pair<int64_t, std::string>> newcomers;
+  for (const auto& [name, m] : in.members) {
+    if (l.jobs.contains(name)) continue;
+    const auto at = in.registered_at.find(name);
+    newcomers.emplace_back(at == in.registered_at.end() ? 0 : at->second, name);
+  }
+  std::sort(newcomers.begin(), newcomers.end());
+  for (const auto& [at, name] : newcomers) {
+    const Member& m = in.members.at(name);
+    const double floors_w = l.FloorsW();
+    const double room_w = alloc_budget_w - floors_w;
+    // The floor must fit beside the others' floors and beside what they hold now (their
+    // acknowledged grants come down over the next periods; until then it waits).
+    if (m.floor_w <= room_w + kEpsW) {
+      const double free_w = l.site_budget_w - l.reserve_w - l.HeldW();
+      if (m.floor_w > free_w + kEpsW) {
+        log(fmt::format("{}: floor {:.1f} W fits, waiting for {:.1f} W to be released", name,
+                        m.floor_w, m.floor_w - free_w));
+        continue;
+      }
+      LedgerJob j;
+      j.floor_w = m.floor_w;
+      j.demand_w = std::max(m.demand_w, m.floor_w);
+      j.grant_w = m.floor_w;
+      j.held_w = m.floor_w;
+      j.lease = m.lease;
+      l.jobs[name] = j;
+      regrant[name] = true;
+      out.changed = true;
+      log(fmt::format("{}: admitted at its floor {:.1f} W", name, m.floor_w));
+    } else {
+      Grant g;
+      g.job = name;
+      g.term = term;
+      g.lease = m.lease;
+      g.admitted = false;
+      g.reason = fmt::format(
+          "not admitted: floor {:.1f} W does not fit in site budget {:.1f} W - reserve {:.1f} W "
+          "- floors of running jobs {:.1f} W = {:.1f} W",
+          m.floor_w, std::min(l.site_budget_w, l.target_site_budget_w), l.reserve_w, floors_w,
+          std::max(0.0, room_w));
+      const auto stored = in.grants.find(name);
+      if (stored == in.grants.end() || stored->second.admitted || stored->second.lease != g.lease ||
+          stored->second.reason != g.reason) {
+        g.seq = ++l.seq;
+        out.grants.push_back(g);
+        out.changed = true;
+        log(fmt::format("{}: {}", name, g.reason));
+      }
+    }
+  }
+
+  // 3. Targets.
+  std::map<std::string, AllocationJob> alloc_jobs;
+  for (const auto& [name, j] : l.jobs) {
+    // A job with no member is held at its floor until it is back or forgotten.
+    const double demand_w = j.lease == 0 ? j.floor_w : j.demand_w;
+    alloc_jobs[name] = {j.floor_w, demand_w};
+  }
+  const std::map<std::string, double> target = Allocate(alloc_budget_w, alloc_jobs);
+
+  // 4. Down first, then up into the room.
+  double want_w = 0.0;
+  for (auto& [name, j] : l.jobs) {
+    const double t = target.at(name);
+    if (t < j.grant_w - kEpsW) {
+      j.grant_w = t;
+      regrant[name] = true;
+    } else if (t > j.grant_w + kEpsW && j.lease != 0) {
+      want_w += t - j.grant_w;
+    }
+  }
+  const double room_w = std::max(0.0, l.site_budget_w - l.reserve_w - l.HeldW());
+  const double room_alloc_w = std::max(0.0, alloc_budget_w - l.HeldW());
+  const double give_fraction =
+      want_w > 0.0 ? std::min(1.0, std::min(room_w, room_alloc_w) / want_w) : 0.0;
+  if (give_fraction > 0.0) {
+    for (auto& [name, j] : l.jobs) {
+      const double t = target.at(name);
+      if (!(t > j.grant_w + kEpsW) || j.lease == 0) continue;
+      const double give_w = (t - j.grant_w) * give_fraction;
+      if (give_w < 0.01) continue;  // below a hundredth of a watt: not worth a write
+      j.grant_w += give_w;
+      j.held_w = std::max(j.held_w, j.grant_w);
+      regrant[name] = true;
+      ++l.reassignments;
+    }
+  }
+
+  // 5. A decrease in force once it fits.
+  if (l.target_site_budget_w < l.site_budget_w &&
+      l.HeldW() <= l.target_site_budget_w - l.reserve_w + kEpsW) {
+    log(fmt::format("site budget {:.1f} W -> {:.1f} W in force", l.site_budget_w,
+                    l.target_site_budget_w));
+    l.site_budget_w = l.target_site_budget_w;
+    out.changed = true;
+  }
+  if (l.target_site_budget_w > l.site_budget_w) {
+    l.site_budget_w = l.target_site_budget_w;  // an increase is in force at once
+    out.changed = true;
+  }
+
+  for (const auto& [name, yes] : regrant) {
+    LedgerJob& j = l.jobs.at(name);
+    j.seq = ++l.seq;
+    Grant g;
+    g.job = name;
+    g.term = term;
+    g.seq = j.seq;
+    g.lease = j.lease;
+    g.job_budget_w = j.grant_w;
+    g.admitted = true;
+    out.grants.push_back(g);
+    out.changed = true;
+  }
+  if (out.changed) l.term = term;
+  return out;
+}
+
+}  // namespace headroom::coord

@@ -1,0 +1,64 @@
+// The coordinator's decision, one period at a time: from the ledger it read, the members, their
+// acknowledgements and which leases are gone, the next ledger and the grants to write. Pure: no
+// store, no clock (docs/FLEET.md, "The protocol", states the invariant this keeps and why).
+//
+//   1. A grant acknowledged (the agent acts on it from its next decision) lowers the job's held
+//      watts to it. A job whose lease is gone has fenced itself to its floor (the agent's own
+//      clock runs out before the store's lease does): held = grant = floor. Forgotten after
+//      `forget_after_s` without a member.
+//   2. Admission, in order of registration: a member not in the ledger whose floor fits next to
+//      the floors of the jobs admitted (against the lower of the budget in force and the one
+//      asked for) is admitted at its floor; one that does not fit is refused, with the numbers.
+//      Running jobs' floors are never taken.
+//   3. Targets (Allocate): every floor covered, the rest split in proportion to demand above
+//      floor, capped at demand.
+//   4. Down first: grants above their target are lowered at once (held stays until acked); grants
+//      below it are raised only into room = budget - reserve - sum of held, shared in proportion
+//      to what each still wants; a raised grant is held at once.
+//   5. A site budget decrease is in force once the sum of held fits under it.
+// Invariant, checked before anything is written: sum of held_w <= site_budget_w - reserve_w.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "coord/layout.h"
+
+namespace headroom::coord {
+
+struct AllocationJob {
+  double floor_w = 0.0;
+  double demand_w = 0.0;  // >= floor_w
+};
+
+// Every floor, and the rest of `available_w` in proportion to demand above floor, capped at
+// demand. REQUIRES: the floors fit in available_w.
+std::map<std::string, double> Allocate(double available_w,
+                                       const std::map<std::string, AllocationJob>& jobs);
+
+struct PlanInput {
+  std::map<std::string, Member> members;         // valid members by job
+  std::map<std::string, int64_t> registered_at;  // their create_revision: admission order
+  std::map<std::string, Ack> acks;               // valid acks by job
+  std::map<std::string, Grant> grants;           // as stored, by job
+  std::map<std::string, double> gone_for_s;      // ledger jobs with no member, for how long
+  double forget_after_s = 60.0;
+};
+
+struct PlanOutput {
+  Ledger ledger;                       // next
+  std::vector<Grant> grants;           // to write (changed only)
+  std::vector<std::string> forgotten;  // jobs whose grant key to delete
+  bool changed = false;                // anything to write
+  std::vector<std::string> log;
+};
+
+// `ledger`: as read; `term`: the leader's. REQUIRES: ledger.site_budget_w - reserve_w >= the sum
+// of its held watts (the invariant, as the last write left it).
+PlanOutput Plan(const Ledger& ledger, const PlanInput& in, int64_t term);
+
+// The invariant's slack (>= 0 when it holds), within a rounding tolerance of 1e-6 W per job.
+double InvariantSlackW(const Ledger& ledger);
+
+}  // namespace headroom::coord

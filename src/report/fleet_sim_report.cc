@@ -1,0 +1,171 @@
+#include "report/fleet_sim_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "report/html_page.h"
+#include "report/svg.h"
+#include "report/table.h"
+
+namespace headroom::report {
+namespace {
+
+using nlohmann::json;
+
+json ByWindow(const std::array<double, 3>& v) {
+  json j = json::object();
+  for (size_t w = 0; w < 3; ++w) j[sim::kFleetWindowNames[w]] = v[w];
+  return j;
+}
+
+double Pct(double a, double b) { return b > 0.0 ? 100.0 * (a / b - 1.0) : 0.0; }
+
+const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                         "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+
+}  // namespace
+
+json FleetSimToJson(const sim::FleetSimResult& r, uint64_t seed) {
+  json j;
+  j["store"] = r.store;
+  j["seed"] = seed;
+  j["site_budget_w"] = r.site_budget_w;
+  j["reserve_w"] = r.reserve_w;
+  j["nameplate_w"] = r.nameplate_w;
+  j["duration_s"] = r.duration_s;
+  j["tokens"] = r.site.tokens;
+  j["energy_j"] = r.site.energy_j;
+  j["violation_fraction"] = ByWindow(r.site.violation_fraction);
+  j["peak_fraction_of_nameplate"] = ByWindow(r.site.peak_fraction_of_nameplate);
+  j["reassignments"] = r.reassignments;
+  j["ledger_writes"] = r.ledger_writes;
+  json jobs = json::array();
+  for (const auto& job : r.site.jobs) {
+    jobs.push_back({{"job", job.job},
+                    {"scenario", job.scenario},
+                    {"gpus", job.gpus},
+                    {"tokens", job.tokens},
+                    {"energy_j", job.energy_j},
+                    {"mean_grant_w", job.mean_grant_w},
+                    {"floor_w", job.floor_w},
+                    {"admitted", job.admitted}});
+  }
+  j["jobs"] = jobs;
+  const auto summary = [](const sim::FleetSimRun& run) {
+    json per_job = json::array();
+    for (const auto& job : run.jobs) {
+      per_job.push_back({{"job", job.job}, {"tokens", job.tokens}, {"energy_j", job.energy_j}});
+    }
+    return json{{"tokens", run.tokens},
+                {"energy_j", run.energy_j},
+                {"violation_fraction", ByWindow(run.violation_fraction)},
+                {"peak_fraction_of_nameplate", ByWindow(run.peak_fraction_of_nameplate)},
+                {"jobs", per_job}};
+  };
+  j["without_site_budget"] = summary(r.baseline);
+  j["own_budgets"] = summary(r.own_budgets);
+  j["tokens_vs_without_site_budget_pct"] = Pct(r.site.tokens, r.baseline.tokens);
+  j["tokens_vs_own_budgets_pct"] = Pct(r.site.tokens, r.own_budgets.tokens);
+  return j;
+}
+
+std::string FleetSimToText(const sim::FleetSimResult& r) {
+  std::string out = fmt::format(
+      "fleet-sim: {} jobs, {:.0f} W nameplate, site budget {:.0f} W ({:.1f} % of nameplate), "
+      "reserve {:.0f} W, {:.0f} s, store {}\n\n",
+      r.site.jobs.size(), r.nameplate_w, r.site_budget_w, 100.0 * r.site_budget_w / r.nameplate_w,
+      r.reserve_w, r.duration_s, r.store);
+  TextTable t({"", "tokens", "energy MJ", "over 0.5s", "over 30s", "over 5min", "peak 30s"});
+  const auto label = [&](const sim::FleetSimRun* run) {
+    return run == &r.site       ? std::string("site budget")
+           : run == &r.baseline ? std::string("no budget at all")
+                                : std::string("each on its own budget");
+  };
+  for (const auto* run : {&r.site, &r.baseline, &r.own_budgets}) {
+    t.AddRow({label(run), fmt::format("{:.4g}", run->tokens),
+              fmt::format("{:.2f}", run->energy_j / 1e6),
+              fmt::format("{:.2f} %", 100.0 * run->violation_fraction[0]),
+              fmt::format("{:.2f} %", 100.0 * run->violation_fraction[1]),
+              fmt::format("{:.2f} %", 100.0 * run->violation_fraction[2]),
+              fmt::format("{:.1f} %", 100.0 * run->peak_fraction_of_nameplate[1])});
+  }
+  out += t.Render();
+  out += fmt::format(
+      "\ntokens {:+.1f} % against the same jobs with no budget, {:+.1f} % against each on its own "
+      "budget; {} grants raised, {} ledger writes\n\n",
+      Pct(r.site.tokens, r.baseline.tokens), Pct(r.site.tokens, r.own_budgets.tokens),
+      r.reassignments, r.ledger_writes);
+  TextTable jobs({"job", "GPUs", "floor W", "mean grant W", "tokens", "no budget", "own budget"});
+  for (size_t i = 0; i < r.site.jobs.size(); ++i) {
+    const auto& j = r.site.jobs[i];
+    const double free = i < r.baseline.jobs.size() ? r.baseline.jobs[i].tokens : 0.0;
+    const double own = i < r.own_budgets.jobs.size() ? r.own_budgets.jobs[i].tokens : 0.0;
+    jobs.AddRow({j.job + (j.admitted ? "" : " (not admitted)"), std::to_string(j.gpus),
+                 fmt::format("{:.0f}", j.floor_w), fmt::format("{:.0f}", j.mean_grant_w),
+                 fmt::format("{:.4g}", j.tokens), fmt::format("{:.4g}", free),
+                 fmt::format("{:.4g}", own)});
+  }
+  out += jobs.Render();
+  return out;
+}
+
+std::string FleetSimReportHtml(const sim::FleetSimResult& r, uint64_t seed) {
+  std::string body;
+  body += fmt::format(
+      "<p>{} jobs, {:.0f} W nameplate, site budget <b>{:.0f} W</b> ({:.1f} % of nameplate), "
+      "reserve {:.0f} W, {:.0f} simulated seconds, seed {}, store {}.</p>",
+      r.site.jobs.size(), r.nameplate_w, r.site_budget_w, 100.0 * r.site_budget_w / r.nameplate_w,
+      r.reserve_w, r.duration_s, seed, HtmlEscape(r.store));
+  std::vector<std::vector<std::string>> rows;
+  for (const auto* run : {&r.site, &r.baseline, &r.own_budgets}) {
+    rows.push_back({run == &r.site       ? "site budget"
+                    : run == &r.baseline ? "no budget at all (the trainers' own settings)"
+                                         : "each job on its own scenario budget",
+                    fmt::format("{:.4g}", run->tokens), fmt::format("{:.2f}", run->energy_j / 1e6),
+                    fmt::format("{:.2f} %", 100.0 * run->violation_fraction[0]),
+                    fmt::format("{:.2f} %", 100.0 * run->violation_fraction[1]),
+                    fmt::format("{:.2f} %", 100.0 * run->violation_fraction[2]),
+                    fmt::format("{:.1f} %", 100.0 * run->peak_fraction_of_nameplate[1])});
+  }
+  body += HtmlTable({"", "tokens", "energy MJ", "windows over 0.5 s", "over 30 s", "over 5 min",
+                     "peak 30 s / nameplate"},
+                    rows);
+  const auto chart = [&](const sim::FleetSimRun& run, const std::string& title) {
+    double hi = r.site_budget_w;
+    for (double p : run.site_power_w) hi = std::max(hi, p);
+    SvgChart c({0.0, r.duration_s, false, "time (min)", 60.0}, {0.0, hi * 1.1, false, "W", 1.0});
+    // The grants, stacked.
+    std::vector<double> base(run.t_s.size(), 0.0);
+    for (size_t j = 0; j < run.grant_w.size(); ++j) {
+      std::vector<double> top = base;
+      for (size_t i = 0; i < top.size() && i < run.grant_w[j].size(); ++i)
+        top[i] += run.grant_w[j][i];
+      c.Band(run.t_s, base, top, kColors[j % 10],
+             j < run.jobs.size() ? run.jobs[j].job : std::string("job"));
+      base = std::move(top);
+    }
+    c.Line(run.t_s, run.site_power_w, "#000000", "site power (1 s)");
+    c.HorizontalRule(r.site_budget_w, "#d62728", "site budget");
+    return fmt::format("<h2>{}</h2>{}", HtmlEscape(title), c.Render());
+  };
+  body += chart(r.site, "Under the site budget: grants (stacked) and the site's true power");
+  body += chart(r.baseline, "No budget at all: the site's true power");
+  body += chart(r.own_budgets, "Each job on its own budget (stacked) and the site's true power");
+  std::vector<std::vector<std::string>> jobs;
+  for (size_t i = 0; i < r.site.jobs.size(); ++i) {
+    const auto& j = r.site.jobs[i];
+    jobs.push_back(
+        {HtmlEscape(j.job), std::to_string(j.gpus), fmt::format("{:.0f}", j.floor_w),
+         fmt::format("{:.0f}", j.mean_grant_w), fmt::format("{:.4g}", j.tokens),
+         fmt::format("{:.4g}", i < r.baseline.jobs.size() ? r.baseline.jobs[i].tokens : 0.0),
+         fmt::format("{:.4g}", i < r.own_budgets.jobs.size() ? r.own_budgets.jobs[i].tokens : 0.0),
+         j.admitted ? "yes" : "no"});
+  }
+  body += "<h2>Jobs</h2>" + HtmlTable({"job", "GPUs", "floor W", "mean grant W", "tokens",
+                                       "tokens, no budget", "tokens, own budget", "admitted"},
+                                      jobs);
+  return Page("headroom fleet-sim", body);
+}
+
+}  // namespace headroom::report

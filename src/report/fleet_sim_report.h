@@ -1,0 +1,16 @@
+// `headroom fleet-sim`'s outputs: the terminal table, the JSON object (keys in docs/FLEET.md),
+// and the HTML report (the site's power against its budget, the grants per job).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "sim/fleet_sim_result.h"
+
+namespace headroom::report {
+
+nlohmann::json FleetSimToJson(const sim::FleetSimResult& r, uint64_t seed);
+std::string FleetSimToText(const sim::FleetSimResult& r);
+std::string FleetSimReportHtml(const sim::FleetSimResult& r, uint64_t seed);
+
+}  // namespace headroom::report

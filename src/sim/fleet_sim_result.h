@@ -1,0 +1,52 @@
+// What `headroom fleet-sim` measures (docs/FLEET.md, "fleet-sim"): plain data, for the report
+// and the JSON.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace headroom::sim {
+
+inline constexpr std::array<double, 3> kFleetWindowsS = {0.5, 30.0, 300.0};
+inline constexpr std::array<const char*, 3> kFleetWindowNames = {"0.5s", "30s", "5min"};
+
+struct FleetSimJobResult {
+  std::string job;
+  std::string scenario;
+  int gpus = 0;
+  double tokens = 0.0;
+  double energy_j = 0.0;
+  double mean_grant_w = 0.0;  // time-mean of the job budget it acted on
+  double floor_w = 0.0;
+  bool admitted = true;
+};
+
+struct FleetSimRun {
+  double tokens = 0.0;
+  double energy_j = 0.0;
+  // Of the site's true power (sum of the twins'), against the site budget.
+  std::array<double, 3> violation_fraction{};
+  std::array<double, 3> peak_fraction_of_nameplate{};
+  std::vector<FleetSimJobResult> jobs;
+  // For the report: per second of simulated time.
+  std::vector<double> t_s;
+  std::vector<double> site_power_w;
+  std::vector<std::vector<double>> grant_w;  // per job, per second
+};
+
+struct FleetSimResult {
+  std::string store;  // "memory" or "etcd"
+  double site_budget_w = 0.0;
+  double reserve_w = 0.0;
+  double nameplate_w = 0.0;
+  double duration_s = 0.0;
+  uint64_t reassignments = 0;
+  uint64_t ledger_writes = 0;
+  FleetSimRun site;         // under the site budget
+  FleetSimRun baseline;     // the same jobs and seeds with no budget at all (uncontrolled)
+  FleetSimRun own_budgets;  // the same jobs and seeds, each on its own scenario budget
+};
+
+}  // namespace headroom::sim

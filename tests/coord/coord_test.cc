@@ -1,0 +1,599 @@
+// The coordinator's pieces over the in-memory store: the store's semantics, the plan, and the
+// protocol end to end with an auditor that sees only what each member acts on (never the
+// coordinator's bookkeeping), under injected faults.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <random>
+
+#include "coord/coordinator.h"
+#include "coord/layout.h"
+#include "coord/member.h"
+#include "coord/memory_store.h"
+#include "coord/plan.h"
+
+namespace headroom::coord {
+namespace {
+
+struct FakeClock {
+  double t = 0.0;
+  std::function<double()> fn() {
+    return [this] { return t; };
+  }
+};
+
+// ---- MemoryStore ----
+
+TEST(MemoryStore, RevisionsVersionsAndPrefixes) {
+  FakeClock clock;
+  MemoryStore s(clock.fn());
+  EXPECT_EQ(s.revision(), 1);
+  ASSERT_EQ(*s.Put("/a/1", "x", 0), 2);
+  ASSERT_EQ(*s.Put("/a/2", "y", 0), 3);
+  ASSERT_EQ(*s.Put("/a/1", "z", 0), 4);
+  ASSERT_EQ(*s.Put("/b", "w", 0), 5);
+  auto r = s.Get("/a/", true);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->kvs.size(), 2u);
+  EXPECT_EQ(r->kvs[0].key, "/a/1");
+  EXPECT_EQ(r->kvs[0].value, "z");
+  EXPECT_EQ(r->kvs[0].create_revision, 2);
+  EXPECT_EQ(r->kvs[0].mod_revision, 4);
+  EXPECT_EQ(r->kvs[0].version, 2);
+  EXPECT_EQ(r->revision, 5);
+  ASSERT_EQ(*s.Delete("/a/", true), 6);
+  EXPECT_TRUE(s.Get("/a/", true)->kvs.empty());
+  EXPECT_EQ(*s.Delete("/nothing", false), 6);  // nothing deleted: no new revision
+  EXPECT_EQ(PrefixEnd("/a/"), "/a0");
+  EXPECT_EQ(PrefixEnd(std::string("a\xff", 2)), "b");
+}
+
+TEST(MemoryStore, TransactionsAreAtomicAndConditional) {
+  FakeClock clock;
+  MemoryStore s(clock.fn());
+  TxnRequest create;
+  create.compare.push_back(Compare::CreateRevision("/k", Compare::Result::kEqual, 0));
+  create.success = {Op::Put("/k", "1"), Op::Put("/j", "2")};
+  create.failure = {Op::Get("/k")};
+  auto r = s.Txn(create);
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->succeeded);
+  EXPECT_EQ(r->revision, 2);  // both puts share one revision
+  EXPECT_EQ(s.Get("/j", false)->kvs[0].mod_revision, 2);
+  r = s.Txn(create);
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->succeeded);
+  ASSERT_EQ(r->responses.size(), 1u);
+  ASSERT_EQ(r->responses[0].size(), 1u);
+  EXPECT_EQ(r->responses[0][0].value, "1");
+  EXPECT_EQ(s.revision(), 2);
+  TxnRequest cas;
+  cas.compare.push_back(Compare::ModRevision("/k", Compare::Result::kEqual, 2));
+  cas.compare.push_back(Compare::Value("/j", Compare::Result::kEqual, "2"));
+  cas.success = {Op::Put("/k", "3")};
+  EXPECT_TRUE(s.Txn(cas)->succeeded);
+  EXPECT_FALSE(s.Txn(cas)->succeeded);  // mod_revision moved on
+  TxnRequest missing;
+  missing.compare.push_back(Compare::Value("/none", Compare::Result::kNotEqual, "x"));
+  EXPECT_FALSE(s.Txn(missing)->succeeded);  // a missing key fails every value comparison
+}
+
+TEST(MemoryStore, LeasesExpireOnTheInjectedClock) {
+  FakeClock clock;
+  MemoryStore s(clock.fn());
+  const LeaseId lease = *s.LeaseGrant(3);
+  ASSERT_TRUE(s.Put("/m", "v", lease));
+  ASSERT_TRUE(s.Put("/m2", "v", lease));
+  clock.t = 2.9;
+  EXPECT_EQ(*s.LeaseKeepAlive(lease), 3);
+  clock.t = 5.8;
+  EXPECT_EQ(s.Get("/m", false)->kvs.size(), 1u);
+  const int64_t before = s.revision();
+  clock.t = 5.9;
+  EXPECT_TRUE(s.Get("/m", false)->kvs.empty());
+  EXPECT_EQ(s.revision(), before + 1);  // one revision for the lease's keys
+  auto gone = s.LeaseKeepAlive(lease);
+  ASSERT_FALSE(gone);
+  EXPECT_TRUE(IsLeaseGone(gone.error()));
+  EXPECT_FALSE(s.Put("/m", "v", lease));
+  const LeaseId other = *s.LeaseGrant(3);
+  ASSERT_TRUE(s.Put("/n", "v", other));
+  ASSERT_TRUE(s.LeaseRevoke(other));
+  EXPECT_TRUE(s.Get("/n", false)->kvs.empty());
+}
+
+TEST(MemoryStore, WatchSeesChangesAfterARevision) {
+  FakeClock clock;
+  MemoryStore s(clock.fn(), /*history_keep=*/4);
+  ASSERT_TRUE(s.Put("/w/a", "1", 0));    // rev 2
+  ASSERT_TRUE(s.Put("/x", "1", 0));      // rev 3
+  ASSERT_TRUE(s.Delete("/w/a", false));  // rev 4
+  auto w = s.Watch("/w/", true, 1, 0.0);
+  ASSERT_TRUE(w);
+  ASSERT_EQ(w->events.size(), 2u);
+  EXPECT_EQ(w->events[0].type, WatchEvent::Type::kPut);
+  EXPECT_EQ(w->events[1].type, WatchEvent::Type::kDelete);
+  EXPECT_EQ(w->events[1].kv.mod_revision, 4);
+  EXPECT_TRUE(s.Watch("/w/", true, 4, 0.0)->events.empty());
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(s.Put("/y", "v", 0));
+  EXPECT_TRUE(s.Watch("/w/", true, 1, 0.0)->compacted);
+}
+
+TEST(MemoryStore, FaultsUnavailableAndUnknownOutcome) {
+  FakeClock clock;
+  MemoryStore s(clock.fn());
+  s.SetUnavailable(true);
+  EXPECT_FALSE(s.Get("/a", false));
+  s.SetUnavailable(false);
+  s.FailNextWriteAfterApply();
+  auto r = s.Put("/a", "1", 0);
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(IsOutcomeUnknown(r.error()));
+  EXPECT_EQ(s.Get("/a", false)->kvs.size(), 1u);  // applied all the same
+}
+
+// ---- Layout ----
+
+TEST(Layout, ValuesRoundTripAndBadOnesAreRefusedWithTheField) {
+  Ledger l;
+  l.term = 7;
+  l.site_budget_w = 1000;
+  l.target_site_budget_w = 900;
+  l.reserve_w = 50;
+  l.seq = 3;
+  l.jobs["a"] = {100, 400, 300, 350, 3, 0x1234};
+  auto back = LedgerFromJson(ToJson(l), "ledger");
+  ASSERT_TRUE(back) << back.error().message();
+  EXPECT_EQ(back->jobs.at("a").held_w, 350);
+  EXPECT_EQ(back->jobs.at("a").lease, 0x1234);
+  EXPECT_EQ(back->target_site_budget_w, 900);
+  auto bad = LedgerFromJson(R"({"term":1})", "/headroom/s/ledger");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message(), "/headroom/s/ledger: field 'request_id': missing");
+  auto neg = GrantFromJson(
+      R"({"job":"a","term":1,"seq":1,"lease":1,"job_budget_w":-5,"admitted":true,"reason":""})",
+      "g");
+  ASSERT_FALSE(neg);
+  EXPECT_EQ(neg.error().message(), "g: field 'job_budget_w': expected watts >= 0");
+  EXPECT_FALSE(MemberFromJson("not json", "m"));
+  EXPECT_FALSE(CheckName("a/b", "job"));
+  EXPECT_TRUE(CheckName("job-1.x_y", "job"));
+}
+
+// ---- Plan ----
+
+TEST(Allocate, FloorsThenProportionalToDemandAboveFloorCappedAtDemand) {
+  std::map<std::string, AllocationJob> jobs = {{"a", {100, 500}}, {"b", {200, 300}}};
+  auto got = Allocate(500, jobs);  // 200 above floors, 500 demanded above: 0.4 of each
+  EXPECT_DOUBLE_EQ(got["a"], 100 + 0.4 * 400);
+  EXPECT_DOUBLE_EQ(got["b"], 200 + 0.4 * 100);
+  got = Allocate(10000, jobs);
+  EXPECT_DOUBLE_EQ(got["a"], 500);
+  EXPECT_DOUBLE_EQ(got["b"], 300);
+}
+
+Member M(const std::string& job, double floor_w, double demand_w, LeaseId lease) {
+  Member m;
+  m.job = job;
+  m.gpus = 1;
+  m.floor_w = floor_w;
+  m.demand_w = demand_w;
+  m.nameplate_w = demand_w;
+  m.lease = lease;
+  return m;
+}
+
+Ledger Fresh(double site_w, double reserve_w) {
+  Ledger l;
+  l.site_budget_w = site_w;
+  l.target_site_budget_w = site_w;
+  l.reserve_w = reserve_w;
+  return l;
+}
+
+TEST(Plan, AdmitsAtTheFloorRefusesWhatDoesNotFitAndMovesDownBeforeUp) {
+  PlanInput in;
+  in.members = {
+      {"a", M("a", 100, 500, 1)}, {"b", M("b", 100, 500, 2)}, {"c", M("c", 900, 1000, 3)}};
+  in.registered_at = {{"a", 1}, {"b", 2}, {"c", 3}};
+  PlanOutput p = Plan(Fresh(1000, 100), in, 5);
+  ASSERT_TRUE(p.changed);
+  EXPECT_EQ(p.ledger.jobs.size(), 2u);
+  // a and b at their floors, then raised into the room at once: 100 + 350 each.
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("a").grant_w, 450);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("b").held_w, 450);
+  EXPECT_GE(InvariantSlackW(p.ledger), 0.0);
+  bool refused = false;
+  for (const Grant& g : p.grants) {
+    if (g.job == "c") {
+      refused = true;
+      EXPECT_FALSE(g.admitted);
+      EXPECT_NE(g.reason.find("floor 900.0 W does not fit"), std::string::npos) << g.reason;
+    }
+  }
+  EXPECT_TRUE(refused);
+
+  // b's demand drops to its floor: b comes down at once, a goes up only after b acknowledges.
+  Ledger l = p.ledger;
+  for (const Grant& g : p.grants) in.grants[g.job] = g;
+  in.members["b"].demand_w = 150;
+  p = Plan(l, in, 5);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("b").grant_w, 150);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("b").held_w, 450);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("a").grant_w, 450);  // no room yet
+  l = p.ledger;
+  in.acks["b"] = {"b", 5, l.jobs.at("b").seq, 2, 150};
+  p = Plan(l, in, 5);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("b").held_w, 150);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("a").grant_w, 500);  // capped at its demand
+  EXPECT_GE(p.ledger.reassignments, 3u);
+}
+
+TEST(Plan, AGoneLeaseFallsToTheFloorAndANewIncarnationKeepsThePlace) {
+  PlanInput in;
+  in.members = {{"a", M("a", 100, 500, 1)}, {"b", M("b", 100, 500, 2)}};
+  in.registered_at = {{"a", 1}, {"b", 2}};
+  Ledger l = Plan(Fresh(700, 0), in, 5).ledger;
+  EXPECT_DOUBLE_EQ(l.jobs.at("a").held_w, 350);
+  in.members.erase("a");
+  in.gone_for_s["a"] = 0.0;
+  PlanOutput p = Plan(l, in, 5);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("a").held_w, 100);
+  EXPECT_EQ(p.ledger.jobs.at("a").lease, 0);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("b").grant_w, 500);
+  l = p.ledger;
+  in.members["a"] = M("a", 100, 500, 9);  // restarted
+  in.gone_for_s.erase("a");
+  p = Plan(l, in, 5);
+  EXPECT_EQ(p.ledger.jobs.at("a").lease, 9);
+  // Shares 350/350 again: b down at once, a up into the 100 W b does not hold.
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("b").grant_w, 350);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("b").held_w, 500);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("a").grant_w, 200);
+  // forgotten after forget_after_s with no member
+  in.members.erase("a");
+  in.gone_for_s["a"] = 61;
+  p = Plan(p.ledger, in, 5);
+  EXPECT_FALSE(p.ledger.jobs.contains("a"));
+  ASSERT_EQ(p.forgotten.size(), 1u);
+}
+
+TEST(Plan, ASiteBudgetDecreaseIsInForceOnceTheHeldWattsFit) {
+  PlanInput in;
+  in.members = {{"a", M("a", 100, 500, 1)}, {"b", M("b", 100, 500, 2)}};
+  Ledger l = Plan(Fresh(1000, 0), in, 5).ledger;
+  l.target_site_budget_w = 600;
+  PlanOutput p = Plan(l, in, 5);
+  EXPECT_DOUBLE_EQ(p.ledger.site_budget_w, 1000);  // not yet: nobody acknowledged
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("a").grant_w, 300);
+  l = p.ledger;
+  in.acks["a"] = {"a", 5, l.jobs.at("a").seq, 1, 300};
+  in.acks["b"] = {"b", 5, l.jobs.at("b").seq, 2, 300};
+  p = Plan(l, in, 5);
+  EXPECT_DOUBLE_EQ(p.ledger.site_budget_w, 600);
+  EXPECT_GE(InvariantSlackW(p.ledger), 0.0);
+}
+
+// Random plans: held never above the budget in force, whatever the members do.
+TEST(Plan, RandomSequencesKeepTheInvariant) {
+  std::mt19937_64 rng(42);
+  for (int trial = 0; trial < 50; ++trial) {
+    Ledger l = Fresh(2000, 100);
+    PlanInput in;
+    std::map<std::string, Grant> latest;
+    LeaseId next_lease = 1;
+    for (int step = 0; step < 200; ++step) {
+      std::uniform_int_distribution<int> pick(0, 7);
+      const std::string job = "j" + std::to_string(pick(rng));
+      switch (std::uniform_int_distribution<int>(0, 5)(rng)) {
+        case 0:
+          if (!in.members.contains(job)) {
+            in.members[job] = M(job, 100 + 50 * pick(rng), 800, next_lease++);
+            in.registered_at[job] = step;
+            in.gone_for_s.erase(job);
+          }
+          break;
+        case 1:
+          in.members.erase(job);
+          in.gone_for_s[job] = 70.0 * (pick(rng) % 2);
+          break;
+        case 2:
+          if (in.members.contains(job)) in.members[job].demand_w = 200 + 100 * pick(rng);
+          break;
+        case 3:
+          l.target_site_budget_w = std::max(l.FloorsW() + l.reserve_w, 1000.0 + 200 * pick(rng));
+          break;
+        default:
+          // members acknowledge their latest grants
+          for (auto& [name, g] : latest) {
+            if (in.members.contains(name) && in.members[name].lease == g.lease) {
+              in.acks[name] = {name, g.term, g.seq, g.lease, g.job_budget_w};
+            }
+          }
+      }
+      PlanOutput p = Plan(l, in, 1);
+      ASSERT_GE(InvariantSlackW(p.ledger), 0.0) << "trial " << trial << " step " << step;
+      for (const auto& [name, j] : p.ledger.jobs) {
+        ASSERT_GE(j.held_w + 1e-9, j.grant_w);
+        ASSERT_GE(j.grant_w + 1e-9, j.floor_w);
+      }
+      for (const Grant& g : p.grants) latest[g.job] = g;
+      in.grants = latest;
+      l = p.ledger;
+    }
+  }
+}
+
+// ---- The protocol over the in-memory store ----
+
+// One simulated site: coordinators and members stepped in lockstep on one clock, faults by
+// name. The auditor keeps, per member, what it last acted on and until when (its Current()), and
+// after that its floor: a member that stops running acts on its last budget until that
+// deadline, and its trainer's safe actuation after it.
+class Site {
+ public:
+  Site(int jobs, double site_w, double reserve_w, int coordinators) : store_(clock_.fn()) {
+    for (int c = 0; c < coordinators; ++c) {
+      CoordinatorConfig cc;
+      cc.site = "s";
+      cc.site_budget_w = site_w;
+      cc.reserve_w = reserve_w;
+      cc.id = "c" + std::to_string(c);
+      coordinators_.push_back(std::make_unique<Coordinator>(store_, cc, clock_.fn(), [](auto&) {}));
+      coord_up_.push_back(true);
+    }
+    for (int j = 0; j < jobs; ++j) {
+      MemberConfig mc;
+      mc.site = "s";
+      mc.job = "job" + std::to_string(j);
+      mc.nameplate_w = 400 + 100 * j;
+      mc.floor_w = 100 + 10 * j;
+      mc.local_budget_w = mc.floor_w;
+      configs_.push_back(mc);
+      members_.push_back(std::make_unique<FleetMember>(store_, mc, clock_.fn(), [](auto&) {}));
+      running_.push_back(true);
+      acting_.push_back({});
+    }
+  }
+
+  // One tick of 0.25 s: every running member acts (Current) and steps; each coordinator steps
+  // once a second. Then the audit.
+  void Tick() {
+    clock_.t += 0.25;
+    ++ticks_;
+    for (size_t j = 0; j < members_.size(); ++j) {
+      if (!running_[j]) continue;
+      acting_[j] = members_[j]->Current();
+      members_[j]->Step();
+    }
+    if (ticks_ % 4 == 0) {
+      for (size_t c = 0; c < coordinators_.size(); ++c) {
+        if (coord_up_[c]) coordinators_[c]->Step();
+      }
+    }
+    Audit();
+  }
+
+  void Audit() {
+    // The budget in force, from the store's ledger (not a coordinator's memory).
+    // (While the store is down its ledger cannot change: the last one read stands.)
+    auto r = store_.Get("/headroom/s/ledger", false);
+    if (r && !r->kvs.empty()) {
+      auto parsed = LedgerFromJson(r->kvs[0].value, "ledger");
+      ASSERT_TRUE(parsed);
+      ledger_ = std::move(*parsed);
+    }
+    if (!ledger_) return;
+    const Ledger* l = &*ledger_;
+    double sum_w = 0.0;
+    for (size_t j = 0; j < members_.size(); ++j) {
+      const Acting& a = acting_[j];
+      if (a.state == Acting::State::kLocal) continue;  // outside the site's ledger
+      double w = a.job_budget_w;
+      if (!running_[j] && clock_.t >= a.valid_until_s) w = configs_[j].floor_w;
+      sum_w += w;
+      if (a.state == Acting::State::kGranted) full_ = std::max(full_, a.term);
+    }
+    max_sum_w_ = std::max(max_sum_w_, sum_w);
+    if (sum_w > l->site_budget_w - l->reserve_w + 1e-6) ++violations_;
+  }
+
+  void Run(double s) {
+    const int n = static_cast<int>(s / 0.25);
+    for (int i = 0; i < n; ++i) Tick();
+  }
+  // Everyone granted, and the grants add up to the budget or to every demand.
+  bool FullyAllocated() {
+    for (size_t j = 0; j < members_.size(); ++j) {
+      if (running_[j] && acting_[j].state != Acting::State::kGranted) return false;
+    }
+    return true;
+  }
+
+  FakeClock clock_;
+  MemoryStore store_;
+  std::vector<std::unique_ptr<Coordinator>> coordinators_;
+  std::vector<bool> coord_up_;
+  std::vector<MemberConfig> configs_;
+  std::vector<std::unique_ptr<FleetMember>> members_;
+  std::vector<bool> running_;
+  std::vector<Acting> acting_;
+  uint64_t ticks_ = 0;
+  int violations_ = 0;
+  double max_sum_w_ = 0.0;
+  int64_t full_ = 0;
+  std::optional<Ledger> ledger_;
+};
+
+TEST(Protocol, MembersAreGrantedTheSiteBudgetAndAcknowledge) {
+  Site site(4, 1500, 100, 1);
+  site.Run(10);
+  EXPECT_TRUE(site.FullyAllocated());
+  EXPECT_EQ(site.violations_, 0);
+  double sum_w = 0.0;
+  for (const Acting& a : site.acting_) sum_w += a.job_budget_w;
+  EXPECT_NEAR(sum_w, 1400, 1e-6);  // the budget less the reserve: demand is higher
+  EXPECT_TRUE(site.coordinators_[0]->leading());
+}
+
+TEST(Protocol, FailoverOfTheCoordinatorKeepsGrantsAndRaisesTheTerm) {
+  Site site(4, 1500, 100, 2);
+  site.Run(10);
+  const int first = site.coordinators_[0]->leading() ? 0 : 1;
+  const int64_t term = site.coordinators_[first]->status().term;
+  site.coord_up_[first] = false;  // SIGKILL: its lease runs out
+  site.Run(8);
+  EXPECT_TRUE(site.coordinators_[1 - first]->leading());
+  EXPECT_GT(site.coordinators_[1 - first]->status().term, term);
+  site.members_[0]->Current();
+  EXPECT_TRUE(site.FullyAllocated());
+  EXPECT_EQ(site.violations_, 0);
+}
+
+TEST(Protocol, AStoppedMemberIsFencedBeforeItsWattsMove) {
+  Site site(4, 1500, 100, 1);
+  site.Run(10);
+  site.running_[1] = false;  // SIGSTOP
+  site.Run(12);
+  EXPECT_EQ(site.violations_, 0);
+  // Its watts went to the others.
+  double others_w = 0.0;
+  for (int j : {0, 2, 3}) others_w += site.acting_[j].job_budget_w;
+  EXPECT_NEAR(others_w, 1400 - site.configs_[1].floor_w, 1e-6);
+  site.running_[1] = true;  // SIGCONT: fenced at once, then registers again
+  site.Tick();
+  EXPECT_EQ(site.acting_[1].state, Acting::State::kFenced);
+  site.Run(10);
+  EXPECT_TRUE(site.FullyAllocated());
+  EXPECT_EQ(site.violations_, 0);
+}
+
+TEST(Protocol, SiteBudgetDecreaseSettlesDownFirst) {
+  Site site(4, 1500, 100, 1);
+  site.Run(10);
+  ASSERT_TRUE(site.coordinators_[0]->RequestSiteBudget(1000));
+  site.Run(6);
+  EXPECT_EQ(site.violations_, 0);
+  const auto& st = site.coordinators_[0]->status();
+  ASSERT_EQ(st.decrease_settle_s.size(), 1u);
+  EXPECT_LE(st.decrease_settle_s[0], 3.0);
+  EXPECT_DOUBLE_EQ(st.ledger->site_budget_w, 1000);
+  double sum_w = 0.0;
+  for (const Acting& a : site.acting_) sum_w += a.job_budget_w;
+  EXPECT_NEAR(sum_w, 900, 1e-6);
+  // Below the floors plus the reserve: refused with the numbers.
+  auto refused = site.coordinators_[0]->RequestSiteBudget(300);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message().find("below the floors of the running jobs 460.0 W"),
+            std::string::npos)
+      << refused.error().message();
+}
+
+TEST(Protocol, ASecondAgentWithATakenJobNameIsRefused) {
+  Site site(2, 1500, 100, 1);
+  site.Run(4);
+  FleetMember dup(site.store_, site.configs_[0], site.clock_.fn(), [](auto&) {});
+  dup.Step();
+  EXPECT_NE(dup.status().refused.find("job name 'job0' is taken"), std::string::npos)
+      << dup.status().refused;
+  EXPECT_EQ(dup.Current().state, Acting::State::kLocal);
+}
+
+TEST(Protocol, MalformedValuesAreIgnoredNotTrusted) {
+  Site site(2, 1500, 100, 1);
+  site.Run(4);
+  ASSERT_TRUE(site.store_.Put("/headroom/s/members/evil", "{\"job\":", 0));
+  ASSERT_TRUE(site.store_.Put("/headroom/s/acks/job0", "[1,2]", 0));
+  site.Run(4);
+  EXPECT_GT(site.coordinators_[0]->status().malformed_values, 0u);
+  EXPECT_EQ(site.violations_, 0);
+  EXPECT_TRUE(site.FullyAllocated());
+}
+
+TEST(Protocol, UnknownOutcomesAreResolvedByTheRequestId) {
+  Site site(3, 1500, 100, 1);
+  site.Run(2);
+  site.store_.FailNextWriteAfterApply();
+  site.Run(6);
+  EXPECT_GE(site.coordinators_[0]->status().unknown_outcomes +
+                site.coordinators_[0]->status().ledger_writes,
+            1u);
+  EXPECT_EQ(site.violations_, 0);
+  EXPECT_TRUE(site.FullyAllocated());
+}
+
+TEST(Protocol, ASiteOfManyJobsWritesItsGrantsInTransactionsEtcdTakes) {
+  Site site(300, 600000, 0, 1);  // floors: 478,500 W
+  site.Run(6);
+  EXPECT_TRUE(site.FullyAllocated());
+  EXPECT_EQ(site.violations_, 0);
+  EXPECT_EQ(site.coordinators_[0]->status().ledger->jobs.size(), 300u);
+}
+
+// Random faults over a long run: stops, restarts, coordinator kills, store outages, lease
+// extensions (an etcd leader failover), budget changes. The invariant holds at every tick.
+TEST(Protocol, RandomFaultsNeverBreakTheInvariant) {
+  Site site(8, 3000, 100, 2);
+  std::mt19937_64 rng(7);
+  site.Run(10);
+  for (int fault = 0; fault < 200; ++fault) {
+    const int kind = std::uniform_int_distribution<int>(0, 6)(rng);
+    const size_t j = std::uniform_int_distribution<size_t>(0, 7)(rng);
+    switch (kind) {
+      case 0:
+        site.running_[j] = !site.running_[j];
+        break;  // stop / continue
+      case 1:   // kill and restart: a new member object, same job
+        site.members_[j] = std::make_unique<FleetMember>(site.store_, site.configs_[j],
+                                                         site.clock_.fn(), [](auto&) {});
+        site.acting_[j] = site.members_[j]->Current();
+        site.running_[j] = true;
+        break;
+      case 2: {
+        const size_t c = j % 2;
+        site.coord_up_[c] = !site.coord_up_[c];
+        if (!site.coord_up_[0] && !site.coord_up_[1]) site.coord_up_[1 - c] = true;
+        if (site.coord_up_[c]) {
+          CoordinatorConfig cc;
+          cc.site = "s";
+          cc.site_budget_w = 3000;
+          cc.reserve_w = 100;
+          cc.id = "c" + std::to_string(c) + "-" + std::to_string(fault);
+          site.coordinators_[c] =
+              std::make_unique<Coordinator>(site.store_, cc, site.clock_.fn(), [](auto&) {});
+        }
+        break;
+      }
+      case 3:
+        site.store_.ExtendLeases(1.5);
+        break;
+      case 4: {
+        site.store_.SetUnavailable(true);
+        site.Run(std::uniform_real_distribution<double>(0.25, 4.0)(rng));
+        site.store_.SetUnavailable(false);
+        break;
+      }
+      case 5: {
+        for (auto& c : site.coordinators_) {
+          if (c->leading())
+            (void)c->RequestSiteBudget(std::uniform_real_distribution<double>(1500, 3500)(rng));
+        }
+        break;
+      }
+      default:
+        site.store_.FailNextWriteAfterApply();
+        break;
+    }
+    site.Run(std::uniform_real_distribution<double>(0.25, 3.0)(rng));
+    ASSERT_EQ(site.violations_, 0) << "after fault " << fault << " (kind " << kind << ")";
+  }
+  for (size_t j = 0; j < 8; ++j) site.running_[j] = true;
+  site.coord_up_[0] = site.coord_up_[1] = true;
+  site.Run(20);
+  EXPECT_TRUE(site.FullyAllocated());
+  EXPECT_EQ(site.violations_, 0);
+}
+
+}  // namespace
+}  // namespace headroom::coord

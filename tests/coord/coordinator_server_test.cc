@@ -1,0 +1,832 @@
+// `headroom coordinator`'s HTTP API over the in-memory store (fake members put in the store as
+// agents would, the server on a free port, real HTTP requests), and the real binary: bad
+// options, etcd unreachable at start, and, with /usr/bin/etcd, two replicas where the leader is
+// SIGKILLed and the other takes over with a higher term.
+#include "coord/coordinator_server.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "coord/coordinator.h"
+#include "coord/layout.h"
+#include "coord/memory_store.h"
+
+#if __has_include("etcd_cluster.h")
+#include "etcd_cluster.h"
+#define HEADROOM_HAVE_ETCD_CLUSTER 1
+#endif
+
+namespace headroom::coord {
+namespace {
+
+using nlohmann::json;
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr double kSiteW = 1000.0;
+constexpr double kReserveW = 100.0;
+constexpr const char* kToken = "s3cret-token";
+
+struct FakeClock {
+  double t = 0.0;
+  std::function<double()> fn() {
+    return [this] { return t; };
+  }
+};
+
+struct FakeJob {
+  std::string job;
+  double floor_w = 0.0;
+  double demand_w = 0.0;
+  double power_w = 0.0;
+  double budget_w = 0.0;
+  std::string phase;
+  double value = 0.0;
+};
+
+// One replica: the host, and its server on a free loopback port.
+struct Replica {
+  std::unique_ptr<CoordinatorHost> host;
+  std::unique_ptr<CoordinatorServer> server;
+  int port() const { return server->port(); }
+  httplib::Client Client() const {
+    httplib::Client c("127.0.0.1", port());
+    c.set_connection_timeout(2);
+    c.set_read_timeout(5);
+    return c;
+  }
+};
+
+class CoordinatorServerTest : public ::testing::Test {
+ protected:
+  CoordinatorServerTest() : store_(clock_.fn()) {}
+
+  Replica StartReplica(const std::string& id, std::string token = kToken,
+                       std::vector<std::string> allowed_hosts = {}) {
+    Replica r;
+    CoordinatorApiConfig api;
+    api.token = std::move(token);
+    api.allowed_hosts = std::move(allowed_hosts);
+    r.server = std::make_unique<CoordinatorServer>(api);
+    Status bound = r.server->Bind("127.0.0.1", 0);
+    EXPECT_TRUE(bound.ok()) << bound.error().message();
+    CoordinatorConfig config;
+    config.site = "s";
+    config.site_budget_w = kSiteW;
+    config.reserve_w = kReserveW;
+    config.id = id;
+    config.listen = "127.0.0.1:" + std::to_string(r.server->port());
+    r.host =
+        std::make_unique<CoordinatorHost>(store_, config, clock_.fn(), [](const std::string&) {});
+    r.server->Serve(*r.host);
+    return r;
+  }
+
+  void PutMember(const FakeJob& f) {
+    if (!leases_.contains(f.job)) {
+      Result<LeaseId> lease = store_.LeaseGrant(3600);
+      ASSERT_TRUE(lease.ok());
+      leases_[f.job] = *lease;
+    }
+    Member m;
+    m.job = f.job;
+    m.gpus = 1;
+    m.nameplate_w = f.demand_w;
+    m.floor_w = f.floor_w;
+    m.demand_w = f.demand_w;
+    m.power_w = f.power_w;
+    m.phase = f.phase;
+    m.value_tokens_per_j = f.value;
+    m.budget_w = f.budget_w;
+    m.lease = leases_[f.job];
+    ASSERT_TRUE(store_.Put(Keys("s").member(f.job), ToJson(m), m.lease).ok());
+  }
+
+  // Acknowledges every stored grant, as an agent acting on it would.
+  void AckGrants() {
+    Result<RangeResult> grants = store_.Get(Keys("s").grants(), true);
+    ASSERT_TRUE(grants.ok());
+    for (const KeyValue& kv : grants->kvs) {
+      Result<Grant> g = GrantFromJson(kv.value, kv.key);
+      ASSERT_TRUE(g.ok()) << g.error().message();
+      Ack a{g->job, g->term, g->seq, g->lease, g->job_budget_w};
+      ASSERT_TRUE(store_.Put(Keys("s").ack(g->job), ToJson(a), leases_.at(g->job)).ok());
+    }
+  }
+
+  // The ledger as stored, read independently of any coordinator.
+  Ledger StoredLedger() {
+    Result<RangeResult> r = store_.Get(Keys("s").ledger(), false);
+    EXPECT_TRUE(r.ok());
+    if (!r.ok() || r->kvs.empty()) return {};
+    Result<Ledger> l = LedgerFromJson(r->kvs[0].value, "ledger");
+    EXPECT_TRUE(l.ok());
+    return l.ok() ? *l : Ledger{};
+  }
+
+  void Step(Replica& r, int n = 1) {
+    for (int i = 0; i < n; ++i) {
+      clock_.t += 1.0;
+      r.host->Step();
+    }
+  }
+
+  static json GetJson(const Replica& r, const std::string& path) {
+    auto c = r.Client();
+    httplib::Result res = c.Get(path.c_str());
+    EXPECT_TRUE(res) << path;
+    if (!res) return json();
+    EXPECT_EQ(res->status, 200) << res->body;
+    return json::parse(res->body, nullptr, false);
+  }
+
+  static httplib::Result PostBudget(const Replica& r, const std::string& body,
+                                    const std::string& token = kToken,
+                                    const std::string& type = "application/json") {
+    auto c = r.Client();
+    httplib::Headers headers;
+    if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
+    return c.Post("/v1/site-budget", headers, body, type.c_str());
+  }
+
+  // Two jobs: a (floor 100, demand 500), b (floor 200, demand 900).
+  void TwoJobs() {
+    PutMember({"a", 100, 500, 310, 320, "rollout", 0.25});
+    PutMember({"b", 200, 900, 550, 560, "train", 0.5});
+  }
+
+  FakeClock clock_;
+  MemoryStore store_;
+  std::map<std::string, LeaseId> leases_;
+};
+
+// Computed here, not by the coordinator: floors first, the rest of budget - reserve in
+// proportion to demand above floor (both below their demand).
+constexpr double kAvailableW = kSiteW - kReserveW;                  // 900
+constexpr double kAboveFloorsW = kAvailableW - 100.0 - 200.0;       // 600
+constexpr double kGrantA = 100.0 + kAboveFloorsW * 400.0 / 1100.0;  // 318.18...
+constexpr double kGrantB = 200.0 + kAboveFloorsW * 700.0 / 1100.0;  // 581.81...
+
+TEST_F(CoordinatorServerTest, StatusReportsTheLedgerAndTheMembers) {
+  TwoJobs();
+  Replica r = StartReplica("c0");
+  Step(r, 3);
+  const json s = GetJson(r, "/v1/status");
+  ASSERT_TRUE(s.is_object());
+  EXPECT_EQ(s["role"], "leader");
+  EXPECT_GT(s["term"].get<int64_t>(), 0);
+  EXPECT_EQ(s["leader"], "c0");
+  EXPECT_EQ(s["site"], "s");
+  EXPECT_DOUBLE_EQ(s["site_budget_w"].get<double>(), kSiteW);
+  EXPECT_DOUBLE_EQ(s["target_site_budget_w"].get<double>(), kSiteW);
+  EXPECT_DOUBLE_EQ(s["reserve_w"].get<double>(), kReserveW);
+  EXPECT_NEAR(s["sum_grants_w"].get<double>(), kAvailableW, 1e-6);
+  EXPECT_NEAR(s["sum_held_w"].get<double>(), kAvailableW, 1e-6);
+  EXPECT_NEAR(s["sum_floors_w"].get<double>(), 300.0, 1e-9);
+  ASSERT_EQ(s["jobs"].size(), 2u);
+  std::map<std::string, json> jobs;
+  for (const json& j : s["jobs"]) jobs[j["job"].get<std::string>()] = j;
+  EXPECT_NEAR(jobs["a"]["grant_w"].get<double>(), kGrantA, 1e-6);
+  EXPECT_NEAR(jobs["b"]["grant_w"].get<double>(), kGrantB, 1e-6);
+  EXPECT_NEAR(jobs["a"]["held_w"].get<double>(), kGrantA, 1e-6);
+  EXPECT_DOUBLE_EQ(jobs["a"]["floor_w"].get<double>(), 100.0);
+  EXPECT_DOUBLE_EQ(jobs["b"]["demand_w"].get<double>(), 900.0);
+  EXPECT_DOUBLE_EQ(jobs["a"]["power_w"].get<double>(), 310.0);
+  EXPECT_DOUBLE_EQ(jobs["b"]["budget_w"].get<double>(), 560.0);
+  EXPECT_EQ(jobs["b"]["phase"], "train");
+  EXPECT_DOUBLE_EQ(jobs["b"]["value_tokens_per_j"].get<double>(), 0.5);
+  EXPECT_EQ(jobs["a"]["admitted"], true);
+  std::ostringstream hex;
+  hex << std::hex << leases_["a"];
+  EXPECT_EQ(jobs["a"]["lease"], hex.str());
+  EXPECT_TRUE(s["refused"].is_array() && s["refused"].empty());
+  EXPECT_EQ(s["conflict"], "");
+  EXPECT_GE(s["ledger_writes"].get<uint64_t>(), 1u);
+  for (const char* key :
+       {"write_conflicts", "unknown_outcomes", "invariant_refusals", "malformed_values"}) {
+    EXPECT_EQ(s[key], 0) << key;
+  }
+  EXPECT_TRUE(s["txn_latency_p50_s"].is_number());  // 0 on the fake clock
+  EXPECT_TRUE(s["txn_latency_p99_s"].is_number());
+  EXPECT_TRUE(s["decrease_settle_s"].is_array() && s["decrease_settle_s"].empty());
+  EXPECT_TRUE(s["reassignments"].is_number());
+  EXPECT_EQ(s["last_error"], "");
+
+  // The same numbers in the store's own ledger.
+  const Ledger l = StoredLedger();
+  EXPECT_NEAR(l.HeldW(), s["sum_held_w"].get<double>(), 1e-9);
+  EXPECT_NEAR(l.jobs.at("a").grant_w, kGrantA, 1e-6);
+}
+
+TEST_F(CoordinatorServerTest, ARefusedMemberIsListed) {
+  TwoJobs();
+  PutMember({"c", 700, 800, 0, 0, "rollout", 0});  // 300 + 700 > 900: does not fit
+  Replica r = StartReplica("c0");
+  Step(r, 3);
+  const json s = GetJson(r, "/v1/status");
+  ASSERT_EQ(s["refused"].size(), 1u) << s.dump();
+  EXPECT_EQ(s["refused"][0].get<std::string>().rfind("c: ", 0), 0u) << s["refused"][0];
+  bool listed = false;
+  for (const json& j : s["jobs"]) {
+    if (j["job"] == "c") {
+      listed = true;
+      EXPECT_EQ(j["admitted"], false);
+      EXPECT_TRUE(j["grant_w"].is_null());
+    }
+  }
+  EXPECT_TRUE(listed);
+}
+
+// Prometheus text, line by line (without std::regex, which trips g++ 12's maybe-uninitialized
+// under ASan): "# HELP name text", "# TYPE name gauge|counter|summary", and samples
+// "name{label="value"} number" (one label at most, escapes \\ \" \n), each after its family's
+// # TYPE. Returns the samples by "name{labels}" as written.
+bool IsNameChar(char c, bool first) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' ||
+         (!first && c >= '0' && c <= '9');
+}
+
+// The metric or label name at the start of `s` ("" when none).
+std::string NameAt(std::string_view s) {
+  size_t n = 0;
+  while (n < s.size() && IsNameChar(s[n], n == 0)) ++n;
+  return std::string(s.substr(0, n));
+}
+
+std::map<std::string, double> ParseMetrics(const std::string& text,
+                                           std::map<std::string, std::string>* types) {
+  std::map<std::string, double> samples;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::string_view rest = line;
+    if (rest.starts_with("# HELP ")) {
+      rest.remove_prefix(7);
+      const std::string name = NameAt(rest);
+      EXPECT_FALSE(name.empty()) << line;
+      EXPECT_GT(rest.size(), name.size() + 1) << "no help text: " << line;
+      continue;
+    }
+    if (rest.starts_with("# TYPE ")) {
+      rest.remove_prefix(7);
+      const std::string name = NameAt(rest);
+      const std::string_view type = rest.substr(std::min(rest.size(), name.size() + 1));
+      EXPECT_TRUE(!name.empty() && rest.size() > name.size() && rest[name.size()] == ' ' &&
+                  (type == "gauge" || type == "counter" || type == "summary"))
+          << line;
+      (*types)[name] = std::string(type);
+      continue;
+    }
+    const std::string name = NameAt(rest);
+    if (name.empty()) {
+      ADD_FAILURE() << "not a Prometheus line: '" << line << "'";
+      continue;
+    }
+    rest.remove_prefix(name.size());
+    std::string labels;
+    if (!rest.empty() && rest.front() == '{') {
+      const std::string label = NameAt(rest.substr(1));
+      size_t i = 1 + label.size();
+      bool ok = !label.empty() && rest.substr(i, 2) == "=\"";
+      for (i += 2; ok && i < rest.size() && rest[i] != '"'; ++i) {
+        if (rest[i] == '\n') ok = false;
+        if (rest[i] == '\\') {
+          ok = i + 1 < rest.size() &&
+               (rest[i + 1] == '\\' || rest[i + 1] == '"' || rest[i + 1] == 'n');
+          ++i;
+        }
+      }
+      ok = ok && rest.substr(i, 2) == "\"}";
+      if (!ok) {
+        ADD_FAILURE() << "bad labels: '" << line << "'";
+        continue;
+      }
+      labels = std::string(rest.substr(0, i + 2));
+      rest.remove_prefix(i + 2);
+    }
+    if (rest.size() < 2 || rest.front() != ' ' || rest.find(' ', 1) != std::string_view::npos) {
+      ADD_FAILURE() << "bad value: '" << line << "'";
+      continue;
+    }
+    const std::string value(rest.substr(1));
+    char* end = nullptr;
+    const double v = value == "NaN" ? std::nan("") : std::strtod(value.c_str(), &end);
+    if (value != "NaN" && (end == value.c_str() || *end != '\0')) {
+      ADD_FAILURE() << "bad number: '" << line << "'";
+      continue;
+    }
+    std::string family = name;
+    for (const std::string suffix : {"_sum", "_count"}) {
+      if (!types->contains(family) && family.ends_with(suffix)) {
+        family = family.substr(0, family.size() - suffix.size());
+      }
+    }
+    EXPECT_TRUE(types->contains(family)) << "no # TYPE before: " << line;
+    samples[name + labels] = v;
+  }
+  return samples;
+}
+
+TEST_F(CoordinatorServerTest, MetricsCarryTheGrantOfEveryJob) {
+  TwoJobs();
+  Replica r = StartReplica("c0");
+  Step(r, 3);
+  auto c = r.Client();
+  httplib::Result res = c.Get("/metrics");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200);
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/plain; version=0.0.4");
+  std::map<std::string, std::string> types;
+  const auto m = ParseMetrics(res->body, &types);
+  EXPECT_NEAR(m.at("headroom_job_grant_watts{job=\"a\"}"), kGrantA, 1e-6);
+  EXPECT_NEAR(m.at("headroom_job_grant_watts{job=\"b\"}"), kGrantB, 1e-6);
+  EXPECT_DOUBLE_EQ(m.at("headroom_job_power_watts{job=\"b\"}"), 550.0);
+  EXPECT_DOUBLE_EQ(m.at("headroom_job_floor_watts{job=\"a\"}"), 100.0);
+  EXPECT_DOUBLE_EQ(m.at("headroom_site_budget_watts"), kSiteW);
+  EXPECT_DOUBLE_EQ(m.at("headroom_site_target_budget_watts"), kSiteW);
+  EXPECT_DOUBLE_EQ(m.at("headroom_site_reserve_watts"), kReserveW);
+  EXPECT_NEAR(m.at("headroom_site_grants_watts"), kAvailableW, 1e-6);
+  EXPECT_NEAR(m.at("headroom_site_held_watts"), kAvailableW, 1e-6);
+  EXPECT_DOUBLE_EQ(m.at("headroom_site_acting_budget_watts"), 320.0 + 560.0);
+  EXPECT_EQ(m.at("headroom_coordinator_leader"), 1.0);
+  EXPECT_GT(m.at("headroom_coordinator_term"), 0.0);
+  EXPECT_GE(m.at("headroom_coordinator_ledger_writes_total"), 1.0);
+  EXPECT_TRUE(m.contains("headroom_site_reassignments_total"));
+  EXPECT_TRUE(m.contains("headroom_coordinator_txn_latency_seconds{quantile=\"0.5\"}"));
+  EXPECT_TRUE(m.contains("headroom_coordinator_txn_latency_seconds{quantile=\"0.99\"}"));
+  EXPECT_GE(m.at("headroom_coordinator_txn_latency_seconds_count"), 1.0);
+  EXPECT_EQ(types["headroom_coordinator_txn_latency_seconds"], "summary");
+  EXPECT_EQ(types["headroom_coordinator_ledger_writes_total"], "counter");
+  EXPECT_EQ(types["headroom_job_grant_watts"], "gauge");
+}
+
+TEST(CoordinatorMetrics, LabelValuesAreEscaped) {
+  EXPECT_EQ(EscapeLabelValue("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+  CoordinatorStatus s;
+  s.role = "leader";
+  s.term = 7;
+  Ledger l;
+  l.site_budget_w = 10;
+  l.target_site_budget_w = 10;
+  l.jobs["we\"ird\\job\n"].grant_w = 3;
+  s.ledger = l;
+  const std::string text = CoordinatorMetricsText(s);
+  EXPECT_NE(text.find("headroom_job_grant_watts{job=\"we\\\"ird\\\\job\\n\"} 3\n"),
+            std::string::npos)
+      << text;
+  std::map<std::string, std::string> types;
+  ParseMetrics(text, &types);  // every line well formed
+  EXPECT_EQ(Quantile({3, 1, 2, 4}, 0.5), 2.0);
+  EXPECT_EQ(Quantile({3, 1, 2, 4}, 0.99), 4.0);
+  EXPECT_FALSE(Quantile({}, 0.5).has_value());
+}
+
+TEST_F(CoordinatorServerTest, PostSiteBudgetNeedsTheTokenAndAGoodBody) {
+  TwoJobs();
+  Replica r = StartReplica("c0");
+  Step(r, 3);
+  const auto expect = [&](const httplib::Result& res, int status, const std::string& text) {
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, status) << res->body;
+    const json j = json::parse(res->body, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << res->body;
+    if (!text.empty()) {
+      EXPECT_NE(j.value("error", "").find(text), std::string::npos) << res->body;
+    }
+  };
+  expect(PostBudget(r, R"({"site_budget_w": 1200})", ""), 401, "bearer token");
+  expect(PostBudget(r, R"({"site_budget_w": 1200})", "wrong-token"), 401, "bearer token");
+  expect(PostBudget(r, R"({"site_budget_w": 1200})", "s3cret-tokeX"), 401, "");
+  expect(PostBudget(r, R"({"site_budget_w": 1200})", kToken, "text/plain"), 415, "Content-Type");
+  expect(PostBudget(r, "not json"), 400, "body");
+  expect(PostBudget(r, "[1200]"), 400, "body");
+  expect(PostBudget(r, "{}"), 400, "site_budget_w: missing");
+  expect(PostBudget(r, R"({"site_budget_w": "1200"})"), 400, "site_budget_w");
+  expect(PostBudget(r, R"({"site_budget_w": true})"), 400, "site_budget_w");
+  expect(PostBudget(r, R"({"site_budget_w": null})"), 400, "site_budget_w");
+  expect(PostBudget(r, R"({"site_budget_w": 0})"), 400, "site_budget_w");
+  expect(PostBudget(r, R"({"site_budget_w": -5})"), 400, "site_budget_w");
+  expect(PostBudget(r, R"({"site_budget_w": 2e9})"), 400, "site_budget_w");
+  expect(PostBudget(r, R"({"site_budget_w": 1e400})"), 400, "");  // not finite: refused
+  expect(PostBudget(r, R"({"site_budget_w": 1200, "extra": 1})"), 400, "extra");
+  expect(PostBudget(r, R"({"site_budget": 1200})"), 400, "site_budget");
+  expect(PostBudget(r, std::string(5000, ' ')), 413, "");
+  // Below the floors (300 W) + the reserve (100 W): the coordinator's refusal, with its numbers.
+  expect(PostBudget(r, R"({"site_budget_w": 350})"), 400, "below the floors");
+  // Nothing of that changed the ledger.
+  Step(r, 2);
+  EXPECT_DOUBLE_EQ(StoredLedger().target_site_budget_w, kSiteW);
+
+  httplib::Result ok = PostBudget(r, R"({"site_budget_w": 1200})");
+  ASSERT_TRUE(ok);
+  ASSERT_EQ(ok->status, 200) << ok->body;
+  const json j = json::parse(ok->body);
+  EXPECT_DOUBLE_EQ(j["site_budget_w"].get<double>(), 1200.0);
+  EXPECT_DOUBLE_EQ(j["in_force_w"].get<double>(), kSiteW);
+  Step(r, 2);
+  EXPECT_DOUBLE_EQ(StoredLedger().site_budget_w, 1200.0);  // an increase: in force at once
+  EXPECT_DOUBLE_EQ(GetJson(r, "/v1/status")["site_budget_w"].get<double>(), 1200.0);
+}
+
+TEST_F(CoordinatorServerTest, ADecreaseIsInForceOnceTheMembersAcknowledge) {
+  TwoJobs();
+  Replica r = StartReplica("c0");
+  Step(r, 3);
+  AckGrants();
+  Step(r, 2);
+  httplib::Result ok = PostBudget(r, R"({"site_budget_w": 700})");
+  ASSERT_TRUE(ok);
+  ASSERT_EQ(ok->status, 200) << ok->body;
+  Step(r, 2);
+  Ledger l = StoredLedger();
+  EXPECT_DOUBLE_EQ(l.target_site_budget_w, 700.0);
+  EXPECT_DOUBLE_EQ(l.site_budget_w, kSiteW);  // held until the members act on less
+  AckGrants();
+  Step(r, 2);
+  l = StoredLedger();
+  EXPECT_DOUBLE_EQ(l.site_budget_w, 700.0);
+  EXPECT_LE(l.HeldW(), 700.0 - kReserveW + 1e-6);
+  const json s = GetJson(r, "/v1/status");
+  ASSERT_EQ(s["decrease_settle_s"].size(), 1u);
+  EXPECT_GT(s["decrease_settle_s"][0].get<double>(), 0.0);
+  auto c = r.Client();
+  httplib::Result metrics = c.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  std::map<std::string, std::string> types;
+  const auto m = ParseMetrics(metrics->body, &types);
+  EXPECT_DOUBLE_EQ(m.at("headroom_site_budget_decrease_settle_seconds"),
+                   s["decrease_settle_s"][0].get<double>());
+  EXPECT_DOUBLE_EQ(m.at("headroom_site_budget_watts"), 700.0);
+}
+
+TEST_F(CoordinatorServerTest, AFollowerRefusesWritesAndNamesTheLeader) {
+  TwoJobs();
+  Replica leader = StartReplica("c0");
+  Replica follower = StartReplica("c1");
+  Step(leader, 2);
+  follower.host->Step();
+  const json s = GetJson(follower, "/v1/status");
+  EXPECT_EQ(s["role"], "follower");
+  EXPECT_EQ(s["leader"], "c0");
+  EXPECT_EQ(s["leader_listen"], "127.0.0.1:" + std::to_string(leader.port()));
+  EXPECT_TRUE(s["site_budget_w"].is_null());
+  EXPECT_TRUE(s["jobs"].empty());
+  httplib::Result res = PostBudget(follower, R"({"site_budget_w": 1200})");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 409) << res->body;
+  EXPECT_NE(res->body.find("c0"), std::string::npos) << res->body;
+  EXPECT_NE(res->body.find("127.0.0.1:" + std::to_string(leader.port())), std::string::npos);
+  auto c = follower.Client();
+  httplib::Result metrics = c.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  std::map<std::string, std::string> types;
+  const auto m = ParseMetrics(metrics->body, &types);
+  EXPECT_EQ(m.at("headroom_coordinator_leader"), 0.0);
+  EXPECT_FALSE(m.contains("headroom_site_budget_watts"));  // a follower's ledger is not current
+}
+
+TEST_F(CoordinatorServerTest, RoutesMethodsAndHosts) {
+  Replica r = StartReplica("c0", /*token=*/"", {"coord.example"});
+  Step(r);
+  auto c = r.Client();
+  httplib::Result page = c.Get("/");
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
+  EXPECT_EQ(page->get_header_value("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_NE(page->body.find("<canvas"), std::string::npos);
+  EXPECT_NE(page->body.find("/v1/status"), std::string::npos);
+  // Self-contained: nothing from elsewhere.
+  EXPECT_EQ(page->body.find("http://"), page->body.find("\"http://\" + s.leader_listen") + 1);
+  EXPECT_EQ(page->body.find("https://"), std::string::npos);
+  EXPECT_EQ(page->body.find(" src="), std::string::npos);
+
+  httplib::Result missing = c.Get("/v2/nothing");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  httplib::Result wrong = c.Get("/v1/site-budget");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 405);
+  EXPECT_EQ(wrong->get_header_value("Allow"), "POST");
+  httplib::Result post_status = c.Post("/v1/status", "{}", "application/json");
+  ASSERT_TRUE(post_status);
+  EXPECT_EQ(post_status->status, 405);
+  httplib::Result del = c.Delete("/metrics");
+  ASSERT_TRUE(del);
+  EXPECT_EQ(del->status, 405);
+  httplib::Result put = c.Put("/", "x", "text/plain");
+  ASSERT_TRUE(put);
+  EXPECT_EQ(put->status, 405);
+
+  // No token configured: writes are open (the replica listens on loopback only, by the CLI's
+  // rule), yet a DNS name that may have been rebound to it is refused.
+  httplib::Result rebound =
+      c.Get("/v1/status", httplib::Headers{{"Host", "attacker.example:9500"}});
+  ASSERT_TRUE(rebound);
+  EXPECT_EQ(rebound->status, 403);
+  httplib::Result allowed = c.Get("/v1/status", httplib::Headers{{"Host", "coord.example:9500"}});
+  ASSERT_TRUE(allowed);
+  EXPECT_EQ(allowed->status, 200);
+  httplib::Result open = PostBudget(r, R"({"site_budget_w": 1500})", "");
+  ASSERT_TRUE(open);
+  EXPECT_EQ(open->status, 200) << open->body;
+}
+
+TEST(CoordinatorServerBind, ASecondServerOnAPortInUseFails) {
+  CoordinatorServer first(CoordinatorApiConfig{});
+  ASSERT_TRUE(first.Bind("127.0.0.1", 0).ok());
+  CoordinatorServer second(CoordinatorApiConfig{});
+  Status st = second.Bind("127.0.0.1", first.port());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message().find(std::to_string(first.port())), std::string::npos)
+      << st.error().message();
+}
+
+// ---- The real binary ----
+
+// A child process of the binary, its stderr in a file; SIGKILLed and reaped when the object
+// goes, pass or fail.
+class Process {
+ public:
+  explicit Process(const std::vector<std::string>& args) {
+    char dir[] = "/tmp/headroom-coord-test-XXXXXX";
+    if (mkdtemp(dir) != nullptr) dir_ = dir;
+    stderr_path_ = dir_ + "/stderr";
+    std::vector<std::string> all = {HEADROOM_BINARY};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const int err = open(stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    const int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    const pid_t parent = getpid();
+    pid_ = fork();
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);
+      dup2(null, STDIN_FILENO);
+      dup2(null, STDOUT_FILENO);
+      dup2(err, STDERR_FILENO);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(err);
+    close(null);
+  }
+  ~Process() {
+    Kill(SIGKILL);
+    Wait(std::chrono::seconds(10));
+    std::error_code ignored;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
+  }
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  pid_t pid() const { return pid_; }
+  void Kill(int signal) {
+    if (pid_ > 0 && !exited_) kill(pid_, signal);
+  }
+  // The exit status (waitpid's), or nullopt when still running at the deadline.
+  std::optional<int> Wait(SteadyClock::duration within) {
+    const auto deadline = SteadyClock::now() + within;
+    while (pid_ > 0 && !exited_) {
+      int status = 0;
+      const pid_t r = waitpid(pid_, &status, WNOHANG);
+      if (r == pid_) {
+        exited_ = true;
+        status_ = status;
+        break;
+      }
+      if (r < 0 && errno != EINTR) break;
+      if (SteadyClock::now() >= deadline) return std::nullopt;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return exited_ ? std::optional<int>(status_) : std::nullopt;
+  }
+  std::string Stderr() const {
+    std::ifstream in(stderr_path_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  // The port of "listening on http://127.0.0.1:PORT/" on stderr; 0 when not there by the
+  // deadline (or the process ended).
+  int ListenPort(SteadyClock::duration within) {
+    const std::string marker = "listening on http://127.0.0.1:";
+    const auto deadline = SteadyClock::now() + within;
+    while (SteadyClock::now() < deadline) {
+      const std::string text = Stderr();
+      const size_t at = text.find(marker);
+      if (at != std::string::npos) {
+        const size_t digits = at + marker.size();
+        const size_t slash = text.find('/', digits);
+        if (slash != std::string::npos && slash > digits) {
+          return std::stoi(text.substr(digits, slash - digits));
+        }
+      }
+      if (Wait(std::chrono::seconds(0))) return 0;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return 0;
+  }
+
+ private:
+  std::string dir_;
+  std::string stderr_path_;
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  int status_ = 0;
+};
+
+struct Ran {
+  int exit_code = -1;
+  std::string err;
+};
+
+Ran RunToEnd(const std::vector<std::string>& args) {
+  Process p(args);
+  const std::optional<int> status = p.Wait(std::chrono::seconds(30));
+  Ran r;
+  r.err = p.Stderr();
+  if (status && WIFEXITED(*status)) r.exit_code = WEXITSTATUS(*status);
+  return r;
+}
+
+int Lines(const std::string& text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
+
+TEST(CoordinatorCli, EtcdUnreachableAtStartIsOneLineAndExit1) {
+  const Ran r = RunToEnd(
+      {"coordinator", "--etcd", "http://127.0.0.1:1", "--site", "s", "--site-budget-w", "1000"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("http://127.0.0.1:1"), std::string::npos) << r.err;
+}
+
+TEST(CoordinatorCli, BadOptionsAreOneLineAndExit2) {
+  const std::vector<std::string> base = {"coordinator", "--etcd", "http://127.0.0.1:1"};
+  struct Case {
+    std::vector<std::string> args;
+    std::string names;
+  };
+  const std::vector<Case> cases = {
+      {{"--site", "bad name", "--site-budget-w", "1000"}, "--site"},
+      {{"--site", "s", "--site-budget-w", "0"}, "--site-budget-w"},
+      {{"--site", "s", "--site-budget-w", "nan"}, "--site-budget-w"},
+      {{"--site", "s", "--site-budget-w", "1000", "--reserve-w", "1000"}, "--reserve-w"},
+      {{"--site", "s", "--site-budget-w", "1000", "--reserve-w", "-1"}, "--reserve-w"},
+      {{"--site", "s", "--site-budget-w", "1000", "--period-s", "0.05"}, "--period-s"},
+      {{"--site", "s", "--site-budget-w", "1000", "--period-s", "61"}, "--period-s"},
+      {{"--site", "s", "--site-budget-w", "1000", "--lease-ttl-s", "1"}, "--lease-ttl-s"},
+      {{"--site", "s", "--site-budget-w", "1000", "--lease-ttl-s", "2.5"}, "--lease-ttl-s"},
+      {{"--site", "s", "--site-budget-w", "1000", "--period-s", "5", "--lease-ttl-s", "4"},
+       "must exceed --period-s"},
+      {{"--site", "s", "--site-budget-w", "1000", "--listen", "0.0.0.0:9500"}, "--listen"},
+      {{"--site", "s", "--site-budget-w", "1000", "--listen", "nonsense"}, "--listen"},
+      {{"--site", "s", "--site-budget-w", "1000", "--token", "a b"}, "--token"},
+      {{"--site", "s", "--site-budget-w", "1000", "--forget-after-s", "0"}, "--forget-after-s"},
+      {{"--site-budget-w", "1000"}, "--site"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    const Ran r = RunToEnd(args);
+    EXPECT_EQ(r.exit_code, 2) << c.names << ": " << r.err;
+    EXPECT_EQ(Lines(r.err), 1) << c.names << ": " << r.err;
+    EXPECT_NE(r.err.find(c.names), std::string::npos) << r.err;
+  }
+  const Ran bad_etcd = RunToEnd({"coordinator", "--etcd", "https://127.0.0.1:2379", "--site", "s",
+                                 "--site-budget-w", "1000"});
+  EXPECT_EQ(bad_etcd.exit_code, 2) << bad_etcd.err;
+  EXPECT_NE(bad_etcd.err.find("--etcd"), std::string::npos) << bad_etcd.err;
+}
+
+#ifdef HEADROOM_HAVE_ETCD_CLUSTER
+
+std::optional<json> StatusOf(int port) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_connection_timeout(1);
+  c.set_read_timeout(2);
+  httplib::Result res = c.Get("/v1/status");
+  if (!res || res->status != 200) return std::nullopt;
+  json j = json::parse(res->body, nullptr, false);
+  if (!j.is_object()) return std::nullopt;
+  return j;
+}
+
+std::string Base64(const std::string& in) {
+  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    const uint32_t v =
+        (uint32_t(uint8_t(in[i])) << 16) | (uint32_t(uint8_t(in[i + 1])) << 8) | uint8_t(in[i + 2]);
+    for (int k = 18; k >= 0; k -= 6) out += kAlphabet[(v >> k) & 63];
+  }
+  if (i + 1 == in.size()) {
+    const uint32_t v = uint32_t(uint8_t(in[i])) << 16;
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += "==";
+  } else if (i + 2 == in.size()) {
+    const uint32_t v = (uint32_t(uint8_t(in[i])) << 16) | (uint32_t(uint8_t(in[i + 1])) << 8);
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += kAlphabet[(v >> 6) & 63];
+    out += '=';
+  }
+  return out;
+}
+
+TEST(CoordinatorCli, TwoReplicasOneLeadsAndTheOtherTakesOverWhenItIsKilled) {
+  using etcd_test::EtcdCluster;
+  if (!EtcdCluster::Available()) GTEST_SKIP() << "no " << etcd_test::kEtcdBinary;
+  std::string why;
+  std::optional<EtcdCluster> etcd = EtcdCluster::Start(1, &why);
+  ASSERT_TRUE(etcd) << why;
+  const std::string site = "cli-" + std::to_string(getpid());
+  const std::vector<std::string> args = {
+      "coordinator", "--etcd", etcd->endpoints(), "--site", site,       "--site-budget-w", "1000",
+      "--period-s",  "0.2",    "--lease-ttl-s",   "2",      "--listen", "127.0.0.1:0"};
+  std::vector<std::unique_ptr<Process>> replicas;
+  replicas.push_back(std::make_unique<Process>(args));
+  replicas.push_back(std::make_unique<Process>(args));
+  std::vector<int> ports;
+  for (auto& p : replicas) {
+    ports.push_back(p->ListenPort(std::chrono::seconds(20)));
+    ASSERT_GT(ports.back(), 0) << p->Stderr();
+  }
+
+  // Exactly one leads; the other follows it.
+  int leader = -1;
+  int64_t term = 0;
+  std::string leader_id;
+  for (auto deadline = SteadyClock::now() + std::chrono::seconds(20);
+       leader < 0 && SteadyClock::now() < deadline;
+       std::this_thread::sleep_for(std::chrono::milliseconds(50))) {
+    std::vector<std::optional<json>> s = {StatusOf(ports[0]), StatusOf(ports[1])};
+    if (!s[0] || !s[1]) continue;
+    const bool l0 = (*s[0])["role"] == "leader", l1 = (*s[1])["role"] == "leader";
+    ASSERT_FALSE(l0 && l1) << s[0]->dump() << "\n" << s[1]->dump();
+    if (l0 == l1) continue;
+    const int i = l0 ? 0 : 1;
+    if ((*s[1 - i])["role"] != "follower" || (*s[i])["site_budget_w"].is_null()) continue;
+    leader = i;
+    term = (*s[i])["term"].get<int64_t>();
+    leader_id = (*s[i])["id"].get<std::string>();
+    EXPECT_EQ((*s[1 - i])["leader"], leader_id);
+    EXPECT_DOUBLE_EQ((*s[i])["site_budget_w"].get<double>(), 1000.0);
+  }
+  ASSERT_GE(leader, 0) << replicas[0]->Stderr() << "\n" << replicas[1]->Stderr();
+  EXPECT_GT(term, 0);
+
+  // SIGKILL: no resignation; the other leads once the lease runs out, with a higher term.
+  replicas[leader]->Kill(SIGKILL);
+  ASSERT_TRUE(replicas[leader]->Wait(std::chrono::seconds(10)));
+  const int other = 1 - leader;
+  int64_t new_term = 0;
+  for (auto deadline = SteadyClock::now() + std::chrono::seconds(20);
+       new_term == 0 && SteadyClock::now() < deadline;
+       std::this_thread::sleep_for(std::chrono::milliseconds(50))) {
+    std::optional<json> s = StatusOf(ports[other]);
+    if (s && (*s)["role"] == "leader") new_term = (*s)["term"].get<int64_t>();
+  }
+  ASSERT_GT(new_term, 0) << replicas[other]->Stderr();
+  EXPECT_GT(new_term, term);
+
+  // SIGTERM: it resigns (its lease revoked: the leader key is gone at once) and exits 0.
+  replicas[other]->Kill(SIGTERM);
+  const std::optional<int> status = replicas[other]->Wait(std::chrono::seconds(15));
+  ASSERT_TRUE(status) << replicas[other]->Stderr();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << replicas[other]->Stderr();
+  const auto range =
+      etcd->Post(0, "/v3/kv/range", json{{"key", Base64("/headroom/" + site + "/leader")}}.dump());
+  ASSERT_TRUE(range);
+  const json r = json::parse(range->body, nullptr, false);
+  EXPECT_FALSE(r.contains("kvs")) << range->body;
+}
+
+#endif  // HEADROOM_HAVE_ETCD_CLUSTER
+
+}  // namespace
+}  // namespace headroom::coord

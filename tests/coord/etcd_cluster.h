@@ -1,0 +1,359 @@
+// Real etcd processes for tests: a cluster of 1..n members on free loopback ports, each with its
+// own temporary data directory and log, killed (SIGKILL) and removed when the object goes, pass
+// or fail. Members are started with fork/exec of /usr/bin/etcd (Debian's etcd-server); tests
+// skip without it (Available()).
+//
+// Speaks to members with a few lines of blocking HTTP/1.0 over a socket, not with EtcdStore: the
+// helper must not depend on what it is used to test.
+//
+// Not thread-safe; start, kill and restart from the test's main thread (a member gets SIGKILL
+// when the thread that forked it ends).
+#pragma once
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace headroom::coord::etcd_test {
+
+inline constexpr const char* kEtcdBinary = "/usr/bin/etcd";
+
+// Concatenation by appending: g++ 12 warns falsely (-Wrestrict) on "literal" + std::string&&.
+template <class... Parts>
+std::string Cat(const Parts&... parts) {
+  std::string out;
+  ((out += parts), ...);
+  return out;
+}
+
+class EtcdCluster {
+ public:
+  // How long a member has to answer /health (a leader elected, a read served) after starting.
+  static constexpr double kReadyTimeoutS = 15.0;
+  static constexpr auto kPollInterval = std::chrono::milliseconds(20);
+
+  struct Reply {
+    int status = 0;
+    std::string body;
+  };
+
+  static bool Available() { return access(kEtcdBinary, X_OK) == 0; }
+
+  // Starts `members` members and waits until each answers; nullopt and *why on failure (with
+  // the end of the log of the member that failed).
+  static std::optional<EtcdCluster> Start(int members, std::string* why) {
+    EtcdCluster cluster;
+    static int started = 0;
+    cluster.token_ =
+        Cat("headroom-test-", std::to_string(getpid()), "-", std::to_string(++started));
+    std::vector<int> ports = FreePorts(2 * members);
+    if (ports.empty()) {
+      *why = Cat("cannot find free loopback ports: ", std::strerror(errno));
+      return std::nullopt;
+    }
+    for (int i = 0; i < members; ++i) {
+      Member m;
+      m.name = Cat("m", std::to_string(i));
+      std::string pattern = Cat("/tmp/headroom-etcd-", m.name, "-XXXXXX");
+      if (mkdtemp(pattern.data()) == nullptr) {
+        *why = Cat("mkdtemp: ", std::strerror(errno));
+        return std::nullopt;
+      }
+      m.dir = pattern;
+      m.client_port = ports[2 * i];
+      m.peer_port = ports[2 * i + 1];
+      if (i > 0) cluster.initial_cluster_ += ',';
+      cluster.initial_cluster_ += Cat(m.name, "=", Url(m.peer_port));
+      cluster.members_.push_back(std::move(m));
+    }
+    // All first, then wait: a member of several has no leader until a quorum runs.
+    for (int i = 0; i < members; ++i) {
+      if (!cluster.Launch(i, /*existing=*/false, why)) return std::nullopt;
+    }
+    const auto deadline = Deadline(kReadyTimeoutS);
+    for (int i = 0; i < members; ++i) {
+      if (!cluster.WaitReady(i, deadline, why)) return std::nullopt;
+    }
+    return cluster;
+  }
+
+  EtcdCluster(EtcdCluster&& other) noexcept
+      : token_(std::move(other.token_)),
+        initial_cluster_(std::move(other.initial_cluster_)),
+        members_(std::move(other.members_)) {
+    other.members_.clear();
+  }
+  EtcdCluster& operator=(EtcdCluster&& other) noexcept {
+    if (this != &other) {
+      Stop();
+      token_ = std::move(other.token_);
+      initial_cluster_ = std::move(other.initial_cluster_);
+      members_ = std::move(other.members_);
+      other.members_.clear();
+    }
+    return *this;
+  }
+  EtcdCluster(const EtcdCluster&) = delete;
+  EtcdCluster& operator=(const EtcdCluster&) = delete;
+
+  ~EtcdCluster() { Stop(); }
+
+  int size() const { return static_cast<int>(members_.size()); }
+  std::string endpoint(int i) const { return Url(members_[i].client_port); }
+  // Every member's client URL, comma-separated, in member order.
+  std::string endpoints() const {
+    std::string out;
+    for (int i = 0; i < size(); ++i) {
+      if (i > 0) out += ',';
+      out += endpoint(i);
+    }
+    return out;
+  }
+  bool running(int i) const { return members_[i].pid > 0; }
+
+  // SIGKILL, and waits for it to be gone (its sockets closed).
+  void Kill(int i) {
+    Member& m = members_[i];
+    if (m.pid <= 0) return;
+    kill(m.pid, SIGKILL);
+    while (waitpid(m.pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    m.pid = -1;
+  }
+
+  // Starts a killed member again on its data directory and waits until it answers.
+  bool Restart(int i, std::string* why) {
+    Kill(i);
+    return Launch(i, /*existing=*/true, why) && WaitReady(i, Deadline(kReadyTimeoutS), why);
+  }
+
+  // The member that is the leader, as the running members report it; -1 when none says so.
+  int LeaderIndex() const {
+    for (int i = 0; i < size(); ++i) {
+      if (!running(i)) continue;
+      const std::optional<Reply> r = Post(i, "/v3/maintenance/status", "{}");
+      if (!r || r->status != 200) continue;
+      const nlohmann::json j = nlohmann::json::parse(r->body, nullptr, false);
+      if (!j.is_object() || !j.contains("leader") || !j.contains("header")) continue;
+      const nlohmann::json& header = j["header"];
+      if (header.is_object() && header.contains("member_id") &&
+          header["member_id"] == j["leader"]) {
+        return i;
+      }
+    }
+    return -1;
+  }
+
+  // POSTs JSON to member i's gateway (e.g. /v3/kv/compaction); nullopt when it does not answer.
+  std::optional<Reply> Post(int i, const std::string& path, const std::string& body,
+                            double timeout_s = 2.0) const {
+    return Http(members_[i].client_port, "POST", path, body, timeout_s);
+  }
+
+  // The end of member i's log, for failure messages.
+  std::string LogTail(int i, size_t bytes = 2000) const {
+    std::ifstream in(members_[i].dir + "/etcd.log");
+    std::stringstream all;
+    all << in.rdbuf();
+    const std::string text = all.str();
+    return text.size() > bytes ? text.substr(text.size() - bytes) : text;
+  }
+
+ private:
+  struct Member {
+    std::string name;
+    std::string dir;  // the data directory is dir/data, the log dir/etcd.log
+    int client_port = 0;
+    int peer_port = 0;
+    pid_t pid = -1;
+  };
+
+  EtcdCluster() = default;
+
+  // Kills every member and removes its directory.
+  void Stop() {
+    for (size_t i = 0; i < members_.size(); ++i) Kill(static_cast<int>(i));
+    for (const Member& m : members_) {
+      std::error_code ignored;
+      std::filesystem::remove_all(m.dir, ignored);
+    }
+    members_.clear();
+  }
+
+  static std::string Url(int port) { return Cat("http://127.0.0.1:", std::to_string(port)); }
+  static std::chrono::steady_clock::time_point Deadline(double s) {
+    return std::chrono::steady_clock::now() +
+           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+               std::chrono::duration<double>(s));
+  }
+
+  // Ports the kernel hands out for port 0, all bound at once so they differ.
+  static std::vector<int> FreePorts(int n) {
+    std::vector<int> fds;
+    std::vector<int> ports;
+    for (int k = 0; k < n; ++k) {
+      const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) break;
+      fds.push_back(fd);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      socklen_t len = sizeof(addr);
+      if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+          getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+        break;
+      }
+      ports.push_back(ntohs(addr.sin_port));
+    }
+    for (const int fd : fds) close(fd);
+    if (static_cast<int>(ports.size()) != n) ports.clear();
+    return ports;
+  }
+
+  bool Launch(int i, bool existing, std::string* why) {
+    const Member& m = members_[i];
+    const std::vector<std::string> args = {
+        kEtcdBinary,
+        Cat("--name=", m.name),
+        Cat("--data-dir=", m.dir, "/data"),
+        Cat("--listen-client-urls=", Url(m.client_port)),
+        Cat("--advertise-client-urls=", Url(m.client_port)),
+        Cat("--listen-peer-urls=", Url(m.peer_port)),
+        Cat("--initial-advertise-peer-urls=", Url(m.peer_port)),
+        Cat("--initial-cluster=", initial_cluster_),
+        Cat("--initial-cluster-state=", existing ? "existing" : "new"),
+        Cat("--initial-cluster-token=", token_),
+        "--heartbeat-interval=100",
+        "--election-timeout=1000",
+        "--logger=zap",
+        "--log-outputs=stderr",
+    };
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    const std::string log_path = m.dir + "/etcd.log";
+    const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (log < 0) {
+      *why = Cat("open ", log_path, ": ", std::strerror(errno));
+      return false;
+    }
+    const pid_t parent = getpid();
+    const pid_t pid = fork();
+    if (pid == 0) {
+      // Only async-signal-safe calls from here to exec.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);  // no etcd outlives a crashed test
+      if (getppid() != parent) _exit(127);
+      dup2(log, STDOUT_FILENO);
+      dup2(log, STDERR_FILENO);
+      // Connections the test holds must not stay open in etcd.
+      if (syscall(SYS_close_range, 3U, ~0U, 0U) != 0) {
+        for (int fd = 3; fd < 1024; ++fd) close(fd);
+      }
+      execv(kEtcdBinary, argv.data());
+      _exit(127);
+    }
+    close(log);
+    if (pid < 0) {
+      *why = Cat("fork: ", std::strerror(errno));
+      return false;
+    }
+    members_[i].pid = pid;
+    return true;
+  }
+
+  bool WaitReady(int i, std::chrono::steady_clock::time_point deadline, std::string* why) {
+    while (std::chrono::steady_clock::now() < deadline) {
+      int wstatus = 0;
+      if (waitpid(members_[i].pid, &wstatus, WNOHANG) == members_[i].pid) {
+        members_[i].pid = -1;
+        *why = Cat("etcd ", members_[i].name, " exited; its log ends:\n", LogTail(i));
+        return false;
+      }
+      const std::optional<Reply> r =
+          Http(members_[i].client_port, "GET", "/health", "", /*timeout_s=*/1.0);
+      if (r && r->status == 200 && r->body.find("\"true\"") != std::string::npos) return true;
+      std::this_thread::sleep_for(kPollInterval);
+    }
+    *why = Cat("etcd ", members_[i].name, " not healthy within ", std::to_string(kReadyTimeoutS),
+               " s; its log ends:\n", LogTail(i));
+    return false;
+  }
+
+  // One HTTP/1.0 exchange (no chunking, the server closes): nullopt when nothing answers.
+  static std::optional<Reply> Http(int port, const std::string& method, const std::string& path,
+                                   const std::string& body, double timeout_s) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return std::nullopt;
+    timeval tv{};
+    tv.tv_sec = static_cast<time_t>(timeout_s);
+    tv.tv_usec = static_cast<suseconds_t>((timeout_s - static_cast<double>(tv.tv_sec)) * 1e6);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      close(fd);
+      return std::nullopt;
+    }
+    const std::string request =
+        Cat(method, " ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n",
+            "Content-Length: ", std::to_string(body.size()), "\r\n\r\n", body);
+    for (size_t sent = 0; sent < request.size();) {
+      const ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        close(fd);
+        return std::nullopt;
+      }
+      sent += static_cast<size_t>(n);
+    }
+    std::string response;
+    char buffer[4096];
+    while (true) {
+      const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        close(fd);
+        return std::nullopt;
+      }
+      if (n == 0) break;
+      response.append(buffer, static_cast<size_t>(n));
+    }
+    close(fd);
+    const size_t head_end = response.find("\r\n\r\n");
+    const size_t space = response.find(' ');
+    if (head_end == std::string::npos || space == std::string::npos) return std::nullopt;
+    Reply reply;
+    reply.status = std::atoi(response.c_str() + space + 1);
+    reply.body = response.substr(head_end + 4);
+    return reply;
+  }
+
+  std::string token_;            // unique per cluster, so members of two never join
+  std::string initial_cluster_;  // "m0=http://127.0.0.1:P,..."
+  std::vector<Member> members_;
+};
+
+}  // namespace headroom::coord::etcd_test

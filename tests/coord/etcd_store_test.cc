@@ -1,0 +1,724 @@
+// EtcdStore against real etcd processes (tests/coord/etcd_cluster.h): one single-member cluster
+// shared by the suite, each test under its own key prefix; a three-member cluster for failover.
+// Skipped without /usr/bin/etcd.
+#include "coord/etcd_store.h"
+
+#include <gtest/gtest.h>
+
+#include <poll.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "etcd_cluster.h"
+
+namespace headroom::coord {
+namespace {
+
+using etcd_test::EtcdCluster;
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+class EtcdStoreTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (EtcdCluster::Available()) cluster_ = EtcdCluster::Start(1, &why_);
+  }
+  static void TearDownTestSuite() { cluster_.reset(); }
+
+  void SetUp() override {
+    if (!EtcdCluster::Available()) GTEST_SKIP() << "no " << etcd_test::kEtcdBinary;
+    ASSERT_TRUE(cluster_) << why_;
+    Result<std::unique_ptr<EtcdStore>> store = EtcdStore::Open(cluster_->endpoints());
+    ASSERT_TRUE(store.ok()) << store.error().message();
+    store_ = std::move(*store);
+    prefix_ = std::string("/test/") +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name() + "/";
+  }
+
+  int64_t Revision() {
+    Result<RangeResult> r = store_->Get(prefix_ + "none");
+    EXPECT_TRUE(r.ok()) << r.error().message();
+    return r.ok() ? r->revision : 0;
+  }
+
+  static inline std::optional<EtcdCluster> cluster_;
+  static inline std::string why_;
+  std::unique_ptr<EtcdStore> store_;
+  std::string prefix_;
+};
+
+TEST_F(EtcdStoreTest, PutGetDeleteAndRevisions) {
+  const std::string a = prefix_ + "a";
+  Result<int64_t> r1 = store_->Put(a, "one");
+  ASSERT_TRUE(r1.ok()) << r1.error().message();
+  Result<RangeResult> got = store_->Get(a);
+  ASSERT_TRUE(got.ok()) << got.error().message();
+  ASSERT_EQ(got->kvs.size(), 1u);
+  EXPECT_EQ(got->kvs[0].key, a);
+  EXPECT_EQ(got->kvs[0].value, "one");
+  EXPECT_EQ(got->kvs[0].create_revision, *r1);
+  EXPECT_EQ(got->kvs[0].mod_revision, *r1);
+  EXPECT_EQ(got->kvs[0].version, 1);
+  EXPECT_EQ(got->kvs[0].lease, 0);
+  EXPECT_EQ(got->revision, *r1);
+
+  Result<int64_t> r2 = store_->Put(a, "two");
+  ASSERT_TRUE(r2.ok());
+  EXPECT_EQ(*r2, *r1 + 1);
+  got = store_->Get(a);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->kvs.size(), 1u);
+  EXPECT_EQ(got->kvs[0].create_revision, *r1);
+  EXPECT_EQ(got->kvs[0].mod_revision, *r2);
+  EXPECT_EQ(got->kvs[0].version, 2);
+
+  // Bytes, not text; and an empty value, which the gateway leaves out.
+  std::string binary;
+  for (int b = 0; b < 256; ++b) binary += static_cast<char>(b);
+  ASSERT_TRUE(store_->Put(prefix_ + "binary\xff", binary).ok());
+  ASSERT_TRUE(store_->Put(prefix_ + "empty", "").ok());
+  got = store_->Get(prefix_ + "binary\xff");
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->kvs.size(), 1u);
+  EXPECT_EQ(got->kvs[0].value, binary);
+  got = store_->Get(prefix_ + "empty");
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->kvs.size(), 1u);
+  EXPECT_EQ(got->kvs[0].value, "");
+
+  got = store_->Get(prefix_ + "missing");
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->kvs.empty());
+  EXPECT_GE(got->revision, *r2);
+
+  Result<int64_t> r3 = store_->Delete(a);
+  ASSERT_TRUE(r3.ok()) << r3.error().message();
+  EXPECT_GT(*r3, *r2);
+  got = store_->Get(a);
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->kvs.empty());
+  // Nothing to delete: no write, the current revision.
+  Result<int64_t> r4 = store_->Delete(a);
+  ASSERT_TRUE(r4.ok());
+  EXPECT_EQ(*r4, *r3);
+}
+
+TEST_F(EtcdStoreTest, Prefixes) {
+  for (const char* k : {"p/a", "p/b", "p/c/d", "q",
+                        "p\xff"
+                        "a",
+                        "p\xff\xff", "p\xff"}) {
+    ASSERT_TRUE(store_->Put(prefix_ + k, k).ok());
+  }
+  Result<RangeResult> got = store_->Get(prefix_ + "p/", /*prefix=*/true);
+  ASSERT_TRUE(got.ok()) << got.error().message();
+  ASSERT_EQ(got->kvs.size(), 3u);
+  EXPECT_EQ(got->kvs[0].key, prefix_ + "p/a");
+  EXPECT_EQ(got->kvs[1].key, prefix_ + "p/b");
+  EXPECT_EQ(got->kvs[2].key, prefix_ + "p/c/d");
+
+  // A prefix ending in 0xff: the range ends at the byte before it incremented.
+  got = store_->Get(prefix_ + "p\xff", /*prefix=*/true);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->kvs.size(), 3u);
+  EXPECT_EQ(got->kvs[0].key, prefix_ + "p\xff");
+  EXPECT_EQ(got->kvs[1].key, prefix_ +
+                                 "p\xff"
+                                 "a");
+  EXPECT_EQ(got->kvs[2].key, prefix_ + "p\xff\xff");
+
+  Result<int64_t> deleted = store_->Delete(prefix_ + "p/", /*prefix=*/true);
+  ASSERT_TRUE(deleted.ok());
+  got = store_->Get(prefix_, /*prefix=*/true);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->kvs.size(), 4u);  // q and the three under p\xff
+
+  // The empty prefix is every key.
+  got = store_->Get("", /*prefix=*/true);
+  ASSERT_TRUE(got.ok()) << got.error().message();
+  EXPECT_GE(got->kvs.size(), 4u);
+}
+
+TEST_F(EtcdStoreTest, TxnCreateIfAbsent) {
+  const std::string k = prefix_ + "k";
+  const auto create = [&](const std::string& value) {
+    TxnRequest t;
+    t.compare = {Compare::CreateRevision(k, Compare::Result::kEqual, 0)};
+    t.success = {Op::Put(k, value)};
+    t.failure = {Op::Get(k)};
+    return store_->Txn(t);
+  };
+  Result<TxnResult> first = create("first");
+  ASSERT_TRUE(first.ok()) << first.error().message();
+  EXPECT_TRUE(first->succeeded);
+  ASSERT_EQ(first->responses.size(), 1u);
+  EXPECT_TRUE(first->responses[0].empty());
+
+  Result<TxnResult> second = create("second");
+  ASSERT_TRUE(second.ok()) << second.error().message();
+  EXPECT_FALSE(second->succeeded);
+  EXPECT_EQ(second->revision, first->revision);  // nothing written
+  ASSERT_EQ(second->responses.size(), 1u);
+  ASSERT_EQ(second->responses[0].size(), 1u);
+  EXPECT_EQ(second->responses[0][0].value, "first");
+  EXPECT_EQ(second->responses[0][0].create_revision, first->revision);
+}
+
+TEST_F(EtcdStoreTest, TxnCompares) {
+  const std::string k = prefix_ + "k";
+  Result<int64_t> r = store_->Put(k, "v1");
+  ASSERT_TRUE(r.ok());
+  const auto txn = [&](Compare c) {
+    TxnRequest t;
+    t.compare = {std::move(c)};
+    Result<TxnResult> out = store_->Txn(t);
+    EXPECT_TRUE(out.ok()) << out.error().message();
+    return out.ok() && out->succeeded;
+  };
+  using R = Compare::Result;
+  EXPECT_TRUE(txn(Compare::ModRevision(k, R::kEqual, *r)));
+  EXPECT_FALSE(txn(Compare::ModRevision(k, R::kEqual, *r - 1)));
+  EXPECT_TRUE(txn(Compare::ModRevision(k, R::kGreater, *r - 1)));
+  EXPECT_TRUE(txn(Compare::ModRevision(k, R::kLess, *r + 1)));
+  EXPECT_TRUE(txn(Compare::ModRevision(k, R::kNotEqual, 0)));
+  EXPECT_TRUE(txn(Compare::Value(k, R::kEqual, "v1")));
+  EXPECT_FALSE(txn(Compare::Value(k, R::kEqual, "v2")));
+  EXPECT_TRUE(txn(Compare::Value(k, R::kNotEqual, "v2")));
+  EXPECT_TRUE(txn(Compare{k, Compare::Target::kVersion, R::kEqual, 1, {}}));
+  EXPECT_FALSE(txn(Compare{k, Compare::Target::kVersion, R::kEqual, 0, {}}));
+  EXPECT_TRUE(txn(Compare{k, Compare::Target::kLease, R::kEqual, 0, {}}));
+  // A missing key: revisions and version 0; and etcd fails every value comparison, even
+  // NOT_EQUAL (its applyCompare: "always fail if comparing a value on a key that doesn't exist").
+  const std::string missing = prefix_ + "missing";
+  EXPECT_TRUE(txn(Compare::CreateRevision(missing, R::kEqual, 0)));
+  EXPECT_TRUE(txn(Compare{missing, Compare::Target::kVersion, R::kEqual, 0, {}}));
+  EXPECT_FALSE(txn(Compare::Value(missing, R::kEqual, "")));
+  EXPECT_FALSE(txn(Compare::Value(missing, R::kNotEqual, "x")));
+
+  // The modification-revision CAS, as the coordinator writes.
+  TxnRequest cas;
+  cas.compare = {Compare::ModRevision(k, R::kEqual, *r)};
+  cas.success = {Op::Put(k, "v2")};
+  Result<TxnResult> won = store_->Txn(cas);
+  ASSERT_TRUE(won.ok());
+  EXPECT_TRUE(won->succeeded);
+  EXPECT_EQ(won->revision, *r + 1);
+  Result<TxnResult> lost = store_->Txn(cas);
+  ASSERT_TRUE(lost.ok());
+  EXPECT_FALSE(lost->succeeded);
+  EXPECT_TRUE(lost->responses.empty());
+}
+
+TEST_F(EtcdStoreTest, TxnOperations) {
+  ASSERT_TRUE(store_->Put(prefix_ + "dir/a", "a").ok());
+  ASSERT_TRUE(store_->Put(prefix_ + "dir/b", "b").ok());
+  ASSERT_TRUE(store_->Put(prefix_ + "old", "old").ok());
+  TxnRequest t;
+  t.success = {Op::Get(prefix_ + "dir/", true), Op::Put(prefix_ + "new", "new"),
+               Op::Delete(prefix_ + "old"), Op::Get(prefix_ + "new")};
+  Result<TxnResult> out = store_->Txn(t);
+  ASSERT_TRUE(out.ok()) << out.error().message();
+  EXPECT_TRUE(out->succeeded);
+  ASSERT_EQ(out->responses.size(), 4u);
+  ASSERT_EQ(out->responses[0].size(), 2u);
+  EXPECT_EQ(out->responses[0][0].value, "a");
+  EXPECT_EQ(out->responses[0][1].value, "b");
+  EXPECT_TRUE(out->responses[1].empty());
+  EXPECT_TRUE(out->responses[2].empty());
+  ASSERT_EQ(out->responses[3].size(), 1u);  // a get sees the transaction's own put
+  EXPECT_EQ(out->responses[3][0].mod_revision, out->revision);
+  Result<RangeResult> old = store_->Get(prefix_ + "old");
+  ASSERT_TRUE(old.ok());
+  EXPECT_TRUE(old->kvs.empty());
+
+  // etcd refuses two writes to one key in a transaction.
+  TxnRequest twice;
+  twice.success = {Op::Put(prefix_ + "x", "1"), Op::Put(prefix_ + "x", "2")};
+  Result<TxnResult> refused = store_->Txn(twice);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("duplicate key"), std::string::npos)
+      << refused.error().message();
+  EXPECT_FALSE(IsOutcomeUnknown(refused.error()));
+}
+
+TEST_F(EtcdStoreTest, Leases) {
+  Result<LeaseId> lease = store_->LeaseGrant(10);
+  ASSERT_TRUE(lease.ok()) << lease.error().message();
+  EXPECT_NE(*lease, 0);
+  const std::string k = prefix_ + "held";
+  ASSERT_TRUE(store_->Put(k, "v", *lease).ok());
+  Result<RangeResult> got = store_->Get(k);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->kvs.size(), 1u);
+  EXPECT_EQ(got->kvs[0].lease, *lease);
+
+  TxnRequest t;
+  t.compare = {Compare{k, Compare::Target::kLease, Compare::Result::kEqual, *lease, {}}};
+  t.success = {Op::Put(prefix_ + "also", "v", *lease)};
+  Result<TxnResult> out = store_->Txn(t);
+  ASSERT_TRUE(out.ok()) << out.error().message();
+  EXPECT_TRUE(out->succeeded);
+
+  Result<int64_t> ttl_s = store_->LeaseKeepAlive(*lease);
+  ASSERT_TRUE(ttl_s.ok()) << ttl_s.error().message();
+  EXPECT_EQ(*ttl_s, 10);
+
+  ASSERT_TRUE(store_->LeaseRevoke(*lease).ok());
+  got = store_->Get(prefix_, /*prefix=*/true);
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->kvs.empty());
+
+  ttl_s = store_->LeaseKeepAlive(*lease);
+  ASSERT_FALSE(ttl_s.ok());
+  EXPECT_TRUE(IsLeaseGone(ttl_s.error())) << ttl_s.error().message();
+  Status again = store_->LeaseRevoke(*lease);
+  ASSERT_FALSE(again.ok());
+  EXPECT_TRUE(IsLeaseGone(again.error())) << again.error().message();
+  Result<int64_t> put = store_->Put(k, "v", *lease);
+  ASSERT_FALSE(put.ok());
+  EXPECT_TRUE(IsLeaseGone(put.error())) << put.error().message();
+  EXPECT_FALSE(IsOutcomeUnknown(put.error()));
+}
+
+TEST_F(EtcdStoreTest, LeaseExpires) {
+  constexpr int64_t kTtlS = 2;  // etcd's least is 1.5 s, rounded up
+  constexpr double kDeadlineS = 10.0;
+  Result<LeaseId> lease = store_->LeaseGrant(kTtlS);
+  ASSERT_TRUE(lease.ok());
+  const Clock::time_point start = Clock::now();
+  const std::string k = prefix_ + "ephemeral";
+  ASSERT_TRUE(store_->Put(k, "v", *lease).ok());
+  while (true) {
+    Result<RangeResult> got = store_->Get(k);
+    ASSERT_TRUE(got.ok());
+    if (got->kvs.empty()) break;
+    ASSERT_LT(SecondsSince(start), kDeadlineS) << "the key outlived its lease";
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_GE(SecondsSince(start), 1.0);
+  Result<int64_t> ttl_s = store_->LeaseKeepAlive(*lease);
+  ASSERT_FALSE(ttl_s.ok());
+  EXPECT_TRUE(IsLeaseGone(ttl_s.error())) << ttl_s.error().message();
+}
+
+TEST_F(EtcdStoreTest, WatchHistory) {
+  const std::string k = prefix_ + "w";
+  Result<int64_t> r0 = store_->Put(k, "v1");
+  Result<int64_t> r1 = store_->Put(k, "v2");
+  Result<int64_t> other = store_->Put(prefix_ + "other", "o");
+  Result<int64_t> r2 = store_->Delete(k);
+  ASSERT_TRUE(r0.ok() && r1.ok() && other.ok() && r2.ok());
+
+  Result<WatchResult> w = store_->Watch(k, false, *r0, 5.0);
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  EXPECT_FALSE(w->compacted);
+  EXPECT_EQ(w->revision, *r2);
+  ASSERT_EQ(w->events.size(), 2u);
+  EXPECT_EQ(w->events[0].type, WatchEvent::Type::kPut);
+  EXPECT_EQ(w->events[0].kv.key, k);
+  EXPECT_EQ(w->events[0].kv.value, "v2");
+  EXPECT_EQ(w->events[0].kv.mod_revision, *r1);
+  EXPECT_EQ(w->events[0].kv.create_revision, *r0);
+  EXPECT_EQ(w->events[0].kv.version, 2);
+  EXPECT_EQ(w->events[1].type, WatchEvent::Type::kDelete);
+  EXPECT_EQ(w->events[1].kv.key, k);
+  EXPECT_EQ(w->events[1].kv.mod_revision, *r2);
+
+  w = store_->Watch(prefix_, /*prefix=*/true, *r0, 5.0);
+  ASSERT_TRUE(w.ok());
+  ASSERT_EQ(w->events.size(), 3u);
+  EXPECT_EQ(w->events[1].kv.key, prefix_ + "other");
+}
+
+// etcd sends a history of more than 1000 revisions in parts; resuming from each answer's
+// revision reads every event once.
+TEST_F(EtcdStoreTest, WatchResumesThroughALongHistory) {
+  constexpr int kPuts = 1100;
+  const std::string k = prefix_ + "long";
+  const int64_t start = Revision();
+  for (int i = 0; i < kPuts; ++i) ASSERT_TRUE(store_->Put(k, std::to_string(i)).ok());
+  int64_t after = start;
+  int seen = 0;
+  int answers = 0;
+  while (seen < kPuts) {
+    Result<WatchResult> w = store_->Watch(k, false, after, 5.0);
+    ASSERT_TRUE(w.ok()) << w.error().message();
+    ASSERT_FALSE(w->events.empty());
+    ++answers;
+    for (const WatchEvent& e : w->events) {
+      ASSERT_EQ(e.kv.value, std::to_string(seen));
+      ASSERT_GT(e.kv.mod_revision, after);
+      ++seen;
+    }
+    after = w->revision;
+  }
+  EXPECT_EQ(seen, kPuts);
+  std::printf("a history of %d revisions came in %d answers\n", kPuts, answers);
+}
+
+TEST_F(EtcdStoreTest, WatchWaitsForAPutFromAnotherThread) {
+  const std::string k = prefix_ + "w";
+  const int64_t after = Revision();
+  // The put may land before the watch starts or while it waits: either way it is the event.
+  std::thread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    Result<int64_t> put = store_->Put(k, "late");
+    EXPECT_TRUE(put.ok()) << put.error().message();
+  });
+  const Clock::time_point start = Clock::now();
+  Result<WatchResult> w = store_->Watch(k, false, after, 10.0);
+  const double waited_s = SecondsSince(start);
+  writer.join();
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  ASSERT_EQ(w->events.size(), 1u);
+  EXPECT_EQ(w->events[0].kv.value, "late");
+  EXPECT_EQ(w->events[0].kv.mod_revision, w->revision);
+  EXPECT_LT(waited_s, 10.0);  // the put did not wait for the watch to give up
+}
+
+TEST_F(EtcdStoreTest, WatchTimesOutQuietly) {
+  const int64_t now = Revision();
+  const Clock::time_point start = Clock::now();
+  Result<WatchResult> w = store_->Watch(prefix_ + "quiet", true, now, 0.5);
+  const double waited_s = SecondsSince(start);
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  EXPECT_TRUE(w->events.empty());
+  EXPECT_FALSE(w->compacted);
+  EXPECT_GE(w->revision, now);
+  EXPECT_GE(waited_s, 0.4);
+  EXPECT_LT(waited_s, 5.0);
+}
+
+TEST_F(EtcdStoreTest, WatchReportsCompaction) {
+  Result<int64_t> r0 = store_->Put(prefix_ + "c", "1");
+  Result<int64_t> r1 = store_->Put(prefix_ + "c", "2");
+  ASSERT_TRUE(r0.ok() && r1.ok());
+  std::optional<EtcdCluster::Reply> compacted = cluster_->Post(
+      0, "/v3/kv/compaction", etcd_test::Cat("{\"revision\":\"", std::to_string(*r1), "\"}"));
+  ASSERT_TRUE(compacted && compacted->status == 200) << (compacted ? compacted->body : "");
+  Result<WatchResult> w = store_->Watch(prefix_ + "c", false, *r0 - 1, 5.0);
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  EXPECT_TRUE(w->compacted);
+  EXPECT_TRUE(w->events.empty());
+  EXPECT_GE(w->revision, *r1);
+}
+
+// Threads sharing one store: every increment is a CAS on the counter's mod revision, retried
+// when another thread won; none is lost or doubled.
+TEST_F(EtcdStoreTest, ConcurrentCasIncrements) {
+  constexpr int kThreads = 4;
+  constexpr int kIncrements = 25;
+  const std::string k = prefix_ + "counter";
+  ASSERT_TRUE(store_->Put(k, "0").ok());
+  std::vector<std::thread> threads;
+  for (int n = 0; n < kThreads; ++n) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kIncrements;) {
+        Result<RangeResult> got = store_->Get(k);
+        ASSERT_TRUE(got.ok()) << got.error().message();
+        ASSERT_EQ(got->kvs.size(), 1u);
+        TxnRequest t;
+        t.compare = {Compare::ModRevision(k, Compare::Result::kEqual, got->kvs[0].mod_revision)};
+        t.success = {Op::Put(k, std::to_string(std::stoi(got->kvs[0].value) + 1))};
+        Result<TxnResult> out = store_->Txn(t);
+        ASSERT_TRUE(out.ok()) << out.error().message();
+        i += out->succeeded ? 1 : 0;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  Result<RangeResult> got = store_->Get(k);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->kvs.size(), 1u);
+  EXPECT_EQ(got->kvs[0].value, std::to_string(kThreads * kIncrements));
+  EXPECT_EQ(got->kvs[0].version, kThreads * kIncrements + 1);
+}
+
+TEST_F(EtcdStoreTest, CasTxnLatency) {
+  constexpr int kRounds = 200;
+  const std::string k = prefix_ + "cas";
+  Result<int64_t> last = store_->Put(k, "0");
+  ASSERT_TRUE(last.ok());
+  std::vector<double> ms;
+  for (int i = 1; i <= kRounds; ++i) {
+    TxnRequest t;
+    t.compare = {Compare::ModRevision(k, Compare::Result::kEqual, *last)};
+    t.success = {Op::Put(k, std::to_string(i))};
+    const Clock::time_point start = Clock::now();
+    Result<TxnResult> out = store_->Txn(t);
+    ms.push_back(SecondsSince(start) * 1e3);
+    ASSERT_TRUE(out.ok()) << out.error().message();
+    ASSERT_TRUE(out->succeeded);
+    last = out->revision;
+  }
+  std::sort(ms.begin(), ms.end());
+  const auto at = [&](double q) { return ms[static_cast<size_t>(q * (ms.size() - 1))]; };
+  std::printf("CAS txn latency, single-member etcd, %d rounds: p50 %.2f ms, p99 %.2f ms\n", kRounds,
+              at(0.5), at(0.99));
+}
+
+// A stand-in for the gateway that answers each path with a canned body (or never answers it),
+// one connection at a time, closing each: for the answers etcd should not give.
+class FakeGateway {
+ public:
+  FakeGateway() {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+        getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0 &&
+        listen(listen_fd_, 16) == 0) {
+      port_ = ntohs(addr.sin_port);
+    }
+    Answer("/v3/maintenance/status", "{}");
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~FakeGateway() {
+    shutdown(listen_fd_, SHUT_RDWR);  // wakes accept
+    thread_.join();
+    close(listen_fd_);
+  }
+  std::string endpoint() const { return etcd_test::Cat("127.0.0.1:", std::to_string(port_)); }
+  // nullopt: read the request, then hold the connection until the client gives up.
+  void Answer(const std::string& path, std::optional<std::string> body) {
+    std::lock_guard<std::mutex> lock(mu_);
+    answers_[path] = std::move(body);
+  }
+
+ private:
+  void Serve() {
+    while (true) {
+      const int fd = accept(listen_fd_, nullptr, nullptr);
+      if (fd < 0) return;
+      std::string request;
+      char buffer[4096];
+      size_t head_end = std::string::npos;
+      size_t length = 0;
+      while (head_end == std::string::npos || request.size() < head_end + 4 + length) {
+        const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+        if (n <= 0) break;
+        request.append(buffer, static_cast<size_t>(n));
+        if (head_end == std::string::npos &&
+            (head_end = request.find("\r\n\r\n")) != request.npos) {
+          const size_t at = request.find("Content-Length: ");
+          if (at < head_end) length = std::stoul(request.substr(at + 16));
+        }
+      }
+      const size_t path_start = request.find(' ') + 1;
+      const std::string path =
+          request.substr(path_start, request.find(' ', path_start) - path_start);
+      std::optional<std::string> body;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        body = answers_.count(path) ? answers_[path] : std::optional<std::string>("{}");
+      }
+      if (body) {
+        const std::string response = etcd_test::Cat(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n",
+            "Content-Length: ", std::to_string(body->size()), "\r\n\r\n", *body);
+        send(fd, response.data(), response.size(), MSG_NOSIGNAL);
+      } else {
+        pollfd p{fd, POLLIN, 0};
+        poll(&p, 1, /*timeout_ms=*/10000);  // until the client closes
+      }
+      close(fd);
+    }
+  }
+
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  std::map<std::string, std::optional<std::string>> answers_;
+};
+
+TEST(EtcdStoreAnswers, MalformedAnswersAreErrors) {
+  FakeGateway gateway;
+  Result<std::unique_ptr<EtcdStore>> opened = EtcdStore::Open(gateway.endpoint(), 0.5);
+  ASSERT_TRUE(opened.ok()) << opened.error().message();
+  EtcdStore& store = **opened;
+  for (const char* body : {
+           "not json",
+           "[1, 2]",
+           "{}",
+           R"({"header": {"revision": "x"}})",
+           R"({"header": {"revision": "99999999999999999999"}})",
+           R"({"header": {"revision": 1.5}})",
+           R"({"header": {"revision": "1"}, "kvs": {}})",
+           R"({"header": {"revision": "1"}, "kvs": [{"value": "eA=="}]})",
+           R"({"header": {"revision": "1"}, "kvs": [{"key": "!!!"}]})",
+           R"({"header": {"revision": "1"}, "kvs": [{"key": "eA==", "version": true}]})",
+           R"({"header": {"revision": "1"}, "kvs": [7]})",
+       }) {
+    gateway.Answer("/v3/kv/range", body);
+    Result<RangeResult> got = store.Get("x");
+    ASSERT_FALSE(got.ok()) << body;
+    EXPECT_EQ(got.error().kind(), ErrorKind::kIo);
+    EXPECT_NE(got.error().message().find("malformed"), std::string::npos)
+        << body << ": " << got.error().message();
+  }
+  gateway.Answer("/v3/kv/range", R"({"header": {"revision": "3"}, "kvs": [{"key": "eA=="}]})");
+  Result<RangeResult> got = store.Get("x");
+  ASSERT_TRUE(got.ok()) << got.error().message();
+  ASSERT_EQ(got->kvs.size(), 1u);
+  EXPECT_EQ(got->kvs[0].key, "x");
+  EXPECT_EQ(got->kvs[0].value, "");
+
+  TxnRequest t;
+  t.success = {Op::Get("x")};
+  gateway.Answer("/v3/kv/txn", R"({"header": {"revision": "3"}, "succeeded": true})");
+  Result<TxnResult> txn = store.Txn(t);
+  ASSERT_FALSE(txn.ok());
+  gateway.Answer("/v3/kv/txn", R"({"header": {"revision": "3"}, "succeeded": true,
+                                   "responses": [{"response_put": {}}]})");
+  txn = store.Txn(t);
+  ASSERT_FALSE(txn.ok());
+  gateway.Answer("/v3/kv/txn", R"({"header": {"revision": "3"}})");  // failed, no failure ops
+  txn = store.Txn(t);
+  ASSERT_TRUE(txn.ok()) << txn.error().message();
+  EXPECT_FALSE(txn->succeeded);
+
+  gateway.Answer("/v3/lease/keepalive", "{\"result\": {\"ID\": \"7\", \"TTL\": \"5\"}}\n\n");
+  Result<int64_t> ttl_s = store.LeaseKeepAlive(7);
+  ASSERT_TRUE(ttl_s.ok()) << ttl_s.error().message();
+  EXPECT_EQ(*ttl_s, 5);
+  gateway.Answer("/v3/lease/keepalive", R"({"error": {"grpc_code": 9, "message": "nope"}})");
+  ttl_s = store.LeaseKeepAlive(7);
+  ASSERT_FALSE(ttl_s.ok());
+  EXPECT_NE(ttl_s.error().message().find("nope"), std::string::npos);
+  gateway.Answer("/v3/lease/grant", R"({"header": {"revision": "3"}, "TTL": "5"})");
+  EXPECT_FALSE(store.LeaseGrant(5).ok());
+
+  gateway.Answer("/v3/watch", "{\"result\": {\"created\": true}}\n{\"result\": {\"events\": 3}}\n");
+  EXPECT_FALSE(store.Watch("x", false, 0, 1.0).ok());
+  gateway.Answer("/v3/watch", "{\"result\": {\"canceled\": true, \"cancel_reason\": \"why\"}}\n");
+  Result<WatchResult> w = store.Watch("x", false, 0, 1.0);
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.error().message().find("why"), std::string::npos) << w.error().message();
+}
+
+TEST(EtcdStoreAnswers, NoAnswerToAWriteIsAnUnknownOutcome) {
+  FakeGateway gateway;
+  Result<std::unique_ptr<EtcdStore>> opened = EtcdStore::Open(gateway.endpoint(), 0.3);
+  ASSERT_TRUE(opened.ok()) << opened.error().message();
+  gateway.Answer("/v3/kv/put", std::nullopt);
+  gateway.Answer("/v3/kv/range", std::nullopt);
+  Result<int64_t> put = (*opened)->Put("k", "v");
+  ASSERT_FALSE(put.ok());
+  EXPECT_TRUE(IsOutcomeUnknown(put.error())) << put.error().message();
+  Result<RangeResult> got = (*opened)->Get("k");
+  ASSERT_FALSE(got.ok());
+  EXPECT_FALSE(IsOutcomeUnknown(got.error())) << got.error().message();
+}
+
+TEST(EtcdStoreOpen, ReportsUnreachableEndpointsAndBadOnes) {
+  // A port nothing listens on: bound and closed again.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string port = std::to_string(ntohs(addr.sin_port));
+  close(fd);
+
+  Result<std::unique_ptr<EtcdStore>> store = EtcdStore::Open("127.0.0.1:" + port, 0.5);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.error().kind(), ErrorKind::kIo);
+  EXPECT_NE(store.error().message().find("http://127.0.0.1:" + port), std::string::npos)
+      << store.error().message();
+
+  for (const char* bad : {"", "localhost", "https://127.0.0.1:2379", "127.0.0.1:0",
+                          "127.0.0.1:2379,", "127.0.0.1:x"}) {
+    store = EtcdStore::Open(bad);
+    ASSERT_FALSE(store.ok()) << bad;
+    EXPECT_EQ(store.error().kind(), ErrorKind::kUsage) << bad << ": " << store.error().message();
+  }
+}
+
+// Writes go on through a follower's SIGKILL at once, and through the leader's after an
+// election; the restarted member catches up.
+TEST(EtcdStoreCluster, SurvivesKilledMembers) {
+  if (!EtcdCluster::Available()) GTEST_SKIP() << "no " << etcd_test::kEtcdBinary;
+  std::string why;
+  std::optional<EtcdCluster> cluster = EtcdCluster::Start(3, &why);
+  ASSERT_TRUE(cluster) << why;
+  int leader = cluster->LeaderIndex();
+  ASSERT_GE(leader, 0);
+  const int follower = (leader + 1) % 3;
+  // The follower first: the store starts on it and must move on when it dies.
+  const std::string endpoints = "etcd://" + cluster->endpoint(follower).substr(7) + "," +
+                                cluster->endpoint(leader).substr(7) + "," +
+                                cluster->endpoint((leader + 2) % 3).substr(7);
+  Result<std::unique_ptr<EtcdStore>> opened = EtcdStore::Open(endpoints);
+  ASSERT_TRUE(opened.ok()) << opened.error().message();
+  EtcdStore& store = **opened;
+  ASSERT_TRUE(store.Put("k", "0").ok());
+
+  cluster->Kill(follower);
+  Result<int64_t> put = store.Put("k", "1");
+  ASSERT_TRUE(put.ok()) << put.error().message();
+  Result<RangeResult> got = store.Get("k");
+  ASSERT_TRUE(got.ok()) << got.error().message();
+  ASSERT_EQ(got->kvs.size(), 1u);
+  EXPECT_EQ(got->kvs[0].value, "1");
+  // Opening with the dead member first still works.
+  ASSERT_TRUE(EtcdStore::Open(endpoints).ok());
+  ASSERT_TRUE(cluster->Restart(follower, &why)) << why;
+
+  // Until a new leader is elected writes fail, some with an unknown outcome (sent, then timed
+  // out): Put is idempotent here, so retrying is the resolution.
+  constexpr double kElectionDeadlineS = 20.0;
+  leader = cluster->LeaderIndex();
+  ASSERT_GE(leader, 0);
+  cluster->Kill(leader);
+  const Clock::time_point killed = Clock::now();
+  int failures = 0;
+  int unknown = 0;
+  std::string last_error;
+  while (true) {
+    put = store.Put("k", "2");
+    if (put.ok()) break;
+    ++failures;
+    unknown += IsOutcomeUnknown(put.error()) ? 1 : 0;
+    last_error = put.error().message();
+    ASSERT_LT(SecondsSince(killed), kElectionDeadlineS) << last_error;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::printf(
+      "writes after the leader's SIGKILL: first success after %.2f s, %d failed (%d "
+      "outcome unknown)%s%s\n",
+      SecondsSince(killed), failures, unknown, failures > 0 ? "; last: " : "", last_error.c_str());
+  got = store.Get("k");
+  ASSERT_TRUE(got.ok()) << got.error().message();
+  ASSERT_EQ(got->kvs.size(), 1u);
+  EXPECT_EQ(got->kvs[0].value, "2");
+
+  // The old leader, restarted, serves the latest value (a linearizable read).
+  ASSERT_TRUE(cluster->Restart(leader, &why)) << why;
+  Result<std::unique_ptr<EtcdStore>> on_old_leader = EtcdStore::Open(cluster->endpoint(leader));
+  ASSERT_TRUE(on_old_leader.ok()) << on_old_leader.error().message();
+  got = (*on_old_leader)->Get("k");
+  ASSERT_TRUE(got.ok()) << got.error().message();
+  ASSERT_EQ(got->kvs.size(), 1u);
+  EXPECT_EQ(got->kvs[0].value, "2");
+}
+
+}  // namespace
+}  // namespace headroom::coord

@@ -1,0 +1,678 @@
+#!/usr/bin/env python3
+"""Chaos test of a site (docs/FLEET.md, "Chaos"): real processes, faults at random, and an
+auditor that is not the coordinator.
+
+Starts a 3-member etcd, 2 `headroom coordinator` replicas and 8 twin-mode `headroom agent`s at
+20x (the paper's 16-GPU composite), then injects faults at random (seeded): SIGKILL and restart
+of an agent; SIGSTOP of an agent for 2-3 lease TTLs, then SIGCONT; SIGKILL of the leading
+coordinator (and a new replica); SIGKILL of the etcd leader (and its restart); site budget
+decreases and increases. After each fault it waits for the fleet to be fully allocated again.
+
+The auditor reads only what the agents log (every change of the budget each acts on, with its
+term, sequence and lease, and the twin's true power each decision; --fleet-log) and every
+ledger revision (a watch on etcd, each revision timestamped as it arrives). It checks:
+  - at every instant, the sum over jobs of the budget each acts on <= site budget - reserve
+    (a job acts on its last logged budget until its logged validity, its floor after it);
+  - every grant acted on was issued by a ledger of that term (same seq, lease and watts), and
+    no agent process acted on a term older than one it had already acted on;
+  - the fleet is back to a full allocation within TTL + 2 periods of each fault (p50/p99);
+  - the twins' summed true power is never above the site budget in any 30 s window (of the
+    twins' time: 30 s / speed of wall time).
+Exit 0 when all hold, 1 otherwise, 77 when etcd is not installed. Prints a table; --json and
+--markdown for the docs (make chaos).
+"""
+import argparse
+import base64
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+ETCD = "/usr/bin/etcd"
+JOBS = ["a100-72b-tp4"] * 2 + ["a100-14b-tp2"] * 2 + ["a100-7b-tp1"] * 4
+
+
+def b64(s):
+    return base64.b64encode(s.encode()).decode()
+
+
+def unb64(s):
+    return base64.b64decode(s).decode()
+
+
+def free_ports(n):
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+def post(url, body, timeout=2.0):
+    req = urllib.request.Request(url, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read().decode())
+
+
+def get(url, timeout=2.0):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return json.loads(r.read().decode())
+
+
+def wait_until(pred, timeout_s, step_s=0.02):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step_s)
+    return None
+
+
+class Procs:
+    """Every process started, stopped by PID at the end, pass or fail."""
+
+    def __init__(self):
+        self.all = []
+
+    def start(self, argv, log_path):
+        f = open(log_path, "ab")
+        p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        f.close()
+        self.all.append(p)
+        return p
+
+    def stop_all(self):
+        for p in self.all:
+            if p.poll() is None:
+                try:
+                    p.send_signal(signal.SIGCONT)
+                    p.kill()
+                except ProcessLookupError:
+                    pass
+        for p in self.all:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+class Etcd:
+    def __init__(self, procs, tmp, n=3):
+        self.procs, self.tmp, self.n = procs, tmp, n
+        ports = free_ports(2 * n)
+        self.client = ports[:n]
+        self.peer = ports[n:]
+        self.names = [f"m{i}" for i in range(n)]
+        self.cluster = ",".join(f"m{i}=http://127.0.0.1:{self.peer[i]}" for i in range(n))
+        self.p = [None] * n
+        for i in range(n):
+            self.start(i, "new")
+        for i in range(n):
+            if not wait_until(lambda i=i: self.healthy(i), 20, 0.05):
+                raise RuntimeError(f"etcd member {i} did not start: see {tmp}/etcd{i}.log")
+
+    def url(self, i):
+        return f"http://127.0.0.1:{self.client[i]}"
+
+    def endpoints(self):
+        return ",".join(self.url(i) for i in range(self.n))
+
+    def start(self, i, state):
+        argv = [ETCD, "--name", self.names[i], "--data-dir", f"{self.tmp}/etcd{i}",
+                "--listen-client-urls", self.url(i), "--advertise-client-urls", self.url(i),
+                "--listen-peer-urls", f"http://127.0.0.1:{self.peer[i]}",
+                "--initial-advertise-peer-urls", f"http://127.0.0.1:{self.peer[i]}",
+                "--initial-cluster", self.cluster, "--initial-cluster-state", state,
+                "--initial-cluster-token", os.path.basename(self.tmp),
+                "--heartbeat-interval", "100", "--election-timeout", "1000"]
+        self.p[i] = self.procs.start(argv, f"{self.tmp}/etcd{i}.log")
+
+    def healthy(self, i):
+        try:
+            return "header" in post(self.url(i) + "/v3/maintenance/status", {}, 0.5)
+        except Exception:
+            return False
+
+    def leader(self):
+        for i in range(self.n):
+            if self.p[i].poll() is not None:
+                continue
+            try:
+                st = post(self.url(i) + "/v3/maintenance/status", {}, 0.5)
+                if st.get("leader") and st["leader"] == st["header"]["member_id"]:
+                    return i
+            except Exception:
+                pass
+        return None
+
+    def kill(self, i):
+        self.p[i].kill()
+        self.p[i].wait()
+
+    def restart(self, i):
+        self.start(i, "existing")
+
+
+class LedgerWatch(threading.Thread):
+    """Every revision of the ledger key, timestamped on arrival (monotonic)."""
+
+    def __init__(self, etcd, key):
+        super().__init__(daemon=True)
+        self.etcd, self.key = etcd, key
+        self.revisions = []  # (t_mono, mod_revision, ledger dict)
+        self.last_rev = 0
+        self.stop = False
+        self.lock = threading.Lock()
+
+    def run(self):
+        i = 0
+        while not self.stop:
+            url = self.etcd.url(i % self.etcd.n) + "/v3/watch"
+            i += 1
+            body = {"create_request": {"key": b64(self.key), "start_revision": str(self.last_rev + 1)}}
+            try:
+                req = urllib.request.Request(url, data=json.dumps(body).encode(),
+                                             headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(req, timeout=3600) as r:
+                    for line in r:
+                        if self.stop:
+                            return
+                        msg = json.loads(line.decode())
+                        for ev in msg.get("result", {}).get("events", []) or []:
+                            kv = ev.get("kv", {})
+                            if ev.get("type") == "DELETE" or "value" not in kv:
+                                continue
+                            rev = int(kv["mod_revision"])
+                            try:
+                                ledger = json.loads(unb64(kv["value"]))
+                            except Exception:
+                                continue
+                            with self.lock:
+                                self.revisions.append((time.monotonic(), rev, ledger))
+                                self.last_rev = max(self.last_rev, rev)
+            except Exception:
+                time.sleep(0.05)
+
+    def latest(self):
+        with self.lock:
+            return self.revisions[-1][2] if self.revisions else None
+
+
+class Agent:
+    def __init__(self, chaos, index):
+        self.chaos, self.index = chaos, index
+        self.scenario = JOBS[index]
+        self.job = f"job{index}-{self.scenario}"
+        self.log = f"{chaos.tmp}/{self.job}.fleet.jsonl"
+        self.p = None
+        self.stopped = False
+
+    def start(self):
+        c = self.chaos
+        argv = [c.headroom, "agent", "--source", "twin", "--scenario", self.scenario,
+                "--seed", str(c.seed * 100 + self.index + c.restarts),
+                "--controller", "ppo", "--policy", f"{c.source_dir}/policies/{self.scenario}.json",
+                "--speed", str(c.speed), "--listen", "127.0.0.1:0",
+                "--fleet", "etcd://" + ",".join(f"127.0.0.1:{p}" for p in c.etcd.client),
+                "--site", c.site, "--job", self.job, "--fleet-log", self.log,
+                "--lease-ttl-s", str(c.ttl)]
+        self.p = c.procs.start(argv, f"{c.tmp}/{self.job}.log")
+        self.stopped = False
+
+
+class Coordinator:
+    def __init__(self, chaos, n):
+        self.chaos = chaos
+        self.log = f"{chaos.tmp}/coordinator{n}.log"
+        argv = [chaos.headroom, "coordinator", "--etcd", chaos.etcd.endpoints(), "--site",
+                chaos.site, "--site-budget-w", str(chaos.budget_w), "--reserve-w",
+                str(chaos.reserve_w), "--period-s", str(chaos.period_s), "--lease-ttl-s",
+                str(chaos.ttl), "--listen", "127.0.0.1:0"]
+        self.p = chaos.procs.start(argv, self.log)
+        self.port = wait_until(self.read_port, 20, 0.02)
+        if not self.port:
+            raise RuntimeError(f"coordinator did not start: see {self.log}")
+
+    def read_port(self):
+        try:
+            with open(self.log) as f:
+                for line in f:
+                    if "listening on http://127.0.0.1:" in line:
+                        return int(line.split("listening on http://127.0.0.1:")[1].split("/")[0])
+        except FileNotFoundError:
+            pass
+        return None
+
+    def status(self):
+        try:
+            return get(f"http://127.0.0.1:{self.port}/v1/status", 1.0)
+        except Exception:
+            return None
+
+
+def read_log(path):
+    out = []
+    try:
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    pass  # a line cut by SIGKILL
+    except FileNotFoundError:
+        pass
+    return out
+
+
+class Chaos:
+    def __init__(self, args):
+        self.headroom = os.path.abspath(args.headroom)
+        self.source_dir = os.path.abspath(args.source_dir)
+        self.seed = args.seed
+        self.rng = random.Random(args.seed)
+        self.speed = args.speed
+        self.ttl = args.ttl
+        self.period_s = args.period_s
+        self.budget_w = args.site_budget_w
+        self.reserve_w = args.reserve_w
+        self.site = "chaos"
+        self.restarts = 0
+        self.tmp = tempfile.mkdtemp(prefix="headroom-chaos-")
+        self.procs = Procs()
+        self.faults = []  # (kind, t_fault, t_end, recovery_s or None)
+
+    # -- the fleet --
+    def leader(self):
+        for c in self.coordinators:
+            if c.p.poll() is None:
+                st = c.status()
+                if st and st.get("role") == "leader":
+                    return c
+        return None
+
+    def fully_allocated(self):
+        """Every running agent acts on the grant the latest ledger holds for it, and the grants
+        add up to the budget in force less the reserve (or to every demand)."""
+        ledger = self.watch.latest()
+        if not ledger or ledger["site_budget_w"] != ledger["target_site_budget_w"]:
+            return False
+        jobs = ledger["jobs"]
+        for a in self.agents:
+            if a.stopped or a.p.poll() is not None:
+                return False
+            j = jobs.get(a.job)
+            if not j or j["lease"] == 0:
+                return False
+            recs = [r for r in read_log_tail(a) if "state" in r]
+            if not recs:
+                return False
+            last = recs[-1]
+            if (last["pid"] != a.p.pid or last["state"] != "granted" or last["seq"] != j["seq"]
+                    or last["lease"] != j["lease"]):
+                return False
+        grants = sum(j["grant_w"] for j in jobs.values())
+        demand = sum(j["demand_w"] for j in jobs.values())
+        target = min(ledger["site_budget_w"] - ledger["reserve_w"], demand)
+        return abs(grants - target) < 0.5 and all(j["held_w"] <= j["grant_w"] + 1e-6 for j in jobs.values())
+
+    def run(self, n_faults, progress):
+        self.etcd = Etcd(self.procs, self.tmp)
+        self.watch = LedgerWatch(self.etcd, f"/headroom/{self.site}/ledger")
+        self.watch.start()
+        self.coordinators = [Coordinator(self, 0), Coordinator(self, 1)]
+        self.agents = [Agent(self, i) for i in range(len(JOBS))]
+        for a in self.agents:
+            a.start()
+        if not wait_until(self.fully_allocated, 60, 0.05):
+            raise RuntimeError("the fleet was never fully allocated: see " + self.tmp)
+        kinds = ["agent_kill", "agent_stop", "coordinator_kill", "etcd_leader_kill",
+                 "budget_down", "budget_up"]
+        for n in range(n_faults):
+            kind = self.rng.choice(kinds)
+            t0 = time.monotonic()
+            self.extra_check = None
+            t_end = self.inject(kind)
+            ok = wait_until(lambda: self.fully_allocated() and
+                            (self.extra_check is None or self.extra_check()), 30, 0.02)
+            recovery = (time.monotonic() - t_end) if ok else None
+            self.faults.append((kind, t0, t_end, recovery))
+            if progress:
+                print(f"chaos: fault {n + 1}/{n_faults} {kind}: "
+                      f"{'back in %.2f s' % recovery if recovery is not None else 'NOT back in 30 s'}",
+                      file=sys.stderr, flush=True)
+            # A random pause before the next one (faults may also land mid-recovery).
+            time.sleep(self.rng.uniform(0.0, 0.5))
+
+    def inject(self, kind):
+        """Injects one fault; returns when its recovery is timed from: the restart or SIGCONT
+        of an agent, the kill of a coordinator or of etcd's leader, the request of a budget."""
+        rng = self.rng
+        if kind == "agent_kill":
+            a = rng.choice(self.agents)
+            a.p.kill()
+            a.p.wait()
+            time.sleep(rng.uniform(0.0, 0.5))
+            self.restarts += 1
+            a.start()
+            return time.monotonic()
+        if kind == "agent_stop":
+            a = rng.choice(self.agents)
+            a.p.send_signal(signal.SIGSTOP)
+            a.stopped = True
+            time.sleep(rng.uniform(2.0, 3.0) * self.ttl)
+            a.p.send_signal(signal.SIGCONT)
+            a.stopped = False
+            return time.monotonic()
+        if kind == "coordinator_kill":
+            lead = wait_until(self.leader, 10, 0.05)
+            t = time.monotonic()
+            if lead:
+                lead.p.kill()
+                lead.p.wait()
+                t = time.monotonic()
+                self.coordinators.remove(lead)
+            self.coordinators.append(Coordinator(self, len(self.faults) + 2))
+            self.extra_check = lambda: self.leader() is not None
+            return t
+        if kind == "etcd_leader_kill":
+            i = wait_until(self.etcd.leader, 10, 0.05)
+            t = time.monotonic()
+            if i is not None:
+                self.etcd.kill(i)
+                t = time.monotonic()
+                time.sleep(rng.uniform(0.5, 2.0))
+                self.etcd.restart(i)
+                wait_until(lambda: self.etcd.healthy(i), 20, 0.05)
+            # Back when every agent has renewed its lease since the kill (its validity runs
+            # past the kill by a TTL less the margin) and acts on its grant.
+            margin = min(1.0, self.ttl / 3.0)
+            self.extra_check = lambda: all(
+                (read_log_tail(a) or [{}])[-1].get("valid_until_mono_s") is not None and
+                read_log_tail(a)[-1]["valid_until_mono_s"] > t + self.ttl - margin
+                for a in self.agents)
+            return t
+        if True:
+            ledger = self.watch.latest()
+            floors = sum(j["floor_w"] for j in ledger["jobs"].values()) if ledger else 0.0
+            lo = floors + self.reserve_w + 10.0
+            if kind == "budget_down":
+                w = rng.uniform(lo, max(lo, ledger["site_budget_w"] if ledger else self.budget_w))
+            else:
+                w = rng.uniform(ledger["site_budget_w"] if ledger else self.budget_w,
+                                1.25 * self.budget_w)
+            t = time.monotonic()
+            for _ in range(50):
+                lead = wait_until(self.leader, 10, 0.05)
+                try:
+                    t = time.monotonic()
+                    post(f"http://127.0.0.1:{lead.port}/v1/site-budget", {"site_budget_w": w}, 2.0)
+                    break
+                except Exception:
+                    time.sleep(0.1)
+            # Back when the ledger has it in force and the grants add up to it.
+            self.extra_check = lambda: abs((self.watch.latest() or {}).get("site_budget_w", 0) - w) < 1e-6
+            return t
+
+    def forge_grant(self):
+        ledger = self.watch.latest()
+        a = self.agents[0]
+        j = ledger["jobs"][a.job]
+        grant = {"job": a.job, "term": ledger["term"], "seq": ledger["seq"] + 1000,
+                 "lease": j["lease"], "job_budget_w": 2.0 * self.budget_w, "admitted": True,
+                 "reason": "forged"}
+        post(self.etcd.url(0) + "/v3/kv/put",
+             {"key": b64(f"/headroom/{self.site}/grants/{a.job}"), "value": b64(json.dumps(grant))})
+        # Until the agent has acted on it.
+        wait_until(lambda: any(r.get("seq") == grant["seq"] for r in read_log_tail(a)), 10, 0.02)
+        time.sleep(0.2)
+
+    def stop(self):
+        self.watch.stop = True
+        self.procs.stop_all()
+
+    # -- the audit --
+    def audit(self):
+        logs = {a.job: read_log(a.log) for a in self.agents}
+        revisions = list(self.watch.revisions)
+        # Floors and reserve, from the ledgers (the agents log what they act on, not floors).
+        floor = {}
+        issued = set()  # (job, term, seq, lease, watts)
+        for _, _, l in revisions:
+            for job, j in l["jobs"].items():
+                floor[job] = j["floor_w"]
+        # Every grant written: the ledger holds each job's latest; ledgers are watched at every
+        # revision, so every grant is seen.
+        for _, _, l in revisions:
+            for job, j in l["jobs"].items():
+                issued.add((job, l["term"], j["seq"], j["lease"], round(j["grant_w"], 3)))
+        # Budget in force: by arrival time, and by the grants acted on (a ledger whose seq an
+        # agent acts on had been written when it did).
+        by_time = [(t, l["site_budget_w"] - l["reserve_w"]) for t, _, l in revisions]
+        by_seq = sorted((l["seq"], l["site_budget_w"] - l["reserve_w"]) for _, _, l in revisions)
+
+        events = []  # (t, job, record)
+        stale = []
+        for job, recs in logs.items():
+            max_term = {}
+            for r in recs:
+                if "state" not in r:
+                    continue
+                events.append((r["t_mono_s"], job, r))
+                if r["state"] == "granted":
+                    key = (job, r["term"], r["seq"], r["lease"], round(r["job_budget_w"], 3))
+                    if key not in issued:
+                        stale.append(f"{job}: acted on a grant no ledger issued: {key}")
+                    if r["term"] < max_term.get(r["pid"], 0):
+                        stale.append(f"{job}: pid {r['pid']} acted on term {r['term']} after "
+                                     f"term {max_term[r['pid']]}")
+                    max_term[r["pid"]] = max(max_term.get(r["pid"], 0), r["term"])
+        events.sort(key=lambda e: e[0])
+        # Sweep: each job's record and its validity; checks at every record and every expiry.
+        current = {}
+        checkpoints = sorted([e[0] for e in events] +
+                             [e[2]["valid_until_mono_s"] for e in events
+                              if e[2].get("valid_until_mono_s") is not None])
+        import bisect
+        times = [e[0] for e in events]
+        violations = []
+        max_sum = float("-inf")
+        ei = 0
+        max_seq_acted = 0
+        for t in checkpoints:
+            while ei < len(events) and events[ei][0] <= t:
+                _, job, r = events[ei]
+                current[job] = r
+                if r["state"] == "granted":
+                    max_seq_acted = max(max_seq_acted, r["seq"])
+                ei += 1
+            total = 0.0
+            for job, r in current.items():
+                vu = r.get("valid_until_mono_s")
+                w = r["job_budget_w"] if (vu is None or t <= vu) else floor.get(job, r["job_budget_w"])
+                total += w
+            limit = self.budget_w - self.reserve_w
+            k = bisect.bisect_right([x[0] for x in by_time], t) - 1
+            if k >= 0:
+                limit = by_time[k][1]
+            ks = bisect.bisect_right([x[0] for x in by_seq], max_seq_acted) - 1
+            if ks >= 0:
+                limit = max(limit, by_seq[ks][1])
+            max_sum = max(max_sum, total - limit)
+            if total > limit + 1e-3:
+                violations.append((t, total, limit))
+        del times
+
+        # Site power: each job's latest power record, on a grid; 30 s of twin time per window.
+        power = {job: [(r["t_mono_s"], r["power_w"]) for r in recs if "power_w" in r]
+                 for job, recs in logs.items()}
+        t_start = min(p[0][0] for p in power.values() if p)
+        t_stop = max(p[-1][0] for p in power.values() if p)
+        window_s = 30.0 / self.speed
+        step = 0.5 / self.speed
+        idx = {job: 0 for job in power}
+        last = {job: 0.0 for job in power}
+        windows_over, windows = 0, 0
+        t = t_start
+        acc, acc_budget, n = 0.0, 0.0, 0
+        w_end = t_start + window_s
+        worst = float("-inf")
+        while t <= t_stop:
+            for job, series in power.items():
+                while idx[job] < len(series) and series[idx[job]][0] <= t:
+                    last[job] = series[idx[job]][1]
+                    idx[job] += 1
+            k = bisect.bisect_right([x[0] for x in by_time], t) - 1
+            budget = self.budget_w if k < 0 else by_time[k][1] + self.reserve_w
+            acc += sum(last.values())
+            acc_budget += budget
+            n += 1
+            t += step
+            if t >= w_end:
+                windows += 1
+                worst = max(worst, acc / n - acc_budget / n)
+                if acc / n > acc_budget / n + 1e-6:
+                    windows_over += 1
+                acc, acc_budget, n = 0.0, 0.0, 0
+                w_end += window_s
+        rec = [f[3] for f in self.faults if f[3] is not None]
+        states = {}
+        for recs in logs.values():
+            for r in recs:
+                if "state" in r:
+                    states[r["state"]] = states.get(r["state"], 0) + 1
+        return {
+            "faults": len(self.faults),
+            "by_kind": {k: sum(1 for f in self.faults if f[0] == k) for k in sorted({f[0] for f in self.faults})},
+            "instants_checked": len(checkpoints),
+            "invariant_violations": len(violations),
+            "worst_excess_w": max_sum,  # the largest (sum - limit): negative when it holds
+            "stale_grants_acted_on": len(stale),
+            "stale_examples": stale[:5],
+            "not_recovered": sum(1 for f in self.faults if f[3] is None),
+            "recovery_p50_s": statistics.median(rec) if rec else None,
+            "recovery_p99_s": sorted(rec)[min(len(rec) - 1, int(0.99 * len(rec)))] if rec else None,
+            "recovery_max_s": max(rec) if rec else None,
+            "recovery_bound_s": self.ttl + 2 * self.period_s,
+            "recovered_within_bound": sum(1 for r in rec if r <= self.ttl + 2 * self.period_s),
+            "windows_30s": windows,
+            "windows_30s_over_site_budget": windows_over,
+            "worst_window_excess_w": worst,
+            "ledger_revisions": len(revisions),
+            "records_by_state": states,
+            "violation_examples": violations[:5],
+        }
+
+
+_tail_cache = {}
+
+
+def read_log_tail(agent):
+    """The agent's log, read incrementally (the fleet check polls it often)."""
+    path = agent.log
+    pos, recs = _tail_cache.get(path, (0, []))
+    try:
+        with open(path) as f:
+            f.seek(pos)
+            data = f.read()
+    except FileNotFoundError:
+        return recs
+    cut = data.rfind("\n")
+    if cut >= 0:
+        for line in data[:cut].splitlines():
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if "state" in r:
+                recs.append(r)
+        pos += len(data[:cut + 1].encode())
+    recs = recs[-4:]
+    _tail_cache[path] = (pos, recs)
+    return recs
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--headroom", required=True)
+    ap.add_argument("--source-dir", default=os.path.join(os.path.dirname(__file__), "..", ".."))
+    ap.add_argument("--faults", type=int, default=50)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--speed", type=float, default=20.0)
+    ap.add_argument("--ttl", type=int, default=2)
+    ap.add_argument("--period-s", type=float, default=0.5)
+    ap.add_argument("--site-budget-w", type=float, default=4400.0)
+    ap.add_argument("--reserve-w", type=float, default=100.0)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--markdown", action="store_true", help="a table for docs/FLEET.md")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    ap.add_argument("--forge-grant", action="store_true",
+                    help="the auditor's own test: write a grant no leader issued (twice the "
+                         "site budget, for the current lease and the next seq) straight into "
+                         "etcd; passes when the audit catches it")
+    args = ap.parse_args()
+    if not os.access(ETCD, os.X_OK):
+        print("chaos: skipped: /usr/bin/etcd is not installed (scripts/setup.sh)", file=sys.stderr)
+        return 77
+    chaos = Chaos(args)
+    t0 = time.monotonic()
+    try:
+        chaos.run(args.faults, progress=True)
+        if args.forge_grant:
+            chaos.forge_grant()
+    finally:
+        chaos.stop()
+    result = chaos.audit()
+    if args.forge_grant:
+        caught = result["invariant_violations"] > 0 and result["stale_grants_acted_on"] > 0
+        print(f"chaos: the forged grant was {'caught' if caught else 'NOT caught'}: "
+              f"{result['invariant_violations']} instants over, {result['stale_grants_acted_on']} "
+              f"grants no ledger issued", file=sys.stderr)
+        shutil.rmtree(chaos.tmp, ignore_errors=True)
+        return 0 if caught else 1
+    result["wall_s"] = time.monotonic() - t0
+    result["seed"] = args.seed
+    ok = (result["invariant_violations"] == 0 and result["stale_grants_acted_on"] == 0
+          and result["windows_30s_over_site_budget"] == 0 and result["not_recovered"] == 0)
+    result["pass"] = ok
+    if args.json:
+        print(json.dumps(result, indent=2))
+    elif args.markdown:
+        print(f"| faults ({', '.join(f'{k} {v}' for k, v in result['by_kind'].items())}) | {result['faults']} |")
+        print("|---|---|")
+        for k in ["instants_checked", "invariant_violations", "stale_grants_acted_on",
+                  "not_recovered", "recovery_p50_s", "recovery_p99_s", "recovery_max_s",
+                  "recovery_bound_s", "recovered_within_bound", "windows_30s",
+                  "windows_30s_over_site_budget", "ledger_revisions", "wall_s"]:
+            v = result[k]
+            print(f"| {k} | {v:.2f} |" if isinstance(v, float) else f"| {k} | {v} |")
+    else:
+        for k, v in result.items():
+            print(f"{k:32} {v}")
+    if args.keep or not ok:
+        print(f"chaos: logs in {chaos.tmp}", file=sys.stderr)
+    else:
+        shutil.rmtree(chaos.tmp, ignore_errors=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+// headroom fleet-sim: the site's power against its budget, and the same summary over the
+// in-memory store and a real etcd for the same seed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "../coord/etcd_cluster.h"
+#include "coord/etcd_store.h"
+#include "report/fleet_sim_report.h"
+#include "sim/fleet_sim.h"
+
+namespace headroom::sim {
+namespace {
+
+FleetSimConfig Paper(double duration_s) {
+  FleetSimConfig c;
+  c.jobs = *ParseFleetJobs("a100-72b-tp4:2,a100-14b-tp2:2,a100-7b-tp1:4");
+  c.site_budget_w = 0.6 * 16 * 400;
+  c.duration_s = duration_s;
+  c.speed = 0.0;
+  c.seed = 3;
+  c.policies_dir = HEADROOM_SOURCE_DIR "/policies";
+  return c;
+}
+
+TEST(FleetSim, ParsesJobs) {
+  auto jobs = ParseFleetJobs("a:2,b,c:10");
+  ASSERT_TRUE(jobs);
+  ASSERT_EQ(jobs->size(), 3u);
+  EXPECT_EQ((*jobs)[1].scenario, "b");
+  EXPECT_EQ((*jobs)[1].count, 1);
+  EXPECT_EQ((*jobs)[2].count, 10);
+  EXPECT_FALSE(ParseFleetJobs("a:0"));
+  EXPECT_FALSE(ParseFleetJobs("a:x"));
+  EXPECT_FALSE(ParseFleetJobs(",a"));
+}
+
+TEST(FleetSim, ThePapersCompositeAtSixtyPercentStaysUnderTheSiteBudget) {
+  auto r = RunFleetSim(Paper(900), nullptr, "memory", nullptr, nullptr);
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_DOUBLE_EQ(r->nameplate_w, 6400);
+  EXPECT_EQ(r->site.jobs.size(), 8u);
+  EXPECT_EQ(r->site.violation_fraction[1], 0.0);  // 30 s windows
+  EXPECT_EQ(r->site.violation_fraction[2], 0.0);
+  // The grants add up to the budget (demand is above it), every floor covered.
+  double grants_w = 0.0, floors_w = 0.0;
+  for (const auto& j : r->site.jobs) {
+    EXPECT_TRUE(j.admitted) << j.job;
+    EXPECT_GE(j.mean_grant_w, j.floor_w * (1.0 - 1e-9)) << j.job;
+    grants_w += j.mean_grant_w;
+    floors_w += j.floor_w;
+  }
+  // Time-means: the first interval runs on the floor before the first grant.
+  EXPECT_LE(grants_w, 3840 + 1e-6);
+  EXPECT_GT(grants_w, 3840 - 5.0);
+  EXPECT_LT(floors_w, 3840);
+  // Sums agree with the parts, computed here.
+  double tokens = 0.0;
+  for (const auto& j : r->site.jobs) tokens += j.tokens;
+  EXPECT_NEAR(tokens, r->site.tokens, 1e-6 * tokens);
+  EXPECT_GT(r->baseline.tokens, 0.0);
+  // The site's power series (per second) reproduces the energy.
+  const double energy_j =
+      std::accumulate(r->site.site_power_w.begin(), r->site.site_power_w.end(), 0.0);
+  EXPECT_NEAR(energy_j, r->site.energy_j, 0.01 * r->site.energy_j);
+  // JSON keys the issue names.
+  const auto j = report::FleetSimToJson(*r, 3);
+  for (const char* key :
+       {"store", "site_budget_w", "nameplate_w", "duration_s", "tokens", "energy_j",
+        "violation_fraction", "peak_fraction_of_nameplate", "reassignments", "jobs"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  for (const char* w : {"0.5s", "30s", "5min"}) {
+    EXPECT_TRUE(j["violation_fraction"].contains(w)) << w;
+    EXPECT_TRUE(j["peak_fraction_of_nameplate"].contains(w)) << w;
+  }
+  for (const char* key :
+       {"job", "scenario", "gpus", "tokens", "energy_j", "mean_grant_w", "floor_w"}) {
+    EXPECT_TRUE(j["jobs"][0].contains(key)) << key;
+  }
+}
+
+TEST(FleetSim, DeterministicForASeed) {
+  auto a = RunFleetSim(Paper(300), nullptr, "memory", nullptr, nullptr);
+  auto b = RunFleetSim(Paper(300), nullptr, "memory", nullptr, nullptr);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(report::FleetSimToJson(*a, 3).dump(), report::FleetSimToJson(*b, 3).dump());
+}
+
+TEST(FleetSim, TheSameSummaryOverARealEtcd) {
+  if (!coord::etcd_test::EtcdCluster::Available()) GTEST_SKIP() << "no etcd";
+  std::string why;
+  auto cluster = coord::etcd_test::EtcdCluster::Start(1, &why);
+  ASSERT_TRUE(cluster) << why;
+  auto store = coord::EtcdStore::Open(cluster->endpoints());
+  ASSERT_TRUE(store) << store.error().message();
+  auto memory = RunFleetSim(Paper(300), nullptr, "memory", nullptr, nullptr);
+  auto etcd = RunFleetSim(Paper(300), store->get(), "etcd", nullptr, nullptr);
+  ASSERT_TRUE(memory && etcd) << (etcd ? "" : etcd.error().message());
+  auto jm = report::FleetSimToJson(*memory, 3);
+  auto je = report::FleetSimToJson(*etcd, 3);
+  EXPECT_EQ(je["store"], "etcd");
+  jm.erase("store");
+  je.erase("store");
+  EXPECT_EQ(jm.dump(), je.dump());
+}
+
+}  // namespace
+}  // namespace headroom::sim

@@ -45,14 +45,14 @@ test-asan: setup
 # The threaded code (the agent's runner, server and clients) under ThreadSanitizer.
 test-tsan: setup
 	cmake --preset tsan
-	cmake --build --preset tsan -j $(JOBS) --target agent_test
-	ctest --preset tsan -R '^(Agent|Server|Guard|Runner|Recorder)\.'
+	cmake --build --preset tsan -j $(JOBS) --target agent_test coord_test coord_server_test
+	ctest --preset tsan -R '^(Agent|Server|Guard|Runner|Recorder|MemberThreads|CoordinatorServerTest|CoordinatorMetrics)\.'
 
 # clang's thread-safety analysis on the agent's shared state (common/thread_annotations.h):
 # a build with -Wthread-safety -Werror; a lock missing around annotated state fails it.
 test-thread-safety: setup
 	cmake --preset thread-safety
-	cmake --build --preset thread-safety -j $(JOBS) --target headroom_agent
+	cmake --build --preset thread-safety -j $(JOBS) --target headroom_agent headroom_coord
 
 # libFuzzer on the trace readers (with the analyzer behind them), on scenario files (with the
 # twin behind them), on policy files (with decisions behind them) and on the agent's HTTP

@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -73,7 +74,7 @@ using json = nlohmann::ordered_json;
 struct Options {
   std::string headroom = "build/bin/headroom";  // the binary whose `coordinator` is measured
   int agents = 1000;                 // simulated agents (coord::FleetMember), in this process
-  int stores = 8;                    // EtcdStore connections, one thread each
+  int stores = 32;                   // EtcdStore connections, one thread each
   double duration_s = 60.0;          // the measured steady phase
   double step_s = 0.25;              // each member's Step + Current + Observe (the agent's rate)
   double change_every_s = 10.0;      // site budget changes, alternately lower and higher
@@ -102,6 +103,13 @@ using SteadyClock = std::chrono::steady_clock;
 const SteadyClock::time_point kEpoch = SteadyClock::now();
 
 double NowS() { return std::chrono::duration<double>(SteadyClock::now() - kEpoch).count(); }
+
+// This thread's CPU time.
+double ThreadCpuS() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 void SleepUntilS(double t_s) {
   const double wait_s = t_s - NowS();
@@ -740,6 +748,9 @@ struct Probe {
   double store_get_s = 0;   // EtcdStore::Get of it: the same, and base64 + JSON decoding
   double values_s = 0;      // the values parsed as the leader parses them
   double plan_s = 0;        // coord::Plan on them
+  double store_get_cpu_s = 0;  // this thread's CPU in the EtcdStore::Get
+  double values_cpu_s = 0;
+  double plan_cpu_s = 0;
   size_t keys = 0;
   size_t bytes = 0;         // of the gateway's answer
 };
@@ -755,11 +766,14 @@ std::optional<Probe> ProbeSite(int etcd_port, coord::Store& store, const coord::
   if (!raw || raw->status != 200) return std::nullopt;
   p.bytes = raw->body.size();
   t0 = NowS();
+  double c0 = ThreadCpuS();
   auto snap = store.Get(keys.root, true);
   p.store_get_s = NowS() - t0;
+  p.store_get_cpu_s = ThreadCpuS() - c0;
   if (!snap) return std::nullopt;
   p.keys = snap->kvs.size();
   t0 = NowS();
+  c0 = ThreadCpuS();
   coord::PlanInput in;
   std::optional<coord::Ledger> ledger;
   int64_t term = 0;
@@ -780,10 +794,13 @@ std::optional<Probe> ProbeSite(int etcd_port, coord::Store& store, const coord::
     }
   }
   p.values_s = NowS() - t0;
+  p.values_cpu_s = ThreadCpuS() - c0;
   if (ledger) {
     t0 = NowS();
+    c0 = ThreadCpuS();
     const coord::PlanOutput plan = coord::Plan(*ledger, in, term);
     p.plan_s = NowS() - t0;
+    p.plan_cpu_s = ThreadCpuS() - c0;
     (void)plan;
   }
   return p;
@@ -1191,13 +1208,17 @@ int Run(const Options& o) {
                ? status[key].get<double>()
                : std::nan("");
   };
-  std::vector<double> probe_raw, probe_get, probe_values, probe_plan;
+  std::vector<double> probe_raw, probe_get, probe_values, probe_plan, probe_get_cpu,
+      probe_values_cpu, probe_plan_cpu;
   size_t probe_keys = 0, probe_bytes = 0;
   for (const Probe& p : probes) {
     probe_raw.push_back(p.raw_range_s);
     probe_get.push_back(p.store_get_s);
     probe_values.push_back(p.values_s);
     probe_plan.push_back(p.plan_s);
+    probe_get_cpu.push_back(p.store_get_cpu_s);
+    probe_values_cpu.push_back(p.values_cpu_s);
+    probe_plan_cpu.push_back(p.plan_cpu_s);
     probe_keys = p.keys;
     probe_bytes = p.bytes;
   }
@@ -1341,7 +1362,10 @@ int Run(const Options& o) {
                   {"range_p50_ms", Num(ms * Quantile(probe_raw, 0.5))},
                   {"store_get_p50_ms", Num(ms * Quantile(probe_get, 0.5))},
                   {"values_p50_ms", Num(ms * Quantile(probe_values, 0.5))},
-                  {"plan_p50_ms", Num(ms * Quantile(probe_plan, 0.5))}};
+                  {"plan_p50_ms", Num(ms * Quantile(probe_plan, 0.5))},
+                  {"store_get_cpu_p50_ms", Num(ms * Quantile(probe_get_cpu, 0.5))},
+                  {"values_cpu_p50_ms", Num(ms * Quantile(probe_values_cpu, 0.5))},
+                  {"plan_cpu_p50_ms", Num(ms * Quantile(probe_plan_cpu, 0.5))}};
   out["machine"] = {{"cores", machine_cores},
                     {"busy_pct_of_one_core", machine_busy_pct},
                     {"other_pct_of_one_core",
@@ -1407,11 +1431,14 @@ int Run(const Options& o) {
   row("coordinator txn latency p50 / p99 (its status)",
       fmt::format("{:.1f} / {:.1f} ms", ms * status_num("txn_latency_p50_s"),
                   ms * status_num("txn_latency_p99_s")));
-  row("site read as the leader does (p50): range / +decode / values / plan",
+  row("the site read as the leader reads it (p50, wall): range / EtcdStore::Get / values / plan",
       fmt::format("{:.1f} / {:.1f} / {:.1f} / {:.2f} ms ({} keys, {:.2f} MB)",
                   ms * Quantile(probe_raw, 0.5), ms * Quantile(probe_get, 0.5),
                   ms * Quantile(probe_values, 0.5), ms * Quantile(probe_plan, 0.5), probe_keys,
                   static_cast<double>(probe_bytes) / 1e6));
+  row("  the same, CPU of the reading thread: EtcdStore::Get / values / plan",
+      fmt::format("{:.1f} / {:.1f} / {:.2f} ms", ms * Quantile(probe_get_cpu, 0.5),
+                  ms * Quantile(probe_values_cpu, 0.5), ms * Quantile(probe_plan_cpu, 0.5)));
   row("agents: steps per member per s; round p50 / p99; ticks skipped",
       fmt::format("{:.2f}; {:.3f} / {:.3f} s; {}",
                   per_s(static_cast<double>(member_steps)) / o.agents, Quantile(round_s, 0.5),

@@ -598,15 +598,35 @@ Status RunAgent(const AgentArgs& args) {
     if (!overhead) overhead.emplace(telemetry::NodeOverhead::Constant(0.0));
     const double overhead_w = overhead->CurrentW(SteadyNowS());
     if (policy) std::tie(fleet_lo_w, fleet_hi_w) = scenario->budget_range_w;
+    // The GPUs' power limit range, where NVML says: with the guard, the lowest limit is the
+    // floor (the hardware holds the job there); the highest is the nameplate.
+    std::optional<std::pair<double, double>> limit_range_w;
+    if (nvml != nullptr) {
+      double lo_sum = 0.0, hi_sum = 0.0;
+      bool all = true;
+      for (int g = 0; g < gpus && all; ++g) {
+        auto r = nvml->PowerLimitRangeW(g);
+        if (!r) {
+          log(fmt::format("fleet: {}", r.error().message()));
+          all = false;
+        } else {
+          lo_sum += r->first;
+          hi_sum += r->second;
+        }
+      }
+      if (all) limit_range_w = std::pair{lo_sum / gpus, hi_sum / gpus};
+    }
     double floor_per_gpu_w = 0.0;
     if (args.floor_w) {
       floor_per_gpu_w = *args.floor_w;
     } else if (twin != nullptr) {
       floor_per_gpu_w = sim::FloorPerGpuW(*scenario);
+    } else if (args.guard_power_limit && limit_range_w) {
+      floor_per_gpu_w = limit_range_w->first;
     } else {
       return Error::Usage(
-          "--fleet needs --floor-w (the job's power per GPU at its lowest actuation) with this "
-          "source");
+          "--fleet needs --floor-w (the job's power per GPU at its lowest actuation; with "
+          "--guard-power-limit, the GPUs' lowest power limit is taken)");
     }
     // A policy acts on its trained budgets only: its floor is at least their low end.
     floor_per_gpu_w = std::max(floor_per_gpu_w, fleet_lo_w);
@@ -615,6 +635,8 @@ Status RunAgent(const AgentArgs& args) {
       nameplate_per_gpu_w = *args.nameplate_w;
     } else if (scenario) {
       nameplate_per_gpu_w = scenario->nameplate_w;
+    } else if (limit_range_w) {
+      nameplate_per_gpu_w = limit_range_w->second;
     } else {
       return Error::Usage("--fleet needs --nameplate-w (per GPU) without --scenario");
     }

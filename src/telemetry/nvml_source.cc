@@ -59,6 +59,7 @@ struct NvmlSource::Api {
   NvmlReturn (*clock_info)(NvmlDevice, int, unsigned int*);
   NvmlReturn (*utilization)(NvmlDevice, NvmlUtilization*);
   NvmlReturn (*set_limit)(NvmlDevice, unsigned int);
+  NvmlReturn (*limit_constraints)(NvmlDevice, unsigned int*, unsigned int*);
 
   std::string Describe(NvmlReturn status) const {
     const char* text = error_string != nullptr ? error_string(status) : nullptr;
@@ -108,6 +109,7 @@ Result<std::unique_ptr<NvmlSource>> NvmlSource::Open(const std::string& library,
   Resolve(s->handle_, "nvmlDeviceGetClockInfo", &a.clock_info);
   Resolve(s->handle_, "nvmlDeviceGetUtilizationRates", &a.utilization);
   Resolve(s->handle_, "nvmlDeviceSetPowerManagementLimit", &a.set_limit);
+  Resolve(s->handle_, "nvmlDeviceGetPowerManagementLimitConstraints", &a.limit_constraints);
 
   if (const NvmlReturn r = a.init(); r != kSuccess) {
     a.shutdown = nullptr;  // nothing to shut down
@@ -245,6 +247,25 @@ Status NvmlSource::SetPowerLimitW(int gpu, double limit_w) {
                                  indices_[static_cast<size_t>(gpu)], limit_w, api_->Describe(r)));
   }
   return OkStatus();
+}
+
+Result<std::pair<double, double>> NvmlSource::PowerLimitRangeW(int gpu) {
+  if (gpu < 0 || gpu >= gpus()) return Error::Usage(fmt::format("nvml: no GPU {}", gpu));
+  if (api_->limit_constraints == nullptr) {
+    return Error::Io("nvml: nvmlDeviceGetPowerManagementLimitConstraints missing in this driver");
+  }
+  unsigned int min_mw = 0, max_mw = 0;
+  if (const NvmlReturn r =
+          api_->limit_constraints(devices_[static_cast<size_t>(gpu)], &min_mw, &max_mw);
+      r != kSuccess) {
+    return Error::Io(fmt::format("nvml: GPU {}: cannot read the power limit range: {}",
+                                 indices_[static_cast<size_t>(gpu)], api_->Describe(r)));
+  }
+  if (min_mw == 0 || max_mw < min_mw) {
+    return Error::Io(fmt::format("nvml: GPU {}: power limit range [{}, {}] mW is not one",
+                                 indices_[static_cast<size_t>(gpu)], min_mw, max_mw));
+  }
+  return std::pair{min_mw / 1000.0, max_mw / 1000.0};
 }
 
 }  // namespace headroom::telemetry

@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "telemetry/source.h"
@@ -33,6 +34,9 @@ class NvmlSource final : public Source {
 
   // Sets the power limit (W) of the GPU at sample position `gpu`. For --guard-power-limit.
   Status SetPowerLimitW(int gpu, double limit_w);
+  // The lowest and highest power limit (W) the GPU at `gpu` takes: a site member's floor with
+  // --guard-power-limit, and its nameplate.
+  Result<std::pair<double, double>> PowerLimitRangeW(int gpu);
   // The NVML index of each sample position.
   const std::vector<int>& indices() const { return indices_; }
 

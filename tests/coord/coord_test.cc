@@ -3,9 +3,11 @@
 // coordinator's bookkeeping), under injected faults.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "coord/coordinator.h"
 #include "coord/layout.h"
@@ -529,6 +531,44 @@ TEST(Protocol, ASiteOfManyJobsWritesItsGrantsInTransactionsEtcdTakes) {
   EXPECT_TRUE(site.FullyAllocated());
   EXPECT_EQ(site.violations_, 0);
   EXPECT_EQ(site.coordinators_[0]->status().ledger->jobs.size(), 300u);
+}
+
+// The agent's two threads: the fleet thread steps the member while the runner asks it what to
+// act on (under TSan in `make test-tsan`).
+TEST(MemberThreads, StepAndCurrentRunConcurrently) {
+  std::atomic<double> now{0.0};
+  MemoryStore store([&] { return now.load(); });
+  CoordinatorConfig cc;
+  cc.site = "s";
+  cc.site_budget_w = 1000;
+  cc.id = "c";
+  Coordinator coordinator(
+      store, cc, [&] { return now.load(); }, [](auto&) {});
+  MemberConfig mc;
+  mc.site = "s";
+  mc.job = "j";
+  mc.nameplate_w = 800;
+  mc.floor_w = 100;
+  mc.local_budget_w = 100;
+  FleetMember member(
+      store, mc, [&] { return now.load(); }, [](auto&) {});
+  std::atomic<bool> done{false};
+  std::thread runner([&] {
+    while (!done.load()) {
+      const Acting a = member.Current();
+      EXPECT_LE(a.job_budget_w, 1000.0);
+      member.Observe(now.load(), 300.0, "rollout", 10.0);
+    }
+  });
+  for (int i = 0; i < 400; ++i) {
+    now.store(now.load() + 0.25);
+    member.Step();
+    if (i % 4 == 0) coordinator.Step();
+  }
+  done.store(true);
+  runner.join();
+  EXPECT_EQ(member.Current().state, Acting::State::kGranted);
+  EXPECT_DOUBLE_EQ(member.Current().job_budget_w, 800.0);
 }
 
 // Random faults over a long run: stops, restarts, coordinator kills, store outages, lease

@@ -15,6 +15,8 @@ struct Gpu {
   unsigned limit_mw = 400000;
   unsigned sm_mhz = 1410;
   unsigned util = 0;
+  unsigned min_limit_mw = 100000;  // after the fields fake_nvml_gpu sets in order
+  unsigned max_limit_mw = 400000;
 };
 struct State {
   int gpus = 1;
@@ -88,7 +90,8 @@ void SaveLimits() {
   const char* path = std::getenv("FAKE_NVML_LIMITS_FILE");
   if (path == nullptr) return;
   if (std::FILE* f = std::fopen(path, "w")) {
-    for (int i = 0; i < state.gpus && i < kMaxGpus; ++i) std::fprintf(f, "%u ", state.gpu[i].limit_mw);
+    for (int i = 0; i < state.gpus && i < kMaxGpus; ++i)
+      std::fprintf(f, "%u ", state.gpu[i].limit_mw);
     std::fprintf(f, "\n");
     std::fclose(f);
   }
@@ -168,6 +171,12 @@ int nvmlDeviceGetUtilizationRates(void* device, Utilization* u) {
   u->gpu = state.gpu[Index(device)].util;
   u->memory = 0;
   return state.util_status;
+}
+int nvmlDeviceGetPowerManagementLimitConstraints(void* device, unsigned int* min_mw,
+                                                 unsigned int* max_mw) {
+  *min_mw = state.gpu[Index(device)].min_limit_mw;
+  *max_mw = state.gpu[Index(device)].max_limit_mw;
+  return state.limit_status;
 }
 int nvmlDeviceSetPowerManagementLimit(void* device, unsigned int mw) {
   if (state.set_limit_status == 0) {

@@ -122,6 +122,22 @@ TEST(Nvml, OpenFailuresAreClear) {
   EXPECT_EQ(fake.initialised(), 0);
 }
 
+TEST(Nvml, ReadsThePowerLimitRange) {
+  Fake fake;
+  fake.reset(2);
+  auto s = NvmlSource::Open(FAKE_NVML_PATH);
+  ASSERT_TRUE(s.ok());
+  auto r = (*s)->PowerLimitRangeW(1);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_DOUBLE_EQ(r->first, 100.0);  // the fake's A100-like 100-400 W
+  EXPECT_DOUBLE_EQ(r->second, 400.0);
+  EXPECT_FALSE((*s)->PowerLimitRangeW(2).ok());
+  fake.status("limit", 999);
+  auto failed = (*s)->PowerLimitRangeW(0);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_THAT(failed.error().message(), HasSubstr("cannot read the power limit range"));
+}
+
 TEST(Nvml, SetsPowerLimits) {
   Fake fake;
   fake.reset(2);

@@ -118,6 +118,15 @@ bench-hostile: build
 	/usr/bin/python3 bench/agent_hostile.py $(HEADROOM) build/baseline-httplib/build/bin/headroom \
 	  build/tests/libfake_nvml.so --json build/bench/agent_hostile.json
 
+# One `headroom coordinator` with 1,000 simulated agents on one etcd of its own: whether it
+# holds its 1 s period, grant round trip, etcd's requests and transactions per second, the
+# coordinator's CPU and memory (docs/PERFORMANCE.md, "A site at scale"). About 80 s.
+FLEET_AGENTS ?= 1000
+bench-fleet: build
+	mkdir -p build/bench
+	build/bin/headroom_fleet_scale --headroom $(HEADROOM) --agents $(FLEET_AGENTS) \
+	  --json build/bench/fleet_scale.json
+
 # Retrain the shipped policies (policies/*.json) and rerun docs/RESULTS.md's evaluations.
 policies: build
 	./scripts/train_policies.sh $(HEADROOM)

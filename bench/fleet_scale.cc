@@ -5,18 +5,19 @@
 //
 // Reads top to bottom: options -> the site's agents (deterministic floors and nameplates) ->
 // etcd (tests/coord/etcd_cluster.h: a single member in a temporary directory, killed at the end
-// pass or fail) -> the coordinator (a child process, killed by PID at the end) -> the agents
-// (coord::FleetMember over a few coord::EtcdStore connections, one thread each, every member
-// doing what an agent does every 0.25 s: Step, Current, Observe) -> a steady phase with a site
-// budget change, alternately lower and higher, every 10 s -> what it measured:
-//   (a) whether the coordinator holds its period: its range reads of the site per second (etcd's
-//       own count less the bench's, which the bench counts itself), the ledger's writes (watched)
+// pass or fail) and a pass-through proxy in front of it for the coordinator -> the agents
+// (coord::FleetMember over 32 coord::EtcdStore connections, one thread each, every member doing
+// what an agent does every 0.25 s: Step, Current, Observe), all registered -> the coordinator
+// (a child process on the proxy, killed by PID at the end) -> a steady phase with a site budget
+// change, alternately lower and higher, every 10 s -> what it measured:
+//   (a) whether the coordinator holds its period: its reads of the whole site (one a period) as
+//       the proxy saw them, how far apart and how long each took; the ledger's writes (watched)
 //       and the time between consecutive ones;
 //   (b) grant round trip: from each POST /v1/site-budget to each member's first decision on a
 //       grant with a new sequence, and to the full reallocation (every member acting on the
 //       ledger's latest sequence for it);
 //   (c) etcd's requests and transactions per second, from its /metrics;
-//   (d) the coordinator's, etcd's and this process's CPU, and the coordinator's memory;
+//   (d) the coordinator's, etcd's and this process's CPU, the coordinator's and etcd's memory;
 //   and the invariant, checked independently of the coordinator: the sum over members of what
 //   Current() returned <= the site budget in force - reserve, at every change of any member.
 // Exit status: 0, 1 when the invariant was broken, 2 when the site could not be set up.
@@ -43,6 +44,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -73,19 +75,19 @@ using json = nlohmann::ordered_json;
 
 struct Options {
   std::string headroom = "build/bin/headroom";  // the binary whose `coordinator` is measured
-  int agents = 1000;                 // simulated agents (coord::FleetMember), in this process
-  int stores = 32;                   // EtcdStore connections, one thread each
-  double duration_s = 60.0;          // the measured steady phase
-  double step_s = 0.25;              // each member's Step + Current + Observe (the agent's rate)
-  double change_every_s = 10.0;      // site budget changes, alternately lower and higher
-  double low_fraction = 0.4;         // site budgets: floors + fraction x (demand - floors)
-  double high_fraction = 0.6;        // (the first is the start's)
-  double probe_every_s = 5.0;        // the bench's own read of the site, timed part by part
-  double admit_timeout_s = 90.0;     // until every member acts on a grant
-  double settle_s = 3.0;             // after that, before the phase
-  double etcd_timeout_s = 2.0;       // each store's connect / answer timeout
-  uint64_t seed = 1;                 // floors and nameplates
-  std::string json_path;             // also write the results here
+  int agents = 1000;              // simulated agents (coord::FleetMember), in this process
+  int stores = 32;                // EtcdStore connections, one thread each
+  double duration_s = 60.0;       // the measured steady phase
+  double step_s = 0.25;           // each member's Step + Current + Observe (the agent's rate)
+  double change_every_s = 10.0;   // site budget changes, alternately lower and higher
+  double low_fraction = 0.4;      // site budgets: floors + fraction x (demand - floors)
+  double high_fraction = 0.6;     // (the first is the start's)
+  double probe_every_s = 5.0;     // the bench's own read of the site, timed part by part
+  double admit_timeout_s = 90.0;  // until every member acts on a grant
+  double settle_s = 3.0;          // after that, before the phase
+  double etcd_timeout_s = 2.0;    // each store's connect / answer timeout
+  uint64_t seed = 1;              // floors and nameplates
+  std::string json_path;          // also write the results here
 };
 
 inline constexpr const char* kSite = "scale";
@@ -133,6 +135,27 @@ std::optional<double> ProcCpuS(pid_t pid) {
   return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+// A child of this process running `comm` (etcd's, which EtcdCluster does not expose); 0 if none.
+pid_t ChildNamed(std::string_view comm) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "stat");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t open = text.find('('), close = text.rfind(')');
+    if (open == std::string::npos || close == std::string::npos || close + 4 > text.size())
+      continue;
+    std::istringstream rest(text.substr(close + 2));
+    std::string state;
+    long ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == getpid() && text.substr(open + 1, close - open - 1) == comm) {
+      return static_cast<pid_t>(std::stol(name));
+    }
+  }
+  return 0;
+}
+
 // VmRSS and VmHWM of a process, MiB.
 std::pair<double, double> ProcMemoryMiB(pid_t pid) {
   std::ifstream in(fmt::format("/proc/{}/status", pid));
@@ -161,7 +184,8 @@ std::pair<double, double> MachineCpuS() {
 // Nearest-rank quantile; NaN when empty.
 double Quantile(std::vector<double> v, double q) {
   if (v.empty()) return std::nan("");
-  const size_t rank = static_cast<size_t>(std::max(1.0, std::ceil(q * static_cast<double>(v.size()))));
+  const size_t rank =
+      static_cast<size_t>(std::max(1.0, std::ceil(q * static_cast<double>(v.size()))));
   const auto nth = v.begin() + static_cast<std::ptrdiff_t>(std::min(rank, v.size()) - 1);
   std::nth_element(v.begin(), nth, v.end());
   return *nth;
@@ -251,6 +275,7 @@ class RecordingStore final : public coord::Store {
     return Timed(CallRecord::kWatch,
                  [&] { return inner_.Watch(key, prefix, after_revision, wait_s); });
   }
+  Status Compact(int64_t revision) override { return inner_.Compact(revision); }
   std::string Describe() const override { return inner_.Describe(); }
 
   const std::vector<CallRecord>& calls() const { return calls_; }
@@ -280,6 +305,7 @@ struct Worker {
   std::vector<size_t> agents;
   std::vector<Round> rounds;
   std::atomic<int> granted{0};
+  std::atomic<int> registered{0};
   std::thread thread;
 };
 
@@ -288,7 +314,7 @@ void RunWorker(Worker& w, std::vector<SimAgent>& agents, double first_tick_s, do
   for (double tick_s = first_tick_s; !stop.load(std::memory_order_relaxed);) {
     SleepUntilS(tick_s);
     const double start_s = NowS();
-    int granted = 0;
+    int granted = 0, registered = 0;
     for (const size_t i : w.agents) {
       SimAgent& a = agents[i];
       a.member->Step();
@@ -299,18 +325,20 @@ void RunWorker(Worker& w, std::vector<SimAgent>& agents, double first_tick_s, do
         a.acts.push_back({t_s, acting.seq, acting.job_budget_w, acting.state});
       }
       if (acting.state == Acting::State::kGranted) ++granted;
+      if (a.member->status().registered) ++registered;
       // A synthetic job: a little under what it may draw, tokens/s concave in power.
       const double cap_w = std::min(acting.job_budget_w, a.config.nameplate_w);
       const double power_w = cap_w * (0.93 + 0.05 * std::sin(0.3 * t_s + a.phase_rad));
       a.member->Observe(t_s, power_w, "train", 40.0 * std::pow(power_w, 0.7));
     }
     w.granted.store(granted, std::memory_order_relaxed);
+    w.registered.store(registered, std::memory_order_relaxed);
     const double end_s = NowS();
     tick_s += step_s;
     const double skipped = tick_s < end_s ? std::ceil((end_s - tick_s) / step_s) : 0.0;
     tick_s += skipped * step_s;
-    w.rounds.push_back({start_s, end_s - start_s, static_cast<int>(w.agents.size()),
-                        static_cast<int>(skipped)});
+    w.rounds.push_back(
+        {start_s, end_s - start_s, static_cast<int>(w.agents.size()), static_cast<int>(skipped)});
   }
 }
 
@@ -548,8 +576,7 @@ class CoordinatorProcess {
   // Starts `headroom coordinator` with its stdout and stderr into a pipe this process reads
   // (each line stamped on the steady clock, all kept in `log_path`).
   static std::unique_ptr<CoordinatorProcess> Start(const std::vector<std::string>& args,
-                                                   const std::string& log_path,
-                                                   std::string* why) {
+                                                   const std::string& log_path, std::string* why) {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) {
       *why = fmt::format("pipe: {}", std::strerror(errno));
@@ -744,15 +771,15 @@ std::string Base64(std::string_view in) {
 
 struct Probe {
   double t_s = 0;
-  double raw_range_s = 0;   // POST /v3/kv/range of the site's prefix: etcd and the transfer
-  double store_get_s = 0;   // EtcdStore::Get of it: the same, and base64 + JSON decoding
-  double values_s = 0;      // the values parsed as the leader parses them
-  double plan_s = 0;        // coord::Plan on them
+  double raw_range_s = 0;      // POST /v3/kv/range of the site's prefix: etcd and the transfer
+  double store_get_s = 0;      // EtcdStore::Get of it: the same, and base64 + JSON decoding
+  double values_s = 0;         // the values parsed as the leader parses them
+  double plan_s = 0;           // coord::Plan on them
   double store_get_cpu_s = 0;  // this thread's CPU in the EtcdStore::Get
   double values_cpu_s = 0;
   double plan_cpu_s = 0;
   size_t keys = 0;
-  size_t bytes = 0;         // of the gateway's answer
+  size_t bytes = 0;  // of the gateway's answer
 };
 
 std::optional<Probe> ProbeSite(int etcd_port, coord::Store& store, const coord::Keys& keys) {
@@ -843,6 +870,7 @@ int Run(const Options& o) {
   }
   const std::string etcd_url = etcd->endpoint(0);
   const int etcd_port = PortOf(etcd_url);
+  const pid_t etcd_pid = ChildNamed("etcd");
   signal(SIGPIPE, SIG_IGN);  // httplib 0.11 writes without MSG_NOSIGNAL (etcd is started)
   std::unique_ptr<EtcdProxy> proxy = EtcdProxy::Start(etcd_port, &why);
   if (!proxy) {
@@ -850,37 +878,100 @@ int Run(const Options& o) {
     return 2;
   }
 
-  // The coordinator.
+  // The coordinator's command line (started once every agent is registered, below).
   char log_dir[] = "/tmp/headroom-fleet-scale-XXXXXX";
   if (mkdtemp(log_dir) == nullptr) {
     fmt::print(stderr, "fleet_scale: mkdtemp: {}\n", std::strerror(errno));
     return 2;
   }
   const std::string log_path = std::string(log_dir) + "/coordinator.log";
-  const std::vector<std::string> args = {o.headroom,
-                                         "coordinator",
-                                         "--etcd",
-                                         fmt::format("http://127.0.0.1:{}", proxy->port()),
-                                         "--site",
-                                         kSite,
-                                         "--site-budget-w",
-                                         fmt::format("{:.0f}", high_w),
-                                         "--period-s",
-                                         fmt::format("{}", kPeriodS),
-                                         "--lease-ttl-s",
-                                         std::to_string(kLeaseTtlS),
-                                         "--listen",
-                                         "127.0.0.1:0"};
-  std::unique_ptr<CoordinatorProcess> coordinator = CoordinatorProcess::Start(args, log_path, &why);
-  if (!coordinator) {
-    fmt::print(stderr, "fleet_scale: cannot start {}: {}\n", o.headroom, why);
+  const std::vector<std::string> args = {
+      o.headroom,        "coordinator",
+      "--etcd",          fmt::format("http://127.0.0.1:{}", proxy->port()),
+      "--site",          kSite,
+      "--site-budget-w", fmt::format("{:.0f}", high_w),
+      "--period-s",      fmt::format("{}", kPeriodS),
+      "--lease-ttl-s",   std::to_string(kLeaseTtlS),
+      "--listen",        "127.0.0.1:0"};
+  // Set-up failures from here on stop the agents' threads and say where the coordinator's log
+  // is.
+  std::atomic<bool> stop{false};
+  std::vector<std::unique_ptr<Worker>> workers;
+  std::unique_ptr<CoordinatorProcess> coordinator;
+  const auto stop_workers = [&] {
+    stop.store(true);
+    for (auto& w : workers) {
+      if (w->thread.joinable()) w->thread.join();
+    }
+  };
+
+  // The ledger's writes, watched; the agents.
+  const coord::Keys keys(kSite);
+  auto watch_store = coord::EtcdStore::Open(etcd_url, o.etcd_timeout_s);
+  auto probe_etcd = coord::EtcdStore::Open(etcd_url, 10.0);
+  if (!watch_store || !probe_etcd) {
+    fmt::print(stderr, "fleet_scale: cannot open etcd for the watch or the probe\n");
     return 2;
   }
+  LedgerWatcher watcher(std::move(*watch_store), keys.ledger());
+  RecordingStore probe_store(**probe_etcd);
+
+  for (int k = 0; k < o.stores; ++k) {
+    auto w = std::make_unique<Worker>();
+    auto s = coord::EtcdStore::Open(etcd_url, o.etcd_timeout_s);
+    if (!s) {
+      fmt::print(stderr, "fleet_scale: cannot open etcd: {}\n", s.error().message());
+      return 2;
+    }
+    w->etcd = std::move(*s);
+    w->store = std::make_unique<RecordingStore>(*w->etcd);
+    workers.push_back(std::move(w));
+  }
+  const auto quiet = [](const std::string&) {};
+  for (size_t i = 0; i < agents.size(); ++i) {
+    Worker& w = *workers[i % workers.size()];
+    w.agents.push_back(i);
+    agents[i].member =
+        std::make_unique<coord::FleetMember>(*w.store, agents[i].config, NowS, quiet);
+  }
+  const double first_tick_s = NowS();
+  for (size_t k = 0; k < workers.size(); ++k) {
+    // Staggered: the connections' rounds spread over the step.
+    const double tick_s =
+        first_tick_s + o.step_s * static_cast<double>(k) / static_cast<double>(workers.size());
+    Worker* w = workers[k].get();
+    w->thread = std::thread(
+        [w, &agents, tick_s, &o, &stop] { RunWorker(*w, agents, tick_s, o.step_s, stop); });
+  }
   const auto fail = [&](const std::string& what) {
-    fmt::print(stderr, "fleet_scale: {}; the coordinator's log ({}) ends:\n{}", what, log_path,
-               coordinator->tail());
+    stop_workers();
+    fmt::print(stderr, "fleet_scale: {}{}\n{}", what,
+               coordinator ? fmt::format("; the coordinator's log ({}) ends:", log_path) : "",
+               coordinator ? coordinator->tail() : "");
     return 2;
   };
+  // Every agent registered before the coordinator starts: its first period then admits them all.
+  // (Started the other way round, agents that register after a period has granted the whole site
+  // wait for watts no plan ever frees: coord::Plan lowers no grant to make room for a waiting
+  // newcomer. Reported with the measurements, docs/PERFORMANCE.md.)
+  const auto registered = [&] {
+    int n = 0;
+    for (const auto& w : workers) n += w->registered.load();
+    return n;
+  };
+  const double register_deadline_s = NowS() + o.admit_timeout_s;
+  while (registered() < o.agents) {
+    if (NowS() > register_deadline_s) {
+      return fail(fmt::format("{} of {} agents registered after {} s", registered(), o.agents,
+                              o.admit_timeout_s));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const double registered_after_s = NowS() - first_tick_s;
+  const double coordinator_start_s = NowS();
+
+  coordinator = CoordinatorProcess::Start(args, log_path, &why);
+  if (!coordinator) return fail(fmt::format("cannot start {}: {}", o.headroom, why));
   const double start_deadline_s = NowS() + kStartWaitS;
   while (coordinator->port() == 0 && coordinator->running() && NowS() < start_deadline_s) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -896,47 +987,6 @@ int Run(const Options& o) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 
-  // The ledger's writes, watched; the agents.
-  const coord::Keys keys(kSite);
-  auto watch_store = coord::EtcdStore::Open(etcd_url, o.etcd_timeout_s);
-  auto probe_etcd = coord::EtcdStore::Open(etcd_url, 10.0);
-  if (!watch_store || !probe_etcd) return fail("cannot open etcd for the watch or the probe");
-  LedgerWatcher watcher(std::move(*watch_store), keys.ledger());
-  RecordingStore probe_store(**probe_etcd);
-
-  std::vector<std::unique_ptr<Worker>> workers;
-  for (int k = 0; k < o.stores; ++k) {
-    auto w = std::make_unique<Worker>();
-    auto s = coord::EtcdStore::Open(etcd_url, o.etcd_timeout_s);
-    if (!s) return fail(fmt::format("cannot open etcd: {}", s.error().message()));
-    w->etcd = std::move(*s);
-    w->store = std::make_unique<RecordingStore>(*w->etcd);
-    workers.push_back(std::move(w));
-  }
-  const auto quiet = [](const std::string&) {};
-  for (size_t i = 0; i < agents.size(); ++i) {
-    Worker& w = *workers[i % workers.size()];
-    w.agents.push_back(i);
-    agents[i].member =
-        std::make_unique<coord::FleetMember>(*w.store, agents[i].config, NowS, quiet);
-  }
-  std::atomic<bool> stop{false};
-  const double first_tick_s = NowS();
-  for (size_t k = 0; k < workers.size(); ++k) {
-    // Staggered: the connections' rounds spread over the step.
-    const double tick_s =
-        first_tick_s + o.step_s * static_cast<double>(k) / static_cast<double>(workers.size());
-    Worker* w = workers[k].get();
-    w->thread = std::thread([w, &agents, tick_s, &o, &stop] {
-      RunWorker(*w, agents, tick_s, o.step_s, stop);
-    });
-  }
-  const auto stop_workers = [&] {
-    stop.store(true);
-    for (auto& w : workers) {
-      if (w->thread.joinable()) w->thread.join();
-    }
-  };
   const auto granted = [&] {
     int n = 0;
     for (const auto& w : workers) n += w->granted.load();
@@ -945,21 +995,23 @@ int Run(const Options& o) {
   const double admit_deadline_s = NowS() + o.admit_timeout_s;
   while (granted() < o.agents) {
     if (NowS() > admit_deadline_s || !coordinator->running()) {
-      stop_workers();
       return fail(fmt::format("{} of {} agents granted after {} s", granted(), o.agents,
                               o.admit_timeout_s));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  const double admitted_after_s = NowS() - first_tick_s;
-  fmt::print(stderr, "fleet_scale: every agent granted {:.1f} s after the first step\n",
-             admitted_after_s);
+  const double admitted_after_s = NowS() - coordinator_start_s;
+  fmt::print(stderr,
+             "fleet_scale: every agent registered {:.1f} s after its first step, and granted "
+             "{:.1f} s after the coordinator started\n",
+             registered_after_s, admitted_after_s);
   SleepUntilS(NowS() + o.settle_s);
 
   // The steady phase.
   const std::map<std::string, double> etcd_before = ScrapeEtcd(etcd_port);
   const double phase_begin_s = NowS();
   const double coord_cpu_before_s = ProcCpuS(coordinator->pid()).value_or(0.0);
+  const double etcd_cpu_before_s = ProcCpuS(etcd_pid).value_or(0.0);
   const double self_cpu_before_s = ProcCpuS(getpid()).value_or(0.0);
   const auto [machine_busy_before_s, machine_total_before_s] = MachineCpuS();
   const double phase_end_s = phase_begin_s + o.duration_s;
@@ -967,7 +1019,13 @@ int Run(const Options& o) {
   std::vector<Probe> probes;
   uint64_t probe_failures = 0;
   {
-    double next_change_s = phase_begin_s + o.change_every_s / 2;
+    // Each change at a different point of the coordinator's period (deterministic jitter).
+    int change = 0;
+    const auto change_at = [&](int k) {
+      return phase_begin_s + o.change_every_s / 2 + k * o.change_every_s +
+             kPeriodS * Uniform(o.seed, 1000003, static_cast<uint64_t>(k));
+    };
+    double next_change_s = change_at(change);
     double next_probe_s = phase_begin_s + o.probe_every_s / 4;
     bool lower = true;
     auto api = Client(api_port, 5.0);
@@ -980,8 +1038,9 @@ int Run(const Options& o) {
         c.lower = lower;
         c.site_budget_w = lower ? low_w : high_w;
         c.t_s = NowS();
-        auto r = api->Post("/v1/site-budget", fmt::format(R"({{"site_budget_w": {}}})", c.site_budget_w),
-                           "application/json");
+        auto r =
+            api->Post("/v1/site-budget", fmt::format(R"({{"site_budget_w": {}}})", c.site_budget_w),
+                      "application/json");
         c.status = r ? r->status : 0;
         if (c.status != 200) {
           fmt::print(stderr, "fleet_scale: POST /v1/site-budget {}: {}\n", c.site_budget_w,
@@ -989,7 +1048,7 @@ int Run(const Options& o) {
         }
         changes.push_back(c);
         lower = !lower;
-        next_change_s += o.change_every_s;
+        next_change_s = change_at(++change);
       } else {
         if (auto p = ProbeSite(etcd_port, probe_store, keys)) {
           probes.push_back(*p);
@@ -1004,6 +1063,8 @@ int Run(const Options& o) {
   const double phase_s = NowS() - phase_begin_s;
   const std::map<std::string, double> etcd_after = ScrapeEtcd(etcd_port);
   const double coord_cpu_s = ProcCpuS(coordinator->pid()).value_or(0.0) - coord_cpu_before_s;
+  const double etcd_cpu_s = ProcCpuS(etcd_pid).value_or(0.0) - etcd_cpu_before_s;
+  const auto [etcd_rss_mib, etcd_hwm_mib] = ProcMemoryMiB(etcd_pid);
   const double self_cpu_s = ProcCpuS(getpid()).value_or(0.0) - self_cpu_before_s;
   const auto [machine_busy_after_s, machine_total_after_s] = MachineCpuS();
   const auto [coord_rss_mib, coord_hwm_mib] = ProcMemoryMiB(coordinator->pid());
@@ -1089,7 +1150,7 @@ int Run(const Options& o) {
     size_t unsettled = 0;
     size_t ledger_writes = 0;
     double in_force_s = std::nan("");  // POST -> the ledger's budget in force is the new one
-    double asked_s = std::nan("");  // POST -> the coordinator's "site budget W asked" line
+    double asked_s = std::nan("");     // POST -> the coordinator's "site budget W asked" line
   };
   std::vector<ChangeResult> results(changes.size());
   std::vector<double> all_first_s, down_first_s, up_first_s;
@@ -1225,14 +1286,14 @@ int Run(const Options& o) {
 
   // ---- Report ----
   const double coord_cpu_pct = 100.0 * coord_cpu_s / phase_s;
-  const double etcd_cpu_pct = 100.0 * delta("process_cpu_seconds_total") / phase_s;
+  const double etcd_cpu_pct = 100.0 * etcd_cpu_s / phase_s;
   const double self_cpu_pct = 100.0 * self_cpu_s / phase_s;
   const double machine_busy_pct = 100.0 * (machine_busy_after_s - machine_busy_before_s) / phase_s;
   const double machine_cores = (machine_total_after_s - machine_total_before_s) / phase_s;
-  const double etcd_requests =
-      delta("grpc:Range") + delta("grpc:Put") + delta("grpc:Txn") + delta("grpc:DeleteRange") +
-      delta("grpc:LeaseGrant") + delta("grpc:LeaseKeepAlive") + delta("grpc:LeaseRevoke") +
-      delta("grpc:Watch");
+  const double etcd_requests = delta("grpc:Range") + delta("grpc:Put") + delta("grpc:Txn") +
+                               delta("grpc:DeleteRange") + delta("grpc:LeaseGrant") +
+                               delta("grpc:LeaseKeepAlive") + delta("grpc:LeaseRevoke") +
+                               delta("grpc:Watch");
   const double fsyncs = delta("etcd_disk_wal_fsync_duration_seconds_count");
   const double ms = 1e3;
 
@@ -1242,8 +1303,9 @@ int Run(const Options& o) {
   out["step_s"] = o.step_s;
   out["period_s"] = kPeriodS;
   out["phase_s"] = phase_s;
-  out["site_budget_w"] = {{"high", high_w}, {"low", low_w}, {"floors", floors_w},
-                          {"demand", demands_w}};
+  out["site_budget_w"] = {
+      {"high", high_w}, {"low", low_w}, {"floors", floors_w}, {"demand", demands_w}};
+  out["registered_after_s"] = registered_after_s;
   out["admitted_after_s"] = admitted_after_s;
   out["coordinator"] = {
       {"periods", periods},
@@ -1332,10 +1394,15 @@ int Run(const Options& o) {
       {"keys", Num(etcd_after.contains("etcd_debugging_mvcc_keys_total")
                        ? etcd_after.at("etcd_debugging_mvcc_keys_total")
                        : NAN)},
+      {"revisions_per_s", per_s(delta("etcd_debugging_mvcc_current_revision"))},
+      {"db_mib", Num(etcd_after.contains("etcd_mvcc_db_total_size_in_bytes")
+                         ? etcd_after.at("etcd_mvcc_db_total_size_in_bytes") / 1048576.0
+                         : NAN)},
+      {"db_growth_mib_per_min",
+       60.0 * per_s(delta("etcd_mvcc_db_total_size_in_bytes")) / 1048576.0},
       {"cpu_pct_of_one_core", etcd_cpu_pct},
-      {"rss_mib", Num(etcd_after.contains("process_resident_memory_bytes")
-                          ? etcd_after.at("process_resident_memory_bytes") / 1048576.0
-                          : NAN)}};
+      {"rss_mib", etcd_rss_mib},
+      {"hwm_mib", etcd_hwm_mib}};
   out["agents_side"] = {
       {"member_steps_per_s", per_s(static_cast<double>(member_steps))},
       {"steps_per_member_per_s", per_s(static_cast<double>(member_steps)) / o.agents},
@@ -1366,15 +1433,16 @@ int Run(const Options& o) {
                   {"store_get_cpu_p50_ms", Num(ms * Quantile(probe_get_cpu, 0.5))},
                   {"values_cpu_p50_ms", Num(ms * Quantile(probe_values_cpu, 0.5))},
                   {"plan_cpu_p50_ms", Num(ms * Quantile(probe_plan_cpu, 0.5))}};
-  out["machine"] = {{"cores", machine_cores},
-                    {"busy_pct_of_one_core", machine_busy_pct},
-                    {"other_pct_of_one_core",
-                     machine_busy_pct - coord_cpu_pct - etcd_cpu_pct - self_cpu_pct}};
+  out["machine"] = {
+      {"cores", machine_cores},
+      {"busy_pct_of_one_core", machine_busy_pct},
+      {"other_pct_of_one_core", machine_busy_pct - coord_cpu_pct - etcd_cpu_pct - self_cpu_pct}};
   out["invariant"] = {{"checks", checks},
                       {"violations", violations},
                       {"min_slack_w", Num(min_slack_w)},
                       {"watch_errors", watcher.errors()}};
-  out["coordinator_log"] = log_path;
+  const bool broken = violations > 0 || status_num("invariant_refusals") > 0;
+  out["coordinator_log"] = broken ? json(log_path) : json(nullptr);  // kept only then
 
   const auto row = [](std::string_view what, const std::string& value) {
     fmt::print("| {} | {} |\n", what, value);
@@ -1388,16 +1456,16 @@ int Run(const Options& o) {
   row("coordinator's read of the site answered in p50 / p99 / max",
       fmt::format("{:.1f} / {:.1f} / {:.1f} ms", ms * Quantile(read_s, 0.5),
                   ms * Quantile(read_s, 0.99), ms * Quantile(read_s, 1.0)));
-  row("ledger writes", fmt::format("{} ({:.2f}/s); between writes of one change p50 {:.2f} s, max "
-                                   "{:.2f} s",
-                                   write_times_s.size(),
-                                   per_s(static_cast<double>(write_times_s.size())),
-                                   Quantile(chain_gaps_s, 0.5), Quantile(chain_gaps_s, 1.0)));
+  row("ledger writes",
+      fmt::format("{} ({:.2f}/s); between writes of one change p50 {:.2f} s, max "
+                  "{:.2f} s",
+                  write_times_s.size(), per_s(static_cast<double>(write_times_s.size())),
+                  Quantile(chain_gaps_s, 0.5), Quantile(chain_gaps_s, 1.0)));
   row("grant round trip p50 / p99 / max",
       fmt::format("{:.2f} / {:.2f} / {:.2f} s ({} member-changes)", Quantile(all_first_s, 0.5),
                   Quantile(all_first_s, 0.99), Quantile(all_first_s, 1.0), all_first_s.size()));
-  row("  down / up p50", fmt::format("{:.2f} / {:.2f} s", Quantile(down_first_s, 0.5),
-                                     Quantile(up_first_s, 0.5)));
+  row("  down / up p50",
+      fmt::format("{:.2f} / {:.2f} s", Quantile(down_first_s, 0.5), Quantile(up_first_s, 0.5)));
   for (size_t c = 0; c < changes.size(); ++c) {
     const ChangeResult& r = results[c];
     row(fmt::format("  change {} ({} to {:.0f} W)", c + 1, changes[c].lower ? "down" : "up",
@@ -1417,17 +1485,23 @@ int Run(const Options& o) {
   row("etcd mvcc txn / put / range per s",
       fmt::format("{:.1f} / {:.0f} / {:.0f}", per_s(delta("etcd_mvcc_txn_total")),
                   per_s(delta("etcd_mvcc_put_total")), per_s(delta("etcd_mvcc_range_total"))));
+  row("etcd revisions/s; its database (no compaction)",
+      fmt::format("{:.0f}; {:.1f} MiB, growing {:.1f} MiB/min",
+                  per_s(delta("etcd_debugging_mvcc_current_revision")),
+                  etcd_after.contains("etcd_mvcc_db_total_size_in_bytes")
+                      ? etcd_after.at("etcd_mvcc_db_total_size_in_bytes") / 1048576.0
+                      : NAN,
+                  60.0 * per_s(delta("etcd_mvcc_db_total_size_in_bytes")) / 1048576.0));
   row("etcd WAL fsyncs/s (mean)",
-      fmt::format("{:.0f} ({:.2f} ms)", per_s(fsyncs),
-                  fsyncs > 0 ? ms * delta("etcd_disk_wal_fsync_duration_seconds_sum") / fsyncs
-                             : NAN));
-  row("CPU, % of one core: coordinator / etcd / bench / rest of machine",
-      fmt::format("{:.1f} / {:.1f} / {:.1f} / {:.1f} (of {:.0f} cores)", coord_cpu_pct,
-                  etcd_cpu_pct, self_cpu_pct,
-                  machine_busy_pct - coord_cpu_pct - etcd_cpu_pct - self_cpu_pct,
-                  machine_cores));
+      fmt::format(
+          "{:.0f} ({:.2f} ms)", per_s(fsyncs),
+          fsyncs > 0 ? ms * delta("etcd_disk_wal_fsync_duration_seconds_sum") / fsyncs : NAN));
+  row("CPU, % of one core: coordinator / etcd / bench; the whole machine",
+      fmt::format("{:.1f} / {:.1f} / {:.1f}; {:.0f} of {:.0f}", coord_cpu_pct, etcd_cpu_pct,
+                  self_cpu_pct, machine_busy_pct, 100.0 * machine_cores));
   row("coordinator memory: VmRSS / VmHWM",
-      fmt::format("{:.1f} / {:.1f} MiB", coord_rss_mib, coord_hwm_mib));
+      fmt::format("{:.1f} / {:.1f} MiB (etcd's: {:.0f} / {:.0f} MiB)", coord_rss_mib, coord_hwm_mib,
+                  etcd_rss_mib, etcd_hwm_mib));
   row("coordinator txn latency p50 / p99 (its status)",
       fmt::format("{:.1f} / {:.1f} ms", ms * status_num("txn_latency_p50_s"),
                   ms * status_num("txn_latency_p99_s")));
@@ -1459,7 +1533,14 @@ int Run(const Options& o) {
       return 2;
     }
   }
-  return violations > 0 || status_num("invariant_refusals") > 0 ? 1 : 0;
+  if (broken) {
+    fmt::print(stderr, "fleet_scale: the invariant was broken; the coordinator's log: {}\n",
+               log_path);
+    return 1;
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(log_dir, ignored);
+  return 0;
 }
 
 }  // namespace
@@ -1472,7 +1553,8 @@ int main(int argc, char** argv) {
   app.add_option("--agents", o.agents, "Simulated agents")->check(CLI::Range(1, 100000));
   app.add_option("--stores", o.stores, "etcd connections, one thread each")
       ->check(CLI::Range(1, 256));
-  app.add_option("--duration-s", o.duration_s, "The measured phase")->check(CLI::Range(5.0, 3600.0));
+  app.add_option("--duration-s", o.duration_s, "The measured phase")
+      ->check(CLI::Range(5.0, 3600.0));
   app.add_option("--step-s", o.step_s, "Each member's step")->check(CLI::Range(0.01, 10.0));
   app.add_option("--change-every-s", o.change_every_s, "Site budget changes")
       ->check(CLI::Range(1.0, 3600.0));

@@ -304,6 +304,11 @@ class LazyStore final : public coord::Store {
     if (!s) return std::move(s).error();
     return (*s)->Watch(key, prefix, after_revision, wait_s);
   }
+  Status Compact(int64_t revision) override {
+    auto s = Open();
+    if (!s) return std::move(s).error();
+    return (*s)->Compact(revision);
+  }
   std::string Describe() const override { return endpoints_; }
 
  private:

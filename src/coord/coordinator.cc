@@ -109,6 +109,23 @@ void Coordinator::Lead(double now_s) {
     status_.last_error = snap.error().message();
     return;
   }
+  // The history older than keep_history_s goes (one compaction at most per tenth of it).
+  revisions_seen_.emplace_back(now_s, snap->revision);
+  int64_t compact_to = 0;
+  while (!revisions_seen_.empty() &&
+         revisions_seen_.front().first <= now_s - config_.keep_history_s) {
+    compact_to = revisions_seen_.front().second;
+    revisions_seen_.pop_front();
+  }
+  if (compact_to > compacted_to_ && now_s - last_compact_s_ >= config_.keep_history_s / 10.0) {
+    last_compact_s_ = now_s;
+    if (auto st = store_.Compact(compact_to); st) {
+      compacted_to_ = compact_to;
+      status_.compacted_to = compact_to;
+    } else {
+      status_.last_error = st.error().message();
+    }
+  }
   const KeyValue* leader = nullptr;
   const KeyValue* ledger_kv = nullptr;
   PlanInput in;

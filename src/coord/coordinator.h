@@ -27,6 +27,9 @@ struct CoordinatorConfig {
   double period_s = 1.0;
   int64_t lease_ttl_s = 3;
   double forget_after_s = 60.0;
+  // The leader compacts the store's history older than this (etcd keeps every revision until
+  // compacted, and refuses writes past its quota: ~2 GiB by default).
+  double keep_history_s = 300.0;
   std::string id;      // unique per replica (host, pid, a random part)
   std::string listen;  // where its API is, written with the leader key
 };
@@ -48,6 +51,7 @@ struct CoordinatorStatus {
   std::vector<double> decrease_settle_s;  // per site budget decrease, from request to in force
   uint64_t malformed_values = 0;
   uint64_t grant_repairs = 0;  // grant keys written again from the ledger
+  int64_t compacted_to = 0;    // the store's history is compacted up to this revision
 };
 
 // Operations per transaction: etcd's default cap (--max-txn-ops) is 128.
@@ -89,7 +93,10 @@ class Coordinator {
   std::optional<double> requested_budget_w_;
   std::optional<double> decrease_since_s_;
   std::map<std::string, double> gone_since_s_;
-  std::map<std::string, int64_t> malformed_seen_;  // key -> mod_revision logged
+  std::map<std::string, int64_t> malformed_seen_;          // key -> mod_revision logged
+  std::deque<std::pair<double, int64_t>> revisions_seen_;  // (when, store revision) read
+  int64_t compacted_to_ = 0;
+  double last_compact_s_ = -1e300;
   CoordinatorStatus status_;
 };
 

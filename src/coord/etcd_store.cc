@@ -725,6 +725,21 @@ Status EtcdStore::LeaseRevoke(LeaseId lease) {
   return OkStatus();
 }
 
+Status EtcdStore::Compact(int64_t revision) {
+  json body = json::object();
+  body["revision"] = std::to_string(revision);
+  Result<Answer> a = Post("/v3/kv/compaction", body.dump(), Resend::kHarmless);
+  if (!a.ok()) {
+    // Compacting twice to the same revision is harmless: etcd says it is compacted already.
+    if (a.error().message().find("compacted") != std::string::npos) return OkStatus();
+    return std::move(a).error();
+  }
+  Reader r(fmt::format("etcd at {}: /v3/kv/compaction", a->url));
+  r.Revision(json::parse(a->body, nullptr, false));
+  if (!r.ok()) return r.error();
+  return OkStatus();
+}
+
 namespace {
 
 // The messages of one watch stream, one JSON object a line, parsed as they come; the stream is

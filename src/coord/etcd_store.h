@@ -52,6 +52,7 @@ class EtcdStore final : public Store {
   // gives compacted=true and the revision the watch was created at.
   Result<WatchResult> Watch(const std::string& key, bool prefix, int64_t after_revision,
                             double wait_s) override;
+  Status Compact(int64_t revision) override;
   std::string Describe() const override;
 
  private:

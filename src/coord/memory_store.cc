@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -278,6 +279,17 @@ Result<WatchResult> MemoryStore::Watch(const std::string& key, bool prefix, int6
   }
   if (!out.events.empty()) out.revision = out.events.back().kv.mod_revision;
   return out;
+}
+
+Status MemoryStore::Compact(int64_t revision) {
+  MutexLock lock(mu_);
+  if (auto st = Check(); !st) return std::move(st).error();
+  if (revision > revision_) {
+    return Error::Io(fmt::format("memory store: compact {}: a future revision", revision));
+  }
+  while (!history_.empty() && history_.front().kv.mod_revision <= revision) history_.pop_front();
+  compacted_ = std::max(compacted_, revision);
+  return OkStatus();
 }
 
 void MemoryStore::SetUnavailable(bool unavailable) {

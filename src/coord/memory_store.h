@@ -32,6 +32,7 @@ class MemoryStore final : public Store {
   Status LeaseRevoke(LeaseId lease) override;
   Result<WatchResult> Watch(const std::string& key, bool prefix, int64_t after_revision,
                             double wait_s) override;
+  Status Compact(int64_t revision) override EXCLUDES(mu_);
   std::string Describe() const override { return "memory"; }
 
   // Faults.

@@ -67,7 +67,24 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
           continue;
         }
       } else {
-        // A new incarnation takes the job's place: its floor was never released.
+        // A new incarnation takes the job's place: its floor was never released. A larger
+        // floor than the ledger's (another configuration) needs the difference free first.
+        const double more_w = m->second.floor_w - j.floor_w;
+        const double budget_w = std::min(l.site_budget_w, l.target_site_budget_w) - l.reserve_w;
+        if (more_w > kEpsW && (l.FloorsW() + more_w > budget_w + kEpsW ||
+                               l.HeldW() + more_w > l.site_budget_w - l.reserve_w + kEpsW)) {
+          log(
+              fmt::format("{}: lease {:x} waits: its floor {:.1f} W is {:.1f} W above the "
+                          "job's, not free yet",
+                          name, m->second.lease, m->second.floor_w, more_w));
+          ++it;
+          continue;
+        }
+        if (more_w > kEpsW) {
+          j.floor_w = m->second.floor_w;
+          j.held_w += more_w;
+          j.grant_w = std::max(j.grant_w, j.floor_w);
+        }
         j.lease = m->second.lease;
         j.demand_w = std::max(m->second.demand_w, j.floor_w);
         regrant[name] = true;
@@ -89,8 +106,17 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
     ++it;
   }
 
-  // 2. Admission, in order of registration.
+  // An increase of the site budget is in force at once (a decrease once it fits: step 5).
+  if (l.target_site_budget_w > l.site_budget_w) {
+    l.site_budget_w = l.target_site_budget_w;
+    out.changed = true;
+  }
+
+  // 2. Admission, in order of registration. A newcomer whose floor fits beside the admitted
+  // floors but not beside what they hold waits, its floor kept out of everyone's targets so
+  // that grants come down to make room for it.
   const double alloc_budget_w = std::min(l.site_budget_w, l.target_site_budget_w) - l.reserve_w;
+  double waiting_w = 0.0;
   std::vector<std::pair<int64_t, std::string>> newcomers;
   for (const auto& [name, m] : in.members) {
     if (l.jobs.contains(name)) continue;
@@ -101,14 +127,15 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
   for (const auto& [at, name] : newcomers) {
     const Member& m = in.members.at(name);
     const double floors_w = l.FloorsW();
-    const double room_w = alloc_budget_w - floors_w;
+    const double room_w = alloc_budget_w - floors_w - waiting_w;
     // The floor must fit beside the others' floors and beside what they hold now (their
     // acknowledged grants come down over the next periods; until then it waits).
     if (m.floor_w <= room_w + kEpsW) {
-      const double free_w = l.site_budget_w - l.reserve_w - l.HeldW();
+      const double free_w = l.site_budget_w - l.reserve_w - l.HeldW() - waiting_w;
       if (m.floor_w > free_w + kEpsW) {
         log(fmt::format("{}: floor {:.1f} W fits, waiting for {:.1f} W to be released", name,
-                        m.floor_w, m.floor_w - free_w));
+                        m.floor_w, m.floor_w - std::max(0.0, free_w)));
+        waiting_w += m.floor_w;
         continue;
       }
       LedgerJob j;
@@ -150,7 +177,7 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
     const double demand_w = j.lease == 0 ? j.floor_w : j.demand_w;
     alloc_jobs[name] = {j.floor_w, demand_w};
   }
-  const std::map<std::string, double> target = Allocate(alloc_budget_w, alloc_jobs);
+  const std::map<std::string, double> target = Allocate(alloc_budget_w - waiting_w, alloc_jobs);
 
   // 4. Down first, then up into the room.
   double want_w = 0.0;
@@ -163,8 +190,8 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
       want_w += t - j.grant_w;
     }
   }
-  const double room_w = std::max(0.0, l.site_budget_w - l.reserve_w - l.HeldW());
-  const double room_alloc_w = std::max(0.0, alloc_budget_w - l.HeldW());
+  const double room_w = std::max(0.0, l.site_budget_w - l.reserve_w - l.HeldW() - waiting_w);
+  const double room_alloc_w = std::max(0.0, alloc_budget_w - l.HeldW() - waiting_w);
   const double give_fraction =
       want_w > 0.0 ? std::min(1.0, std::min(room_w, room_alloc_w) / want_w) : 0.0;
   if (give_fraction > 0.0) {
@@ -188,11 +215,6 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
     l.site_budget_w = l.target_site_budget_w;
     out.changed = true;
   }
-  if (l.target_site_budget_w > l.site_budget_w) {
-    l.site_budget_w = l.target_site_budget_w;  // an increase is in force at once
-    out.changed = true;
-  }
-
   for (const auto& [name, yes] : regrant) {
     LedgerJob& j = l.jobs.at(name);
     j.seq = ++l.seq;

@@ -8,8 +8,10 @@
 //      `forget_after_s` without a member.
 //   2. Admission, in order of registration: a member not in the ledger whose floor fits next to
 //      the floors of the jobs admitted (against the lower of the budget in force and the one
-//      asked for) is admitted at its floor; one that does not fit is refused, with the numbers.
-//      Running jobs' floors are never taken.
+//      asked for) is admitted at its floor once that much is not held; until then it waits,
+//      its floor kept out of the others' targets so that their grants come down. One whose
+//      floor does not fit is refused, with the numbers. Running jobs' floors are never taken.
+//      (A site budget increase is in force before any of this.)
 //   3. Targets (Allocate): every floor covered, the rest split in proportion to demand above
 //      floor, capped at demand.
 //   4. Down first: grants above their target are lowered at once (held stays until acked); grants

@@ -137,6 +137,10 @@ class Store {
   virtual Result<WatchResult> Watch(const std::string& key, bool prefix, int64_t after_revision,
                                     double wait_s) = 0;
 
+  // Drops the history up to `revision` (watches from before it are told `compacted`); the keys
+  // as they are stay. A revision already compacted is not an error.
+  virtual Status Compact(int64_t revision) = 0;
+
   // Where the store is, for messages ("memory", "http://127.0.0.1:2379").
   virtual std::string Describe() const = 0;
 };

@@ -122,6 +122,36 @@ TEST(MemoryStore, WatchSeesChangesAfterARevision) {
   EXPECT_TRUE(s.Watch("/w/", true, 1, 0.0)->compacted);
 }
 
+TEST(MemoryStore, CompactionDropsTheHistoryNotTheKeys) {
+  FakeClock clock;
+  MemoryStore s(clock.fn());
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(s.Put("/k", std::to_string(i), 0));  // revs 2..6
+  ASSERT_TRUE(s.Compact(4));
+  EXPECT_TRUE(s.Watch("/k", false, 3, 0.0)->compacted);
+  auto w = s.Watch("/k", false, 4, 0.0);
+  ASSERT_FALSE(w->compacted);
+  EXPECT_EQ(w->events.size(), 2u);
+  EXPECT_EQ(s.Get("/k", false)->kvs[0].value, "4");
+  EXPECT_FALSE(s.Compact(100));
+}
+
+TEST(Protocol, TheLeaderCompactsOldHistory) {
+  FakeClock clock;
+  MemoryStore store(clock.fn());
+  CoordinatorConfig cc;
+  cc.site = "s";
+  cc.site_budget_w = 1000;
+  cc.id = "c";
+  cc.keep_history_s = 10;
+  Coordinator c(store, cc, clock.fn(), [](auto&) {});
+  for (int i = 0; i < 30; ++i) {
+    clock.t += 1.0;
+    c.Step();
+  }
+  EXPECT_GT(c.status().compacted_to, 0);
+  EXPECT_TRUE(store.Watch("/", true, 1, 0.0)->compacted);
+}
+
 TEST(MemoryStore, FaultsUnavailableAndUnknownOutcome) {
   FakeClock clock;
   MemoryStore s(clock.fn());
@@ -253,12 +283,52 @@ TEST(Plan, AGoneLeaseFallsToTheFloorAndANewIncarnationKeepsThePlace) {
   EXPECT_DOUBLE_EQ(p.ledger.jobs.at("b").grant_w, 350);
   EXPECT_DOUBLE_EQ(p.ledger.jobs.at("b").held_w, 500);
   EXPECT_DOUBLE_EQ(p.ledger.jobs.at("a").grant_w, 200);
+  // A new incarnation with a larger floor takes the place only once the difference is free.
+  {
+    PlanInput big = in;
+    big.members["a"] = M("a", 400, 500, 10);
+    PlanOutput waits = Plan(p.ledger, big, 5);  // b holds 500 of 700: 100 free, 300 needed
+    EXPECT_NE(waits.ledger.jobs.at("a").lease, 10);
+    EXPECT_GE(InvariantSlackW(waits.ledger), 0.0);
+  }
   // forgotten after forget_after_s with no member
   in.members.erase("a");
   in.gone_for_s["a"] = 61;
   p = Plan(p.ledger, in, 5);
   EXPECT_FALSE(p.ledger.jobs.contains("a"));
   ASSERT_EQ(p.forgotten.size(), 1u);
+}
+
+TEST(Plan, ALateComerIsAdmittedOnceTheOthersGaveUpItsFloor) {
+  PlanInput in;
+  in.members = {{"a", M("a", 100, 1000, 1)}, {"b", M("b", 100, 1000, 2)}};
+  in.registered_at = {{"a", 1}, {"b", 2}};
+  Ledger l = Plan(Fresh(1000, 0), in, 5).ledger;  // a and b hold all 1000 W
+  EXPECT_DOUBLE_EQ(l.HeldW(), 1000);
+  in.members["c"] = M("c", 200, 1000, 3);
+  in.registered_at["c"] = 3;
+  PlanOutput p = Plan(l, in, 5);
+  EXPECT_FALSE(p.ledger.jobs.contains("c"));
+  // a and b come down to leave c's floor out: (1000 - 200) split 400/400.
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("a").grant_w, 400);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("b").grant_w, 400);
+  l = p.ledger;
+  in.acks["a"] = {"a", 5, l.jobs.at("a").seq, 1, 400};
+  in.acks["b"] = {"b", 5, l.jobs.at("b").seq, 2, 400};
+  p = Plan(l, in, 5);
+  ASSERT_TRUE(p.ledger.jobs.contains("c"));
+  EXPECT_GE(p.ledger.jobs.at("c").grant_w, 200);
+  EXPECT_GE(InvariantSlackW(p.ledger), 0.0);
+}
+
+TEST(Plan, ASiteBudgetIncreaseIsGrantedInTheSamePeriod) {
+  PlanInput in;
+  in.members = {{"a", M("a", 100, 1000, 1)}};
+  Ledger l = Plan(Fresh(500, 0), in, 5).ledger;
+  l.target_site_budget_w = 800;
+  PlanOutput p = Plan(l, in, 5);
+  EXPECT_DOUBLE_EQ(p.ledger.site_budget_w, 800);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("a").grant_w, 800);
 }
 
 TEST(Plan, ASiteBudgetDecreaseIsInForceOnceTheHeldWattsFit) {

@@ -415,6 +415,20 @@ TEST_F(EtcdStoreTest, WatchReportsCompaction) {
   EXPECT_GE(w->revision, *r1);
 }
 
+TEST_F(EtcdStoreTest, CompactsThroughTheStore) {
+  Result<int64_t> r0 = store_->Put(prefix_ + "d", "1");
+  Result<int64_t> r1 = store_->Put(prefix_ + "d", "2");
+  ASSERT_TRUE(r0.ok() && r1.ok());
+  ASSERT_TRUE(store_->Compact(*r1).ok());
+  ASSERT_TRUE(store_->Compact(*r1).ok());  // again: already compacted, not an error
+  Result<WatchResult> w = store_->Watch(prefix_ + "d", false, *r0 - 1, 5.0);
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  EXPECT_TRUE(w->compacted);
+  Result<RangeResult> g = store_->Get(prefix_ + "d");
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->kvs.at(0).value, "2");
+}
+
 // Threads sharing one store: every increment is a CAS on the counter's mod revision, retried
 // when another thread won; none is lost or doubled.
 TEST_F(EtcdStoreTest, ConcurrentCasIncrements) {

@@ -573,9 +573,11 @@ Result<EtcdStore::Answer> EtcdStore::Post(const char* path, const std::string& b
       received.append(data, size);
       return true;
     };
+    httplib::Client* client = clients_[i].get();  // under mu_ (the analysis does not follow
+                                                   // the lock into a lambda)
     const httplib::Result res = [&] {
       ScopedSigpipeBlock no_sigpipe;
-      return clients_[i]->send(request);
+      return client->send(request);
     }();
     if (res || Answered(res.error(), status, received)) {
       if (status == 200) {

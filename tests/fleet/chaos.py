@@ -455,15 +455,15 @@ class Chaos:
         revisions = list(self.watch.revisions)
         # Floors and reserve, from the ledgers (the agents log what they act on, not floors).
         floor = {}
-        issued = set()  # (job, term, seq, lease, watts)
         for _, _, l in revisions:
             for job, j in l["jobs"].items():
                 floor[job] = j["floor_w"]
         # Every grant written: the ledger holds each job's latest; ledgers are watched at every
         # revision, so every grant is seen.
+        issued = {}  # (job, term, seq, lease) -> the watts of those grants
         for _, _, l in revisions:
             for job, j in l["jobs"].items():
-                issued.add((job, l["term"], j["seq"], j["lease"], round(j["grant_w"], 3)))
+                issued.setdefault((job, l["term"], j["seq"], j["lease"]), set()).add(j["grant_w"])
         # Budget in force: by arrival time, and by the grants acted on (a ledger whose seq an
         # agent acts on had been written when it did).
         by_time = [(t, l["site_budget_w"] - l["reserve_w"]) for t, _, l in revisions]
@@ -478,8 +478,9 @@ class Chaos:
                     continue
                 events.append((r["t_mono_s"], job, r))
                 if r["state"] == "granted":
-                    key = (job, r["term"], r["seq"], r["lease"], round(r["job_budget_w"], 3))
-                    if key not in issued:
+                    # The log prints watts to 6 decimals: equal within a milliwatt.
+                    key = (job, r["term"], r["seq"], r["lease"])
+                    if not any(abs(w - r["job_budget_w"]) <= 1e-3 for w in issued.get(key, ())):
                         stale.append(f"{job}: acted on a grant no ledger issued: {key}")
                     if r["term"] < max_term.get(r["pid"], 0):
                         stale.append(f"{job}: pid {r['pid']} acted on term {r['term']} after "
@@ -656,6 +657,8 @@ def main():
     if args.json:
         print(json.dumps(result, indent=2))
     elif args.markdown:
+        for example in result["stale_examples"] + [str(v) for v in result["violation_examples"]]:
+            print(f"chaos: {example}", file=sys.stderr)
         print(f"| faults ({', '.join(f'{k} {v}' for k, v in result['by_kind'].items())}) | {result['faults']} |")
         print("|---|---|")
         for k in ["instants_checked", "invariant_violations", "stale_grants_acted_on",

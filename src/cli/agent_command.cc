@@ -29,6 +29,7 @@
 #include "agent/runner.h"
 #include "agent/server.h"
 #include "cli/commands.h"
+#include "cli/token_options.h"
 #include "common/paths.h"
 #include "control/baselines.h"
 #include "control/factory.h"
@@ -167,60 +168,6 @@ Result<control::Policy> ReadPolicy(const std::string& path) {
   return control::PolicyFromJson(ss.str(), path);
 }
 
-constexpr size_t kMaxTokenBytes = 4096;
-
-Status CheckToken(const std::string& token, std::string_view where) {
-  if (token.empty()) return Error::Usage(fmt::format("{}: the token is empty", where));
-  if (token.size() > kMaxTokenBytes) {
-    return Error::Usage(
-        fmt::format("{}: the token is longer than {} bytes", where, kMaxTokenBytes));
-  }
-  for (char c : token) {
-    if (c <= ' ' || c == 0x7f) {
-      return Error::Usage(fmt::format(
-          "{}: the token may hold visible ASCII only (no spaces or control bytes)", where));
-    }
-  }
-  return OkStatus();
-}
-
-// The bearer token: --token-file, else HEADROOM_TOKEN, else --token (which every user of the
-// machine can read in the process list: a warning says so).
-Result<std::string> ResolveToken(const AgentArgs& args, const Log& log) {
-  if (!args.token.empty() && !args.token_file.empty()) {
-    return Error::Usage("--token and --token-file: give one");
-  }
-  if (!args.token_file.empty()) {
-    std::ifstream in(args.token_file, std::ios::binary);
-    if (!in) {
-      return Error::Io(
-          fmt::format("--token-file {}: cannot open: {}", args.token_file, std::strerror(errno)));
-    }
-    std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
-    if (auto st = CheckToken(token, "--token-file " + args.token_file); !st)
-      return std::move(st).error();
-    struct stat st {};
-    if (stat(args.token_file.c_str(), &st) == 0 && (st.st_mode & 0077) != 0) {
-      log(fmt::format("warning: --token-file {} is readable by other users (chmod 600 it)",
-                      args.token_file));
-    }
-    return token;
-  }
-  if (const char* env = std::getenv("HEADROOM_TOKEN");
-      env != nullptr && *env != '\0' && args.token.empty()) {
-    std::string token(env);
-    if (auto st = CheckToken(token, "HEADROOM_TOKEN"); !st) return std::move(st).error();
-    return token;
-  }
-  if (!args.token.empty()) {
-    if (auto st = CheckToken(args.token, "--token"); !st) return std::move(st).error();
-    log("warning: --token is visible to every user of this machine (ps); prefer --token-file "
-        "or HEADROOM_TOKEN");
-  }
-  return args.token;
-}
-
 // Puts back the limits a state file holds, then removes it. Nothing there: nothing to do.
 Status RestoreFromStateFile(const std::string& path, const std::string& library, const Log& log) {
   auto state = agent::ReadGuardState(path);
@@ -337,7 +284,7 @@ Status RunAgent(const AgentArgs& args) {
   // Options first: nothing is opened, bound or written before they are all good.
   auto listen = agent::ParseListen(args.listen);
   if (!listen) return std::move(listen).error();
-  auto token = ResolveToken(args, log);
+  auto token = ResolveToken({args.token, args.token_file}, log);
   if (!token) return std::move(token).error();
   if (args.token_on_reads && token->empty()) {
     return Error::Usage("--token-on-reads needs a token (--token-file or HEADROOM_TOKEN)");

@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/token_options.h"
 #include "coord/coordinator.h"
 #include "coord/coordinator_server.h"
 #include "coord/etcd_store.h"
@@ -38,7 +39,6 @@ inline constexpr int64_t kMaxLeaseTtlS = 60;
 inline constexpr double kMinForgetAfterS = 1.0;
 inline constexpr double kMaxForgetAfterS = 7 * 86400.0;
 inline constexpr double kEtcdTimeoutS = 2.0;  // connecting, and each wait for an answer
-inline constexpr size_t kMaxTokenBytes = 4096;
 
 struct CoordinatorArgs {
   std::string etcd;
@@ -115,58 +115,6 @@ class StopSignal {
   std::atomic<bool> stop_{false};
 };
 
-Status CheckToken(const std::string& token, std::string_view where) {
-  if (token.empty()) return Error::Usage(fmt::format("{}: the token is empty", where));
-  if (token.size() > kMaxTokenBytes) {
-    return Error::Usage(
-        fmt::format("{}: the token is longer than {} bytes", where, kMaxTokenBytes));
-  }
-  for (char c : token) {
-    if (c <= ' ' || c == 0x7f) {
-      return Error::Usage(fmt::format(
-          "{}: the token may hold visible ASCII only (no spaces or control bytes)", where));
-    }
-  }
-  return OkStatus();
-}
-
-// The bearer token: --token-file, else HEADROOM_TOKEN, else --token (which every user of the
-// machine can read in the process list: a warning says so). Empty: none.
-Result<std::string> ResolveToken(const CoordinatorArgs& args, const Log& log) {
-  if (!args.token.empty() && !args.token_file.empty()) {
-    return Error::Usage("--token and --token-file: give one");
-  }
-  if (!args.token_file.empty()) {
-    std::ifstream in(args.token_file, std::ios::binary);
-    if (!in) {
-      return Error::Io(
-          fmt::format("--token-file {}: cannot open: {}", args.token_file, std::strerror(errno)));
-    }
-    std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
-    if (auto st = CheckToken(token, "--token-file " + args.token_file); !st)
-      return std::move(st).error();
-    struct stat st {};
-    if (stat(args.token_file.c_str(), &st) == 0 && (st.st_mode & 0077) != 0) {
-      log(fmt::format("warning: --token-file {} is readable by other users (chmod 600 it)",
-                      args.token_file));
-    }
-    return token;
-  }
-  if (const char* env = std::getenv("HEADROOM_TOKEN");
-      env != nullptr && *env != '\0' && args.token.empty()) {
-    std::string token(env);
-    if (auto st = CheckToken(token, "HEADROOM_TOKEN"); !st) return std::move(st).error();
-    return token;
-  }
-  if (!args.token.empty()) {
-    if (auto st = CheckToken(args.token, "--token"); !st) return std::move(st).error();
-    log("warning: --token is visible to every user of this machine (ps); prefer --token-file "
-        "or HEADROOM_TOKEN");
-  }
-  return args.token;
-}
-
 struct Listen {
   std::string host;  // without brackets
   int port = 0;
@@ -241,7 +189,7 @@ Status RunCoordinator(const CoordinatorArgs& args) {
   }
   auto listen = ParseListen(args.listen);
   if (!listen) return std::move(listen).error();
-  auto token = ResolveToken(args, log);
+  auto token = ResolveToken({args.token, args.token_file}, log);
   if (!token) return std::move(token).error();
   if (!coord::IsLoopbackHost(listen->host) && token->empty() && !args.insecure_listen) {
     return Error::Usage(fmt::format(

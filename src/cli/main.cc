@@ -59,8 +59,7 @@ int main(int argc, char** argv) {
   add("coordinator",
       "One replica of a site's coordinator: one site budget shared by every job on every node",
       headroom::cli::SetupCoordinator);
-  add("fleet-sim",
-      "A site on one machine: a coordinator and twin-mode agents in one process",
+  add("fleet-sim", "A site on one machine: a coordinator and twin-mode agents in one process",
       headroom::cli::SetupFleetSim);
 
   try {

@@ -574,7 +574,7 @@ Result<EtcdStore::Answer> EtcdStore::Post(const char* path, const std::string& b
       return true;
     };
     httplib::Client* client = clients_[i].get();  // under mu_ (the analysis does not follow
-                                                   // the lock into a lambda)
+                                                  // the lock into a lambda)
     const httplib::Result res = [&] {
       ScopedSigpipeBlock no_sigpipe;
       return client->send(request);

@@ -108,6 +108,22 @@ double FleetMember::ValueLocked() const {
   return std::max(0.0, mt / mp);
 }
 
+Member FleetMember::DemandLocked(LeaseId lease) const {
+  Member m;
+  m.job = config_.job;
+  m.gpus = config_.gpus;
+  m.nameplate_w = config_.nameplate_w;
+  m.floor_w = config_.floor_w;
+  m.demand_w = config_.nameplate_w;  // first version: the nameplate (docs/FLEET.md)
+  m.power_w = power_w_;
+  m.node_overhead_w = config_.node_overhead_w;
+  m.phase = phase_;
+  m.value_tokens_per_j = ValueLocked();
+  m.budget_w = served_.job_budget_w;
+  m.lease = lease;
+  return m;
+}
+
 double FleetMember::ValueTokensPerJ() const {
   MutexLock lock(mu_);
   return ValueLocked();
@@ -127,18 +143,8 @@ bool FleetMember::Register(double now_s) {
   Member m;
   {
     MutexLock lock(mu_);
-    m.job = config_.job;
-    m.gpus = config_.gpus;
-    m.nameplate_w = config_.nameplate_w;
-    m.floor_w = config_.floor_w;
-    m.demand_w = config_.nameplate_w;
-    m.power_w = power_w_;
-    m.phase = phase_;
-    m.value_tokens_per_j = ValueLocked();
-    m.budget_w = served_.job_budget_w;
-    m.lease = *lease;
+    m = DemandLocked(*lease);
   }
-  m.node_overhead_w = config_.node_overhead_w;
   TxnRequest txn;
   txn.compare.push_back(
       Compare::CreateRevision(keys_.member(config_.job), Compare::Result::kEqual, 0));
@@ -224,17 +230,7 @@ void FleetMember::Step() {
     if (now_s - published_s_ >= config_.update_s) {
       publish = true;
       published_s_ = now_s;
-      m.job = config_.job;
-      m.gpus = config_.gpus;
-      m.nameplate_w = config_.nameplate_w;
-      m.floor_w = config_.floor_w;
-      m.demand_w = config_.nameplate_w;
-      m.power_w = power_w_;
-      m.phase = phase_;
-      m.value_tokens_per_j = ValueLocked();
-      m.budget_w = served_.job_budget_w;
-      m.node_overhead_w = config_.node_overhead_w;
-      m.lease = lease;
+      m = DemandLocked(lease);
     }
   }
   if (publish) {

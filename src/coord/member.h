@@ -86,6 +86,7 @@ class FleetMember {
  private:
   Acting CurrentLocked(double now_s) const REQUIRES(mu_);
   double ValueLocked() const REQUIRES(mu_);
+  Member DemandLocked(LeaseId lease) const REQUIRES(mu_);  // what the member key publishes
   bool Register(double now_s) EXCLUDES(mu_);
 
   Store& store_;

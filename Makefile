@@ -12,7 +12,7 @@ HEADROOM := build/bin/headroom
 
 CHAOS_FAULTS ?= 1000
 
-.PHONY: chaos bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile demo policies results clean format
+.PHONY: chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile demo policies results clean format
 
 all: build
 
@@ -27,7 +27,6 @@ test: build
 	$(MAKE) test-release
 	$(MAKE) test-asan
 	$(MAKE) test-tsan
-	$(MAKE) test-thread-safety
 	$(MAKE) fuzz
 
 # The dashboard test skips where Chromium is missing, except here: setup installs it.
@@ -49,17 +48,20 @@ test-tsan: setup
 	ctest --preset tsan -R '^(Agent|Server|Guard|Runner|Recorder|MemberThreads|CoordinatorServerTest|CoordinatorMetrics)\.'
 
 # clang's thread-safety analysis on the agent's shared state (common/thread_annotations.h):
-# a build with -Wthread-safety -Werror; a lock missing around annotated state fails it.
+# a build with -Wthread-safety -Werror; a lock missing around annotated state fails it. In
+# `make test` the fuzz build does it (its preset turns the analysis on and builds both).
 test-thread-safety: setup
 	cmake --preset thread-safety
 	cmake --build --preset thread-safety -j $(JOBS) --target headroom_agent headroom_coord
 
 # libFuzzer on the trace readers (with the analyzer behind them), on scenario files (with the
 # twin behind them), on policy files (with decisions behind them) and on the agent's HTTP
-# requests (Beast's parser, then the routes), for a bounded time each.
+# requests (Beast's parser, then the routes), for a bounded time each. The build is clang's
+# thread-safety analysis too (headroom_agent, headroom_coord).
 fuzz: setup
 	cmake --preset fuzz
-	cmake --build --preset fuzz -j $(JOBS) --target trace_reader_fuzz scenario_fuzz policy_fuzz http_fuzz
+	cmake --build --preset fuzz -j $(JOBS) --target trace_reader_fuzz scenario_fuzz policy_fuzz http_fuzz \
+	  headroom_agent headroom_coord
 	mkdir -p build-fuzz/corpus build-fuzz/scenario_corpus build-fuzz/policy_corpus build-fuzz/http_corpus
 	cp tests/fuzz/corpus/* build-fuzz/corpus/
 	cp tests/fuzz/scenario_corpus/* build-fuzz/scenario_corpus/
@@ -79,7 +81,11 @@ fuzz: setup
 chaos: build
 	./scripts/chaos_table.sh build/bin/headroom $(CHAOS_FAULTS)
 
-bench: build
+# The benchmarks are not in `make build` (nor `make test`): built here.
+bench-build: build
+	cmake --build --preset release -j $(JOBS) --target headroom_bench headroom_fleet_scale
+
+bench: bench-build
 	build/bin/headroom_bench
 
 # headroom against pandas on a 20-million-sample trace (docs/PERFORMANCE.md).
@@ -87,11 +93,11 @@ bench-pandas: build
 	./bench/pandas_compare.sh
 
 # Twin ticks per second against the same loop in Python + numpy (docs/PERFORMANCE.md).
-bench-twin: build
+bench-twin: bench-build
 	./bench/twin_speed_compare.sh
 
 # PPO updates per second against the same update in PyTorch (docs/PERFORMANCE.md).
-bench-ppo: build
+bench-ppo: bench-build
 	./scripts/setup.sh --torch
 	./bench/ppo_compare.sh
 
@@ -122,7 +128,7 @@ bench-hostile: build
 # holds its 1 s period, grant round trip, etcd's requests and transactions per second, the
 # coordinator's CPU and memory (docs/PERFORMANCE.md, "A site at scale"). About 80 s.
 FLEET_AGENTS ?= 1000
-bench-fleet: build
+bench-fleet: bench-build
 	mkdir -p build/bench
 	build/bin/headroom_fleet_scale --headroom $(HEADROOM) --agents $(FLEET_AGENTS) \
 	  --json build/bench/fleet_scale.json

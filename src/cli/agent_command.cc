@@ -31,6 +31,7 @@
 #include "cli/commands.h"
 #include "cli/token_options.h"
 #include "common/paths.h"
+#include "common/process_identity.h"
 #include "control/baselines.h"
 #include "control/factory.h"
 #include "control/policy.h"
@@ -607,6 +608,9 @@ Status RunAgent(const AgentArgs& args) {
     mc.local_budget_w = args.budget_w ? *args.budget_w * gpus + overhead_w : mc.floor_w;
     mc.lease_ttl_s = args.lease_ttl_s;
     mc.fence_margin_s = fence_margin_s;
+    // A restart on this machine takes the place of this job's agent that is gone.
+    mc.holder = ThisProcessIdentity();
+    mc.holder_gone = [](std::string_view holder) { return IdentityGoneHere(holder); };
     member_config = mc;
   }
   std::FILE* fleet_log = nullptr;

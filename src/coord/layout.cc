@@ -80,6 +80,11 @@ class Reader {
     }
     return v->get<std::string>();
   }
+  // Absent is "", present must be a string.
+  std::string OptionalString(const char* key) {
+    if (!error_.empty() || !j_.contains(key)) return {};
+    return String(key);
+  }
   bool Bool(const char* key) {
     const json* v = Field(key);
     if (v == nullptr) return false;
@@ -137,7 +142,8 @@ std::string ToJson(const Member& m) {
               {"phase", m.phase},
               {"value_tokens_per_j", m.value_tokens_per_j},
               {"budget_w", m.budget_w},
-              {"lease", m.lease}}
+              {"lease", m.lease},
+              {"holder", m.holder}}
       .dump();
 }
 
@@ -194,10 +200,12 @@ Result<Member> MemberFromJson(std::string_view text, std::string_view where) {
   m.value_tokens_per_j = r.Number("value_tokens_per_j");
   m.budget_w = r.Watts("budget_w");
   m.lease = r.Integer("lease");
+  m.holder = r.OptionalString("holder");
   if (r.error().empty()) {
     if (auto st = CheckName(m.job, "job"); !st) r.Fail("job", st.error().message());
     if (m.gpus < 1 || m.gpus > 1 << 20) r.Fail("gpus", "expected 1 or more");
     if (m.floor_w > m.demand_w) r.Fail("floor_w", "above demand_w");
+    if (m.holder.size() > 512) r.Fail("holder", "longer than 512 bytes");
   }
   if (!r.error().empty()) return Error::Input(r.error());
   return m;

@@ -47,6 +47,9 @@ struct Member {
   double value_tokens_per_j = 0.0;  // marginal value of power: tokens/s per W (docs/FLEET.md)
   double budget_w = 0.0;            // the job budget it acts on now
   LeaseId lease = 0;
+  // The agent process holding the registration (common/process_identity.h); optional, "" when
+  // unknown. A restarted agent on the same machine takes the place of one that is gone.
+  std::string holder;
 };
 
 struct Grant {

@@ -121,6 +121,7 @@ Member FleetMember::DemandLocked(LeaseId lease) const {
   m.value_tokens_per_j = ValueLocked();
   m.budget_w = served_.job_budget_w;
   m.lease = lease;
+  m.holder = config_.holder;
   return m;
 }
 
@@ -151,6 +152,21 @@ bool FleetMember::Register(double now_s) {
   txn.success.push_back(Op::Put(keys_.member(config_.job), ToJson(m), *lease));
   txn.failure.push_back(Op::Get(keys_.member(config_.job)));
   auto r = store_.Txn(txn);
+  // Taken by this job's previous agent on this machine, and that process is gone: its lease
+  // goes now (it acts on nothing), and the registration is tried once more.
+  if (r && !r->succeeded && !r->responses.empty() && !r->responses[0].empty() &&
+      config_.holder_gone && !config_.holder.empty()) {
+    const KeyValue& taken = r->responses[0][0];
+    auto before = MemberFromJson(taken.value, taken.key);
+    if (before && !before->holder.empty() && before->holder != config_.holder && taken.lease != 0 &&
+        config_.holder_gone(before->holder)) {
+      if (auto revoked = store_.LeaseRevoke(taken.lease); revoked || IsLeaseGone(revoked.error())) {
+        log_(fmt::format("fleet: job '{}': its previous agent ({}) is gone: lease {:x} revoked",
+                         config_.job, before->holder, taken.lease));
+        r = store_.Txn(txn);
+      }
+    }
+  }
   if (!r || !r->succeeded) {
     std::string why;
     if (!r) {

@@ -36,6 +36,12 @@ struct MemberConfig {
   double fence_margin_s = 1.0;    // fences at TTL - margin after the last renewal was sent
   double update_s = 1.0;          // how often the demand is published
   double value_window_s = 120.0;  // the marginal value's estimation window
+  // This agent process (common/process_identity.h), published in the member key; and the test
+  // of whether the holder of a taken registration is a process known to be gone (same machine,
+  // not running). With both, a restarted agent revokes its dead predecessor's lease and takes
+  // the job's place at once instead of waiting out the lease; without, it waits.
+  std::string holder;
+  std::function<bool(std::string_view holder)> holder_gone;
 };
 
 struct Acting {

@@ -572,6 +572,46 @@ TEST(Protocol, ASecondAgentWithATakenJobNameIsRefused) {
   EXPECT_EQ(dup.Current().state, Acting::State::kLocal);
 }
 
+TEST(Protocol, ARestartedAgentTakesItsGonePredecessorsPlaceAtOnce) {
+  Site site(3, 1500, 100, 1);
+  // job0's agent says who it is; the restarted one knows whether that process still runs.
+  site.configs_[0].holder = "pid=1";
+  site.members_[0] =
+      std::make_unique<FleetMember>(site.store_, site.configs_[0], site.clock_.fn(), [](auto&) {});
+  site.Run(8);
+  ASSERT_TRUE(site.FullyAllocated());
+  const LeaseId before = site.members_[0]->status().lease;
+
+  // Still running (or not known gone): the name stays taken.
+  MemberConfig alive = site.configs_[0];
+  alive.holder = "pid=2";
+  alive.holder_gone = [](std::string_view) { return false; };
+  FleetMember dup(site.store_, alive, site.clock_.fn(), [](auto&) {});
+  dup.Step();
+  EXPECT_FALSE(dup.status().registered);
+  EXPECT_NE(dup.status().refused.find("is taken"), std::string::npos);
+
+  // SIGKILL, then a restart that knows pid 1 is gone: registered in its first step, well
+  // within the old lease's TTL, and granted within two periods.
+  MemberConfig restarted = site.configs_[0];
+  restarted.holder = "pid=3";
+  restarted.holder_gone = [](std::string_view h) { return h == "pid=1"; };
+  site.members_[0] =
+      std::make_unique<FleetMember>(site.store_, restarted, site.clock_.fn(), [](auto&) {});
+  site.members_[0]->Step();
+  EXPECT_TRUE(site.members_[0]->status().registered);
+  EXPECT_NE(site.members_[0]->status().lease, before);
+  auto kept = site.store_.LeaseKeepAlive(before);
+  ASSERT_FALSE(kept);
+  EXPECT_TRUE(IsLeaseGone(kept.error())) << kept.error().message();
+  site.Run(2.0);
+  EXPECT_TRUE(site.FullyAllocated());
+  EXPECT_EQ(site.violations_, 0);
+  auto m = site.store_.Get("/headroom/s/members/job0", false);
+  ASSERT_TRUE(m && m->kvs.size() == 1);
+  EXPECT_EQ(MemberFromJson(m->kvs[0].value, "member")->holder, "pid=3");
+}
+
 TEST(Protocol, MalformedValuesAreIgnoredNotTrusted) {
   Site site(2, 1500, 100, 1);
   site.Run(4);

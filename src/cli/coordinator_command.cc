@@ -53,6 +53,8 @@ struct CoordinatorArgs {
   std::vector<std::string> allow_hosts;
   bool insecure_listen = false;
   double forget_after_s = 60.0;
+  std::string allocation = "proportional";
+  std::string fairness = "none";
 };
 
 using Log = std::function<void(const std::string&)>;
@@ -225,6 +227,9 @@ Status RunCoordinator(const CoordinatorArgs& args) {
   config.period_s = args.period_s;
   config.lease_ttl_s = args.lease_ttl_s;
   config.forget_after_s = args.forget_after_s;
+  config.allocation =
+      args.allocation == "value" ? coord::Allocation::kValue : coord::Allocation::kProportional;
+  config.fairness = args.fairness == "max-min" ? coord::Fairness::kMaxMin : coord::Fairness::kNone;
   config.id = ReplicaId();
   config.listen = listen->Address(server.port());
   coord::CoordinatorHost host(**store, config, SteadyNowS, log);
@@ -287,6 +292,16 @@ Command SetupCoordinator(CLI::App& app) {
   app.add_option("--forget-after-s", a->forget_after_s,
                  "A job without a member for this long leaves the ledger")
       ->check(Real(kMinForgetAfterS, kMaxForgetAfterS));
+  app.add_option("--allocation", a->allocation,
+                 "The watts above the floors: proportional (to demand above floor) or value "
+                 "(water-filling on the members' value curves)")
+      ->check(CLI::IsMember({"proportional", "value"}))
+      ->capture_default_str();
+  app.add_option("--fairness", a->fairness,
+                 "With --allocation value: none, or max-min (every job the same fraction of its "
+                 "attainable gain first)")
+      ->check(CLI::IsMember({"none", "max-min"}))
+      ->capture_default_str();
   return [a]() -> Status { return RunCoordinator(*a); };
 }
 

@@ -28,6 +28,8 @@ struct FleetSimArgs {
   double period_s = 1.0;
   int64_t lease_ttl_s = 3;
   bool verbose = false;
+  std::string allocation = "proportional";
+  std::string fairness = "none";
 };
 
 Status RunFleetSimCommand(const FleetSimArgs& args) {
@@ -57,6 +59,9 @@ Status RunFleetSimCommand(const FleetSimArgs& args) {
   config.lease_ttl_s = args.lease_ttl_s;
   config.controller = args.controller;
   config.policies_dir = args.policies;
+  config.allocation =
+      args.allocation == "value" ? coord::Allocation::kValue : coord::Allocation::kProportional;
+  config.fairness = args.fairness == "max-min" ? coord::Fairness::kMaxMin : coord::Fairness::kNone;
   std::unique_ptr<coord::EtcdStore> etcd;
   if (!args.etcd.empty()) {
     auto opened = coord::EtcdStore::Open(args.etcd);
@@ -108,6 +113,16 @@ Command SetupFleetSim(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--period-s", a->period_s, "The coordinator's period")->check(Real(0.5, 60.0));
   app.add_option("--lease-ttl-s", a->lease_ttl_s, "Lease TTL")->check(Integer(2, 60));
+  app.add_option("--allocation", a->allocation,
+                 "How the watts above the floors are split: proportional (to demand above floor) "
+                 "or value (water-filling on each job's rollout value curve, demand by phase)")
+      ->check(CLI::IsMember({"proportional", "value"}))
+      ->capture_default_str();
+  app.add_option("--fairness", a->fairness,
+                 "With --allocation value: none, or max-min (every job the same fraction of its "
+                 "attainable gain first)")
+      ->check(CLI::IsMember({"none", "max-min"}))
+      ->capture_default_str();
   app.add_flag("--verbose", a->verbose, "The coordinator's log on stderr");
   return [a]() -> Status { return RunFleetSimCommand(*a); };
 }

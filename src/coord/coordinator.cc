@@ -130,6 +130,8 @@ void Coordinator::Lead(double now_s) {
   const KeyValue* ledger_kv = nullptr;
   PlanInput in;
   in.forget_after_s = config_.forget_after_s;
+  in.allocation = config_.allocation;
+  in.fairness = config_.fairness;
   const auto malformed = [&](const KeyValue& kv, const Error& e) {
     ++status_.malformed_values;
     auto& seen = malformed_seen_[kv.key];

@@ -27,6 +27,8 @@ struct CoordinatorConfig {
   double period_s = 1.0;
   int64_t lease_ttl_s = 3;
   double forget_after_s = 60.0;
+  Allocation allocation = Allocation::kProportional;  // --allocation
+  Fairness fairness = Fairness::kNone;                // --fairness (with allocation by value)
   // The leader compacts the store's history older than this (etcd keeps every revision until
   // compacted, and refuses writes past its quota: ~2 GiB by default).
   double keep_history_s = 300.0;

@@ -132,6 +132,9 @@ Result<json> Parse(std::string_view text, std::string_view where) {
 }  // namespace
 
 std::string ToJson(const Member& m) {
+  json curve = json::array();
+  for (const ValuePoint& p : m.value_curve)
+    curve.push_back(json::array({p.budget_w, p.tokens_per_s}));
   return json{{"job", m.job},
               {"gpus", m.gpus},
               {"nameplate_w", m.nameplate_w},
@@ -143,7 +146,8 @@ std::string ToJson(const Member& m) {
               {"value_tokens_per_j", m.value_tokens_per_j},
               {"budget_w", m.budget_w},
               {"lease", m.lease},
-              {"holder", m.holder}}
+              {"holder", m.holder},
+              {"value_curve", curve}}
       .dump();
 }
 
@@ -201,6 +205,23 @@ Result<Member> MemberFromJson(std::string_view text, std::string_view where) {
   m.budget_w = r.Watts("budget_w");
   m.lease = r.Integer("lease");
   m.holder = r.OptionalString("holder");
+  if (r.error().empty() && j->contains("value_curve")) {
+    const json& c = (*j)["value_curve"];
+    if (!c.is_array() || c.size() > kMaxValuePoints) {
+      r.Fail("value_curve", fmt::format("expected an array of at most {} [budget_w, tokens_per_s]",
+                                        kMaxValuePoints));
+    } else {
+      for (const json& p : c) {
+        if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number() ||
+            !(p[0].get<double>() >= 0.0 && p[0].get<double>() < 1e12) ||
+            !(p[1].get<double>() >= 0.0 && p[1].get<double>() < 1e15)) {
+          r.Fail("value_curve", "expected [budget_w, tokens_per_s] pairs of finite numbers >= 0");
+          break;
+        }
+        m.value_curve.push_back({p[0].get<double>(), p[1].get<double>()});
+      }
+    }
+  }
   if (r.error().empty()) {
     if (auto st = CheckName(m.job, "job"); !st) r.Fail("job", st.error().message());
     if (m.gpus < 1 || m.gpus > 1 << 20) r.Fail("gpus", "expected 1 or more");

@@ -13,9 +13,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/error.h"
 #include "coord/store.h"
+#include "coord/value_allocation.h"
 
 namespace headroom::coord {
 
@@ -35,6 +37,8 @@ struct Keys {
 // A site or job name: 1-64 of [A-Za-z0-9._-] (it becomes part of keys).
 Status CheckName(std::string_view name, std::string_view what);
 
+inline constexpr size_t kMaxValuePoints = 32;
+
 struct Member {
   std::string job;
   int gpus = 0;
@@ -47,6 +51,9 @@ struct Member {
   double value_tokens_per_j = 0.0;  // marginal value of power: tokens/s per W (docs/FLEET.md)
   double budget_w = 0.0;            // the job budget it acts on now
   LeaseId lease = 0;
+  // Tokens/s against job budget in the phase the budget steers (docs/FLEET.md, "Allocation by
+  // value"); optional (empty: none), at most kMaxValuePoints points.
+  std::vector<ValuePoint> value_curve;
   // The agent process holding the registration (common/process_identity.h); optional, "" when
   // unknown. A restarted agent on the same machine takes the place of one that is gone.
   std::string holder;

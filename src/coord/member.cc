@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
+
+#include "common/phase.h"
 
 namespace headroom::coord {
 
@@ -76,7 +79,7 @@ void FleetMember::Observe(double t_s, double power_w, std::string_view phase, do
   MutexLock lock(mu_);
   power_w_ = power_w;
   phase_ = std::string(phase);
-  observations_.push_back({t_s, power_w, tokens_per_s});
+  observations_.push_back({t_s, power_w, tokens_per_s, phase == PhaseName(Phase::kRollout)});
   while (!observations_.empty() && observations_.front().t_s < t_s - config_.value_window_s) {
     observations_.pop_front();
   }
@@ -114,7 +117,9 @@ Member FleetMember::DemandLocked(LeaseId lease) const {
   m.gpus = config_.gpus;
   m.nameplate_w = config_.nameplate_w;
   m.floor_w = config_.floor_w;
-  m.demand_w = config_.nameplate_w;  // first version: the nameplate (docs/FLEET.md)
+  // The nameplate (the first version), or by phase: the floor outside rollout.
+  m.demand_w = config_.phase_demand && phase_ != PhaseName(Phase::kRollout) ? config_.floor_w
+                                                                            : config_.nameplate_w;
   m.power_w = power_w_;
   m.node_overhead_w = config_.node_overhead_w;
   m.phase = phase_;
@@ -122,7 +127,40 @@ Member FleetMember::DemandLocked(LeaseId lease) const {
   m.budget_w = served_.job_budget_w;
   m.lease = lease;
   m.holder = config_.holder;
+  m.value_curve = config_.value_curve.empty() ? HistoryCurveLocked() : config_.value_curve;
   return m;
+}
+
+std::vector<ValuePoint> FleetMember::HistoryCurveLocked() const {
+  double lo = INFINITY, hi = -INFINITY, sum = 0.0;
+  size_t n = 0;
+  for (const auto& o : observations_) {
+    if (!o.rollout) continue;
+    lo = std::min(lo, o.power_w);
+    hi = std::max(hi, o.power_w);
+    sum += o.power_w;
+    ++n;
+  }
+  if (n < 8 || !(hi - lo >= 0.05 * sum / static_cast<double>(n))) return {};
+  constexpr int kBins = 8;
+  std::array<double, kBins> p{}, t{}, c{};
+  for (const auto& o : observations_) {
+    if (!o.rollout) continue;
+    const int b = std::min(kBins - 1, static_cast<int>((o.power_w - lo) / (hi - lo) * kBins));
+    p[b] += o.power_w;
+    t[b] += o.tokens_per_s;
+    c[b] += 1.0;
+  }
+  std::vector<ValuePoint> out;
+  for (int b = 0; b < kBins; ++b) {
+    if (c[b] > 0.0) out.push_back({p[b] / c[b], t[b] / c[b]});
+  }
+  return out;
+}
+
+std::vector<ValuePoint> FleetMember::HistoryCurve() const {
+  MutexLock lock(mu_);
+  return HistoryCurveLocked();
 }
 
 double FleetMember::ValueTokensPerJ() const {
@@ -243,9 +281,11 @@ void FleetMember::Step() {
   bool publish = false;
   {
     MutexLock lock(mu_);
-    if (now_s - published_s_ >= config_.update_s) {
+    if (now_s - published_s_ >= config_.update_s ||
+        (config_.phase_demand && phase_ != published_phase_)) {
       publish = true;
       published_s_ = now_s;
+      published_phase_ = phase_;
       m = DemandLocked(lease);
     }
   }

@@ -42,6 +42,14 @@ struct MemberConfig {
   // the job's place at once instead of waiting out the lease; without, it waits.
   std::string holder;
   std::function<bool(std::string_view holder)> holder_gone;
+  // Allocation by value (docs/FLEET.md): the curve published, tokens/s against job budget in
+  // rollout -- from the twin for a known scenario; empty: from the member's own history
+  // (HistoryCurve), once it has one.
+  std::vector<ValuePoint> value_curve;
+  // Demand by phase: the nameplate while the job is in rollout (the phase its budget steers),
+  // its floor otherwise (no budget lowers or raises those phases), published at each change.
+  // Off: the nameplate always (the first version).
+  bool phase_demand = false;
 };
 
 struct Acting {
@@ -88,11 +96,16 @@ class FleetMember {
   const MemberConfig& config() const { return config_; }
   // The marginal value estimate (tokens/s per W) from the observations kept.
   double ValueTokensPerJ() const EXCLUDES(mu_);
+  // The value curve from the observations kept: rollout decisions binned by job power (8 bins
+  // of equal width between the lowest and highest), each bin's mean power and tokens/s; empty
+  // with fewer than 8 rollout decisions or a power spread under 5 % of the mean.
+  std::vector<ValuePoint> HistoryCurve() const EXCLUDES(mu_);
 
  private:
   Acting CurrentLocked(double now_s) const REQUIRES(mu_);
   double ValueLocked() const REQUIRES(mu_);
   Member DemandLocked(LeaseId lease) const REQUIRES(mu_);  // what the member key publishes
+  std::vector<ValuePoint> HistoryCurveLocked() const REQUIRES(mu_);
   bool Register(double now_s) EXCLUDES(mu_);
 
   Store& store_;
@@ -115,8 +128,10 @@ class FleetMember {
   double published_s_ GUARDED_BY(mu_) = -1e300;
   double power_w_ GUARDED_BY(mu_) = 0.0;
   std::string phase_ GUARDED_BY(mu_) = "idle";
+  std::string published_phase_ GUARDED_BY(mu_);
   struct Observation {
     double t_s, power_w, tokens_per_s;
+    bool rollout;
   };
   std::deque<Observation> observations_ GUARDED_BY(mu_);
   MemberStatus status_ GUARDED_BY(mu_);

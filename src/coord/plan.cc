@@ -171,13 +171,33 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
   }
 
   // 3. Targets.
-  std::map<std::string, AllocationJob> alloc_jobs;
-  for (const auto& [name, j] : l.jobs) {
-    // A job with no member is held at its floor until it is back or forgotten.
-    const double demand_w = j.lease == 0 ? j.floor_w : j.demand_w;
-    alloc_jobs[name] = {j.floor_w, demand_w};
+  std::map<std::string, double> target;
+  if (in.allocation == Allocation::kValue) {
+    std::map<std::string, ValueJob> value_jobs;
+    for (const auto& [name, j] : l.jobs) {
+      ValueJob v;
+      v.floor_w = j.floor_w;
+      v.demand_w = j.lease == 0 ? j.floor_w : j.demand_w;
+      const auto m = in.members.find(name);
+      if (j.lease != 0 && m != in.members.end() && m->second.lease == j.lease) {
+        v.curve = m->second.value_curve;
+        if (v.curve.empty()) {
+          v.curve = {{v.floor_w, 0.0},
+                     {v.demand_w, m->second.value_tokens_per_j * (v.demand_w - v.floor_w)}};
+        }
+      }
+      value_jobs[name] = std::move(v);
+    }
+    target = AllocateByValue(alloc_budget_w - waiting_w, value_jobs, in.fairness);
+  } else {
+    std::map<std::string, AllocationJob> alloc_jobs;
+    for (const auto& [name, j] : l.jobs) {
+      // A job with no member is held at its floor until it is back or forgotten.
+      const double demand_w = j.lease == 0 ? j.floor_w : j.demand_w;
+      alloc_jobs[name] = {j.floor_w, demand_w};
+    }
+    target = Allocate(alloc_budget_w - waiting_w, alloc_jobs);
   }
-  const std::map<std::string, double> target = Allocate(alloc_budget_w - waiting_w, alloc_jobs);
 
   // 4. Down first, then up into the room.
   double want_w = 0.0;

@@ -12,8 +12,9 @@
 //      its floor kept out of the others' targets so that their grants come down. One whose
 //      floor does not fit is refused, with the numbers. Running jobs' floors are never taken.
 //      (A site budget increase is in force before any of this.)
-//   3. Targets (Allocate): every floor covered, the rest split in proportion to demand above
-//      floor, capped at demand.
+//   3. Targets: every floor covered, the rest split in proportion to demand above floor (Allocate)
+//      or by value (AllocateByValue: the members' value curves; a member without one, a straight
+//      line at its average value), capped at demand.
 //   4. Down first: grants above their target are lowered at once (held stays until acked); grants
 //      below it are raised only into room = budget - reserve - sum of held, shared in proportion
 //      to what each still wants; a raised grant is held at once.
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "coord/layout.h"
+#include "coord/value_allocation.h"
 
 namespace headroom::coord {
 
@@ -39,6 +41,11 @@ struct AllocationJob {
 std::map<std::string, double> Allocate(double available_w,
                                        const std::map<std::string, AllocationJob>& jobs);
 
+enum class Allocation {
+  kProportional,  // Allocate: in proportion to demand above floor (the first version)
+  kValue,         // AllocateByValue on the members' value curves (docs/FLEET.md)
+};
+
 struct PlanInput {
   std::map<std::string, Member> members;         // valid members by job
   std::map<std::string, int64_t> registered_at;  // their create_revision: admission order
@@ -46,6 +53,8 @@ struct PlanInput {
   std::map<std::string, Grant> grants;           // as stored, by job
   std::map<std::string, double> gone_for_s;      // ledger jobs with no member, for how long
   double forget_after_s = 60.0;
+  Allocation allocation = Allocation::kProportional;
+  Fairness fairness = Fairness::kNone;  // with kValue
 };
 
 struct PlanOutput {

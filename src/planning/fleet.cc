@@ -96,6 +96,14 @@ uint64_t CompositionSamples(const std::vector<Job>& jobs, const FleetOptions& op
   return SaturatingMultiply(SaturatingMultiply(points, copies), DistinctTrials(options));
 }
 
+double OversubscriptionFactor(double nameplate_w, std::vector<double> peaks_w, double quantile,
+                              double margin, double* risk_peak_w) {
+  const double peak_w = Quantile(peaks_w, quantile);
+  if (risk_peak_w != nullptr) *risk_peak_w = peak_w;
+  const double required_w = peak_w * (1.0 + margin);
+  return required_w > 0.0 ? nameplate_w / required_w : 0.0;
+}
+
 Result<FleetResult> Compose(std::vector<Job>& jobs, const FleetOptions& options) {
   if (jobs.empty()) return Error::Usage("a fleet needs at least one trace");
   if (options.trials == 0) return Error::Usage("--trials must be >= 1");
@@ -209,9 +217,9 @@ Result<FleetResult> Compose(std::vector<Job>& jobs, const FleetOptions& options)
     return Error::Usage(fmt::format("--risk-window {} s is longer than the fleet's duration {} s",
                                     options.risk_window_s, duration_s));
   }
-  result.risk_peak_w = Quantile(risk, options.quantile);
+  result.oversubscription_factor = OversubscriptionFactor(
+      result.nameplate_w, std::move(risk), options.quantile, options.margin, &result.risk_peak_w);
   const double required_w = result.risk_peak_w * (1.0 + options.margin);
-  result.oversubscription_factor = required_w > 0.0 ? result.nameplate_w / required_w : 0.0;
 
   Economics& e = result.economics;
   e.freed_capacity_kw = (result.nameplate_w - required_w) / kWattsPerKw;

@@ -116,6 +116,12 @@ struct FleetResult {
   analysis::Envelope power;  // the first trial's fleet power, for plots
 };
 
+// The oversubscription factor (docs/METRICS.md, "Fleet"): nameplate / (the risk peak -- the
+// quantile over trials of each trial's largest risk-window power -- x (1 + margin)); 0 when
+// nothing was drawn. `peaks_w`: one per trial. REQUIRES: peaks_w not empty.
+double OversubscriptionFactor(double nameplate_w, std::vector<double> peaks_w, double quantile,
+                              double margin, double* risk_peak_w = nullptr);
+
 // Fails on option values out of range, and when the risk window is longer than the fleet's
 // duration D (no window of it counts).
 Result<FleetResult> Compose(std::vector<Job>& jobs, const FleetOptions& options);

@@ -29,6 +29,8 @@ const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
 json FleetSimToJson(const sim::FleetSimResult& r, uint64_t seed) {
   json j;
   j["store"] = r.store;
+  j["allocation"] = r.allocation;
+  j["fairness"] = r.fairness;
   j["seed"] = seed;
   j["site_budget_w"] = r.site_budget_w;
   j["reserve_w"] = r.reserve_w;
@@ -38,6 +40,7 @@ json FleetSimToJson(const sim::FleetSimResult& r, uint64_t seed) {
   j["energy_j"] = r.site.energy_j;
   j["violation_fraction"] = ByWindow(r.site.violation_fraction);
   j["peak_fraction_of_nameplate"] = ByWindow(r.site.peak_fraction_of_nameplate);
+  j["oversubscription_factor"] = r.site.oversubscription_factor;
   j["reassignments"] = r.reassignments;
   j["ledger_writes"] = r.ledger_writes;
   json jobs = json::array();
@@ -61,6 +64,7 @@ json FleetSimToJson(const sim::FleetSimResult& r, uint64_t seed) {
                 {"energy_j", run.energy_j},
                 {"violation_fraction", ByWindow(run.violation_fraction)},
                 {"peak_fraction_of_nameplate", ByWindow(run.peak_fraction_of_nameplate)},
+                {"oversubscription_factor", run.oversubscription_factor},
                 {"jobs", per_job}};
   };
   j["without_site_budget"] = summary(r.baseline);
@@ -73,10 +77,11 @@ json FleetSimToJson(const sim::FleetSimResult& r, uint64_t seed) {
 std::string FleetSimToText(const sim::FleetSimResult& r) {
   std::string out = fmt::format(
       "fleet-sim: {} jobs, {:.0f} W nameplate, site budget {:.0f} W ({:.1f} % of nameplate), "
-      "reserve {:.0f} W, {:.0f} s, store {}\n\n",
+      "reserve {:.0f} W, {:.0f} s, store {}, allocation {} (fairness {})\n\n",
       r.site.jobs.size(), r.nameplate_w, r.site_budget_w, 100.0 * r.site_budget_w / r.nameplate_w,
-      r.reserve_w, r.duration_s, r.store);
-  TextTable t({"", "tokens", "energy MJ", "over 0.5s", "over 30s", "over 5min", "peak 30s"});
+      r.reserve_w, r.duration_s, r.store, r.allocation, r.fairness);
+  TextTable t(
+      {"", "tokens", "energy MJ", "over 0.5s", "over 30s", "over 5min", "peak 30s", "oversub q99"});
   const auto label = [&](const sim::FleetSimRun* run) {
     return run == &r.site       ? std::string("site budget")
            : run == &r.baseline ? std::string("no budget at all")
@@ -88,7 +93,8 @@ std::string FleetSimToText(const sim::FleetSimResult& r) {
               fmt::format("{:.2f} %", 100.0 * run->violation_fraction[0]),
               fmt::format("{:.2f} %", 100.0 * run->violation_fraction[1]),
               fmt::format("{:.2f} %", 100.0 * run->violation_fraction[2]),
-              fmt::format("{:.1f} %", 100.0 * run->peak_fraction_of_nameplate[1])});
+              fmt::format("{:.1f} %", 100.0 * run->peak_fraction_of_nameplate[1]),
+              fmt::format("{:.2f}x", run->oversubscription_factor)});
   }
   out += t.Render();
   out += fmt::format(

@@ -22,8 +22,10 @@
 #include "coord/layout.h"
 #include "coord/member.h"
 #include "coord/memory_store.h"
+#include "planning/fleet.h"
 #include "sim/episode.h"
 #include "sim/twin_link.h"
+#include "twin/authority.h"
 #include "twin/scenario.h"
 
 namespace headroom::sim {
@@ -105,6 +107,8 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
   }
   std::deque<Job> jobs;  // stable: controllers point to their policies
   uint64_t index = 0;
+  const bool by_value = mode == Mode::kSite && config.allocation == coord::Allocation::kValue;
+  std::map<std::string, std::vector<coord::ValuePoint>> curves;  // per scenario, per GPU
   *nameplate_w = 0.0;
   for (const FleetSimJobSpec& spec : config.jobs) {
     auto scenario = twin::LoadScenario(spec.scenario);
@@ -174,6 +178,19 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
         mc.local_budget_w = job.floor_w;
         mc.lease_ttl_s = config.lease_ttl_s;
         mc.fence_margin_s = std::min(1.0, static_cast<double>(config.lease_ttl_s) / 3.0);
+        if (by_value) {
+          if (!curves.contains(spec.scenario)) {
+            auto curve = twin::RolloutValueCurve(job.scenario, twin::AuthorityOptions{});
+            if (!curve) return std::move(curve).error();
+            for (const twin::RolloutPoint& p : *curve) {
+              curves[spec.scenario].push_back({p.rollout_power_w, p.rollout_tokens_per_s});
+            }
+          }
+          for (const coord::ValuePoint& p : curves[spec.scenario]) {
+            mc.value_curve.push_back({p.budget_w * gpus, p.tokens_per_s});
+          }
+          mc.phase_demand = true;
+        }
         job.member = std::make_unique<coord::FleetMember>(*store, mc, clock, quiet);
         job.budget = std::make_unique<agent::FleetBudget>(
             *job.member, gpus, [] { return 0.0; }, job.policy ? lo_w : agent::kMinBudgetPerGpuW,
@@ -193,6 +210,8 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
     cc.period_s = config.period_s;
     cc.lease_ttl_s = config.lease_ttl_s;
     cc.id = "fleet-sim";
+    cc.allocation = config.allocation;
+    cc.fairness = config.fairness;
     coordinator =
         std::make_unique<coord::Coordinator>(*store, cc, clock, [&log](const std::string& l) {
           if (log) log(l);
@@ -273,6 +292,9 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
                         : 0.0;
     run.peak_fraction_of_nameplate[w] = s.max_power_w().value_or(0.0) / *nameplate_w;
   }
+  run.oversubscription_factor =
+      planning::OversubscriptionFactor(*nameplate_w, {windows[1]->max_power_w().value_or(0.0)},
+                                       planning::kDefaultQuantile, planning::kDefaultMargin);
   for (Job& j : jobs) {
     FleetSimJobResult r;
     r.job = j.name;
@@ -305,6 +327,8 @@ Result<FleetSimResult> RunFleetSim(const FleetSimConfig& config, coord::Store* s
                                    const std::function<void(const std::string&)>& log) {
   FleetSimResult out;
   out.store = store_name;
+  out.allocation = config.allocation == coord::Allocation::kValue ? "value" : "proportional";
+  out.fairness = config.fairness == coord::Fairness::kMaxMin ? "max-min" : "none";
   FleetSimConfig alone = config;
   alone.speed = 0.0;  // the references need no pacing
   out.site_budget_w = config.site_budget_w;

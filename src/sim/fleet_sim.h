@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "coord/plan.h"
 #include "coord/store.h"
 #include "sim/fleet_sim_result.h"
 
@@ -35,6 +36,11 @@ struct FleetSimConfig {
   int64_t lease_ttl_s = 3;
   std::string controller = "ppo";         // ppo (a scenario without a policy file: pid) or pid
   std::string policies_dir = "policies";  // <scenario>.json
+  // How the coordinator splits the watts above the floors (docs/FLEET.md). By value, each job
+  // publishes its scenario's rollout value curve (twin::RolloutValueCurve) and its demand by
+  // phase (the floor outside rollout).
+  coord::Allocation allocation = coord::Allocation::kProportional;
+  coord::Fairness fairness = coord::Fairness::kNone;
 };
 
 // "a100-72b-tp4:2,a100-14b-tp2:2,a100-7b-tp1:4".

@@ -29,6 +29,9 @@ struct FleetSimRun {
   // Of the site's true power (sum of the twins'), against the site budget.
   std::array<double, 3> violation_fraction{};
   std::array<double, 3> peak_fraction_of_nameplate{};
+  // As `headroom fleet` defines it (planning::OversubscriptionFactor), of this one run: nameplate
+  // / (its largest 30 s window of true power x 1.05).
+  double oversubscription_factor = 0.0;
   std::vector<FleetSimJobResult> jobs;
   // For the report: per second of simulated time.
   std::vector<double> t_s;
@@ -37,7 +40,9 @@ struct FleetSimRun {
 };
 
 struct FleetSimResult {
-  std::string store;  // "memory" or "etcd"
+  std::string store;                        // "memory" or "etcd"
+  std::string allocation = "proportional";  // or "value"
+  std::string fairness = "none";            // or "max-min"
   double site_budget_w = 0.0;
   double reserve_w = 0.0;
   double nameplate_w = 0.0;

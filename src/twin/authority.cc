@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <future>
 #include <vector>
 
@@ -20,6 +22,7 @@ SettingMeasurement MeasureSetting(const Scenario& scenario, int concurrency, int
   // does not depend on scheduling.
   struct Run {
     double rollout_sum = 0.0, rollout_count = 0.0, time_s = 0.0, tokens = 0.0;
+    double rollout_s = 0.0, rollout_tokens = 0.0;
   };
   const auto run_seed = [&](uint64_t seed) {
     Run r;
@@ -33,10 +36,14 @@ SettingMeasurement MeasureSetting(const Scenario& scenario, int concurrency, int
     const double t0 = twin.t_s();
     const double tokens0 = twin.tokens_total();
     while (twin.steps_done() < 1 + options.steps) {
+      const double tokens_before = twin.tokens_total();
+      const double t_before = twin.t_s();
       twin.Tick();
       if (twin.phase() == Phase::kRollout) {
         for (double p : twin.power_w()) r.rollout_sum += p;
         r.rollout_count += static_cast<double>(twin.power_w().size());
+        r.rollout_s += twin.t_s() - t_before;
+        r.rollout_tokens += twin.tokens_total() - tokens_before;
       }
     }
     r.time_s = twin.t_s() - t0;
@@ -53,12 +60,15 @@ SettingMeasurement MeasureSetting(const Scenario& scenario, int concurrency, int
     total.rollout_count += r.rollout_count;
     total.time_s += r.time_s;
     total.tokens += r.tokens;
+    total.rollout_s += r.rollout_s;
+    total.rollout_tokens += r.rollout_tokens;
   }
   const double steps = static_cast<double>(options.steps * options.seeds.size());
   SettingMeasurement m;
   m.rollout_power_w = total.rollout_count > 0.0 ? total.rollout_sum / total.rollout_count : 0.0;
   m.step_time_s = steps > 0.0 ? total.time_s / steps : 0.0;
   m.tokens_per_s = total.time_s > 0.0 ? total.tokens / total.time_s : 0.0;
+  m.rollout_tokens_per_s = total.rollout_s > 0.0 ? total.rollout_tokens / total.rollout_s : 0.0;
   return m;
 }
 
@@ -96,6 +106,31 @@ Result<AuthorityResult> MeasureAuthority(const Scenario& scenario,
       MeasureSetting(scenario, c, g, scenario.power_limit_min_w, options),
       MeasureSetting(scenario, c, g, 0.0, options));
   return result;
+}
+
+}  // namespace headroom::twin
+
+namespace headroom::twin {
+
+Result<std::vector<RolloutPoint>> RolloutValueCurve(const Scenario& scenario,
+                                                    const AuthorityOptions& options, int points) {
+  if (!scenario.has_rollout) {
+    return Error::Usage(fmt::format("scenario {} has no rollout: no value curve", scenario.name));
+  }
+  const int lo = std::max(1, scenario.concurrency_range.lo);
+  const int hi = std::max(lo, scenario.concurrency_range.hi);
+  std::vector<int> settings;
+  for (int i = 0; i < std::max(2, points); ++i) {
+    const double f = static_cast<double>(i) / static_cast<double>(std::max(2, points) - 1);
+    const int c = static_cast<int>(std::lround(lo * std::pow(static_cast<double>(hi) / lo, f)));
+    if (settings.empty() || c > settings.back()) settings.push_back(c);
+  }
+  std::vector<RolloutPoint> out;
+  for (int c : settings) {
+    const SettingMeasurement m = MeasureSetting(scenario, c, scenario.group_size, 0.0, options);
+    out.push_back({c, m.rollout_power_w, m.rollout_tokens_per_s});
+  }
+  return out;
 }
 
 }  // namespace headroom::twin

@@ -25,6 +25,7 @@ struct SettingMeasurement {
   double rollout_power_w = 0.0;  // mean over rollout ticks and GPUs
   double step_time_s = 0.0;
   double tokens_per_s = 0.0;
+  double rollout_tokens_per_s = 0.0;  // tokens made in rollout ticks / rollout time
 };
 
 struct ActuatorAuthority {
@@ -43,6 +44,18 @@ struct AuthorityResult {
 // One run's measurement at the given settings (power_limit_w 0: none).
 SettingMeasurement MeasureSetting(const Scenario& scenario, int concurrency, int group_size,
                                   double power_limit_w, const AuthorityOptions& options);
+
+// The rollout's value curve (docs/FLEET.md, "Allocation by value"): at `points` concurrencies
+// spread geometrically over the scenario's range (group size at its default), mean rollout
+// power per GPU and rollout tokens/s, in order of concurrency. REQUIRES: a rollout.
+struct RolloutPoint {
+  int concurrency = 0;
+  double rollout_power_w = 0.0;  // per GPU
+  double rollout_tokens_per_s = 0.0;
+};
+Result<std::vector<RolloutPoint>> RolloutValueCurve(const Scenario& scenario,
+                                                    const AuthorityOptions& options,
+                                                    int points = 6);
 
 // REQUIRES: the scenario has a rollout. Fails otherwise.
 Result<AuthorityResult> MeasureAuthority(const Scenario& scenario, const AuthorityOptions& options);

@@ -4,14 +4,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <regex>
+#include <algorithm>
 #include <string>
 
 namespace headroom {
 namespace {
 
+// The value of `key` in an identity ("k=v k=v ...") replaced.
 std::string Replace(std::string s, const std::string& key, const std::string& value) {
-  return std::regex_replace(s, std::regex(key + "=[^ ]+"), key + "=" + value);
+  const size_t at = (" " + s).find(" " + key + "=");
+  if (at == std::string::npos) return s;
+  const size_t from = at + key.size() + 1;
+  const size_t to = std::min(s.find(' ', from), s.size());
+  return s.replace(from, to - from, value);
 }
 
 TEST(ProcessIdentity, NamesThisProcessAndItIsNotGone) {

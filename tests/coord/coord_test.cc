@@ -262,6 +262,88 @@ TEST(Plan, AdmitsAtTheFloorRefusesWhatDoesNotFitAndMovesDownBeforeUp) {
   EXPECT_GE(p.ledger.reassignments, 3u);
 }
 
+TEST(Plan, ByValueTheWattsGoWhereTheyMakeTokens) {
+  // a: 1 token/s per W from 100 to 300 W then 0.25; b: 0.5 throughout (as AllocateByValue's
+  // own test); 600 W less a 0 W reserve: a 300, b 300 -- proportional would give 300 each too,
+  // so at 800 W: a's first 200 W, then b's 400 W: a 300, b 500 (proportional: 400 each).
+  PlanInput in;
+  in.members = {{"a", M("a", 100, 500, 1)}, {"b", M("b", 100, 500, 2)}};
+  in.members["a"].value_curve = {{100, 0}, {300, 200}, {500, 250}};
+  in.members["b"].value_curve = {{100, 0}, {500, 200}};
+  in.registered_at = {{"a", 1}, {"b", 2}};
+  in.allocation = Allocation::kValue;
+  PlanOutput p = Plan(Fresh(800, 0), in, 5);
+  EXPECT_NEAR(p.ledger.jobs.at("a").grant_w, 300, 1e-9);
+  EXPECT_NEAR(p.ledger.jobs.at("b").grant_w, 500, 1e-9);
+  EXPECT_GE(InvariantSlackW(p.ledger), 0.0);
+  // b leaves rollout (demand by phase: its floor): its watts come down at once, and go to a
+  // once b has acknowledged.
+  Ledger l = p.ledger;
+  for (const Grant& g : p.grants) in.grants[g.job] = g;
+  in.members["b"].demand_w = 100;
+  p = Plan(l, in, 5);
+  EXPECT_NEAR(p.ledger.jobs.at("b").grant_w, 100, 1e-9);
+  EXPECT_NEAR(p.ledger.jobs.at("a").grant_w, 300, 1e-9);
+  l = p.ledger;
+  in.acks["b"] = {"b", 5, l.jobs.at("b").seq, 2, 100};
+  p = Plan(l, in, 5);
+  EXPECT_NEAR(p.ledger.jobs.at("a").grant_w, 500, 1e-9);
+  EXPECT_GE(InvariantSlackW(p.ledger), 0.0);
+  // A member with no curve: a straight line at its average value.
+  in.members["b"].demand_w = 500;
+  in.members["b"].value_curve.clear();
+  in.members["b"].value_tokens_per_j = 2.0;  // steeper than any of a's
+  p = Plan(Fresh(600, 0), in, 5);
+  EXPECT_NEAR(p.ledger.jobs.at("b").grant_w, 500, 1e-9);
+  EXPECT_NEAR(p.ledger.jobs.at("a").grant_w, 100, 1e-9);
+}
+
+TEST(Member, DemandByPhaseAndAValueCurveFromItsOwnHistory) {
+  FakeClock clock;
+  MemoryStore store(clock.fn());
+  MemberConfig mc;
+  mc.site = "s";
+  mc.job = "j";
+  mc.nameplate_w = 800;
+  mc.floor_w = 200;
+  mc.phase_demand = true;
+  FleetMember member(store, mc, clock.fn(), [](auto&) {});
+  const auto published = [&] {
+    auto r = store.Get("/headroom/s/members/j", false);
+    EXPECT_TRUE(r && r->kvs.size() == 1);
+    return *MemberFromJson(r->kvs[0].value, "member");
+  };
+  member.Observe(0, 300, "train", 0);
+  member.Step();
+  EXPECT_DOUBLE_EQ(published().demand_w, 200);  // outside rollout: the floor
+  EXPECT_TRUE(published().value_curve.empty());
+  // Rollout decisions at 16 powers from 300 to 750 W, tokens/s = power / 10: published at once
+  // (the phase changed), then with a curve once there are 8 of them.
+  clock.t = 0.1;
+  member.Observe(0.1, 300, "rollout", 30);
+  member.Step();
+  EXPECT_DOUBLE_EQ(published().demand_w, 800);
+  for (int i = 1; i < 16; ++i)
+    member.Observe(0.1 + i, 300 + 30 * i, "rollout", (300 + 30 * i) / 10.0);
+  const auto curve = member.HistoryCurve();
+  ASSERT_EQ(curve.size(), 8u);  // two decisions per bin
+  for (const ValuePoint& p : curve) EXPECT_NEAR(p.tokens_per_s, p.budget_w / 10.0, 1e-9);
+  EXPECT_NEAR(curve.front().budget_w, 315, 1e-9);
+  EXPECT_NEAR(curve.back().budget_w, 735, 1e-9);
+  clock.t = 2.0;
+  member.Step();
+  EXPECT_EQ(published().value_curve.size(), 8u);
+  // A curve given (the twin's) is published as it is.
+  MemberConfig given = mc;
+  given.job = "k";
+  given.value_curve = {{200, 1}, {800, 9}};
+  FleetMember k(store, given, clock.fn(), [](auto&) {});
+  k.Step();
+  auto r = store.Get("/headroom/s/members/k", false);
+  ASSERT_TRUE(r && r->kvs.size() == 1);
+  EXPECT_EQ(MemberFromJson(r->kvs[0].value, "member")->value_curve.size(), 2u);
+}
+
 TEST(Plan, AGoneLeaseFallsToTheFloorAndANewIncarnationKeepsThePlace) {
   PlanInput in;
   in.members = {{"a", M("a", 100, 500, 1)}, {"b", M("b", 100, 500, 2)}};

@@ -26,11 +26,11 @@ Result<analysis::BudgetSchedule> LoadBudgetSchedule(const std::string& path, dou
   return analysis::ParseBudgetSchedule(ss.str(), path, max_budget_w);
 }
 
-Result<sim::BudgetPlanSpec> ParseBudgetPlan(const std::string& text) {
+Result<sim::BudgetPlanSpec> ParseBudgetPlan(const std::string& text, double max_budget_w) {
   auto generator = sim::ParseBudgetGenerator(text);
   if (!generator) return std::move(generator).error();
   if (*generator) return std::move(**generator);
-  auto file = LoadBudgetSchedule(text, kMaxGpuPowerW);
+  auto file = LoadBudgetSchedule(text, max_budget_w);
   if (!file) return std::move(file).error();
   sim::BudgetPlanSpec spec;
   spec.kind = sim::BudgetPlanKind::kFile;

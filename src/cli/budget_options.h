@@ -6,6 +6,7 @@
 #include <string>
 
 #include "analysis/budget_schedule.h"
+#include "cli/numbers.h"
 #include "common/error.h"
 #include "sim/budget_plan.h"
 
@@ -17,8 +18,9 @@ inline constexpr uint64_t kMaxScheduleBytes = 64ull << 20;
 // Reads and checks a schedule file; the error names the file, the line and the field.
 Result<analysis::BudgetSchedule> LoadBudgetSchedule(const std::string& path, double max_budget_w);
 
-// A generator's name or a schedule file (budgets per GPU).
-Result<sim::BudgetPlanSpec> ParseBudgetPlan(const std::string& text);
+// A generator's name or a schedule file (budgets per GPU, or up to max_budget_w for a site's).
+Result<sim::BudgetPlanSpec> ParseBudgetPlan(const std::string& text,
+                                            double max_budget_w = kMaxGpuPowerW);
 
 // The help text of --budget-schedule where generators are taken.
 inline constexpr const char* kBudgetPlanHelp =

@@ -55,6 +55,8 @@ struct CoordinatorArgs {
   double forget_after_s = 60.0;
   std::string allocation = "proportional";
   std::string fairness = "none";
+  std::string stagger = "none";
+  double max_hold_s = 60.0;
 };
 
 using Log = std::function<void(const std::string&)>;
@@ -230,6 +232,8 @@ Status RunCoordinator(const CoordinatorArgs& args) {
   config.allocation =
       args.allocation == "value" ? coord::Allocation::kValue : coord::Allocation::kProportional;
   config.fairness = args.fairness == "max-min" ? coord::Fairness::kMaxMin : coord::Fairness::kNone;
+  config.max_hold_s = args.stagger == "none" ? 0.0 : args.max_hold_s;
+  config.stagger_passes = args.stagger == "descent" ? 4 : 1;
   config.id = ReplicaId();
   config.listen = listen->Address(server.port());
   coord::CoordinatorHost host(**store, config, SteadyNowS, log);
@@ -301,6 +305,14 @@ Command SetupCoordinator(CLI::App& app) {
                  "With --allocation value: none, or max-min (every job the same fraction of its "
                  "attainable gain first)")
       ->check(CLI::IsMember({"none", "max-min"}))
+      ->capture_default_str();
+  app.add_option("--stagger", a->stagger,
+                 "Phase staggering: none, greedy or descent (holds before the members' next "
+                 "steps; docs/FLEET.md)")
+      ->check(CLI::IsMember({"none", "greedy", "descent"}))
+      ->capture_default_str();
+  app.add_option("--max-hold-s", a->max_hold_s, "The longest hold before a step (with --stagger)")
+      ->check(Real(1.0, 3600.0))
       ->capture_default_str();
   return [a]() -> Status { return RunCoordinator(*a); };
 }

@@ -2,6 +2,7 @@
 // store or a real etcd (docs/FLEET.md). Thin: options, the store, progress, the outputs.
 #include <fmt/format.h>
 
+#include "cli/budget_options.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "cli/trace_options.h"
@@ -30,6 +31,12 @@ struct FleetSimArgs {
   bool verbose = false;
   std::string allocation = "proportional";
   std::string fairness = "none";
+  std::string offsets = "aligned";
+  std::string job_control = "on";
+  std::string stagger = "none";
+  double max_hold_s = 60.0;
+  std::string site_budget_schedule;
+  double notice_s = 10.0;
 };
 
 Status RunFleetSimCommand(const FleetSimArgs& args) {
@@ -62,6 +69,22 @@ Status RunFleetSimCommand(const FleetSimArgs& args) {
   config.allocation =
       args.allocation == "value" ? coord::Allocation::kValue : coord::Allocation::kProportional;
   config.fairness = args.fairness == "max-min" ? coord::Fairness::kMaxMin : coord::Fairness::kNone;
+  config.random_offsets = args.offsets == "random";
+  config.job_control = args.job_control == "on";
+  config.max_hold_s = args.stagger == "none" ? 0.0 : args.max_hold_s;
+  config.stagger_passes = args.stagger == "descent" ? 4 : 1;
+  if (!args.site_budget_schedule.empty()) {
+    auto spec = ParseBudgetPlan(args.site_budget_schedule, 1e9);
+    if (!spec) return std::move(spec).error();
+    // Generators move around --site-budget-w, never below half of it.
+    const sim::BudgetPlan plan = sim::MakeBudgetPlan(*spec, args.site_budget_w,
+                                                     {0.5 * args.site_budget_w, args.site_budget_w},
+                                                     args.duration_s, args.seed, config.interval_s);
+    for (const auto& p : plan.per_gpu_w.points()) {
+      if (p.t_s <= 0.0 && p.budget_w == args.site_budget_w) continue;  // where it starts
+      config.schedule.push_back({p.t_s, p.budget_w, args.notice_s});
+    }
+  }
   std::unique_ptr<coord::EtcdStore> etcd;
   if (!args.etcd.empty()) {
     auto opened = coord::EtcdStore::Open(args.etcd);
@@ -122,6 +145,31 @@ Command SetupFleetSim(CLI::App& app) {
                  "With --allocation value: none, or max-min (every job the same fraction of its "
                  "attainable gain first)")
       ->check(CLI::IsMember({"none", "max-min"}))
+      ->capture_default_str();
+  app.add_option("--offsets", a->offsets,
+                 "Where each job starts: aligned (all at a step's start) or random (each "
+                 "advanced by a draw in [0, its step time) at its defaults)")
+      ->check(CLI::IsMember({"aligned", "random"}))
+      ->capture_default_str();
+  app.add_option("--job-control", a->job_control,
+                 "on: each job's controller steers its rollout; off: every job at its trainer's "
+                 "defaults, the grant enforced by the hardware power limit alone")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  app.add_option("--stagger", a->stagger,
+                 "Phase staggering: none, greedy (each job's best hold before its next step, in "
+                 "the order the steps start) or descent (greedy repeated until nothing improves)")
+      ->check(CLI::IsMember({"none", "greedy", "descent"}))
+      ->capture_default_str();
+  app.add_option("--max-hold-s", a->max_hold_s, "The longest hold before a step (with --stagger)")
+      ->check(Real(1.0, 3600.0))
+      ->capture_default_str();
+  app.add_option("--site-budget-schedule", a->site_budget_schedule,
+                 "The site budget moving: a CSV file t_s,budget_w (the site's watts), or "
+                 "steps:LOW_W:HIGH_W:PERIOD_S, demand-response or walk around --site-budget-w");
+  app.add_option("--notice-s", a->notice_s,
+                 "How long before each change of --site-budget-schedule the site knows of it")
+      ->check(Real(0.0, 86400.0))
       ->capture_default_str();
   app.add_flag("--verbose", a->verbose, "The coordinator's log on stderr");
   return [a]() -> Status { return RunFleetSimCommand(*a); };

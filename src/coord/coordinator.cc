@@ -16,6 +16,45 @@ Coordinator::Coordinator(Store& store, CoordinatorConfig config, std::function<d
       now_s_(std::move(now_s)),
       log_(std::move(log)) {}
 
+void Coordinator::PlanStagger(const Ledger& ledger, PlanInput* in) {
+  std::map<std::string, StaggerJob> jobs;
+  double tokens_per_s = 0.0, rollout_w = 0.0;
+  for (const auto& [job, m] : in->members) {
+    const auto j = ledger.jobs.find(job);
+    if (j == ledger.jobs.end() || j->second.lease != m.lease || !m.has_timeline) continue;
+    const auto g = in->grants.find(job);
+    StaggerJob sj{m.timeline, m.tokens_per_s};
+    // A hold begun keeps its grant: no other for that step.
+    if (m.timeline.held_left_s > 0.0 && g != in->grants.end()) {
+      in->holds[job] = {g->second.hold_s, g->second.hold_step};
+    }
+    jobs[job] = sj;
+    // Its tokens come in rollout: their rate there is the step's over the rollout's share.
+    const double step_s = m.timeline.rollout_s + m.timeline.rest_s;
+    if (m.timeline.rollout_s > 0.0) {
+      tokens_per_s += m.tokens_per_s * step_s / m.timeline.rollout_s;
+      rollout_w += m.timeline.rollout_w;
+    }
+  }
+  if (jobs.empty()) return;
+  StaggerOptions o;
+  o.budget_w = std::min(ledger.site_budget_w, ledger.target_site_budget_w) - ledger.reserve_w;
+  o.horizon_s = config_.stagger_horizon_s;
+  o.max_hold_s = config_.max_hold_s;
+  o.passes = config_.stagger_passes;
+  // What a joule over the budget costs: the fleet's rollout tokens per joule (the average
+  // value of a rollout watt; the marginal one is lower, so this errs towards holding).
+  o.value_tokens_per_j = rollout_w > 0.0 ? tokens_per_s / rollout_w : 0.0;
+  const StaggerPlan p = PlanHolds(jobs, o);
+  status_.stagger_tokens_saved = p.tokens_saved;
+  status_.stagger_peak_before_w = p.peak_before_w;
+  status_.stagger_peak_after_w = p.peak_after_w;
+  for (const auto& [job, hold_s] : p.hold_s) {
+    if (in->holds.contains(job)) continue;
+    in->holds[job] = {hold_s, hold_s > 0.0 ? jobs.at(job).timeline.step + 1 : 0};
+  }
+}
+
 void Coordinator::StepDown(const std::string& why) {
   if (term_ != 0) log_(fmt::format("leadership of term {} lost: {}", term_, why));
   term_ = 0;
@@ -230,6 +269,7 @@ void Coordinator::Lead(double now_s) {
       in.gone_for_s[job] = now_s - it->second;
     }
   }
+  if (config_.max_hold_s > 0.0) PlanStagger(ledger, &in);
   PlanOutput plan = Plan(ledger, in, term_);
   for (const std::string& line : plan.log) log_(line);
   status_.members = in.members;

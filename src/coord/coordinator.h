@@ -29,6 +29,11 @@ struct CoordinatorConfig {
   double forget_after_s = 60.0;
   Allocation allocation = Allocation::kProportional;  // --allocation
   Fairness fairness = Fairness::kNone;                // --fairness (with allocation by value)
+  // Staggering (coord/stagger.h): holds of up to max_hold_s before a job's next step (0: none),
+  // planned each period over the next stagger_horizon_s; passes 1: greedy, more: descent.
+  double max_hold_s = 0.0;
+  double stagger_horizon_s = 600.0;
+  int stagger_passes = 1;
   // The leader compacts the store's history older than this (etcd keeps every revision until
   // compacted, and refuses writes past its quota: ~2 GiB by default).
   double keep_history_s = 300.0;
@@ -51,6 +56,9 @@ struct CoordinatorStatus {
   uint64_t invariant_refusals = 0;        // plans refused for breaking the invariant (a bug if > 0)
   std::vector<double> txn_latency_s;      // the last 1024
   std::vector<double> decrease_settle_s;  // per site budget decrease, from request to in force
+  // The last staggering plan's prediction (with --max-hold-s).
+  double stagger_tokens_saved = 0.0;
+  double stagger_peak_before_w = 0.0, stagger_peak_after_w = 0.0;
   uint64_t malformed_values = 0;
   uint64_t grant_repairs = 0;  // grant keys written again from the ledger
   int64_t compacted_to = 0;    // the store's history is compacted up to this revision
@@ -77,6 +85,7 @@ class Coordinator {
 
  private:
   void StepDown(const std::string& why);
+  void PlanStagger(const Ledger& ledger, PlanInput* in);
   void Lead(double now_s);
   bool KeepLease(double now_s);
   void WriteGrantOps(const std::vector<Op>& ops);

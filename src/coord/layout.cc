@@ -51,6 +51,12 @@ class Reader {
     if (error_.empty() && !(v >= 0.0 && v < 1e12)) Fail(key, "expected watts >= 0");
     return v;
   }
+  // Seconds: finite, >= 0, at most a year.
+  double Seconds(const char* key) {
+    const double v = Number(key);
+    if (error_.empty() && !(v >= 0.0 && v <= 366.0 * 86400.0)) Fail(key, "expected seconds >= 0");
+    return v;
+  }
   double Number(const char* key) {
     const json* v = Field(key);
     if (v == nullptr) return 0.0;
@@ -135,20 +141,33 @@ std::string ToJson(const Member& m) {
   json curve = json::array();
   for (const ValuePoint& p : m.value_curve)
     curve.push_back(json::array({p.budget_w, p.tokens_per_s}));
-  return json{{"job", m.job},
-              {"gpus", m.gpus},
-              {"nameplate_w", m.nameplate_w},
-              {"floor_w", m.floor_w},
-              {"demand_w", m.demand_w},
-              {"power_w", m.power_w},
-              {"node_overhead_w", m.node_overhead_w},
-              {"phase", m.phase},
-              {"value_tokens_per_j", m.value_tokens_per_j},
-              {"budget_w", m.budget_w},
-              {"lease", m.lease},
-              {"holder", m.holder},
-              {"value_curve", curve}}
-      .dump();
+  json j{{"job", m.job},
+         {"gpus", m.gpus},
+         {"nameplate_w", m.nameplate_w},
+         {"floor_w", m.floor_w},
+         {"demand_w", m.demand_w},
+         {"power_w", m.power_w},
+         {"node_overhead_w", m.node_overhead_w},
+         {"phase", m.phase},
+         {"value_tokens_per_j", m.value_tokens_per_j},
+         {"budget_w", m.budget_w},
+         {"lease", m.lease},
+         {"holder", m.holder},
+         {"value_curve", curve}};
+  if (m.has_timeline) {
+    const StepTimeline& t = m.timeline;
+    j["timeline"] = {{"step", t.step},
+                     {"in_rollout", t.in_rollout},
+                     {"phase_elapsed_s", t.phase_elapsed_s},
+                     {"rollout_s", t.rollout_s},
+                     {"rest_s", t.rest_s},
+                     {"rollout_w", t.rollout_w},
+                     {"rest_w", t.rest_w},
+                     {"held_w", t.held_w},
+                     {"held_left_s", t.held_left_s},
+                     {"tokens_per_s", m.tokens_per_s}};
+  }
+  return j.dump();
 }
 
 std::string ToJson(const Grant& g) {
@@ -158,7 +177,9 @@ std::string ToJson(const Grant& g) {
               {"lease", g.lease},
               {"job_budget_w", g.job_budget_w},
               {"admitted", g.admitted},
-              {"reason", g.reason}}
+              {"reason", g.reason},
+              {"hold_s", g.hold_s},
+              {"hold_step", g.hold_step}}
       .dump();
 }
 
@@ -228,6 +249,28 @@ Result<Member> MemberFromJson(std::string_view text, std::string_view where) {
     if (m.floor_w > m.demand_w) r.Fail("floor_w", "above demand_w");
     if (m.holder.size() > 512) r.Fail("holder", "longer than 512 bytes");
   }
+  if (r.error().empty() && j->contains("timeline")) {
+    const json& tj = (*j)["timeline"];
+    if (!tj.is_object()) {
+      r.Fail("timeline", "expected an object");
+    } else {
+      const std::string in_timeline = fmt::format("{}: timeline", where);
+      Reader t(tj, in_timeline);
+      StepTimeline& tl = m.timeline;
+      tl.step = t.Integer("step");
+      tl.in_rollout = t.Bool("in_rollout");
+      tl.phase_elapsed_s = t.Seconds("phase_elapsed_s");
+      tl.rollout_s = t.Seconds("rollout_s");
+      tl.rest_s = t.Seconds("rest_s");
+      tl.rollout_w = t.Watts("rollout_w");
+      tl.rest_w = t.Watts("rest_w");
+      tl.held_w = t.Watts("held_w");
+      tl.held_left_s = t.Seconds("held_left_s");
+      m.tokens_per_s = t.Watts("tokens_per_s");  // the same bounds: finite, >= 0
+      if (!t.error().empty()) return Error::Input(t.error());
+      m.has_timeline = true;
+    }
+  }
   if (!r.error().empty()) return Error::Input(r.error());
   return m;
 }
@@ -244,6 +287,10 @@ Result<Grant> GrantFromJson(std::string_view text, std::string_view where) {
   g.job_budget_w = r.Watts("job_budget_w");
   g.admitted = r.Bool("admitted");
   g.reason = r.String("reason");
+  if (r.error().empty() && j->contains("hold_s")) {
+    g.hold_s = r.Seconds("hold_s");
+    g.hold_step = r.Integer("hold_step");
+  }
   if (!r.error().empty()) return Error::Input(r.error());
   return g;
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "coord/stagger.h"
 #include "coord/store.h"
 #include "coord/value_allocation.h"
 
@@ -57,6 +58,11 @@ struct Member {
   // The agent process holding the registration (common/process_identity.h); optional, "" when
   // unknown. A restarted agent on the same machine takes the place of one that is gone.
   std::string holder;
+  // Where the job is in its step and what its steps look like (coord/stagger.h); optional
+  // (`timeline` absent: has_timeline false). `tokens_per_s`: over whole steps.
+  bool has_timeline = false;
+  StepTimeline timeline;
+  double tokens_per_s = 0.0;
 };
 
 struct Grant {
@@ -67,6 +73,10 @@ struct Grant {
   double job_budget_w = 0.0;
   bool admitted = true;
   std::string reason;
+  // Staggering: wait `hold_s` before starting step `hold_step` (the member's count), if it has
+  // not begun. Optional in JSON (0: none).
+  double hold_s = 0.0;
+  int64_t hold_step = 0;
 };
 
 struct Ack {

@@ -79,6 +79,36 @@ void FleetMember::Observe(double t_s, double power_w, std::string_view phase, do
   MutexLock lock(mu_);
   power_w_ = power_w;
   phase_ = std::string(phase);
+  // The step timeline: rollout, the rest of the step, held; startup and stopped are none.
+  const Part part = phase == PhaseName(Phase::kRollout) ? Part::kRollout
+                    : phase == PhaseName(Phase::kIdle)  ? Part::kHeld
+                    : phase == PhaseName(Phase::kStartup) || phase == PhaseName(Phase::kStopped)
+                        ? Part::kNone
+                        : Part::kRest;
+  if (part != part_) {
+    if (part_ != Part::kNone && part_samples_ > 0) {
+      PartStats& done = part_ == Part::kRollout ? rollout_ : part_ == Part::kRest ? rest_ : held_;
+      const double length_s = t_s - part_start_s_;
+      const double mean_w = part_power_sum_w_ / part_samples_;
+      constexpr double kNewest = 0.3;
+      done.length_s = done.seen ? (1 - kNewest) * done.length_s + kNewest * length_s : length_s;
+      done.power_w = done.seen ? (1 - kNewest) * done.power_w + kNewest * mean_w : mean_w;
+      done.seen = true;
+    }
+    if (part == Part::kRollout) ++steps_seen_;
+    if (part == Part::kHeld && grant_ && grant_->hold_step == steps_seen_ + 1 &&
+        grant_->hold_s > 0.0) {
+      held_step_ = grant_->hold_step;
+      held_for_s_ = grant_->hold_s;
+    }
+    part_ = part;
+    part_start_s_ = t_s;
+    part_power_sum_w_ = 0.0;
+    part_samples_ = 0;
+  }
+  part_power_sum_w_ += power_w;
+  ++part_samples_;
+  last_observed_s_ = t_s;
   observations_.push_back({t_s, power_w, tokens_per_s, phase == PhaseName(Phase::kRollout)});
   while (!observations_.empty() && observations_.front().t_s < t_s - config_.value_window_s) {
     observations_.pop_front();
@@ -128,6 +158,11 @@ Member FleetMember::DemandLocked(LeaseId lease) const {
   m.lease = lease;
   m.holder = config_.holder;
   m.value_curve = config_.value_curve.empty() ? HistoryCurveLocked() : config_.value_curve;
+  if (auto t = TimelineLocked()) {
+    m.has_timeline = true;
+    m.timeline = *t;
+    m.tokens_per_s = MeanTokensPerSLocked();
+  }
   return m;
 }
 
@@ -156,6 +191,48 @@ std::vector<ValuePoint> FleetMember::HistoryCurveLocked() const {
     if (c[b] > 0.0) out.push_back({p[b] / c[b], t[b] / c[b]});
   }
   return out;
+}
+
+std::optional<StepTimeline> FleetMember::TimelineLocked() const {
+  if (!rollout_.seen || !rest_.seen || part_ == Part::kNone) return std::nullopt;
+  StepTimeline t;
+  t.step = steps_seen_;
+  t.in_rollout = part_ == Part::kRollout;
+  t.phase_elapsed_s = part_ == Part::kHeld ? rest_.length_s : last_observed_s_ - part_start_s_;
+  t.rollout_s = rollout_.length_s;
+  t.rest_s = rest_.length_s;
+  // Unconstrained: the top of the value curve given (what the rollout draws at its highest
+  // setting), else what it drew under its grants -- a lower bound where the grant bound it.
+  t.rollout_w = config_.value_curve.empty()
+                    ? rollout_.power_w
+                    : std::max(rollout_.power_w, config_.value_curve.back().budget_w);
+  t.rest_w = rest_.power_w;
+  t.held_w = held_.seen ? held_.power_w : std::min(rest_.power_w, config_.floor_w);
+  if (part_ == Part::kHeld) {
+    t.held_left_s = std::max(1e-3, held_for_s_ - (last_observed_s_ - part_start_s_));
+  }
+  return t;
+}
+
+std::optional<StepTimeline> FleetMember::Timeline() const {
+  MutexLock lock(mu_);
+  return TimelineLocked();
+}
+
+double FleetMember::MeanTokensPerSLocked() const {
+  if (observations_.empty()) return 0.0;
+  double sum = 0.0;
+  for (const auto& o : observations_) sum += o.tokens_per_s;
+  return sum / static_cast<double>(observations_.size());
+}
+
+double FleetMember::PendingHoldS() {
+  const double now_s = now_s_();
+  MutexLock lock(mu_);
+  const Acting a = CurrentLocked(now_s);
+  if (a.state != Acting::State::kGranted || !grant_ || !(grant_->hold_s > 0.0)) return 0.0;
+  if (grant_->hold_step != steps_seen_ + 1 || held_step_ == grant_->hold_step) return 0.0;
+  return grant_->hold_s;
 }
 
 std::vector<ValuePoint> FleetMember::HistoryCurve() const {

@@ -100,12 +100,22 @@ class FleetMember {
   // of equal width between the lowest and highest), each bin's mean power and tokens/s; empty
   // with fewer than 8 rollout decisions or a power spread under 5 % of the mean.
   std::vector<ValuePoint> HistoryCurve() const EXCLUDES(mu_);
+  // Where the job is in its step and what its steps look like, from the phases observed
+  // (docs/FLEET.md, "Staggering"): rollout, the rest of the step (log-probs to checkpoint), and
+  // held ("idle"); each part's length and mean power as moving averages over the parts seen
+  // (weight 0.3 for the newest). Absent until a rollout and a rest have both been seen.
+  std::optional<StepTimeline> Timeline() const EXCLUDES(mu_);
+  // The hold the site asks for before the job's next step, while that step is still to come
+  // and the grant in force (0: none). The trainer honours it at its step boundary.
+  double PendingHoldS() EXCLUDES(mu_);
 
  private:
   Acting CurrentLocked(double now_s) const REQUIRES(mu_);
   double ValueLocked() const REQUIRES(mu_);
   Member DemandLocked(LeaseId lease) const REQUIRES(mu_);  // what the member key publishes
   std::vector<ValuePoint> HistoryCurveLocked() const REQUIRES(mu_);
+  std::optional<StepTimeline> TimelineLocked() const REQUIRES(mu_);
+  double MeanTokensPerSLocked() const REQUIRES(mu_);
   bool Register(double now_s) EXCLUDES(mu_);
 
   Store& store_;
@@ -129,6 +139,21 @@ class FleetMember {
   double power_w_ GUARDED_BY(mu_) = 0.0;
   std::string phase_ GUARDED_BY(mu_) = "idle";
   std::string published_phase_ GUARDED_BY(mu_);
+  // The step timeline.
+  enum class Part { kNone, kRollout, kRest, kHeld };
+  struct PartStats {
+    bool seen = false;
+    double length_s = 0.0, power_w = 0.0;  // moving averages
+  };
+  Part part_ GUARDED_BY(mu_) = Part::kNone;
+  double part_start_s_ GUARDED_BY(mu_) = 0.0;
+  double part_power_sum_w_ GUARDED_BY(mu_) = 0.0;
+  int part_samples_ GUARDED_BY(mu_) = 0;
+  double last_observed_s_ GUARDED_BY(mu_) = 0.0;
+  PartStats rollout_ GUARDED_BY(mu_), rest_ GUARDED_BY(mu_), held_ GUARDED_BY(mu_);
+  int64_t steps_seen_ GUARDED_BY(mu_) = 0;   // rollouts begun
+  int64_t held_step_ GUARDED_BY(mu_) = 0;    // the step a hold has begun before
+  double held_for_s_ GUARDED_BY(mu_) = 0.0;  // that hold's length
   struct Observation {
     double t_s, power_w, tokens_per_s;
     bool rollout;

@@ -235,6 +235,22 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
     l.site_budget_w = l.target_site_budget_w;
     out.changed = true;
   }
+  // Holds: a changed one rewrites the grant (the watts unchanged).
+  const auto hold_of = [&](const std::string& name) {
+    const auto h = in.holds.find(name);
+    return h == in.holds.end() ? PlanInput::Hold{} : h->second;
+  };
+  for (const auto& [name, j] : l.jobs) {
+    if (j.lease == 0 || regrant.contains(name)) continue;
+    const PlanInput::Hold h = hold_of(name);
+    const auto stored = in.grants.find(name);
+    const bool stored_hold = stored != in.grants.end() && stored->second.hold_s > 0.0;
+    if (h.hold_s <= 0.0 && !stored_hold) continue;  // no hold either way
+    const bool same = stored != in.grants.end() && stored->second.lease == j.lease &&
+                      std::abs(stored->second.hold_s - h.hold_s) < 1e-6 &&
+                      stored->second.hold_step == h.hold_step;
+    if (!same) regrant[name] = true;
+  }
   for (const auto& [name, yes] : regrant) {
     LedgerJob& j = l.jobs.at(name);
     j.seq = ++l.seq;
@@ -245,6 +261,9 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
     g.lease = j.lease;
     g.job_budget_w = j.grant_w;
     g.admitted = true;
+    const PlanInput::Hold h = hold_of(name);
+    g.hold_s = h.hold_s;
+    g.hold_step = h.hold_s > 0.0 ? h.hold_step : 0;
     out.grants.push_back(g);
     out.changed = true;
   }

@@ -55,6 +55,13 @@ struct PlanInput {
   double forget_after_s = 60.0;
   Allocation allocation = Allocation::kProportional;
   Fairness fairness = Fairness::kNone;  // with kValue
+  // Staggering's holds by job (coord/stagger.h): written with the job's grant, which is
+  // rewritten when its hold changes. A job absent: no hold.
+  struct Hold {
+    double hold_s = 0.0;
+    int64_t hold_step = 0;
+  };
+  std::map<std::string, Hold> holds;
 };
 
 struct PlanOutput {

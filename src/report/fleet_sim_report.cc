@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "analysis/budget_schedule.h"
 #include "report/html_page.h"
 #include "report/svg.h"
 #include "report/table.h"
@@ -31,6 +32,10 @@ json FleetSimToJson(const sim::FleetSimResult& r, uint64_t seed) {
   j["store"] = r.store;
   j["allocation"] = r.allocation;
   j["fairness"] = r.fairness;
+  j["offsets"] = r.offsets;
+  j["job_control"] = r.job_control;
+  j["stagger"] = r.stagger;
+  j["max_hold_s"] = r.max_hold_s;
   j["seed"] = seed;
   j["site_budget_w"] = r.site_budget_w;
   j["reserve_w"] = r.reserve_w;
@@ -41,6 +46,25 @@ json FleetSimToJson(const sim::FleetSimResult& r, uint64_t seed) {
   j["violation_fraction"] = ByWindow(r.site.violation_fraction);
   j["peak_fraction_of_nameplate"] = ByWindow(r.site.peak_fraction_of_nameplate);
   j["oversubscription_factor"] = r.site.oversubscription_factor;
+  {
+    const analysis::SettleSummary ss = analysis::SummarizeSettle(r.site.settle_s, r.site.unsettled);
+    const auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+    j["settle_s"] = {{"p50", opt(ss.p50_s)},
+                     {"p99", opt(ss.p99_s)},
+                     {"max", opt(ss.max_s)},
+                     {"events", ss.events},
+                     {"unsettled", ss.unsettled}};
+    if (r.scheduled) {
+      j["tokens_without_schedule"] = r.tokens_unscheduled;
+      j["tokens_lost_per_event"] = r.decreases > 0 ? (r.tokens_unscheduled - r.site.tokens) /
+                                                         static_cast<double>(r.decreases)
+                                                   : 0.0;
+      j["schedule_tokens_cost_pct"] = -Pct(r.site.tokens, r.tokens_unscheduled);
+    }
+  }
+  j["holds"] = {{"count", r.site.hold_count},
+                {"total_s", r.site.hold_total_s},
+                {"tokens_cost_pct", r.site.hold_tokens_cost_pct}};
   j["reassignments"] = r.reassignments;
   j["ledger_writes"] = r.ledger_writes;
   json jobs = json::array();
@@ -77,9 +101,11 @@ json FleetSimToJson(const sim::FleetSimResult& r, uint64_t seed) {
 std::string FleetSimToText(const sim::FleetSimResult& r) {
   std::string out = fmt::format(
       "fleet-sim: {} jobs, {:.0f} W nameplate, site budget {:.0f} W ({:.1f} % of nameplate), "
-      "reserve {:.0f} W, {:.0f} s, store {}, allocation {} (fairness {})\n\n",
+      "reserve {:.0f} W, {:.0f} s, store {}, allocation {} (fairness {}), offsets {}, job "
+      "control {}\n\n",
       r.site.jobs.size(), r.nameplate_w, r.site_budget_w, 100.0 * r.site_budget_w / r.nameplate_w,
-      r.reserve_w, r.duration_s, r.store, r.allocation, r.fairness);
+      r.reserve_w, r.duration_s, r.store, r.allocation, r.fairness, r.offsets,
+      r.job_control ? "on" : "off");
   TextTable t(
       {"", "tokens", "energy MJ", "over 0.5s", "over 30s", "over 5min", "peak 30s", "oversub q99"});
   const auto label = [&](const sim::FleetSimRun* run) {
@@ -99,9 +125,11 @@ std::string FleetSimToText(const sim::FleetSimResult& r) {
   out += t.Render();
   out += fmt::format(
       "\ntokens {:+.1f} % against the same jobs with no budget, {:+.1f} % against each on its own "
-      "budget; {} grants raised, {} ledger writes\n\n",
+      "budget; {} grants raised, {} ledger writes; stagger {}: {} holds, {:.0f} s, {:.2f} % of "
+      "the tokens\n\n",
       Pct(r.site.tokens, r.baseline.tokens), Pct(r.site.tokens, r.own_budgets.tokens),
-      r.reassignments, r.ledger_writes);
+      r.reassignments, r.ledger_writes, r.stagger, r.site.hold_count, r.site.hold_total_s,
+      r.site.hold_tokens_cost_pct);
   TextTable jobs({"job", "GPUs", "floor W", "mean grant W", "tokens", "no budget", "own budget"});
   for (size_t i = 0; i < r.site.jobs.size(); ++i) {
     const auto& j = r.site.jobs[i];

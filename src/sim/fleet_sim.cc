@@ -9,6 +9,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -72,6 +73,11 @@ struct Job {
   double last_energy_j = 0.0;
   double grant_time_w_s = 0.0;  // integral of the acted-on job budget
   double last_acting_w = 0.0;
+  double offset_s = 0.0;  // job time = site time + offset (advanced before the run)
+  double tokens_at_start = 0.0;
+  double energy_at_start_j = 0.0;
+  bool was_held = false;
+  uint64_t holds = 0;
   bool admitted_ever = false;
   std::string last_from;
 };
@@ -109,6 +115,7 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
   uint64_t index = 0;
   const bool by_value = mode == Mode::kSite && config.allocation == coord::Allocation::kValue;
   std::map<std::string, std::vector<coord::ValuePoint>> curves;  // per scenario, per GPU
+  std::map<std::string, double> step_s;                          // per scenario, at defaults
   *nameplate_w = 0.0;
   for (const FleetSimJobSpec& spec : config.jobs) {
     auto scenario = twin::LoadScenario(spec.scenario);
@@ -125,15 +132,16 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
       control::ControllerSpec cs;
       cs.limits = LimitsOf(j.scenario);
       cs.interval_s = config.interval_s;
-      if (mode != Mode::kUncontrolled && config.controller == "ppo" && std::ifstream(path).good()) {
+      if (mode != Mode::kUncontrolled && config.job_control && config.controller == "ppo" &&
+          std::ifstream(path).good()) {
         auto p = ReadPolicy(path);
         if (!p) return std::move(p).error();
         j.policy = std::move(*p);
       }
       jobs.push_back(std::move(j));
       Job& job = jobs.back();
-      if (mode == Mode::kUncontrolled) {
-        cs.kind = "uncontrolled";  // the trainer's own settings, no budget
+      if (mode == Mode::kUncontrolled || !config.job_control) {
+        cs.kind = "uncontrolled";  // the trainer's own settings (no budget, or a power limit)
         cs.concurrency = job.scenario.concurrency;
         cs.group_size = job.scenario.group_size;
       } else if (job.policy) {
@@ -150,8 +158,10 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
       job.controller.emplace(std::move(*built));
       const auto [lo_w, hi_w] = job.scenario.budget_range_w;
       const int gpus = job.scenario.gpus;
-      const double floor_per_gpu_w =
-          job.policy ? std::max(FloorPerGpuW(job.scenario), lo_w) : FloorPerGpuW(job.scenario);
+      // Without job control a power limit is the only actuator: the lowest one is the floor.
+      const double floor_per_gpu_w = !config.job_control ? job.scenario.power_limit_min_w
+                                     : job.policy ? std::max(FloorPerGpuW(job.scenario), lo_w)
+                                                  : FloorPerGpuW(job.scenario);
       job.floor_w = floor_per_gpu_w * gpus;
       job.static_w = job.scenario.budget_w;
       *nameplate_w += job.scenario.nameplate_w * gpus;
@@ -168,6 +178,20 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
       ac.stale_after_s = 3.0 * config.interval_s;
       job.agent = std::make_unique<agent::Agent>(ac, job.controller->get());
       job.link = std::make_unique<TwinLink>(job.scenario, config.seed * 1000 + index);
+      if (config.random_offsets) {
+        if (!step_s.contains(spec.scenario)) {
+          step_s[spec.scenario] =
+              twin::MeasureSetting(job.scenario, job.scenario.concurrency, job.scenario.group_size,
+                                   0.0, {2, {config.seed}})
+                  .step_time_s;
+        }
+        std::mt19937_64 draw(config.seed * 7919 + index);
+        job.offset_s = std::uniform_real_distribution<double>(0.0, step_s[spec.scenario])(draw);
+        (void)job.link->Read(job.offset_s);  // at its defaults, before anyone steers it
+      }
+      job.last_energy_j = job.link->twin().energy_j();
+      job.tokens_at_start = job.link->twin().tokens_total();
+      job.energy_at_start_j = job.last_energy_j;
       if (store != nullptr) {
         coord::MemberConfig mc;
         mc.site = "fleet-sim";
@@ -212,6 +236,8 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
     cc.id = "fleet-sim";
     cc.allocation = config.allocation;
     cc.fairness = config.fairness;
+    cc.max_hold_s = config.max_hold_s;
+    cc.stagger_passes = config.stagger_passes;
     coordinator =
         std::make_unique<coord::Coordinator>(*store, cc, clock, [&log](const std::string& l) {
           if (log) log(l);
@@ -220,7 +246,27 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
 
   FleetSimRun run;
   std::array<std::optional<analysis::WindowStats>, 3> windows;
-  for (size_t w = 0; w < 3; ++w) windows[w].emplace(kFleetWindowsS[w], config.site_budget_w);
+  analysis::BudgetSchedule moving;  // the site budget of the moment, with a schedule
+  if (!config.schedule.empty()) {
+    moving.Append(0.0, config.site_budget_w);
+    for (const coord::BudgetEvent& e : config.schedule) moving.Append(e.t_s, e.site_budget_w);
+  }
+  for (size_t w = 0; w < 3; ++w) {
+    if (config.schedule.empty()) {
+      windows[w].emplace(kFleetWindowsS[w], config.site_budget_w);
+    } else {
+      windows[w].emplace(kFleetWindowsS[w], &moving);
+    }
+  }
+  // The schedule's requests, and each decrease's settling.
+  const double lead_s = config.budget_lead_s > 0.0 ? config.budget_lead_s : 3.0 * config.period_s;
+  const std::vector<coord::BudgetRequest> requests =
+      coordinator ? coord::PlanBudgetRequests(config.schedule, config.site_budget_w, lead_s)
+                  : std::vector<coord::BudgetRequest>{};
+  size_t next_request = 0;
+  // settle_s of each decrease, on the site's true power (analysis::SettleTracker).
+  std::optional<analysis::SettleTracker> settle;
+  if (!config.schedule.empty()) settle.emplace(&moving);
   run.grant_w.assign(jobs.size(), {});
   const auto wall_start = std::chrono::steady_clock::now();
   const int64_t ticks = static_cast<int64_t>(std::llround(config.duration_s / config.interval_s));
@@ -237,7 +283,8 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
     }
     double site_energy_j = 0.0;
     for (Job& j : jobs) {
-      Result<telemetry::Sample> sample = j.link->Read(now_s);
+      const double job_t_s = now_s + j.offset_s;  // the job's own clock
+      Result<telemetry::Sample> sample = j.link->Read(job_t_s);
       const double energy_j = j.link->twin().energy_j();
       site_energy_j += energy_j - j.last_energy_j;
       j.last_energy_j = energy_j;
@@ -252,9 +299,16 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
       } else if (k > 0) {
         j.grant_time_w_s += j.agent->budget_w() * j.scenario.gpus * config.interval_s;
       }
-      j.agent->Report(j.link->Report(now_s), now_s);
-      const agent::Actuation& a = j.agent->Tick(now_s, sample);
+      const bool held = j.link->twin().current_phase() == twin::Phase::kIdle;
+      if (held && !j.was_held) ++j.holds;
+      j.was_held = held;
+      j.agent->Report(j.link->Report(job_t_s), job_t_s);
+      const agent::Actuation& a = j.agent->Tick(job_t_s, sample);
       j.link->Apply(a);
+      // Without job control the budget is a hardware power limit (none with no budget at all).
+      if (!config.job_control && mode != Mode::kUncontrolled) {
+        j.link->SetPowerLimit(j.agent->budget_w());
+      }
       if (j.member) {
         double power_w = 0.0;
         for (double p : j.link->twin().power_w()) power_w += p;
@@ -263,13 +317,23 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
         j.member->Step();
         const coord::Acting acting = j.member->Current();
         j.last_acting_w = acting.job_budget_w;
+        if (config.max_hold_s > 0.0) j.link->HoldNextStep(j.member->PendingHoldS());
         if (acting.state == coord::Acting::State::kGranted) j.admitted_ever = true;
       }
     }
+    while (next_request < requests.size() && requests[next_request].at_s <= now_s + 1e-9) {
+      if (auto st = coordinator->RequestSiteBudget(requests[next_request].site_budget_w);
+          !st && log) {
+        log(st.error().message());
+      }
+      ++next_request;
+    }
     if (coordinator && k % per_period == 0) coordinator->Step();
+
     if (k > 0) {
       const double site_power_w = site_energy_j / config.interval_s;
       for (auto& w : windows) w->Add(now_s, site_power_w);
+      if (settle) settle->Add(now_s, site_power_w);
       second_energy_j += site_energy_j;
       if (k % per_second == 0) {
         run.t_s.push_back(now_s);
@@ -285,6 +349,11 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
     if (progress && k % (per_second * 60) == 0) progress(offset + now_s, total);
   }
   for (auto& w : windows) w->Finish(config.interval_s);
+  if (settle) {
+    settle->Finish();
+    run.settle_s = settle->settled_s();
+    run.unsettled = settle->unsettled();
+  }
   for (size_t w = 0; w < 3; ++w) {
     const auto& s = *windows[w];
     run.violation_fraction[w] =
@@ -295,20 +364,26 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
   run.oversubscription_factor =
       planning::OversubscriptionFactor(*nameplate_w, {windows[1]->max_power_w().value_or(0.0)},
                                        planning::kDefaultQuantile, planning::kDefaultMargin);
+  double hold_tokens = 0.0;
   for (Job& j : jobs) {
     FleetSimJobResult r;
     r.job = j.name;
     r.scenario = j.scenario.name;
     r.gpus = j.scenario.gpus;
-    r.tokens = j.link->twin().tokens_total();
-    r.energy_j = j.link->twin().energy_j();
+    r.tokens = j.link->twin().tokens_total() - j.tokens_at_start;
+    r.energy_j = j.link->twin().energy_j() - j.energy_at_start_j;
     r.mean_grant_w = config.duration_s > 0.0 ? j.grant_time_w_s / config.duration_s : 0.0;
     r.floor_w = j.floor_w;
     r.admitted = j.budget ? j.admitted_ever : true;
     run.tokens += r.tokens;
     run.energy_j += r.energy_j;
+    const double held_s = j.link->twin().held_s();
+    run.hold_count += j.holds;
+    run.hold_total_s += held_s;
+    if (config.duration_s > held_s) hold_tokens += held_s * r.tokens / (config.duration_s - held_s);
     run.jobs.push_back(std::move(r));
   }
+  run.hold_tokens_cost_pct = run.tokens > 0.0 ? 100.0 * hold_tokens / run.tokens : 0.0;
   if (coordinator) {
     const auto& st = coordinator->status();
     *reassignments = st.ledger ? st.ledger->reassignments : 0;
@@ -329,6 +404,12 @@ Result<FleetSimResult> RunFleetSim(const FleetSimConfig& config, coord::Store* s
   out.store = store_name;
   out.allocation = config.allocation == coord::Allocation::kValue ? "value" : "proportional";
   out.fairness = config.fairness == coord::Fairness::kMaxMin ? "max-min" : "none";
+  out.offsets = config.random_offsets ? "random" : "aligned";
+  out.job_control = config.job_control;
+  out.max_hold_s = config.max_hold_s;
+  out.stagger = config.max_hold_s <= 0.0    ? "none"
+                : config.stagger_passes > 1 ? "descent"
+                                            : "greedy";
   FleetSimConfig alone = config;
   alone.speed = 0.0;  // the references need no pacing
   out.site_budget_w = config.site_budget_w;
@@ -337,7 +418,8 @@ Result<FleetSimResult> RunFleetSim(const FleetSimConfig& config, coord::Store* s
   std::vector<std::string> names;
   uint64_t unused_r = 0, unused_w = 0;
   double nameplate_w = 0.0;
-  const double total = 3.0 * config.duration_s;
+  const bool scheduled = !config.schedule.empty();
+  const double total = (scheduled ? 4.0 : 3.0) * config.duration_s;
   auto site = RunOnce(config, store, Mode::kSite, &names, &out.reassignments, &out.ledger_writes,
                       &nameplate_w, progress, 0.0, total, log);
   if (!site) return std::move(site).error();
@@ -351,6 +433,17 @@ Result<FleetSimResult> RunFleetSim(const FleetSimConfig& config, coord::Store* s
   if (!free) return std::move(free).error();
   out.baseline = std::move(*free);
   out.nameplate_w = nameplate_w;
+  if (scheduled) {
+    // The same site with its budget held where it started: what the schedule cost.
+    FleetSimConfig steady = alone;
+    steady.schedule.clear();
+    auto flat = RunOnce(steady, nullptr, Mode::kSite, &names, &unused_r, &unused_w, &nameplate_w,
+                        progress, 3.0 * config.duration_s, total, log);
+    if (!flat) return std::move(flat).error();
+    out.scheduled = true;
+    out.tokens_unscheduled = flat->tokens;
+    out.decreases = out.site.settle_s.size() + out.site.unsettled;
+  }
   return out;
 }
 

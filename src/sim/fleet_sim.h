@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "coord/plan.h"
+#include "coord/site_schedule.h"
 #include "coord/store.h"
 #include "sim/fleet_sim_result.h"
 
@@ -41,6 +42,22 @@ struct FleetSimConfig {
   // phase (the floor outside rollout).
   coord::Allocation allocation = coord::Allocation::kProportional;
   coord::Fairness fairness = coord::Fairness::kNone;
+  // Where each job is in its step at the start: all at the start of their first step
+  // (aligned), or each advanced by a draw uniform in [0, its typical step time) at its
+  // defaults (random; the draws depend on the seed and the job's place only).
+  bool random_offsets = false;
+  // Off: every job at its trainer's defaults (no controller), the site's grant enforced by the
+  // hardware power limit alone (per GPU = grant / GPUs; the floor, the lowest limit).
+  bool job_control = true;
+  // Staggering (coord/stagger.h): holds of up to max_hold_s before a job's next step, planned
+  // by the coordinator; 0: none. passes 1: greedy, more: coordinate descent.
+  double max_hold_s = 0.0;
+  int stagger_passes = 1;
+  // Demand response (coord/site_schedule.h): the site budget's changes, each asked of the
+  // coordinator `budget_lead_s` before it starts (a decrease, within its notice) or when it
+  // starts (an increase); 0: three periods. Windows count against the budget of the moment.
+  std::vector<coord::BudgetEvent> schedule;
+  double budget_lead_s = 0.0;
 };
 
 // "a100-72b-tp4:2,a100-14b-tp2:2,a100-7b-tp1:4".

@@ -32,6 +32,16 @@ struct FleetSimRun {
   // As `headroom fleet` defines it (planning::OversubscriptionFactor), of this one run: nameplate
   // / (its largest 30 s window of true power x 1.05).
   double oversubscription_factor = 0.0;
+  // Holds taken (the twins' time held): how many, how long in all, and their cost in tokens
+  // (each job's held time x its tokens/s while not held) as % of the run's tokens.
+  uint64_t hold_count = 0;
+  double hold_total_s = 0.0;
+  double hold_tokens_cost_pct = 0.0;
+  // Per site budget decrease of the schedule: settle_s of the site's true power
+  // (analysis::SettleTracker: until its trailing 1 s mean stays at or below the new budget for
+  // 5 s), and the decreases it never settled before the next change.
+  std::vector<double> settle_s;
+  size_t unsettled = 0;
   std::vector<FleetSimJobResult> jobs;
   // For the report: per second of simulated time.
   std::vector<double> t_s;
@@ -43,6 +53,10 @@ struct FleetSimResult {
   std::string store;                        // "memory" or "etcd"
   std::string allocation = "proportional";  // or "value"
   std::string fairness = "none";            // or "max-min"
+  std::string offsets = "aligned";          // or "random"
+  bool job_control = true;
+  std::string stagger = "none";  // or "greedy", "descent"
+  double max_hold_s = 0.0;
   double site_budget_w = 0.0;
   double reserve_w = 0.0;
   double nameplate_w = 0.0;
@@ -52,6 +66,11 @@ struct FleetSimResult {
   FleetSimRun site;         // under the site budget
   FleetSimRun baseline;     // the same jobs and seeds with no budget at all (uncontrolled)
   FleetSimRun own_budgets;  // the same jobs and seeds, each on its own scenario budget
+  // With a schedule: the site's tokens with the budget held where it started (what the
+  // schedule cost), and its decreases.
+  bool scheduled = false;
+  double tokens_unscheduled = 0.0;
+  uint64_t decreases = 0;
 };
 
 }  // namespace headroom::sim

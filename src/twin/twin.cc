@@ -82,7 +82,18 @@ double Twin::SetPowerLimit(double limit_w) {
   return power_limit_w_;
 }
 
+double Twin::HoldNextStep(double hold_s) {
+  pending_hold_s_ = std::isfinite(hold_s) ? std::max(0.0, hold_s) : 0.0;
+  return pending_hold_s_;
+}
+
 void Twin::BeginStep() {
+  if (pending_hold_s_ > kTimeEpsilon) {  // held at the boundary, then NextAfter(kIdle) begins
+    const double hold_s = pending_hold_s_;
+    pending_hold_s_ = 0.0;
+    BeginFixedPhase(Phase::kIdle, hold_s, scenario_.idle_loaded_w);
+    return;
+  }
   step_group_size_ = group_size_;
   if (!scenario_.has_rollout) {
     step_tokens_ = scenario_.train_tokens_per_step * scenario_.gpus;
@@ -158,7 +169,9 @@ void Twin::NextAfter(Phase finished, double at_s) {
       }
       BeginStep();
       return;
-    case Phase::kIdle:  // the twin's job is never idle (it starts in kStartup)
+    case Phase::kIdle:  // a hold (HoldNextStep) has ended
+      BeginStep();
+      return;
     case Phase::kStopped:
       return;
   }
@@ -220,7 +233,10 @@ void Twin::Tick() {
     } else {
       // Work measured at full clock; a power limit stretches it.
       ClockCurve::Effect effect{1.0, phase_power_w_};
-      if (power_limit_w_ > 0.0) effect = scenario_.clock.Apply(phase_power_w_, power_limit_w_);
+      // A hold is time, not work: a power limit does not stretch it.
+      if (power_limit_w_ > 0.0 && phase != Phase::kIdle) {
+        effect = scenario_.clock.Apply(phase_power_w_, power_limit_w_);
+      }
       const double needed = phase_left_s_ * effect.time_factor;
       used = std::min(span, needed);
       AddUniform(effect.power_w, used);
@@ -231,6 +247,7 @@ void Twin::Tick() {
       }
     }
     phase_time_[static_cast<size_t>(phase)] += used;
+    if (phase == Phase::kIdle) held_s_ += used;
     remaining -= used;
     t_now += used;
     empty_phases = used > 0.0 ? 0 : empty_phases + 1;

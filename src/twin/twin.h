@@ -41,6 +41,11 @@ class Twin {
   // <= 0 or >= nameplate: no limit; otherwise clamped to [power_limit_min_w, nameplate].
   double SetPowerLimit(double limit_w);
 
+  // Delays the start of the next step by `hold_s` (a site's staggering, docs/FLEET.md): at the
+  // step boundary the job waits in kIdle, its GPUs idle with the model loaded, then starts the
+  // step. A later call replaces a hold not yet begun; 0 cancels it. Returns the hold pending.
+  double HoldNextStep(double hold_s);
+
   // Advances one tick.
   void Tick();
 
@@ -62,6 +67,8 @@ class Twin {
   int next_group_size() const { return group_size_; }
   double power_limit_w() const { return power_limit_w_; }  // 0: none
 
+  double pending_hold_s() const { return pending_hold_s_; }
+  double held_s() const { return held_s_; }      // time spent held, in all
   double energy_j() const { return energy_j_; }  // sum of true power x tick
   double tokens_total() const { return tokens_total_; }
   double drawn_tokens_total() const { return drawn_tokens_; }  // completion lengths drawn
@@ -118,6 +125,8 @@ class Twin {
   double energy_j_ = 0.0;
   double tokens_total_ = 0.0;
   double drawn_tokens_ = 0.0;
+  double pending_hold_s_ = 0.0;
+  double held_s_ = 0.0;
 };
 
 }  // namespace headroom::twin

@@ -344,6 +344,86 @@ TEST(Member, DemandByPhaseAndAValueCurveFromItsOwnHistory) {
   EXPECT_EQ(MemberFromJson(r->kvs[0].value, "member")->value_curve.size(), 2u);
 }
 
+TEST(Plan, AHoldTravelsWithTheGrantAndAChangedOneRewritesIt) {
+  PlanInput in;
+  in.members = {{"a", M("a", 100, 500, 1)}};
+  in.registered_at = {{"a", 1}};
+  PlanOutput p = Plan(Fresh(1000, 0), in, 5);
+  Ledger l = p.ledger;
+  for (const Grant& g : p.grants) in.grants[g.job] = g;
+  EXPECT_FALSE(Plan(l, in, 5).changed);  // nothing new
+  in.holds["a"] = {5.0, 3};
+  p = Plan(l, in, 5);
+  ASSERT_EQ(p.grants.size(), 1u);
+  EXPECT_DOUBLE_EQ(p.grants[0].hold_s, 5.0);
+  EXPECT_EQ(p.grants[0].hold_step, 3);
+  EXPECT_DOUBLE_EQ(p.grants[0].job_budget_w, 500);  // the watts unchanged
+  l = p.ledger;
+  in.grants["a"] = p.grants[0];
+  EXPECT_FALSE(Plan(l, in, 5).changed);  // the same hold: no write
+  in.holds.erase("a");
+  p = Plan(l, in, 5);
+  ASSERT_EQ(p.grants.size(), 1u);
+  EXPECT_DOUBLE_EQ(p.grants[0].hold_s, 0.0);
+  auto back = GrantFromJson(ToJson(in.grants["a"]), "grant");
+  ASSERT_TRUE(back);
+  EXPECT_DOUBLE_EQ(back->hold_s, 5.0);
+  EXPECT_EQ(back->hold_step, 3);
+}
+
+TEST(Member, TheStepTimelineFromThePhasesAndAHoldPassedOnOnce) {
+  FakeClock clock;
+  MemoryStore store(clock.fn());
+  MemberConfig mc;
+  mc.site = "s";
+  mc.job = "j";
+  mc.nameplate_w = 1200;
+  mc.floor_w = 150;
+  mc.lease_ttl_s = 10;
+  FleetMember member(store, mc, clock.fn(), [](auto&) {});
+  member.Step();
+  EXPECT_FALSE(member.Timeline());
+  // Rollout 0-10 s at 1000 W, the rest 10-20 s at 200 W, rollout again from 20 s.
+  for (double t = 0; t < 20; t += 0.5) {
+    member.Observe(t, t < 10 ? 1000 : 200, t < 10 ? "rollout" : "train", 10);
+  }
+  member.Observe(20, 1000, "rollout", 10);
+  auto tl = member.Timeline();
+  ASSERT_TRUE(tl);
+  EXPECT_EQ(tl->step, 2);
+  EXPECT_TRUE(tl->in_rollout);
+  EXPECT_DOUBLE_EQ(tl->phase_elapsed_s, 0);
+  EXPECT_DOUBLE_EQ(tl->rollout_s, 10);
+  EXPECT_DOUBLE_EQ(tl->rest_s, 10);
+  EXPECT_DOUBLE_EQ(tl->rollout_w, 1000);
+  EXPECT_DOUBLE_EQ(tl->rest_w, 200);
+  EXPECT_DOUBLE_EQ(tl->held_w, 150);  // never held: the lower of the rest and the floor
+  // The site asks for 5 s before step 3.
+  Grant g;
+  g.job = "j";
+  g.term = 1;
+  g.seq = 1;
+  g.lease = member.status().lease;
+  g.job_budget_w = 900;
+  g.hold_s = 5;
+  g.hold_step = 3;
+  ASSERT_TRUE(store.Put("/headroom/s/grants/j", ToJson(g), 0));
+  clock.t = 1;
+  member.Step();
+  EXPECT_EQ(member.Current().state, Acting::State::kGranted);
+  EXPECT_DOUBLE_EQ(member.PendingHoldS(), 5);
+  member.Observe(30, 200, "train", 10);
+  member.Observe(40, 100, "idle", 0);          // the trainer holds
+  EXPECT_DOUBLE_EQ(member.PendingHoldS(), 0);  // passed on once
+  tl = member.Timeline();
+  ASSERT_TRUE(tl);
+  EXPECT_DOUBLE_EQ(tl->held_left_s, 5);
+  member.Observe(45, 1000, "rollout", 10);
+  EXPECT_EQ(member.Timeline()->step, 3);
+  EXPECT_DOUBLE_EQ(member.Timeline()->held_w, 100);
+  EXPECT_DOUBLE_EQ(member.PendingHoldS(), 0);
+}
+
 TEST(Plan, AGoneLeaseFallsToTheFloorAndANewIncarnationKeepsThePlace) {
   PlanInput in;
   in.members = {{"a", M("a", 100, 500, 1)}, {"b", M("b", 100, 500, 2)}};

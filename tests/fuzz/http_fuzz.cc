@@ -67,7 +67,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     telemetry::Sample s;
     s.t_s = 1.0;
     s.gpus.push_back({static_cast<double>(data[0]), false, {}, {}, {}, {}});
-    std::lock_guard lock(world.shared.mu);
+    MutexLock lock(world.shared.mu);
     world.core->Tick(1.0, s);
   }
 
@@ -92,7 +92,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       r = world.api->EndLongPoll();
     }
     {
-      std::lock_guard lock(world.shared.mu);
+      MutexLock lock(world.shared.mu);
       Check(world.shared.long_polls == 0);
     }
     switch (r.status) {

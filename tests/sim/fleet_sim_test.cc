@@ -88,6 +88,55 @@ TEST(FleetSim, DeterministicForASeed) {
   EXPECT_EQ(report::FleetSimToJson(*a, 3).dump(), report::FleetSimToJson(*b, 3).dump());
 }
 
+TEST(FleetSim, ByValueStaggeredOffsetAndWithoutJobControlTheInvariantHolds) {
+  // Every new mode keeps the site under its budget in 30 s windows, and says what it did.
+  FleetSimConfig c = Paper(900);
+  c.allocation = coord::Allocation::kValue;
+  c.random_offsets = true;
+  c.max_hold_s = 60;
+  auto r = RunFleetSim(c, nullptr, "memory", nullptr, nullptr);
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->site.violation_fraction[1], 0.0);
+  const auto j = report::FleetSimToJson(*r, 3);
+  EXPECT_EQ(j["allocation"], "value");
+  EXPECT_EQ(j["offsets"], "random");
+  EXPECT_EQ(j["stagger"], "greedy");
+  for (const char* key : {"count", "total_s", "tokens_cost_pct"}) {
+    EXPECT_TRUE(j["holds"].contains(key)) << key;
+  }
+  EXPECT_GT(j["oversubscription_factor"].get<double>(), 1.0);
+  EXPECT_GE(r->site.hold_tokens_cost_pct, 0.0);
+  // Random offsets move the baselines too: their tokens differ from the aligned run's.
+  auto aligned = RunFleetSim(Paper(900), nullptr, "memory", nullptr, nullptr);
+  ASSERT_TRUE(aligned);
+  EXPECT_NE(aligned->baseline.tokens, r->baseline.tokens);
+
+  c = Paper(900);
+  c.job_control = false;  // the grant as a power limit alone
+  r = RunFleetSim(c, nullptr, "memory", nullptr, nullptr);
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->site.violation_fraction[1], 0.0);
+  EXPECT_FALSE(report::FleetSimToJson(*r, 3)["job_control"].get<bool>());
+}
+
+TEST(FleetSim, ASiteBudgetCutWithNoticeSettlesAndSaysWhatItCost) {
+  // 20 % off from 300 s to 600 s, known 10 s ahead: from 75 % of nameplate to 60 % (the
+  // floors, 3,640 W, must fit under the cut: the coordinator refuses a budget below them).
+  FleetSimConfig c = Paper(900);
+  c.site_budget_w = 0.75 * 6400;
+  c.schedule = {{300, 0.8 * c.site_budget_w, 10}, {600, c.site_budget_w, 0}};
+  auto r = RunFleetSim(c, nullptr, "memory", nullptr, nullptr);
+  ASSERT_TRUE(r) << r.error().message();
+  ASSERT_EQ(r->site.settle_s.size() + r->site.unsettled, 1u);
+  ASSERT_EQ(r->site.settle_s.size(), 1u);
+  EXPECT_LE(r->site.settle_s[0], 5.0);
+  EXPECT_EQ(r->site.violation_fraction[1], 0.0);  // against the budget of the moment
+  const auto j = report::FleetSimToJson(*r, 3);
+  EXPECT_EQ(j["settle_s"]["events"], 1);
+  EXPECT_TRUE(j.contains("tokens_lost_per_event"));
+  EXPECT_GE(j["tokens_without_schedule"].get<double>(), r->site.tokens);
+}
+
 TEST(FleetSim, TheSameSummaryOverARealEtcd) {
   if (!coord::etcd_test::EtcdCluster::Available()) GTEST_SKIP() << "no etcd";
   std::string why;

@@ -63,6 +63,33 @@ TEST(Twin, FixedPhasesByHand) {
   EXPECT_NEAR(energy_j, twin.energy_j(), 1e-6);  // trace energy = sum of tick power x tick
 }
 
+TEST(Twin, AHoldDelaysTheNextStepAtIdleLoadedPower) {
+  Twin twin(TrainOnly(), 1);
+  // As above, with a 2 s hold asked for during the first step's training: 4.5-6.5 held at 80 W
+  // (idle, the model loaded), then train 6.5-8.5, sync 8.5-9.5, checkpoint 9.5-12.5.
+  while (twin.t_s() < 2.0 - 1e-9) twin.Tick();
+  EXPECT_DOUBLE_EQ(twin.HoldNextStep(2.0), 2.0);
+  for (int tick = 20; tick < 125; ++tick) {
+    const double t_s = twin.t_s();
+    twin.Tick();
+    if (std::abs(t_s - 4.5) < 1e-9 || std::abs(t_s - 6.4) < 1e-9) {
+      EXPECT_EQ(twin.phase(), Phase::kIdle) << "t " << t_s;
+      EXPECT_NEAR(twin.power_w()[0], 80, 1e-9);
+    }
+    if (std::abs(t_s - 6.5) < 1e-9) {
+      EXPECT_EQ(twin.phase(), Phase::kTrain);
+    }
+    if (std::abs(t_s - 9.5) < 1e-9) {
+      EXPECT_EQ(twin.phase(), Phase::kCheckpoint);
+    }
+  }
+  EXPECT_EQ(twin.steps_done(), 2);
+  EXPECT_NEAR(twin.held_s(), 2.0, 1e-9);
+  EXPECT_DOUBLE_EQ(twin.pending_hold_s(), 0.0);
+  // 25 + 80 + 2 x (700 + 120) + 2 x 80 held + 300.
+  EXPECT_NEAR(twin.energy_j(), 25 + 80 + 2 * 820 + 160 + 300, 1e-6);
+}
+
 TEST(Twin, AGenerationOnlyJobGoesFromRolloutToSyncAndCountsProgress) {
   std::string text = testing::TinyScenario();
   text.erase(text.find("[train]"),

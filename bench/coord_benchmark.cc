@@ -15,6 +15,8 @@
 #include "coord/member.h"
 #include "coord/memory_store.h"
 #include "coord/plan.h"
+#include "coord/stagger.h"
+#include "coord/value_allocation.h"
 
 namespace headroom::bench {
 namespace {
@@ -123,6 +125,60 @@ void BM_Allocate(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * n);
 }
 BENCHMARK(BM_Allocate)->Arg(1000)->Unit(benchmark::kMicrosecond);
+
+// Allocation by value: 1,000 jobs of 6-point concave curves (as the twin's), half the room.
+void BM_AllocateByValue(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  std::map<std::string, coord::ValueJob> jobs;
+  for (int i = 0; i < n; ++i) {
+    coord::ValueJob v{FloorW(i), NameplateW(i), {}};
+    double t = 0.0, slope = 1.0 + 0.01 * static_cast<double>(i % 13);
+    for (int k = 0; k < 6; ++k) {
+      v.curve.push_back({FloorW(i) + k * (NameplateW(i) - FloorW(i)) / 5.0, t});
+      t += slope * (NameplateW(i) - FloorW(i)) / 5.0;
+      slope *= 0.7;
+    }
+    jobs[JobName(i)] = std::move(v);
+  }
+  const double available_w = SiteBudgetW(n);
+  const auto fairness = state.range(1) != 0 ? coord::Fairness::kMaxMin : coord::Fairness::kNone;
+  for (auto _ : state) {
+    auto out = coord::AllocateByValue(available_w, jobs, fairness);
+    benchmark::DoNotOptimize(out.size());
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_AllocateByValue)->Args({1000, 0})->Args({1000, 1})->Unit(benchmark::kMicrosecond);
+
+// Staggering: 1,000 jobs' holds over a 600 s horizon on a 1 s grid, holds 0-60 s in 5 s steps.
+void BM_PlanHolds(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  std::map<std::string, coord::StaggerJob> jobs;
+  double peak_w = 0.0;
+  for (int i = 0; i < n; ++i) {
+    coord::StepTimeline t;
+    t.in_rollout = i % 2 == 0;
+    t.phase_elapsed_s = static_cast<double>(i % 17);
+    t.rollout_s = 60.0 + static_cast<double>(i % 31);
+    t.rest_s = 40.0 + static_cast<double>(i % 23);
+    t.rollout_w = NameplateW(i);
+    t.rest_w = FloorW(i);
+    t.held_w = 0.5 * FloorW(i);
+    peak_w += t.rollout_w;
+    jobs[JobName(i)] = {t, 10.0};
+  }
+  coord::StaggerOptions o;
+  o.budget_w = 0.7 * peak_w;
+  o.max_hold_s = 60;
+  o.value_tokens_per_j = 0.02;
+  o.passes = static_cast<int>(state.range(1));
+  for (auto _ : state) {
+    auto plan = coord::PlanHolds(jobs, o);
+    benchmark::DoNotOptimize(plan.hold_s.size());
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_PlanHolds)->Args({1000, 1})->Args({1000, 4})->Unit(benchmark::kMillisecond);
 
 void BM_LedgerToJson(benchmark::State& state) {
   const Site s = SteadySite(static_cast<int>(state.range(0)));

@@ -59,8 +59,16 @@ async def main():
     follower = asyncio.create_task(follow(client, gate, stop, changes, args.steps == 0))
     tokens = [0]
     step = 0
+    held_s = 0.0
     while (args.steps == 0 and not stop.is_set()) or step < args.steps:
-        group = client.actuation()["group_size"]  # read at the step boundary
+        a = client.actuation()  # read at the step boundary
+        hold = client.take_hold(a)  # a site's staggering: wait before the step, once per hold
+        if hold > 0:
+            client.report(step, "idle", tokens[0], 0)
+            await asyncio.sleep(hold)
+            held_s += hold
+            print("step %d: held %.1f s by the site" % (step, hold), flush=True)
+        group = a["group_size"]
         client.report(step, "rollout", tokens[0], gate.in_flight, group_size=group)
         await asyncio.gather(*(generate(gate, rng, tokens) for _ in range(args.prompts * group)))
         client.report(step, "train", tokens[0], 0, group_size=group)
@@ -70,7 +78,8 @@ async def main():
         step += 1
     stop.set()
     await follower
-    print("fake trainer: %d steps, %d concurrency changes followed" % (step, changes[0]))
+    print("fake trainer: %d steps, %d concurrency changes followed, %.1f s held" %
+          (step, changes[0], held_s))
     return 0
 
 

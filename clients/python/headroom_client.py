@@ -18,6 +18,7 @@ import urllib.error
 import urllib.request
 
 MAX_WAIT_S = 30.0  # the agent's longest long-poll
+MAX_HOLD_S = 3600.0  # the longest hold a site may ask before a step
 
 
 def _valid(a):
@@ -42,6 +43,7 @@ class AgentClient:
         self._last = None       # the last decision heard
         self._last_at = None    # when it was heard (client clock)
         self.reachable = None   # did the last request get an answer? (None: none made yet)
+        self._held_id = 0       # the last hold honoured
 
     def _request(self, path, body=None, timeout_s=None):
         headers = {"Content-Type": "application/json"} if body is not None else {}
@@ -75,6 +77,21 @@ class AgentClient:
             return dict(self._last)
         seq = self._last["seq"] if self._last is not None else 0
         return dict(self.safe, seq=seq, valid_for_s=0.0, reason="fallback: " + why)
+
+    def take_hold(self, actuation=None):
+        """Seconds to wait before starting the next step: a site's staggering (docs/FLEET.md).
+
+        Call at the step boundary with the actuation read there (or none: it is read now). Each
+        hold the site asks for is returned once (by its hold_id), then 0; report the phase
+        "idle" while waiting. 0 when there is none, or the answer is not a hold."""
+        a = actuation if actuation is not None else self.actuation()
+        hold_s, hold_id = a.get("hold_s"), a.get("hold_id")
+        if (not isinstance(hold_s, (int, float)) or isinstance(hold_s, bool)
+                or not math.isfinite(hold_s) or hold_s <= 0 or not isinstance(hold_id, int)
+                or hold_id == 0 or hold_id == self._held_id):
+            return 0.0
+        self._held_id = hold_id
+        return min(float(hold_s), MAX_HOLD_S)
 
     def report(self, step, phase, tokens, in_flight, progress=None, group_size=None):
         """Tells the agent where the trainer is (group_size: the one in force this step).

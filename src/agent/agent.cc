@@ -36,6 +36,14 @@ void Agent::Set(int concurrency, int group_size, std::string reason, double now_
   if (changed) ++actuation_.seq;
 }
 
+void Agent::SetHold(double hold_s, int64_t hold_id) {
+  if (!(hold_s > 0.0) || !std::isfinite(hold_s)) hold_s = 0.0, hold_id = 0;
+  if (hold_s == actuation_.hold_s && hold_id == actuation_.hold_id) return;
+  actuation_.hold_s = hold_s;
+  actuation_.hold_id = hold_id;
+  ++actuation_.seq;
+}
+
 void Agent::SetBudget(double budget_w, std::string from) {
   assert(budget_w > 0.0 && std::isfinite(budget_w));
   budget_w_ = budget_w;

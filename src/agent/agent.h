@@ -51,6 +51,10 @@ struct Actuation {
   double valid_for_s = 0.0;
   std::string reason;
   double t_s = 0.0;
+  // A site's staggering (docs/FLEET.md): wait hold_s before starting the next step, once per
+  // hold_id (0: none). The trainer honours it at its step boundary (clients/python: take_hold).
+  double hold_s = 0.0;
+  int64_t hold_id = 0;
 };
 
 struct TrainerReport {
@@ -119,6 +123,8 @@ class Agent {
   const Actuation& Tick(double now_s, const Result<telemetry::Sample>& sample);
   // The budget per GPU from the next decision on. REQUIRES: budget_w > 0 and finite.
   void SetBudget(double budget_w, std::string from);
+  // The site's hold before the next step (0: none); a change is a new actuation (seq).
+  void SetHold(double hold_s, int64_t hold_id);
   double budget_w() const { return budget_w_; }
   const std::string& budget_from() const { return budget_from_; }
   void Report(const TrainerReport& report, double now_s);

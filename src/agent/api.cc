@@ -184,7 +184,9 @@ std::string ActuationJson(const Actuation& a) {
                    {"group_size", a.group_size},
                    {"seq", a.seq},
                    {"valid_for_s", a.valid_for_s},
-                   {"reason", a.reason}}) +
+                   {"reason", a.reason},
+                   {"hold_s", a.hold_s},
+                   {"hold_id", a.hold_id}}) +
          "\n";
 }
 
@@ -197,7 +199,9 @@ std::string StatusJson(const AgentStatus& s, const std::optional<ConnectionCount
                     {"group_size", s.actuation.group_size},
                     {"seq", s.actuation.seq},
                     {"valid_for_s", s.actuation.valid_for_s},
-                    {"reason", s.actuation.reason}};
+                    {"reason", s.actuation.reason},
+                    {"hold_s", s.actuation.hold_s},
+                    {"hold_id", s.actuation.hold_id}};
   j["decisions"] = s.decisions;
   j["telemetry_errors"] = s.telemetry_errors;
   j["safe_decisions"] = s.safe_decisions;

@@ -24,6 +24,9 @@ struct BudgetInForce {
   double budget_per_gpu_w = 0.0;
   std::string from;      // "--budget-w", "POST /v1/budget", ...
   uint64_t version = 0;  // increases with every change
+  // A site's hold before the next step (FleetBudget), 0: none; hold_id names it.
+  double hold_s = 0.0;
+  int64_t hold_id = 0;
 };
 
 class BudgetSource {

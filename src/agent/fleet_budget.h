@@ -44,7 +44,8 @@ class FleetBudget final : public BudgetSource {
       last_ = a;
       if (on_change_) on_change_(a, per_gpu_w);
     }
-    return {per_gpu_w, a.reason, version_};
+    const coord::HoldRequest hold = member_.PendingHold();
+    return {per_gpu_w, a.reason, version_, hold.hold_s, hold.step};
   }
 
  private:

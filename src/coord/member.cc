@@ -226,13 +226,13 @@ double FleetMember::MeanTokensPerSLocked() const {
   return sum / static_cast<double>(observations_.size());
 }
 
-double FleetMember::PendingHoldS() {
+HoldRequest FleetMember::PendingHold() {
   const double now_s = now_s_();
   MutexLock lock(mu_);
   const Acting a = CurrentLocked(now_s);
-  if (a.state != Acting::State::kGranted || !grant_ || !(grant_->hold_s > 0.0)) return 0.0;
-  if (grant_->hold_step != steps_seen_ + 1 || held_step_ == grant_->hold_step) return 0.0;
-  return grant_->hold_s;
+  if (a.state != Acting::State::kGranted || !grant_ || !(grant_->hold_s > 0.0)) return {};
+  if (grant_->hold_step != steps_seen_ + 1 || held_step_ == grant_->hold_step) return {};
+  return {grant_->hold_s, grant_->hold_step};
 }
 
 std::vector<ValuePoint> FleetMember::HistoryCurve() const {

@@ -52,6 +52,11 @@ struct MemberConfig {
   bool phase_demand = false;
 };
 
+struct HoldRequest {
+  double hold_s = 0.0;
+  int64_t step = 0;
+};
+
 struct Acting {
   enum class State { kLocal, kGranted, kFenced };
   State state = State::kLocal;
@@ -106,8 +111,10 @@ class FleetMember {
   // (weight 0.3 for the newest). Absent until a rollout and a rest have both been seen.
   std::optional<StepTimeline> Timeline() const EXCLUDES(mu_);
   // The hold the site asks for before the job's next step, while that step is still to come
-  // and the grant in force (0: none). The trainer honours it at its step boundary.
-  double PendingHoldS() EXCLUDES(mu_);
+  // and the grant in force (0 s: none), and the step it is for (the member's count of rollouts
+  // begun: an id the trainer honours once). The trainer honours it at its step boundary.
+  HoldRequest PendingHold() EXCLUDES(mu_);
+  double PendingHoldS() EXCLUDES(mu_) { return PendingHold().hold_s; }
 
  private:
   Acting CurrentLocked(double now_s) const REQUIRES(mu_);

@@ -90,22 +90,21 @@ StaggerPlan PlanHolds(const std::map<std::string, StaggerJob>& jobs, const Stagg
     const std::string* name;
     const StaggerJob* job;
     double next_step_s;
-    std::vector<std::vector<double>> profile;  // per candidate
+    size_t candidates;            // holds it may take (1: none)
+    std::vector<double> profile;  // with the chosen hold
     size_t chosen = 0;
   };
   std::vector<Work> work;
   std::vector<double> total(cells, 0.0);
   for (const auto& [name, j] : jobs) {
-    Work w{&name, &j, 0.0, {}, 0};
+    Work w{&name, &j, 0.0, 1, {}, 0};
     Segments(j.timeline, 0.0, o.horizon_s, &w.next_step_s);
-    // A step that does not start within the horizon cannot be moved in it.
-    // Nor one already held.
-    const size_t n =
-        w.next_step_s < o.horizon_s && !(j.timeline.held_left_s > 0.0) ? candidates.size() : 1;
-    for (size_t c = 0; c < n; ++c) {
-      w.profile.push_back(PredictPower(j.timeline, candidates[c], o.horizon_s, o.dt_s));
+    // A step that does not start within the horizon cannot be moved in it; nor one held now.
+    if (w.next_step_s < o.horizon_s && !(j.timeline.held_left_s > 0.0)) {
+      w.candidates = candidates.size();
     }
-    for (size_t i = 0; i < cells; ++i) total[i] += w.profile[0][i];
+    w.profile = PredictPower(j.timeline, 0.0, o.horizon_s, o.dt_s);
+    for (size_t i = 0; i < cells; ++i) total[i] += w.profile[i];
     work.push_back(std::move(w));
   }
   std::stable_sort(work.begin(), work.end(),
@@ -117,23 +116,26 @@ StaggerPlan PlanHolds(const std::map<std::string, StaggerJob>& jobs, const Stagg
   for (int pass = 0; pass < std::max(1, o.passes); ++pass) {
     bool changed = false;
     for (Work& w : work) {
-      if (w.profile.size() < 2) continue;
-      const auto& mine = w.profile[w.chosen];
-      for (size_t i = 0; i < cells; ++i) total[i] -= mine[i];
+      if (w.candidates < 2) continue;
+      for (size_t i = 0; i < cells; ++i) total[i] -= w.profile[i];
       double best = std::numeric_limits<double>::infinity();
       size_t best_c = 0;
-      for (size_t c = 0; c < w.profile.size(); ++c) {
-        for (size_t i = 0; i < cells; ++i) trial[i] = total[i] + w.profile[c][i];
+      std::vector<double> best_profile;
+      for (size_t c = 0; c < w.candidates; ++c) {
+        std::vector<double> p = PredictPower(w.job->timeline, candidates[c], o.horizon_s, o.dt_s);
+        for (size_t i = 0; i < cells; ++i) trial[i] = total[i] + p[i];
         const double cost = Excess(trial, o.budget_w, o.dt_s) * o.value_tokens_per_j +
                             candidates[c] * w.job->tokens_per_s;
         if (cost < best - 1e-9) {  // ties: the shorter hold
           best = cost;
           best_c = c;
+          best_profile = std::move(p);
         }
       }
       if (best_c != w.chosen) changed = true;
       w.chosen = best_c;
-      for (size_t i = 0; i < cells; ++i) total[i] += w.profile[w.chosen][i];
+      w.profile = std::move(best_profile);
+      for (size_t i = 0; i < cells; ++i) total[i] += w.profile[i];
     }
     if (!changed) break;
   }

@@ -296,6 +296,7 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
           j.agent->SetBudget(b.budget_per_gpu_w, b.from);
           j.last_from = b.from;
         }
+        j.agent->SetHold(b.hold_s, b.hold_id);  // reaches the twin through the actuation
       } else if (k > 0) {
         j.grant_time_w_s += j.agent->budget_w() * j.scenario.gpus * config.interval_s;
       }
@@ -317,7 +318,6 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
         j.member->Step();
         const coord::Acting acting = j.member->Current();
         j.last_acting_w = acting.job_budget_w;
-        if (config.max_hold_s > 0.0) j.link->HoldNextStep(j.member->PendingHoldS());
         if (acting.state == coord::Acting::State::kGranted) j.admitted_ever = true;
       }
     }

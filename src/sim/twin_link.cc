@@ -31,6 +31,8 @@ agent::TrainerReport TwinLink::Report(double) {
 void TwinLink::Apply(const agent::Actuation& actuation) {
   twin_.SetConcurrency(actuation.concurrency);
   twin_.SetGroupSize(actuation.group_size);
+  // The site's hold, as a trainer honours it at the step boundary (0 clears one not begun).
+  twin_.HoldNextStep(actuation.hold_s);
 }
 
 agent::TrainerState TwinLink::State() const {

@@ -126,5 +126,42 @@ for i in range(len(Malformed.bodies)):
           "malformed answer %d is a fallback: %s" % (i, a))
 stub.shutdown()
 
+
+# A site's hold (staggering): taken once per hold_id at the step boundary, never from a
+# malformed answer.
+class Holding(http.server.BaseHTTPRequestHandler):
+    body = b""
+
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(Holding.body)))
+        self.end_headers()
+        self.wfile.write(Holding.body)
+
+    def log_message(self, *args):
+        pass
+
+
+def decision(hold_s, hold_id):
+    return ('{"concurrency": 4, "group_size": 8, "seq": 3, "valid_for_s": 5, "reason": "", '
+            '"hold_s": %s, "hold_id": %s}' % (hold_s, hold_id)).encode()
+
+
+stub = http.server.HTTPServer(("127.0.0.1", 0), Holding)
+threading.Thread(target=stub.serve_forever, daemon=True).start()
+c = AgentClient("http://127.0.0.1:%d" % stub.server_port)
+Holding.body = decision(12.5, 7)
+check(c.take_hold() == 12.5, "a hold is taken")
+check(c.take_hold() == 0.0, "the same hold only once")
+Holding.body = decision(4, 8)
+check(c.take_hold() == 4.0, "the next hold is taken")
+for bad in [decision("null", 9), decision('"5"', 9), decision(-1, 9), decision(5, "null"),
+            decision(5, 0)]:
+    Holding.body = bad
+    check(c.take_hold() == 0.0, "not a hold: %s" % bad)
+Holding.body = decision(0, 0)
+check(c.take_hold() == 0.0, "no hold")
+stub.shutdown()
+
 print("client_test:", "FAILED" if failures else "ok")
 sys.exit(1 if failures else 0)

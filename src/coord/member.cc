@@ -29,7 +29,8 @@ FleetMember::FleetMember(Store& store, MemberConfig config, std::function<double
       config_(std::move(config)),
       keys_(config_.site),
       now_s_(std::move(monotonic_s)),
-      log_(std::move(log)) {}
+      log_(std::move(log)),
+      started_s_(now_s_()) {}
 
 Acting FleetMember::CurrentLocked(double now_s) const {
   Acting a;
@@ -273,8 +274,12 @@ bool FleetMember::Register(double now_s) {
       config_.holder_gone && !config_.holder.empty()) {
     const KeyValue& taken = r->responses[0][0];
     auto before = MemberFromJson(taken.value, taken.key);
+    // Not before TTL - margin from our own start: the predecessor died before we started, so
+    // what it (and its trainer, whose actuations are valid no longer) may act on ends by then.
+    const bool past_its_deadline =
+        now_s >= started_s_ + static_cast<double>(config_.lease_ttl_s) - config_.fence_margin_s;
     if (before && !before->holder.empty() && before->holder != config_.holder && taken.lease != 0 &&
-        config_.holder_gone(before->holder)) {
+        past_its_deadline && config_.holder_gone(before->holder)) {
       if (auto revoked = store_.LeaseRevoke(taken.lease); revoked || IsLeaseGone(revoked.error())) {
         log_(fmt::format("fleet: job '{}': its previous agent ({}) is gone: lease {:x} revoked",
                          config_.job, before->holder, taken.lease));

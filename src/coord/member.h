@@ -130,6 +130,7 @@ class FleetMember {
   const Keys keys_;
   std::function<double()> now_s_;
   std::function<void(const std::string&)> log_;
+  const double started_s_;  // when this process's member began (the reclaim waits on it)
 
   mutable Mutex mu_;
   LeaseId lease_ GUARDED_BY(mu_) = 0;

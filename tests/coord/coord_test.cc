@@ -753,13 +753,20 @@ TEST(Protocol, ARestartedAgentTakesItsGonePredecessorsPlaceAtOnce) {
   EXPECT_FALSE(dup.status().registered);
   EXPECT_NE(dup.status().refused.find("is taken"), std::string::npos);
 
-  // SIGKILL, then a restart that knows pid 1 is gone: registered in its first step, well
-  // within the old lease's TTL, and granted within two periods.
+  // SIGKILL, then a restart that knows pid 1 is gone: refused until TTL - margin after its own
+  // start (what the dead agent's trainer may still act on runs out by then), then registered
+  // at once, before the old lease's TTL, and granted within two periods.
   MemberConfig restarted = site.configs_[0];
   restarted.holder = "pid=3";
   restarted.holder_gone = [](std::string_view h) { return h == "pid=1"; };
   site.members_[0] =
       std::make_unique<FleetMember>(site.store_, restarted, site.clock_.fn(), [](auto&) {});
+  site.members_[0]->Step();
+  EXPECT_FALSE(site.members_[0]->status().registered);
+  site.clock_.t += 3 - 1 - 1e-6;  // TTL 3 s, margin 1 s: not yet
+  site.members_[0]->Step();
+  EXPECT_FALSE(site.members_[0]->status().registered);
+  site.clock_.t += 2e-6;
   site.members_[0]->Step();
   EXPECT_TRUE(site.members_[0]->status().registered);
   EXPECT_NE(site.members_[0]->status().lease, before);

@@ -62,7 +62,8 @@ Result<GuardState> GuardStateFromJson(std::string_view text, std::string_view pa
   for (const json& l : j["limits"]) {
     if (!l.is_object() || !l.contains("nvml_index") || !l["nvml_index"].is_number_integer() ||
         l["nvml_index"].get<long long>() < 0 || l["nvml_index"].get<long long>() > kMaxNvmlIndex) {
-      return bad("limits[].nvml_index", fmt::format("expected an integer in [0, {}]", kMaxNvmlIndex));
+      return bad("limits[].nvml_index",
+                 fmt::format("expected an integer in [0, {}]", kMaxNvmlIndex));
     }
     if (!l.contains("original_w") || !l["original_w"].is_number() ||
         !(l["original_w"].get<double>() > 0.0) || l["original_w"].get<double>() > kMaxLimitW) {
@@ -102,11 +103,12 @@ Status RemoveGuardState(const std::string& path) {
 
 Status CheckGuardStateWritable(const std::string& path) {
   const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, std::max<size_t>(slash, 1));
+  const std::string dir =
+      slash == std::string::npos ? "." : path.substr(0, std::max<size_t>(slash, 1));
   if (access(dir.c_str(), W_OK | X_OK) != 0) {
-    return Error::Usage(fmt::format(
-        "--guard-state: cannot write a state file in {}: {} (give --guard-state FILE)", dir,
-        std::strerror(errno)));
+    return Error::Usage(
+        fmt::format("--guard-state: cannot write a state file in {}: {} (give --guard-state FILE)",
+                    dir, std::strerror(errno)));
   }
   return OkStatus();
 }
@@ -114,7 +116,8 @@ Status CheckGuardStateWritable(const std::string& path) {
 std::string DefaultGuardStatePath() {
   const char* dir = std::getenv("STATE_DIRECTORY");
   // systemd may list several, separated by ':'; the first is ours.
-  std::string base = dir != nullptr && *dir != '\0' ? std::string(dir) : std::string(kDefaultStateDirectory);
+  std::string base =
+      dir != nullptr && *dir != '\0' ? std::string(dir) : std::string(kDefaultStateDirectory);
   if (const size_t colon = base.find(':'); colon != std::string::npos) base.resize(colon);
   return base + "/" + std::string(kGuardStateFile);
 }

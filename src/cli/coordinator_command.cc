@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/scheduling_options.h"
 #include "cli/token_options.h"
 #include "coord/coordinator.h"
 #include "coord/coordinator_server.h"
@@ -53,10 +54,7 @@ struct CoordinatorArgs {
   std::vector<std::string> allow_hosts;
   bool insecure_listen = false;
   double forget_after_s = 60.0;
-  std::string allocation = "proportional";
-  std::string fairness = "none";
-  std::string stagger = "none";
-  double max_hold_s = 60.0;
+  SchedulingArgs scheduling;
 };
 
 using Log = std::function<void(const std::string&)>;
@@ -229,11 +227,11 @@ Status RunCoordinator(const CoordinatorArgs& args) {
   config.period_s = args.period_s;
   config.lease_ttl_s = args.lease_ttl_s;
   config.forget_after_s = args.forget_after_s;
-  config.allocation =
-      args.allocation == "value" ? coord::Allocation::kValue : coord::Allocation::kProportional;
-  config.fairness = args.fairness == "max-min" ? coord::Fairness::kMaxMin : coord::Fairness::kNone;
-  config.max_hold_s = args.stagger == "none" ? 0.0 : args.max_hold_s;
-  config.stagger_passes = args.stagger == "descent" ? 4 : 1;
+  const Scheduling scheduling = SchedulingOf(args.scheduling);
+  config.allocation = scheduling.allocation;
+  config.fairness = scheduling.fairness;
+  config.max_hold_s = scheduling.max_hold_s;
+  config.stagger_passes = scheduling.stagger_passes;
   config.id = ReplicaId();
   config.listen = listen->Address(server.port());
   coord::CoordinatorHost host(**store, config, SteadyNowS, log);
@@ -296,24 +294,7 @@ Command SetupCoordinator(CLI::App& app) {
   app.add_option("--forget-after-s", a->forget_after_s,
                  "A job without a member for this long leaves the ledger")
       ->check(Real(kMinForgetAfterS, kMaxForgetAfterS));
-  app.add_option("--allocation", a->allocation,
-                 "The watts above the floors: proportional (to demand above floor) or value "
-                 "(water-filling on the members' value curves)")
-      ->check(CLI::IsMember({"proportional", "value"}))
-      ->capture_default_str();
-  app.add_option("--fairness", a->fairness,
-                 "With --allocation value: none, or max-min (every job the same fraction of its "
-                 "attainable gain first)")
-      ->check(CLI::IsMember({"none", "max-min"}))
-      ->capture_default_str();
-  app.add_option("--stagger", a->stagger,
-                 "Phase staggering: none, greedy or descent (holds before the members' next "
-                 "steps; docs/FLEET.md)")
-      ->check(CLI::IsMember({"none", "greedy", "descent"}))
-      ->capture_default_str();
-  app.add_option("--max-hold-s", a->max_hold_s, "The longest hold before a step (with --stagger)")
-      ->check(Real(1.0, 3600.0))
-      ->capture_default_str();
+  AddSchedulingOptions(app, &a->scheduling);
   return [a]() -> Status { return RunCoordinator(*a); };
 }
 

@@ -5,6 +5,7 @@
 #include "cli/budget_options.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
+#include "cli/scheduling_options.h"
 #include "cli/trace_options.h"
 #include "common/paths.h"
 #include "coord/etcd_store.h"
@@ -29,12 +30,9 @@ struct FleetSimArgs {
   double period_s = 1.0;
   int64_t lease_ttl_s = 3;
   bool verbose = false;
-  std::string allocation = "proportional";
-  std::string fairness = "none";
+  SchedulingArgs scheduling;
   std::string offsets = "aligned";
   std::string job_control = "on";
-  std::string stagger = "none";
-  double max_hold_s = 60.0;
   std::string site_budget_schedule;
   double notice_s = 10.0;
 };
@@ -66,13 +64,13 @@ Status RunFleetSimCommand(const FleetSimArgs& args) {
   config.lease_ttl_s = args.lease_ttl_s;
   config.controller = args.controller;
   config.policies_dir = args.policies;
-  config.allocation =
-      args.allocation == "value" ? coord::Allocation::kValue : coord::Allocation::kProportional;
-  config.fairness = args.fairness == "max-min" ? coord::Fairness::kMaxMin : coord::Fairness::kNone;
+  const Scheduling scheduling = SchedulingOf(args.scheduling);
+  config.allocation = scheduling.allocation;
+  config.fairness = scheduling.fairness;
+  config.max_hold_s = scheduling.max_hold_s;
+  config.stagger_passes = scheduling.stagger_passes;
   config.random_offsets = args.offsets == "random";
   config.job_control = args.job_control == "on";
-  config.max_hold_s = args.stagger == "none" ? 0.0 : args.max_hold_s;
-  config.stagger_passes = args.stagger == "descent" ? 4 : 1;
   if (!args.site_budget_schedule.empty()) {
     auto spec = ParseBudgetPlan(args.site_budget_schedule, 1e9);
     if (!spec) return std::move(spec).error();
@@ -136,16 +134,6 @@ Command SetupFleetSim(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--period-s", a->period_s, "The coordinator's period")->check(Real(0.5, 60.0));
   app.add_option("--lease-ttl-s", a->lease_ttl_s, "Lease TTL")->check(Integer(2, 60));
-  app.add_option("--allocation", a->allocation,
-                 "How the watts above the floors are split: proportional (to demand above floor) "
-                 "or value (water-filling on each job's rollout value curve, demand by phase)")
-      ->check(CLI::IsMember({"proportional", "value"}))
-      ->capture_default_str();
-  app.add_option("--fairness", a->fairness,
-                 "With --allocation value: none, or max-min (every job the same fraction of its "
-                 "attainable gain first)")
-      ->check(CLI::IsMember({"none", "max-min"}))
-      ->capture_default_str();
   app.add_option("--offsets", a->offsets,
                  "Where each job starts: aligned (all at a step's start) or random (each "
                  "advanced by a draw in [0, its step time) at its defaults)")
@@ -156,14 +144,6 @@ Command SetupFleetSim(CLI::App& app) {
                  "defaults, the grant enforced by the hardware power limit alone")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
-  app.add_option("--stagger", a->stagger,
-                 "Phase staggering: none, greedy (each job's best hold before its next step, in "
-                 "the order the steps start) or descent (greedy repeated until nothing improves)")
-      ->check(CLI::IsMember({"none", "greedy", "descent"}))
-      ->capture_default_str();
-  app.add_option("--max-hold-s", a->max_hold_s, "The longest hold before a step (with --stagger)")
-      ->check(Real(1.0, 3600.0))
-      ->capture_default_str();
   app.add_option("--site-budget-schedule", a->site_budget_schedule,
                  "The site budget moving: a CSV file t_s,budget_w (the site's watts), or "
                  "steps:LOW_W:HIGH_W:PERIOD_S, demand-response or walk around --site-budget-w");
@@ -171,6 +151,7 @@ Command SetupFleetSim(CLI::App& app) {
                  "How long before each change of --site-budget-schedule the site knows of it")
       ->check(Real(0.0, 86400.0))
       ->capture_default_str();
+  AddSchedulingOptions(app, &a->scheduling);
   app.add_flag("--verbose", a->verbose, "The coordinator's log on stderr");
   return [a]() -> Status { return RunFleetSimCommand(*a); };
 }

@@ -1,0 +1,29 @@
+// The site's scheduling options, the same for `headroom coordinator` and `headroom fleet-sim`
+// (docs/FLEET.md): --allocation, --fairness, --stagger, --max-hold-s.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "coord/plan.h"
+
+namespace headroom::cli {
+
+struct SchedulingArgs {
+  std::string allocation = "proportional";
+  std::string fairness = "none";
+  std::string stagger = "none";
+  double max_hold_s = 60.0;
+};
+
+void AddSchedulingOptions(CLI::App& app, SchedulingArgs* args);
+
+struct Scheduling {
+  coord::Allocation allocation = coord::Allocation::kProportional;
+  coord::Fairness fairness = coord::Fairness::kNone;
+  double max_hold_s = 0.0;  // 0: no staggering
+  int stagger_passes = 1;   // 1: greedy; more: descent
+};
+Scheduling SchedulingOf(const SchedulingArgs& args);
+
+}  // namespace headroom::cli

@@ -6,7 +6,7 @@
 # Everything is installed by scripts/setup.sh (Debian packages via apt-get).
 
 JOBS ?= $(shell nproc)
-FUZZ_SECONDS ?= 30
+FUZZ_SECONDS ?= 15
 DEMO_DIR ?= build/demo
 HEADROOM := build/bin/headroom
 

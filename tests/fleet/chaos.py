@@ -433,6 +433,10 @@ class Chaos:
             return t
 
     def forge_grant(self):
+        # The coordinators are stopped first: a leader repairs a grant key that differs from
+        # its ledger within a period, and the agent must read the forgery before that.
+        for c in self.coordinators:
+            c.p.send_signal(signal.SIGSTOP)
         ledger = self.watch.latest()
         a = self.agents[0]
         j = ledger["jobs"][a.job]
@@ -444,6 +448,8 @@ class Chaos:
         # Until the agent has acted on it.
         wait_until(lambda: any(r.get("seq") == grant["seq"] for r in read_log_tail(a)), 10, 0.02)
         time.sleep(0.2)
+        for c in self.coordinators:
+            c.p.send_signal(signal.SIGCONT)
 
     def stop(self):
         self.watch.stop = True
@@ -467,6 +473,10 @@ class Chaos:
         # Budget in force: by arrival time, and by the grants acted on (a ledger whose seq an
         # agent acts on had been written when it did).
         by_time = [(t, l["site_budget_w"] - l["reserve_w"]) for t, _, l in revisions]
+        # The jobs each ledger admits: a job in `local` that no ledger in force admits is
+        # outside the invariant (docs/FLEET.md: it runs on its local budget until admitted;
+        # the reserve is for it); the true-power windows below still count its power.
+        admitted_by_time = [set(l["jobs"]) for _, _, l in revisions]
         by_seq = sorted((l["seq"], l["site_budget_w"] - l["reserve_w"]) for _, _, l in revisions)
 
         events = []  # (t, job, record)
@@ -506,12 +516,15 @@ class Chaos:
                     max_seq_acted = max(max_seq_acted, r["seq"])
                 ei += 1
             total = 0.0
+            k = bisect.bisect_right([x[0] for x in by_time], t) - 1
+            admitted = admitted_by_time[k] if k >= 0 else set()
             for job, r in current.items():
+                if r["state"] == "local" and job not in admitted:
+                    continue
                 vu = r.get("valid_until_mono_s")
                 w = r["job_budget_w"] if (vu is None or t <= vu) else floor.get(job, r["job_budget_w"])
                 total += w
             limit = self.budget_w - self.reserve_w
-            k = bisect.bisect_right([x[0] for x in by_time], t) - 1
             if k >= 0:
                 limit = by_time[k][1]
             ks = bisect.bisect_right([x[0] for x in by_seq], max_seq_acted) - 1

@@ -12,7 +12,7 @@ HEADROOM := build/bin/headroom
 
 CHAOS_FAULTS ?= 1000
 
-.PHONY: chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile demo policies results clean format
+.PHONY: fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile demo policies results clean format
 
 all: build
 
@@ -139,6 +139,11 @@ policies: build
 
 results: build
 	./scripts/control_results.sh $(HEADROOM) build/results
+
+# docs/RESULTS.md's fleet table: fleet-sim on the paper's composite, 10 seeds per row, a site
+# budget at 50 % of nameplate, and demand response (about 4 minutes).
+fleet-results: build
+	/usr/bin/python3 scripts/fleet_results.py $(HEADROOM) build/fleet-results
 
 demo: build
 	./scripts/demo.sh $(HEADROOM) $(DEMO_DIR)

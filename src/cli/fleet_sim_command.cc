@@ -33,6 +33,7 @@ struct FleetSimArgs {
   SchedulingArgs scheduling;
   std::string offsets = "aligned";
   std::string job_control = "on";
+  bool guard_power_limit = false;
   std::string site_budget_schedule;
   double notice_s = 10.0;
 };
@@ -71,6 +72,11 @@ Status RunFleetSimCommand(const FleetSimArgs& args) {
   config.stagger_passes = scheduling.stagger_passes;
   config.random_offsets = args.offsets == "random";
   config.job_control = args.job_control == "on";
+  config.guard_power_limit = args.guard_power_limit;
+  if (args.guard_power_limit && !config.job_control) {
+    return Error::Usage(
+        "--guard-power-limit: needs --job-control on (off, the limit is all there is)");
+  }
   if (!args.site_budget_schedule.empty()) {
     auto spec = ParseBudgetPlan(args.site_budget_schedule, 1e9);
     if (!spec) return std::move(spec).error();
@@ -144,6 +150,10 @@ Command SetupFleetSim(CLI::App& app) {
                  "defaults, the grant enforced by the hardware power limit alone")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  app.add_flag("--guard-power-limit", a->guard_power_limit,
+               "With --job-control on: each agent's power limit guard under its controller (a "
+               "sustained excess sets the GPUs' limits to the budget), the floor the lowest "
+               "limit, as `headroom agent --guard-power-limit`");
   app.add_option("--site-budget-schedule", a->site_budget_schedule,
                  "The site budget moving: a CSV file t_s,budget_w (the site's watts), or "
                  "steps:LOW_W:HIGH_W:PERIOD_S, demand-response or walk around --site-budget-w");

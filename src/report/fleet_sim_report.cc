@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "analysis/budget_schedule.h"
+#include "common/phase.h"
 #include "report/html_page.h"
 #include "report/svg.h"
 #include "report/table.h"
@@ -25,6 +26,63 @@ double Pct(double a, double b) { return b > 0.0 ? 100.0 * (a / b - 1.0) : 0.0; }
 const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                          "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
+// Colours of the phases on the timeline (common/phase.h order); a hold is idle, in black.
+const char* kPhaseColors[] = {"#000000", "#bbbbbb", "#2ca02c", "#1f77b4",
+                              "#d62728", "#9467bd", "#8c564b", "#ffffff"};
+
+// Each job's phases against time, one row per job, runs of a phase merged into one rectangle.
+std::string PhaseTimeline(const sim::FleetSimRun& run, double duration_s) {
+  constexpr double kLeft = 170.0, kRight = 20.0, kRow = 18.0, kGap = 4.0, kTop = 8.0;
+  const double width = 860.0;
+  const size_t rows = run.phase.size();
+  const double height = kTop + static_cast<double>(rows) * (kRow + kGap) + 40.0;
+  const auto x = [&](double t) {
+    return kLeft + (duration_s > 0.0 ? t / duration_s : 0.0) * (width - kLeft - kRight);
+  };
+  std::string svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" "
+      "class=\"timeline\">",
+      width, height);
+  for (size_t j = 0; j < rows; ++j) {
+    const double y = kTop + static_cast<double>(j) * (kRow + kGap);
+    const std::string name = j < run.jobs.size() ? run.jobs[j].job : std::string("job");
+    svg += fmt::format(
+        "<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{}</text>",
+        kLeft - 6.0, y + kRow - 5.0, HtmlEscape(name));
+    const auto& ph = run.phase[j];
+    for (size_t i = 0; i < ph.size();) {
+      size_t k = i;
+      while (k + 1 < ph.size() && ph[k + 1] == ph[i]) ++k;
+      // Sample i stands for the second that ends at t_s[i].
+      const double t0 = i < run.t_s.size() ? run.t_s[i] - 1.0 : 0.0;
+      const double t1 = k < run.t_s.size() ? run.t_s[k] : duration_s;
+      const size_t p = std::min<size_t>(ph[i], kPhaseCount - 1);
+      svg += fmt::format(
+          "<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.0f}\" "
+          "fill=\"{}\"><title>{} {}: {:.0f}-{:.0f} s</title></rect>",
+          x(std::max(0.0, t0)), y, std::max(0.5, x(t1) - x(std::max(0.0, t0))), kRow,
+          kPhaseColors[p], HtmlEscape(name),
+          p == 0 ? std::string("idle (held)") : std::string(kPhaseNames[p]), t0, t1);
+      i = k + 1;
+    }
+  }
+  // The legend.
+  double lx = kLeft;
+  const double ly = kTop + static_cast<double>(rows) * (kRow + kGap) + 14.0;
+  for (size_t p = 0; p + 1 < static_cast<size_t>(kPhaseCount); ++p) {
+    const std::string label = p == 0 ? "idle (held)" : std::string(kPhaseNames[p]);
+    svg += fmt::format(
+        "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"12\" height=\"12\" fill=\"{}\" "
+        "stroke=\"#888\"/><text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\">{}</text>",
+        lx, ly, kPhaseColors[p], lx + 16.0, ly + 10.0, label);
+    lx += 30.0 + 7.0 * static_cast<double>(label.size());
+  }
+  svg +=
+      fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\">0 to {:.0f} min</text></svg>",
+                  kLeft, ly + 28.0, duration_s / 60.0);
+  return svg;
+}
+
 }  // namespace
 
 json FleetSimToJson(const sim::FleetSimResult& r, uint64_t seed) {
@@ -34,6 +92,7 @@ json FleetSimToJson(const sim::FleetSimResult& r, uint64_t seed) {
   j["fairness"] = r.fairness;
   j["offsets"] = r.offsets;
   j["job_control"] = r.job_control;
+  j["guard_power_limit"] = r.guard_power_limit;
   j["stagger"] = r.stagger;
   j["max_hold_s"] = r.max_hold_s;
   j["seed"] = seed;
@@ -49,11 +108,9 @@ json FleetSimToJson(const sim::FleetSimResult& r, uint64_t seed) {
   {
     const analysis::SettleSummary ss = analysis::SummarizeSettle(r.site.settle_s, r.site.unsettled);
     const auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
-    j["settle_s"] = {{"p50", opt(ss.p50_s)},
-                     {"p99", opt(ss.p99_s)},
-                     {"max", opt(ss.max_s)},
-                     {"events", ss.events},
-                     {"unsettled", ss.unsettled}};
+    j["settle_s"] = {{"p50", opt(ss.p50_s)},      {"p99", opt(ss.p99_s)},
+                     {"max", opt(ss.max_s)},      {"events", ss.events},
+                     {"values", r.site.settle_s}, {"unsettled", ss.unsettled}};
     if (r.scheduled) {
       j["tokens_without_schedule"] = r.tokens_unscheduled;
       j["tokens_lost_per_event"] = r.decreases > 0 ? (r.tokens_unscheduled - r.site.tokens) /
@@ -102,10 +159,10 @@ std::string FleetSimToText(const sim::FleetSimResult& r) {
   std::string out = fmt::format(
       "fleet-sim: {} jobs, {:.0f} W nameplate, site budget {:.0f} W ({:.1f} % of nameplate), "
       "reserve {:.0f} W, {:.0f} s, store {}, allocation {} (fairness {}), offsets {}, job "
-      "control {}\n\n",
+      "control {}{}\n\n",
       r.site.jobs.size(), r.nameplate_w, r.site_budget_w, 100.0 * r.site_budget_w / r.nameplate_w,
       r.reserve_w, r.duration_s, r.store, r.allocation, r.fairness, r.offsets,
-      r.job_control ? "on" : "off");
+      r.job_control ? "on" : "off", r.guard_power_limit ? " (power limit guard)" : "");
   TextTable t(
       {"", "tokens", "energy MJ", "over 0.5s", "over 30s", "over 5min", "peak 30s", "oversub q99"});
   const auto label = [&](const sim::FleetSimRun* run) {
@@ -180,10 +237,19 @@ std::string FleetSimReportHtml(const sim::FleetSimResult& r, uint64_t seed) {
       base = std::move(top);
     }
     c.Line(run.t_s, run.site_power_w, "#000000", "site power (1 s)");
-    c.HorizontalRule(r.site_budget_w, "#d62728", "site budget");
+    if (r.scheduled && run.budget_w.size() == run.t_s.size()) {
+      c.Line(run.t_s, run.budget_w, "#d62728", "site budget of the moment");
+    } else {
+      c.HorizontalRule(r.site_budget_w, "#d62728", "site budget");
+    }
     return fmt::format("<h2>{}</h2>{}", HtmlEscape(title), c.Render());
   };
   body += chart(r.site, "Under the site budget: grants (stacked) and the site's true power");
+  body += fmt::format(
+      "<h2>Each job's phases under the site budget</h2><p>stagger {}: {} holds, {:.0f} s held "
+      "in all, {:.2f} % of the tokens. A hold is the job idle at the start of a step.</p>{}",
+      HtmlEscape(r.stagger), r.site.hold_count, r.site.hold_total_s, r.site.hold_tokens_cost_pct,
+      PhaseTimeline(r.site, r.duration_s));
   body += chart(r.baseline, "No budget at all: the site's true power");
   body += chart(r.own_budgets, "Each job on its own budget (stacked) and the site's true power");
   std::vector<std::vector<std::string>> jobs;

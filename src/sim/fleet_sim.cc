@@ -16,6 +16,7 @@
 #include "agent/agent.h"
 #include "agent/budget.h"
 #include "agent/fleet_budget.h"
+#include "agent/guard.h"
 #include "analysis/window_stats.h"
 #include "control/factory.h"
 #include "control/policy.h"
@@ -68,8 +69,9 @@ struct Job {
   std::unique_ptr<TwinLink> link;
   std::unique_ptr<coord::FleetMember> member;
   std::unique_ptr<agent::FleetBudget> budget;
-  double floor_w = 0.0;   // job
-  double static_w = 0.0;  // per GPU: the scenario's budget (the baseline's)
+  std::unique_ptr<agent::PowerLimitGuard> guard;  // --guard-power-limit
+  double floor_w = 0.0;                           // job
+  double static_w = 0.0;                          // per GPU: the scenario's budget (the baseline's)
   double last_energy_j = 0.0;
   double grant_time_w_s = 0.0;  // integral of the acted-on job budget
   double last_acting_w = 0.0;
@@ -158,8 +160,11 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
       job.controller.emplace(std::move(*built));
       const auto [lo_w, hi_w] = job.scenario.budget_range_w;
       const int gpus = job.scenario.gpus;
-      // Without job control a power limit is the only actuator: the lowest one is the floor.
-      const double floor_per_gpu_w = !config.job_control ? job.scenario.power_limit_min_w
+      // Without job control a power limit is the only actuator, and with the guard one is the
+      // backstop under the controller: the lowest limit is the floor (as the agent's).
+      const bool guarded =
+          config.job_control && config.guard_power_limit && mode != Mode::kUncontrolled;
+      const double floor_per_gpu_w = !config.job_control || guarded ? job.scenario.power_limit_min_w
                                      : job.policy ? std::max(FloorPerGpuW(job.scenario), lo_w)
                                                   : FloorPerGpuW(job.scenario);
       job.floor_w = floor_per_gpu_w * gpus;
@@ -178,6 +183,15 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
       ac.stale_after_s = 3.0 * config.interval_s;
       job.agent = std::make_unique<agent::Agent>(ac, job.controller->get());
       job.link = std::make_unique<TwinLink>(job.scenario, config.seed * 1000 + index);
+      if (guarded) {
+        TwinLink* link = job.link.get();
+        job.guard = std::make_unique<agent::PowerLimitGuard>(
+            [link](int, double limit_w) {
+              link->SetPowerLimit(limit_w);  // the twin's GPUs share one limit
+              return OkStatus();
+            },
+            ac.budget_w);
+      }
       if (config.random_offsets) {
         if (!step_s.contains(spec.scenario)) {
           step_s[spec.scenario] =
@@ -268,6 +282,7 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
   std::optional<analysis::SettleTracker> settle;
   if (!config.schedule.empty()) settle.emplace(&moving);
   run.grant_w.assign(jobs.size(), {});
+  run.phase.assign(jobs.size(), {});
   const auto wall_start = std::chrono::steady_clock::now();
   const int64_t ticks = static_cast<int64_t>(std::llround(config.duration_s / config.interval_s));
   const int64_t per_period =
@@ -310,6 +325,10 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
       if (!config.job_control && mode != Mode::kUncontrolled) {
         j.link->SetPowerLimit(j.agent->budget_w());
       }
+      if (j.guard && sample.ok()) {
+        j.guard->SetBudget(j.agent->budget_w(), quiet);
+        j.guard->Observe(*sample, quiet);
+      }
       if (j.member) {
         double power_w = 0.0;
         for (double p : j.link->twin().power_w()) power_w += p;
@@ -339,7 +358,9 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
         run.t_s.push_back(now_s);
         run.site_power_w.push_back(second_energy_j);
         second_energy_j = 0.0;
+        run.budget_w.push_back(moving.empty() ? config.site_budget_w : moving.At(now_s));
         for (size_t i = 0; i < jobs.size(); ++i) {
+          run.phase[i].push_back(static_cast<uint8_t>(jobs[i].link->twin().current_phase()));
           run.grant_w[i].push_back(jobs[i].budget
                                        ? jobs[i].last_acting_w
                                        : jobs[i].agent->budget_w() * jobs[i].scenario.gpus);
@@ -406,6 +427,7 @@ Result<FleetSimResult> RunFleetSim(const FleetSimConfig& config, coord::Store* s
   out.fairness = config.fairness == coord::Fairness::kMaxMin ? "max-min" : "none";
   out.offsets = config.random_offsets ? "random" : "aligned";
   out.job_control = config.job_control;
+  out.guard_power_limit = config.job_control && config.guard_power_limit;
   out.max_hold_s = config.max_hold_s;
   out.stagger = config.max_hold_s <= 0.0    ? "none"
                 : config.stagger_passes > 1 ? "descent"

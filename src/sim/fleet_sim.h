@@ -49,6 +49,10 @@ struct FleetSimConfig {
   // Off: every job at its trainer's defaults (no controller), the site's grant enforced by the
   // hardware power limit alone (per GPU = grant / GPUs; the floor, the lowest limit).
   bool job_control = true;
+  // With job control: the agent's --guard-power-limit under each controller (agent/guard.h: a
+  // sustained excess over the budget sets the GPUs' limits to it, which then follow the
+  // budget); the floor is then the lowest power limit, as the agent's.
+  bool guard_power_limit = false;
   // Staggering (coord/stagger.h): holds of up to max_hold_s before a job's next step, planned
   // by the coordinator; 0: none. passes 1: greedy, more: coordinate descent.
   double max_hold_s = 0.0;

@@ -47,6 +47,9 @@ struct FleetSimRun {
   std::vector<double> t_s;
   std::vector<double> site_power_w;
   std::vector<std::vector<double>> grant_w;  // per job, per second
+  std::vector<double> budget_w;              // the site budget of the moment, per second
+  // Per job, per second: its phase at that instant (common/phase.h; a hold is kIdle).
+  std::vector<std::vector<uint8_t>> phase;
 };
 
 struct FleetSimResult {
@@ -55,6 +58,7 @@ struct FleetSimResult {
   std::string fairness = "none";            // or "max-min"
   std::string offsets = "aligned";          // or "random"
   bool job_control = true;
+  bool guard_power_limit = false;
   std::string stagger = "none";  // or "greedy", "descent"
   double max_hold_s = 0.0;
   double site_budget_w = 0.0;

@@ -14,6 +14,9 @@ Result<telemetry::Sample> TwinLink::Read(double t_s) {
     out.gpus[g].power_w = twin_.smoothed_w()[g];
     out.gpus[g].power_is_average = true;
     out.gpus[g].energy_j = twin_.energy_j() / gpus();  // the job's total, shared evenly
+    // As NVML reads it: the limit in force, else the default one (the nameplate).
+    out.gpus[g].power_limit_w =
+        twin_.power_limit_w() > 0.0 ? twin_.power_limit_w() : twin_.scenario().nameplate_w;
   }
   return out;
 }

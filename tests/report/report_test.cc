@@ -1,6 +1,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/phase.h"
+#include "report/fleet_sim_report.h"
 #include "report/html.h"
 #include "report/json.h"
 #include "report/svg.h"
@@ -101,6 +103,42 @@ TEST(TextTable, AlignsColumns) {
 TEST(NiceTicks, StepsOfOneTwoFive) {
   EXPECT_EQ(NiceTicks(0, 10, false), (std::vector<double>{0, 2, 4, 6, 8, 10}));
   EXPECT_EQ(NiceTicks(0.5, 100, true), (std::vector<double>{0.5, 1, 2, 5, 10, 20, 50, 100}));
+}
+
+}  // namespace
+}  // namespace headroom::report
+
+namespace headroom::report {
+namespace {
+
+TEST(FleetSimReport, TheTimelineShowsEachJobsPhasesAndItsHolds) {
+  // Two jobs, 6 s: job a rolls out 2 s, is held 2 s (idle), trains 2 s; job b trains throughout.
+  sim::FleetSimResult r;
+  r.duration_s = 6;
+  r.site_budget_w = 1000;
+  r.nameplate_w = 1600;
+  r.stagger = "greedy";
+  r.site.hold_count = 1;
+  r.site.hold_total_s = 2;
+  r.site.jobs.resize(2);
+  r.site.jobs[0].job = "a";
+  r.site.jobs[1].job = "b";
+  r.site.t_s = {1, 2, 3, 4, 5, 6};
+  r.site.site_power_w = {500, 500, 300, 300, 600, 600};
+  r.site.budget_w = std::vector<double>(6, 1000.0);
+  r.site.grant_w = {std::vector<double>(6, 500.0), std::vector<double>(6, 500.0)};
+  const auto p = [](Phase ph) { return static_cast<uint8_t>(ph); };
+  r.site.phase = {{p(Phase::kRollout), p(Phase::kRollout), p(Phase::kIdle), p(Phase::kIdle),
+                   p(Phase::kTrain), p(Phase::kTrain)},
+                  std::vector<uint8_t>(6, p(Phase::kTrain))};
+  const std::string html = FleetSimReportHtml(r, 1);
+  // One rectangle per run of a phase: a's rollout 0-2 s, its hold 2-4 s, its training 4-6 s;
+  // b's training 0-6 s.
+  EXPECT_NE(html.find("<title>a rollout: 0-2 s</title>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<title>a idle (held): 2-4 s</title>"), std::string::npos);
+  EXPECT_NE(html.find("<title>a train: 4-6 s</title>"), std::string::npos);
+  EXPECT_NE(html.find("<title>b train: 0-6 s</title>"), std::string::npos);
+  EXPECT_NE(html.find("1 holds, 2 s held"), std::string::npos);
 }
 
 }  // namespace

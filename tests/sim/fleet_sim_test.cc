@@ -79,6 +79,14 @@ TEST(FleetSim, ThePapersCompositeAtSixtyPercentStaysUnderTheSiteBudget) {
        {"job", "scenario", "gpus", "tokens", "energy_j", "mean_grant_w", "floor_w"}) {
     EXPECT_TRUE(j["jobs"][0].contains(key)) << key;
   }
+  // The report's timeline: a phase per job per second, every job a row.
+  ASSERT_EQ(r->site.phase.size(), 8u);
+  for (const auto& ph : r->site.phase) EXPECT_EQ(ph.size(), r->site.t_s.size());
+  EXPECT_EQ(r->site.budget_w.size(), r->site.t_s.size());
+  const std::string html = report::FleetSimReportHtml(*r, 3);
+  EXPECT_NE(html.find("class=\"timeline\""), std::string::npos);
+  for (const auto& job : r->site.jobs) EXPECT_NE(html.find(job.job), std::string::npos) << job.job;
+  EXPECT_NE(html.find("rollout"), std::string::npos);
 }
 
 TEST(FleetSim, DeterministicForASeed) {
@@ -117,6 +125,32 @@ TEST(FleetSim, ByValueStaggeredOffsetAndWithoutJobControlTheInvariantHolds) {
   ASSERT_TRUE(r) << r.error().message();
   EXPECT_EQ(r->site.violation_fraction[1], 0.0);
   EXPECT_FALSE(report::FleetSimToJson(*r, 3)["job_control"].get<bool>());
+}
+
+TEST(FleetSim, WithThePowerLimitGuardTheFloorsAreTheLowestLimitsAndHalfTheNameplateFits) {
+  // Each job's floor is its GPUs' lowest power limit (100 W on the A100s: 1,600 W in all),
+  // so at 50 % of nameplate every job is admitted, and the guard under each PID keeps the
+  // site's true power under its budget in 30 s windows.
+  FleetSimConfig c = Paper(600);
+  c.site_budget_w = 0.5 * 6400;
+  c.controller = "pid";
+  c.guard_power_limit = true;
+  auto r = RunFleetSim(c, nullptr, "memory", nullptr, nullptr);
+  ASSERT_TRUE(r) << r.error().message();
+  double floors_w = 0.0;
+  for (const auto& j : r->site.jobs) {
+    EXPECT_TRUE(j.admitted) << j.job;
+    EXPECT_DOUBLE_EQ(j.floor_w, 100.0 * j.gpus) << j.job;
+    floors_w += j.floor_w;
+  }
+  EXPECT_DOUBLE_EQ(floors_w, 1600.0);
+  EXPECT_EQ(r->site.violation_fraction[1], 0.0);
+  EXPECT_TRUE(report::FleetSimToJson(*r, 3)["guard_power_limit"].get<bool>());
+  // Without job control the guard has nothing to guard: the flag is not in force.
+  c.job_control = false;
+  r = RunFleetSim(c, nullptr, "memory", nullptr, nullptr);
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(report::FleetSimToJson(*r, 3)["guard_power_limit"].get<bool>());
 }
 
 TEST(FleetSim, ASiteBudgetCutWithNoticeSettlesAndSaysWhatItCost) {

@@ -227,7 +227,10 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
           for (const coord::ValuePoint& p : curves[spec.scenario]) {
             mc.value_curve.push_back({p.budget_w * gpus, p.tokens_per_s});
           }
-          mc.phase_demand = true;
+          // Demand by phase (the floor outside rollout) where the floor is what the job's
+          // other phases draw at its lowest actuation; with the guard the floor is the lowest
+          // power limit, far below its training, so its demand stays the nameplate throughout.
+          mc.phase_demand = !guarded;
         }
         job.member = std::make_unique<coord::FleetMember>(*store, mc, clock, quiet);
         job.budget = std::make_unique<agent::FleetBudget>(

@@ -35,7 +35,7 @@ std::string PhaseTimeline(const sim::FleetSimRun& run, double duration_s) {
   constexpr double kLeft = 170.0, kRight = 20.0, kRow = 18.0, kGap = 4.0, kTop = 8.0;
   const double width = 860.0;
   const size_t rows = run.phase.size();
-  const double height = kTop + static_cast<double>(rows) * (kRow + kGap) + 40.0;
+  const double height = kTop + static_cast<double>(rows) * (kRow + kGap) + 52.0;
   const auto x = [&](double t) {
     return kLeft + (duration_s > 0.0 ? t / duration_s : 0.0) * (width - kLeft - kRight);
   };

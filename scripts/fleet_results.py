@@ -11,7 +11,7 @@ and with value-based grants (PID and PPO, guarded). See CONFIGS and ROWS.
 and demand response: a 20 % cut every 300 s with 10 s notice (DEMAND_RESPONSE): settle time
 p50/p99 over every cut of every seed, and the tokens each cost.
 
-Usage: fleet_results.py HEADROOM OUT_DIR [--seeds N] [--duration-s S] [--markdown]
+Usage: fleet_results.py HEADROOM OUT_DIR [--seeds N] [--duration-s S]
 Writes each run's JSON (and seed 1's HTML report) to OUT_DIR; prints the tables.
 """
 import argparse
@@ -98,7 +98,6 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--duration-s", type=float, default=1800.0)
-    ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     seeds = list(range(1, args.seeds + 1))

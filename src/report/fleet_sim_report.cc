@@ -30,6 +30,11 @@ const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
 const char* kPhaseColors[] = {"#000000", "#bbbbbb", "#2ca02c", "#1f77b4",
                               "#d62728", "#9467bd", "#8c564b", "#ffffff"};
 
+// A phase's name on the timeline: idle is a hold there.
+std::string PhaseLabel(size_t phase) {
+  return phase == 0 ? std::string("idle (held)") : std::string(kPhaseNames[phase]);
+}
+
 // Each job's phases against time, one row per job, runs of a phase merged into one rectangle.
 std::string PhaseTimeline(const sim::FleetSimRun& run, double duration_s) {
   constexpr double kLeft = 170.0, kRight = 20.0, kRow = 18.0, kGap = 4.0, kTop = 8.0;
@@ -61,8 +66,7 @@ std::string PhaseTimeline(const sim::FleetSimRun& run, double duration_s) {
           "<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.0f}\" "
           "fill=\"{}\"><title>{} {}: {:.0f}-{:.0f} s</title></rect>",
           x(std::max(0.0, t0)), y, std::max(0.5, x(t1) - x(std::max(0.0, t0))), kRow,
-          kPhaseColors[p], HtmlEscape(name),
-          p == 0 ? std::string("idle (held)") : std::string(kPhaseNames[p]), t0, t1);
+          kPhaseColors[p], HtmlEscape(name), PhaseLabel(p), t0, t1);
       i = k + 1;
     }
   }
@@ -70,7 +74,7 @@ std::string PhaseTimeline(const sim::FleetSimRun& run, double duration_s) {
   double lx = kLeft;
   const double ly = kTop + static_cast<double>(rows) * (kRow + kGap) + 14.0;
   for (size_t p = 0; p + 1 < static_cast<size_t>(kPhaseCount); ++p) {
-    const std::string label = p == 0 ? "idle (held)" : std::string(kPhaseNames[p]);
+    const std::string label = PhaseLabel(p);
     svg += fmt::format(
         "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"12\" height=\"12\" fill=\"{}\" "
         "stroke=\"#888\"/><text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\">{}</text>",

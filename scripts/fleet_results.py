@@ -9,7 +9,8 @@ with the grants as power limits only (--job-control off), with job control (the 
 policies: the paper's 50 %), with job control and the agent's power limit guard under it (PID),
 and with value-based grants (PID and PPO, guarded). See CONFIGS and ROWS.
 and demand response: a 20 % cut every 300 s with 10 s notice (DEMAND_RESPONSE): settle time
-p50/p99 over every cut of every seed, and the tokens each cost.
+p50/p99 over every cut of every seed, and the tokens each cost; and the frontier
+(FRONTIER_FRACTIONS): the value-based PID row at site budgets from 40 % to 55 % of nameplate.
 
 Usage: fleet_results.py HEADROOM OUT_DIR [--seeds N] [--duration-s S]
 Writes each run's JSON (and seed 1's HTML report) to OUT_DIR; prints the tables.
@@ -47,6 +48,10 @@ DEMAND_RESPONSE = [("dr-ppo", "ppo", 0.75, 0.60, []),
                    ("dr-pid-guard-value", "pid-guard-value", 0.5, 0.4, []),
                    ("dr-pid-guard-value-reserve", "pid-guard-value", 0.5, 0.4,
                     ["--reserve-w", "128"])]
+# The frontier: the best row (PID, guard, value-based grants) at site budgets from 40 % to 55 %
+# of nameplate: the peak each budget buys against the tokens it costs.
+FRONTIER_FRACTIONS = [0.40, 0.425, 0.45, 0.475, 0.50, 0.55]
+FRONTIER_CONFIG = "pid-guard-value"
 # (row, config, which block of its JSON, the paper's figure)
 ROWS = [
     ("aligned starts, no budget", "aligned", "without_site_budget", "56 %"),
@@ -102,7 +107,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     seeds = list(range(1, args.seeds + 1))
     results = {}
-    total = (len(CONFIGS) + len(DEMAND_RESPONSE)) * len(seeds)
+    total = (len(CONFIGS) + len(DEMAND_RESPONSE) + len(FRONTIER_FRACTIONS) - 1) * len(seeds)
     done = 0
     for name, options in CONFIGS.items():
         for s in seeds:
@@ -122,6 +127,18 @@ def main():
                 args.duration_s, s == seeds[0], high * NAMEPLATE_W)
             done += 1
             print(f"fleet_results: {done}/{total} {name} seed {s}", file=sys.stderr, flush=True)
+    frontier_runs = {}
+    for fraction in FRONTIER_FRACTIONS:
+        for s in seeds:
+            if fraction == 0.5:  # the table's own row
+                frontier_runs[(fraction, s)] = results[(FRONTIER_CONFIG, s)]
+                continue
+            frontier_runs[(fraction, s)] = run(
+                args.headroom, args.out, f"frontier-{1000 * fraction:.0f}", s,
+                CONFIGS[FRONTIER_CONFIG], args.duration_s, False, fraction * NAMEPLATE_W)
+            done += 1
+            print(f"fleet_results: {done}/{total} frontier {100 * fraction:g} % seed {s}",
+                  file=sys.stderr, flush=True)
 
     rows = []
     for label, name, which, paper in ROWS:
@@ -173,6 +190,29 @@ def main():
             "windows_30s_over": statistics.mean(dr[s]["violation_fraction"]["30s"] for s in seeds),
             "windows_05s_over": statistics.mean(dr[s]["violation_fraction"]["0.5s"] for s in seeds),
         })
+    # Each budget: the peak, the mean power (both over nameplate), tokens against no budget,
+    # and the tokens per joule against no budget (tokens = efficiency x energy, so a row's
+    # tokens ratio is its efficiency ratio times its mean power ratio).
+    summary["frontier"] = []
+    for fraction in FRONTIER_FRACTIONS:
+        runs = [frontier_runs[(fraction, s)] for s in seeds]
+        peaks = [r["peak_fraction_of_nameplate"]["30s"] for r in runs]
+        tokens = sum(r["tokens"] for r in runs)
+        free_tokens = sum(r["without_site_budget"]["tokens"] for r in runs)
+        energy = sum(r["energy_j"] for r in runs)
+        free_energy = sum(r["without_site_budget"]["energy_j"] for r in runs)
+        duration = sum(r["duration_s"] for r in runs)
+        summary["frontier"].append({
+            "site_budget_fraction": fraction,
+            "peak_p95": quantile(peaks, 0.95),
+            "oversubscription_q99": 1.0 / (quantile(peaks, 0.99) * (1.0 + MARGIN)),
+            "mean_power_fraction": energy / duration / NAMEPLATE_W,
+            "free_mean_power_fraction": free_energy / duration / NAMEPLATE_W,
+            "windows_30s_over": statistics.mean(r["violation_fraction"]["30s"] for r in runs),
+            "tokens_vs_no_budget_pct": 100.0 * (tokens / free_tokens - 1.0),
+            "tokens_per_joule_vs_no_budget_pct": 100.0 * ((tokens / energy)
+                                                          / (free_tokens / free_energy) - 1.0),
+        })
     with open(os.path.join(args.out, "fleet_results.json"), "w") as f:
         json.dump(summary, f, indent=2)
 
@@ -206,6 +246,18 @@ def main():
               f"{d['unsettled']} of {d['events']} | {d['tokens_lost_per_event']:.3g} | "
               f"{d['schedule_tokens_cost_pct']:.2f} % | {100 * d['windows_30s_over']:.2f} % "
               f"({100 * d['windows_05s_over']:.2f} %) |")
+    print(f"\nThe frontier: {FRONTIER_CONFIG} (PID, guard, value-based grants) at other site "
+          "budgets; no budget draws "
+          f"{100 * summary['frontier'][0]['free_mean_power_fraction']:.1f} % of nameplate on "
+          "average\n")
+    print("| site budget / nameplate | peak 30 s p95 | oversubscription q99 | mean power | "
+          "30 s windows over | tokens vs no budget | tokens per joule vs no budget |")
+    print("|---|---|---|---|---|---|---|")
+    for f in summary["frontier"]:
+        print(f"| {100 * f['site_budget_fraction']:.1f} % | {100 * f['peak_p95']:.1f} % | "
+              f"{f['oversubscription_q99']:.2f}x | {100 * f['mean_power_fraction']:.1f} % | "
+              f"{100 * f['windows_30s_over']:.1f} % | {f['tokens_vs_no_budget_pct']:+.1f} % | "
+              f"{f['tokens_per_joule_vs_no_budget_pct']:+.1f} % |")
     return 0
 
 

@@ -15,6 +15,9 @@ packages=(
   libboost-dev                       # the agent's HTTP server: Boost.Asio + Beast (header-only)
   libcpp-httplib-dev                 # an HTTP client for the agent's tests
   etcd-server etcd-client            # the site coordinator's store; tests start their own
+  libtorch-dev libopenblas0-pthread  # headroom diloco's model (OpenBLAS: the reference BLAS is ~10x slower)
+  libgloo-dev libssl-dev             # its collectives (TCP) and SHA-256 / HMAC (libcrypto)
+  bible-kjv bible-kjv-text fortunes fortunes-min jargon-text  # its corpus (scripts/build_corpus.py)
   python3 python3-pandas python3-numpy  # independent reference computations and the pandas peer
   chromium                           # the dashboard test (headless)
   wrk                                # the agent's API load benchmark
@@ -50,4 +53,11 @@ if [ ! -f "$web/node_modules/.package-lock.json" ] ||
    [ "$web/package-lock.json" -nt "$web/node_modules/.package-lock.json" ]; then
   echo "setup: npm ci in web/"
   npm ci --prefix "$web" --no-audit --no-fund --loglevel=error
+fi
+
+# headroom diloco's corpus (build/corpus: train.txt, val.txt), from the packages above; once.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+if [ ! -f "$root/build/corpus/manifest.json" ] ||
+   [ "$root/scripts/build_corpus.py" -nt "$root/build/corpus/manifest.json" ]; then
+  /usr/bin/python3 "$root/scripts/build_corpus.py" "$root/build/corpus"
 fi

@@ -3,10 +3,17 @@
 // Exit status: 0 success, 1 runtime or input error, 2 usage error.
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "cli/commands.h"
 
@@ -26,9 +33,25 @@ std::string OneLine(std::string text) {
   return text;
 }
 
+// `headroom diloco ARGS` runs `headroom-diloco ARGS` from this executable's directory: the
+// training (libtorch) lives in its own executable, out of `headroom` and the agent.
+int ExecDiloco(int argc, char** argv) {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::string path =
+      (ec ? std::filesystem::path(".") : exe.parent_path()) / "headroom-diloco";
+  std::vector<char*> args = {const_cast<char*>(path.c_str())};
+  for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+  args.push_back(nullptr);
+  execv(path.c_str(), args.data());
+  fmt::print(stderr, "headroom: error: diloco: cannot run {}: {}\n", path, std::strerror(errno));
+  return kExitError;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::string_view(argv[1]) == "diloco") return ExecDiloco(argc, argv);
   CLI::App app{
       "headroom: keep AI training inside a power budget, and measure the headroom the "
       "installed power already has."};
@@ -61,6 +84,10 @@ int main(int argc, char** argv) {
       headroom::cli::SetupCoordinator);
   add("fleet-sim", "A site on one machine: a coordinator and twin-mode agents in one process",
       headroom::cli::SetupFleetSim);
+  // Listed for --help only: `headroom diloco` is taken before parsing (ExecDiloco).
+  app.add_subcommand("diloco",
+                     "Elastic low-communication training on etcd and Gloo (worker, ddp, eval, "
+                     "local)");
 
   try {
     app.parse(argc, argv);

@@ -17,6 +17,8 @@
 #include <string_view>
 #include <utility>
 
+#include "common/sigpipe.h"
+
 namespace headroom::coord {
 namespace {
 
@@ -335,33 +337,7 @@ bool Answered(httplib::Error e, int status, const std::string& body) {
 // Debian's httplib 0.11 sends without MSG_NOSIGNAL: a write to a connection the member reset
 // (it closed an idle one just as we reused it) would raise SIGPIPE and end the process. Blocks
 // SIGPIPE in this thread for one request and discards one raised meanwhile.
-class ScopedSigpipeBlock {
- public:
-  ScopedSigpipeBlock() {
-    sigemptyset(&pipe_);
-    sigaddset(&pipe_, SIGPIPE);
-    sigset_t pending;
-    sigpending(&pending);
-    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
-    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
-  }
-  ~ScopedSigpipeBlock() {
-    sigset_t pending;
-    sigpending(&pending);
-    if (!was_pending_ && sigismember(&pending, SIGPIPE) == 1) {
-      const timespec zero{};
-      sigtimedwait(&pipe_, nullptr, &zero);
-    }
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
-  ScopedSigpipeBlock(const ScopedSigpipeBlock&) = delete;
-  ScopedSigpipeBlock& operator=(const ScopedSigpipeBlock&) = delete;
-
- private:
-  sigset_t pipe_;
-  sigset_t old_;
-  bool was_pending_ = false;
-};
+// (common/sigpipe.h: ScopedSigpipeBlock.)
 
 httplib::Request JsonPost(const char* path, const std::string& body) {
   httplib::Request request;

@@ -1,0 +1,24 @@
+#pragma once
+// A model checkpoint of `headroom diloco`: the line "headroom-diloco-checkpoint 1", one line of
+// JSON ({"model", "parameters", "sha256", "round", "tokens"}), then the parameters as
+// little-endian float32. Written atomically (a temporary file renamed).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+
+namespace headroom::dist {
+
+struct Checkpoint {
+  std::string model;
+  int round = 0;
+  std::uint64_t tokens = 0;
+  std::vector<float> parameters;
+};
+
+Status WriteCheckpoint(const std::string& path, const Checkpoint& c);
+// An input error naming the file and what is wrong (header, size, hash).
+Result<Checkpoint> ReadCheckpoint(const std::string& path);
+
+}  // namespace headroom::dist

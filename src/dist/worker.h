@@ -1,0 +1,129 @@
+#pragma once
+// One worker of an elastic DiLoCo run (or of its data-parallel baseline), on a Store (etcd) for
+// membership and a Communicator per group for the collectives (docs/DILOCO.md).
+//
+// The invariant: every member of a completed round holds the same model bits afterwards (the
+// SHA-256 each publishes agrees), and that model is the previous round's plus the outer step
+// on the aggregate of that round's accepted contributions. A member whose hash differs is
+// evicted and resynced; a member that dies, stalls or arrives after the round's group closed
+// is left out of that round, never waited for past the round's deadline or its lease.
+//
+// Store layout, under /headroom-diloco/<run>/ (JSON values):
+//   config                      the run's settings; the first worker writes it, every other
+//                               must match it
+//   members/<id>                {"name", "pid", "joined_round"} under the member's lease;
+//                               joined_round -1 while it syncs; id = the lease, in hex
+//   rounds/<r>/<a>/arrive/<id>  member id is at round r's boundary, attempt a (lease)
+//   rounds/<r>/<a>/group        {"members": [ids]}: attempt a's group, written once
+//   rounds/<r>/<a>/gloo/...     the group's rendezvous
+//   rounds/<r>/hash/<id>        the member's model hash after round r
+//   rounds/<r>/agreed           {"hash", "members", "tokens", "val_loss", "round"}: by the
+//                               round's donor (the lowest rank with the majority hash)
+//   joins/<id>, joins/<id>/serve  a (re)joining member's request; the donor's answer
+//   control/<id>                {"threads", "duty", "leave"}: asked of the member at run time
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "coord/store.h"
+#include "dist/communicator.h"
+#include "dist/compress.h"
+#include "dist/contribution.h"
+#include "dist/outer.h"
+#include "lm/corpus.h"
+#include "lm/lm.h"
+
+namespace headroom::dist {
+
+// Test and demo fault injection: what a hostile worker sends instead of its pseudo-gradient.
+enum class Hostility { kNone, kScale, kFlip, kNan, kForge };
+Result<Hostility> ParseHostility(const std::string& name);  // none, scale, flip, nan, forge
+
+struct WorkerOptions {
+  std::string run = "default";
+  std::string name;             // shown in logs and the JSON; defaults to "worker-<pid>"
+  std::string mode = "diloco";  // or "ddp"
+  std::string model = "tiny";
+  int inner_steps = 100;  // H
+  int rounds = 10;        // R (ddp: R x H steps)
+  int batch = 8;
+  int seq_len = 128;
+  int threads = 1;
+  std::uint64_t seed = 1;
+  lm::AdamWConfig adamw;
+  OuterOptions outer;
+  Codec codec = Codec::kInt8;
+  ScreenOptions screen;
+  std::vector<std::uint8_t> key;  // the run's HMAC key (empty: the run's name, unauthenticated)
+  double lease_ttl_s = 5.0;
+  double collective_timeout_s = 5.0;
+  double min_deadline_s = 5.0;   // a round's group closes at most this long after I arrive...
+  double deadline_factor = 0.5;  // ...or this times my round's compute time, if longer
+  int start_workers = 1;         // round 0 waits (up to min_deadline_s) for this many members
+  int val_windows = 64;
+  int eval_every = 1;  // rounds between validation losses (the donor's)
+  double cpu_watts_per_core = 10.0;
+  double network_j_per_byte = 2.16e-4;
+  Hostility hostility = Hostility::kNone;
+  int hostile_from_round = 0;
+  std::string out_dir;  // the worker's JSON and the final checkpoint (the donor's)
+};
+
+// Time and the process's CPU time, injected (tests and the CLI give the real ones).
+struct WorkerClock {
+  std::function<double()> now_s;
+  std::function<double()> cpu_s;
+  std::function<void(double)> sleep_s;
+};
+
+using CommFactory = std::function<Result<std::unique_ptr<Communicator>>(
+    const std::string& prefix, int rank, int size, double timeout_s)>;
+
+struct LossPoint {
+  std::uint64_t tokens = 0;
+  double val_loss = 0.0;
+};
+
+struct WorkerReport {
+  std::string name;
+  std::string member;  // hex lease id
+  std::string mode;
+  int rounds_done = 0;
+  int rounds_contributed = 0;
+  std::uint64_t tokens = 0;  // this worker's tokens in accepted contributions
+  double compute_s = 0, communicate_s = 0, wait_s = 0, recover_s = 0, wall_s = 0;
+  double compute_cpu_s = 0, other_cpu_s = 0;
+  TrafficCounters traffic;
+  int membership_changes = 0;  // rounds whose group differed from the previous one's
+  int evictions = 0;           // contributions rejected, hashes that disagreed (seen by me)
+  int resyncs = 0;             // times I fetched the model from a donor
+  bool hashes_agreed = true;
+  double final_val_loss = -1.0;       // the last donor's, when I was it
+  std::vector<LossPoint> loss_curve;  // the rounds I was the donor of
+  std::vector<float> final_params;    // the final model, when I was the last round's donor
+  std::vector<std::string> log;       // one line per notable event
+};
+
+// Runs the worker to the end of the run (or until asked to leave); the model is built here.
+Result<WorkerReport> RunWorker(coord::Store& store, const CommFactory& comm,
+                               const lm::Corpus& corpus, const WorkerOptions& options,
+                               const WorkerClock& clock);
+
+// The run's loss curve and totals as the store has them (for `diloco local`).
+struct RunSummary {
+  std::vector<LossPoint> loss_curve;
+  int rounds = 0;
+  bool hashes_agreed = true;
+  int membership_changes = 0;
+  int rejected = 0;        // contributions excluded by the screen, over every round
+  int hash_evictions = 0;  // members whose hash differed from their round's
+  std::uint64_t tokens = 0;
+};
+Result<RunSummary> ReadRunSummary(coord::Store& store, const std::string& run);
+
+std::string RunPrefix(const std::string& run);
+
+}  // namespace headroom::dist

@@ -1,0 +1,144 @@
+// `headroom diloco local` end to end: its own etcd, worker processes, Gloo over loopback. Churn
+// (a worker SIGKILLed mid-round, a fresh one joining later), each kind of hostile worker, and
+// the data-parallel baseline, each against a run computed the same way without the fault.
+// Small models and rounds so that the whole file fits `make test`; skipped without etcd.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct Outcome {
+  int status = -1;
+  json summary;
+  std::string err;
+};
+
+class DilocoLocal : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (access("/usr/bin/etcd", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/etcd";
+    if (!fs::exists(std::string(HEADROOM_SOURCE_DIR) + "/build/corpus/train.txt")) {
+      GTEST_SKIP() << "no corpus (scripts/setup.sh builds build/corpus)";
+    }
+    dir_ = fs::temp_directory_path() /
+           ("headroom_diloco_" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure() && !dir_.empty()) fs::remove_all(dir_);
+  }
+
+  // Small and quick: 3 or 4 tiny-model workers, H inner steps of 8 x 64 bytes.
+  Outcome Local(const std::string& name, const std::string& args) {
+    const fs::path out = dir_ / name;
+    const fs::path err = dir_ / (name + ".stderr");
+    const std::string line = std::string(HEADROOM_BINARY) +
+                             " diloco local --batch 8 --seq-len 64 --val-windows 64 --out " +
+                             out.string() + " --json " + args + " > " +
+                             (dir_ / (name + ".json")).string() + " 2> " + err.string();
+    Outcome o;
+    o.status = std::system(line.c_str());
+    std::ifstream e(err);
+    std::stringstream s;
+    s << e.rdbuf();
+    o.err = s.str();
+    std::ifstream j(dir_ / (name + ".json"));
+    o.summary = json::parse(j, nullptr, false);
+    return o;
+  }
+
+  fs::path dir_;
+};
+
+double Loss(const Outcome& o) { return o.summary["final_val_loss"].get<double>(); }
+
+TEST_F(DilocoLocal, ChurnGoesOnWithinTwoLeasesAndEndsWhereTheCalmRunDoes) {
+  const std::string common =
+      "--workers 4 --inner-steps 8 --rounds 5 --lease-ttl-s 3 "
+      "--collective-timeout-s 1.5 --round-deadline-s 3";
+  const Outcome calm = Local("calm", common);
+  ASSERT_EQ(calm.status, 0) << calm.err;
+  const Outcome churn = Local("churn", common + " --churn kill-at-round:2,join-at-round:3");
+  ASSERT_EQ(churn.status, 0) << churn.err;
+  const json& s = churn.summary;
+  EXPECT_TRUE(s["hashes_agreed"].get<bool>());
+  EXPECT_EQ(s["rounds"].get<int>(), 5);
+  EXPECT_GE(s["membership_changes"].get<int>(), 2);  // one left, one came
+  ASSERT_TRUE(s.contains("churn"));
+  // The kill, then the next round agreed within 2 x TTL of an ordinary round's length.
+  std::vector<double> at = s["rounds_done_at_s"].get<std::vector<double>>();
+  ASSERT_GE(at.size(), 3u);
+  const double ordinary = at[1] - at[0];
+  const double after = s["churn"]["next_round_after_s"].get<double>();
+  EXPECT_LE(after, ordinary + 2 * 3.0) << "ordinary round " << ordinary << " s";
+  // The joiner got the model (its resync checked against the recorded hash).
+  int resyncs = 0;
+  for (const auto& w : s["workers_detail"]) resyncs += w["resyncs"].get<int>();
+  EXPECT_EQ(resyncs, 1);
+  EXPECT_NEAR(Loss(churn), Loss(calm), 0.03 * Loss(calm));
+}
+
+TEST_F(DilocoLocal, EachHostileKindIsExcludedFromItsFirstRound) {
+  const std::string common = "--workers 3 --inner-steps 8 --rounds 3";
+  const Outcome honest = Local("honest", common);
+  ASSERT_EQ(honest.status, 0) << honest.err;
+  EXPECT_EQ(honest.summary["evictions"].get<int>(), 0);
+  for (const std::string kind : {"scale", "flip", "nan", "forge"}) {
+    SCOPED_TRACE(kind);
+    const Outcome o = Local(kind, common + " --hostile " + kind + " --hostile-from-round 1");
+    ASSERT_EQ(o.status, 0) << o.err;
+    // Rounds 1 and 2: worker-0 excluded in each, from the first it cheats in.
+    EXPECT_EQ(o.summary["evictions"].get<int>(), 2);
+    EXPECT_TRUE(o.summary["hashes_agreed"].get<bool>());
+    for (const auto& w : o.summary["workers_detail"]) {
+      if (w["name"] == "worker-0") {
+        EXPECT_EQ(w["rounds_contributed"].get<int>(), 1);
+      }
+    }
+    EXPECT_NEAR(Loss(o), Loss(honest), 0.03 * Loss(honest));
+  }
+}
+
+TEST_F(DilocoLocal, TheDataParallelBaselineMovesItsGradientsEveryStep) {
+  const Outcome ddp = Local("ddp", "--mode ddp --workers 2 --inner-steps 4 --rounds 2");
+  ASSERT_EQ(ddp.status, 0) << ddp.err;
+  const Outcome diloco = Local("diloco", "--workers 2 --inner-steps 4 --rounds 2");
+  ASSERT_EQ(diloco.status, 0) << diloco.err;
+  // The same tokens: 2 workers x 8 steps x 8 x 64.
+  EXPECT_EQ(ddp.summary["tokens"].get<std::uint64_t>(), 2u * 8u * 8u * 64u);
+  EXPECT_EQ(diloco.summary["tokens"].get<std::uint64_t>(), 2u * 8u * 8u * 64u);
+  // tiny: 495,360 parameters. DDP: 8 all-reduces of 4 n bytes, each member sending
+  // 2 (k - 1) / k of it (k = 2: 4 n). DiLoCo int8: 2 all-gathers of a frame of
+  // 28 + 8 + 4 ceil(n / 256) + n + 32 bytes, each member sending (k - 1) frames.
+  const double n = 495360;
+  const double ddp_bytes = 2 * 8 * 4 * n;
+  const double frame = 28 + 8 + 4 * std::ceil(n / 256) + n + 32;
+  const double diloco_bytes = 2 * 2 * frame;
+  EXPECT_NEAR(ddp.summary["bytes_sent_total"].get<double>(), ddp_bytes, 0.01 * ddp_bytes);
+  EXPECT_NEAR(diloco.summary["bytes_sent_total"].get<double>(), diloco_bytes, 0.01 * diloco_bytes);
+  EXPECT_TRUE(ddp.summary["hashes_agreed"].get<bool>());
+}
+
+TEST_F(DilocoLocal, BadInputIsOneLineAndExitTwo) {
+  const Outcome o = Local("bad", "--compress int4");
+  EXPECT_EQ(WEXITSTATUS(o.status), 2);
+  EXPECT_NE(o.err.find("--compress: 'int4'"), std::string::npos) << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1);
+}
+
+}  // namespace

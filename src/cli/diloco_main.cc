@@ -506,7 +506,7 @@ Status RunLocal(Args& a, int workers, const std::string& mode, const std::string
     if (all_done) break;
     const int last = LastAgreed(store, a.w.run);
     if (last > shown && last >= 0) {
-      for (int r = shown + 1; r <= last; ++r) agreed_at[r] = now_s();
+      for (int r = std::max(shown + 1, 0); r <= last; ++r) agreed_at[r] = now_s();
       shown = last;
       last_progress = now_s();
       std::fprintf(stderr, "diloco local: round %d/%d done (%.1f s)\n", last + 1, a.w.rounds,

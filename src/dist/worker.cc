@@ -146,6 +146,7 @@ class Worker {
   std::vector<float> local_;
   std::vector<float> error_;  // int8 error feedback
   std::unique_ptr<OuterSgd> outer_;
+  lm::OptimizerState inner_;  // a donor's inner state, as received
   int next_round_ = 0;
   std::uint64_t run_tokens_ = 0;  // tokens in accepted contributions, the whole run, to here
   std::vector<std::string> last_group_;
@@ -290,31 +291,49 @@ Status Worker::TrainInner(int steps) {
   return OkStatus();
 }
 
+// The state a donor sends: round and tokens, the model, the outer momentum, and the donor's
+// inner AdamW (schedule step, AdamW step, moments).
+std::size_t StateBlobBytes(std::size_t n) { return 32 + 16 * n; }
+
 std::vector<std::uint8_t> Worker::StateBlob() const {
   const std::size_t n = global_.size();
-  std::vector<std::uint8_t> blob(16 + 8 * n);
-  const std::uint64_t round = static_cast<std::uint64_t>(next_round_);
-  std::memcpy(blob.data(), &round, 8);
-  std::memcpy(blob.data() + 8, &run_tokens_, 8);
-  std::memcpy(blob.data() + 16, global_.data(), 4 * n);
-  if (outer_->started()) std::memcpy(blob.data() + 16 + 4 * n, outer_->momentum().data(), 4 * n);
+  std::vector<std::uint8_t> blob(StateBlobBytes(n));
+  const std::uint64_t head[4] = {static_cast<std::uint64_t>(next_round_), run_tokens_, 0, 0};
+  std::memcpy(blob.data(), head, 16);
+  const lm::OptimizerState inner = model_->GetOptimizerState();
+  const std::int64_t steps[2] = {inner.schedule_step, inner.adam_step};
+  std::memcpy(blob.data() + 16, steps, 16);
+  std::uint8_t* at = blob.data() + 32;
+  std::memcpy(at, global_.data(), 4 * n);
+  if (outer_->started()) std::memcpy(at + 4 * n, outer_->momentum().data(), 4 * n);
+  std::memcpy(at + 8 * n, inner.exp_avg.data(), 4 * n);
+  std::memcpy(at + 12 * n, inner.exp_avg_sq.data(), 4 * n);
   return blob;
 }
 
 Status Worker::LoadStateBlob(std::span<const std::uint8_t> blob) {
   const std::size_t n = global_.size();
-  if (blob.size() != 16 + 8 * n) return Error::Io("state: wrong size");
-  std::uint64_t round = 0;
-  std::memcpy(&round, blob.data(), 8);
-  std::memcpy(&run_tokens_, blob.data() + 8, 8);
-  std::memcpy(global_.data(), blob.data() + 16, 4 * n);
+  if (blob.size() != StateBlobBytes(n)) return Error::Io("state: wrong size");
+  std::uint64_t head[2];
+  std::memcpy(head, blob.data(), 16);
+  std::int64_t steps[2];
+  std::memcpy(steps, blob.data() + 16, 16);
+  const std::uint8_t* at = blob.data() + 32;
+  run_tokens_ = head[1];
+  std::memcpy(global_.data(), at, 4 * n);
   std::vector<float> momentum(n);
-  std::memcpy(momentum.data(), blob.data() + 16 + 4 * n, 4 * n);
+  std::memcpy(momentum.data(), at + 4 * n, 4 * n);
   const bool started =
       std::any_of(momentum.begin(), momentum.end(), [](float x) { return x != 0; });
   outer_ = std::make_unique<OuterSgd>(o_.outer);
   if (started) outer_->set_momentum(std::move(momentum));
-  next_round_ = static_cast<int>(round);
+  inner_.schedule_step = steps[0];
+  inner_.adam_step = steps[1];
+  inner_.exp_avg.resize(n);
+  inner_.exp_avg_sq.resize(n);
+  std::memcpy(inner_.exp_avg.data(), at + 8 * n, 4 * n);
+  std::memcpy(inner_.exp_avg_sq.data(), at + 12 * n, 4 * n);
+  next_round_ = static_cast<int>(head[0]);
   return OkStatus();
 }
 
@@ -468,7 +487,7 @@ Status Worker::Resync() {
       Log("join: " + c.error().message());
       continue;
     }
-    std::vector<std::uint8_t> blob(16 + 8 * global_.size());
+    std::vector<std::uint8_t> blob(StateBlobBytes(global_.size()));
     if (auto b = (*c)->Broadcast(blob, 0); !b) {
       Log("join: " + b.error().message());
       continue;
@@ -486,7 +505,7 @@ Status Worker::Resync() {
     }
     next_round_ = round + 1;
     model_->SetParameters(global_);
-    model_->ResetOptimizer(static_cast<long>(next_round_) * o_.inner_steps);
+    model_->SetOptimizerState(inner_);  // the donor's: my first round is an ordinary one
     error_.assign(global_.size(), 0.0f);
     if (auto p = PublishMember(next_round_); !p) return p;
     Log(fmt::format("joined at round {} (hash {} checked)", next_round_, got.substr(0, 12)));

@@ -227,6 +227,56 @@ void ByteLm::SetParameters(std::span<const float> values) {
   }
 }
 
+namespace {
+std::string StateKey(const torch::Tensor& p) {
+  return c10::guts::to_string(p.unsafeGetTensorImpl());  // as torch::optim keys its state
+}
+}  // namespace
+
+OptimizerState ByteLm::GetOptimizerState() const {
+  OptimizerState s;
+  s.schedule_step = impl_->step;
+  s.exp_avg.assign(impl_->count, 0.0f);
+  s.exp_avg_sq.assign(impl_->count, 0.0f);
+  std::size_t at = 0;
+  for (const auto& p : impl_->params) {
+    const auto n = static_cast<std::size_t>(p.numel());
+    auto it = impl_->optimizer->state().find(StateKey(p));
+    if (it != impl_->optimizer->state().end()) {
+      auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
+      s.adam_step = st.step();
+      auto m = st.exp_avg().contiguous();
+      auto v = st.exp_avg_sq().contiguous();
+      std::memcpy(s.exp_avg.data() + at, m.data_ptr<float>(), 4 * n);
+      std::memcpy(s.exp_avg_sq.data() + at, v.data_ptr<float>(), 4 * n);
+    }
+    at += n;
+  }
+  return s;
+}
+
+void ByteLm::SetOptimizerState(const OptimizerState& s) {
+  if (s.exp_avg.size() != impl_->count || s.exp_avg_sq.size() != impl_->count) {
+    throw std::invalid_argument("optimizer state: wrong size");
+  }
+  impl_->MakeOptimizer();
+  impl_->step = s.schedule_step;
+  if (s.adam_step == 0) return;  // no step taken yet: nothing to hold
+  std::size_t at = 0;
+  for (const auto& p : impl_->params) {
+    auto st = std::make_unique<torch::optim::AdamWParamState>();
+    st->step(s.adam_step);
+    st->exp_avg(
+        torch::from_blob(const_cast<float*>(s.exp_avg.data() + at), p.sizes(), torch::kFloat)
+            .clone());
+    st->exp_avg_sq(
+        torch::from_blob(const_cast<float*>(s.exp_avg_sq.data() + at), p.sizes(), torch::kFloat)
+            .clone());
+    impl_->optimizer->state()[StateKey(p)] = std::move(st);
+    at += static_cast<std::size_t>(p.numel());
+  }
+}
+
 void ByteLm::ResetOptimizer(long step) {
   impl_->MakeOptimizer();
   impl_->step = step;

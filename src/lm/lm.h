@@ -40,6 +40,15 @@ struct Batch {
   std::vector<std::uint8_t> bytes;
 };
 
+// The inner AdamW's state, flat in the parameters' order: a joining worker takes its donor's, so
+// its first round is an ordinary one (fresh moments would make its first steps sign-like jumps).
+struct OptimizerState {
+  long schedule_step = 0;      // steps of the learning-rate schedule so far
+  std::int64_t adam_step = 0;  // AdamW's own count (bias correction)
+  std::vector<float> exp_avg;
+  std::vector<float> exp_avg_sq;
+};
+
 class ByteLm {
  public:
   // Parameters initialised from seed (the same seed gives the same bits); threads = libtorch's
@@ -71,6 +80,10 @@ class ByteLm {
   // the learning-rate schedule goes on from `step` (the run's inner steps so far), so a joiner
   // does not warm up again.
   void ResetOptimizer(long step);
+
+  OptimizerState GetOptimizerState() const;
+  // Throws std::invalid_argument when the moments do not fit the model.
+  void SetOptimizerState(const OptimizerState& state);
 
  private:
   struct Impl;

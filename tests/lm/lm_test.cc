@@ -64,6 +64,32 @@ TEST(ByteLm, ParametersRoundTripAndTheGradientPathMatchesTrainStep) {
   EXPECT_THROW(fresh.SetParameters(std::vector<float>(3)), std::invalid_argument);
 }
 
+TEST(ByteLm, AModelAndItsOptimizerStateCarryOverWhole) {
+  // A donor's parameters and AdamW state, set into a fresh model: the next step is the same.
+  const auto c = ModelByName("tiny");
+  const std::string text = Text();
+  BatchSampler s(text, 4, 32, 2, 0);
+  ByteLm donor(c, {}, 4, 1), joiner(c, {}, 5, 1);
+  for (int i = 0; i < 4; ++i) donor.TrainStep(s.Next());
+  std::vector<float> p;
+  donor.GetParameters(p);
+  joiner.SetParameters(p);
+  const OptimizerState state = donor.GetOptimizerState();
+  EXPECT_EQ(state.adam_step, 4);
+  EXPECT_EQ(state.schedule_step, 4);
+  joiner.SetOptimizerState(state);
+  const Batch b = s.Next();
+  donor.TrainStep(b);
+  joiner.TrainStep(b);
+  std::vector<float> pd, pj;
+  donor.GetParameters(pd);
+  joiner.GetParameters(pj);
+  EXPECT_EQ(pd, pj);
+  OptimizerState wrong = state;
+  wrong.exp_avg.pop_back();
+  EXPECT_THROW(joiner.SetOptimizerState(wrong), std::invalid_argument);
+}
+
 TEST(ByteLm, LearnsRepeatedText) {
   const std::string text = Text();
   ByteLm m(ModelByName("tiny"), {}, 1, 1);

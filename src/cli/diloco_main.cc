@@ -84,7 +84,8 @@ void AddWorkerOptions(CLI::App& app, Args& a, bool need_etcd) {
   app.add_option("--run", a.w.run, "The run's name (its keys in etcd)")->capture_default_str();
   app.add_option("--data", a.data, "Corpus directory (train.txt, val.txt)")->capture_default_str();
   app.add_option("--out", a.out, "Directory for the worker's JSON and the final checkpoint");
-  app.add_option("--name", a.w.name, "This worker's name in logs (default worker-PID)");
+  app.add_option("--name", a.w.name,
+                 "This worker's name in logs; it also seeds its data stream (default worker-PID)");
   app.add_option("--model", a.w.model, "tiny or small")->capture_default_str();
   app.add_option("--inner-steps", a.w.inner_steps, "H: inner AdamW steps per outer round")
       ->capture_default_str();

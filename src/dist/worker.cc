@@ -692,9 +692,16 @@ Result<WorkerReport> Worker::Run() {
   if (auto s = Register(); !s) return s.error();
   auto started = RunStarted();
   if (!started) return started.error();
-  // Each worker draws its own batches: the stream is its member id (unique in the run).
-  sampler_ = std::make_unique<lm::BatchSampler>(corpus_.train, o_.batch, o_.seq_len, o_.seed,
-                                                static_cast<std::uint64_t>(lease_));
+  // Each worker draws its own batches: the stream is its name's (FNV-1a), so a run whose workers
+  // are named (as `diloco local` names them) draws the same data every time; an unnamed worker's
+  // stream is its member id (unique in the run).
+  std::uint64_t stream = static_cast<std::uint64_t>(lease_);
+  if (!o_.name.empty()) {
+    stream = 1469598103934665603ULL;
+    for (unsigned char ch : o_.name) stream = (stream ^ ch) * 1099511628211ULL;
+  }
+  sampler_ =
+      std::make_unique<lm::BatchSampler>(corpus_.train, o_.batch, o_.seq_len, o_.seed, stream);
   if (o_.mode == "ddp") {
     if (*started) return Error::Usage("ddp: the run '" + o_.run + "' has already started");
     if (auto p = PublishMember(0); !p) return p.error();

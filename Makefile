@@ -12,7 +12,7 @@ HEADROOM := build/bin/headroom
 
 CHAOS_FAULTS ?= 1000
 
-.PHONY: fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile demo policies results clean format
+.PHONY: bench-diloco diloco-results fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile demo policies results clean format
 
 all: build
 
@@ -44,8 +44,8 @@ test-asan: setup
 # The threaded code (the agent's runner, server and clients) under ThreadSanitizer.
 test-tsan: setup
 	cmake --preset tsan
-	cmake --build --preset tsan -j $(JOBS) --target agent_test coord_test coord_server_test
-	ctest --preset tsan -R '^(Agent|Server|Guard|Runner|Recorder|MemberThreads|CoordinatorServerTest|CoordinatorMetrics)\.'
+	cmake --build --preset tsan -j $(JOBS) --target agent_test coord_test coord_server_test dist_comm_test
+	ctest --preset tsan -R '^(Agent|Server|Guard|Runner|Recorder|MemberThreads|CoordinatorServerTest|CoordinatorMetrics|LocalGroup|Gloo|GlooEtcd|Sizes/LocalCollectives|Sizes/GlooCollectives)\.'
 
 # clang's thread-safety analysis on the agent's shared state (common/thread_annotations.h):
 # a build with -Wthread-safety -Werror; a lock missing around annotated state fails it. In
@@ -101,6 +101,13 @@ bench-ppo: bench-build
 	./scripts/setup.sh --torch
 	./bench/ppo_compare.sh
 
+# DiLoCo's inner step (libtorch from C++) against the same step in PyTorch, and the per-round
+# hot paths (docs/PERFORMANCE.md).
+bench-diloco: build
+	./scripts/setup.sh --torch
+	cmake --build --preset release -j $(JOBS) --target headroom_diloco_bench
+	./bench/diloco_compare.sh
+
 # The agent's CPU, memory, decision and API latency against a Python stdlib poll-and-serve loop
 # doing the same job (docs/PERFORMANCE.md). About 3 minutes.
 bench-agent: build
@@ -147,6 +154,11 @@ fleet-results: build
 
 demo: build
 	./scripts/demo.sh $(HEADROOM) $(DEMO_DIR)
+
+# docs/DILOCO.md's table: 4 DiLoCo workers over H against the data-parallel baseline on the
+# same tokens (tiny model; about 25 minutes here).
+diloco-results: build
+	/usr/bin/python3 scripts/diloco_results.py $(HEADROOM) build/diloco-results
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')

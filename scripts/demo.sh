@@ -49,9 +49,17 @@ echo "      a coordinator and 8 twin-mode agents over the in-memory store, one s
   --speed 0 --duration-s 3600 --seed 1 --report "$out/fleet-sim.html"
 
 echo
+echo "== 8. headroom diloco local: 4 DiLoCo workers (separate processes) on their own etcd and Gloo,"
+echo "      a byte-level model on the Debian corpus; one worker SIGKILLed in round 2, a fresh one"
+echo "      joining in round 3 (it fetches the model from a peer and checks its SHA-256)"
+"$headroom" diloco local --workers 4 --inner-steps 10 --rounds 5 --batch 8 --seq-len 64 \
+  --churn kill-at-round:2,join-at-round:3 --out "$out/diloco"
+
+echo
 echo "Reports:"
 echo "  $(realpath "$out/eval.html")"
 echo "  $(realpath "$out/analyze.html")"
 echo "  $(realpath "$out/fleet.html")"
 echo "  $(realpath "$out/agent.html")"
 echo "  $(realpath "$out/fleet-sim.html")"
+echo "  $(realpath "$out/diloco/report.html")"

@@ -37,6 +37,7 @@
 #include "dist/worker.h"
 #include "lm/corpus.h"
 #include "lm/lm.h"
+#include "report/diloco_report.h"
 
 namespace {
 
@@ -197,7 +198,9 @@ json WorkerJson(const dist::WorkerReport& r, const dist::WorkerOptions& o) {
   const double compute_j = r.compute_cpu_s * o.cpu_watts_per_core;
   const double coord_j = r.other_cpu_s * o.cpu_watts_per_core +
                          static_cast<double>(r.traffic.bytes_sent) * o.network_j_per_byte;
-  const double overhead = r.wall_s > 0 ? 1.0 - r.compute_s / r.wall_s : 0.0;
+  // Idle on purpose (a duty cycle, asked to leave) is neither computing nor overhead.
+  const double busy_s = r.wall_s - r.throttled_s;
+  const double overhead = busy_s > 0 ? 1.0 - r.compute_s / busy_s : 0.0;
   json j = Summary(o.run, r.mode, 1, r.rounds_done, o.inner_steps, r.tokens, r.final_val_loss,
                    r.traffic.bytes_sent, r.membership_changes, r.evictions, r.hashes_agreed,
                    overhead, compute_j, coord_j, r.loss_curve);
@@ -205,12 +208,14 @@ json WorkerJson(const dist::WorkerReport& r, const dist::WorkerOptions& o) {
                  {"member", r.member},
                  {"rounds_contributed", r.rounds_contributed},
                  {"resyncs", r.resyncs},
+                 {"leaves", r.leaves},
                  {"bytes_received", r.traffic.bytes_received},
                  {"seconds",
                   {{"compute", r.compute_s},
                    {"communicate", r.communicate_s},
                    {"wait", r.wait_s},
                    {"recover", r.recover_s},
+                   {"throttled", r.throttled_s},
                    {"wall", r.wall_s}}},
                  {"cpu_seconds", {{"compute", r.compute_cpu_s}, {"other", r.other_cpu_s}}},
                  {"log", r.log}};
@@ -585,14 +590,16 @@ Status RunLocal(Args& a, int workers, const std::string& mode, const std::string
     ++reports;
     bytes += j.value("bytes_sent_total", std::uint64_t{0});
     compute_s += j["worker"]["seconds"].value("compute", 0.0);
-    wall_sum += j["worker"]["seconds"].value("wall", 0.0);
+    wall_sum += j["worker"]["seconds"].value("wall", 0.0) -
+                j["worker"]["seconds"].value("throttled", 0.0);
     compute_cpu += j["worker"]["cpu_seconds"].value("compute", 0.0);
     other_cpu += j["worker"]["cpu_seconds"].value("other", 0.0);
     per_worker.push_back({{"name", c.name},
                           {"seconds", j["worker"]["seconds"]},
                           {"bytes_sent", j.value("bytes_sent_total", std::uint64_t{0})},
                           {"rounds_contributed", j["worker"].value("rounds_contributed", 0)},
-                          {"resyncs", j["worker"].value("resyncs", 0)}});
+                          {"resyncs", j["worker"].value("resyncs", 0)},
+                          {"leaves", j["worker"].value("leaves", 0)}});
   }
   const double final_loss =
       summary->loss_curve.empty() ? -1.0 : summary->loss_curve.back().val_loss;
@@ -627,6 +634,11 @@ Status RunLocal(Args& a, int workers, const std::string& mode, const std::string
                   {"joined_in_round", joined_round}};
   }
   if (auto w = headroom::WriteFileAtomically(out + "/summary.json", j.dump(2) + "\n"); !w) return w;
+  if (auto w = headroom::WriteFileAtomically(out + "/report.html",
+                                             headroom::report::DilocoReportHtml(j));
+      !w) {
+    return w;
+  }
   if (a.json_out) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
@@ -642,8 +654,45 @@ Status RunLocal(Args& a, int workers, const std::string& mode, const std::string
                 summary->membership_changes, summary->rejected + summary->hash_evictions,
                 summary->hashes_agreed ? "agreed every round" : "DISAGREED");
     std::printf("  energy            %.0f J compute, %.0f J coordination\n", compute_j, coord_j);
-    std::printf("report: %s/summary.json\n", out.c_str());
+    std::printf("report: %s/report.html (summary.json beside it)\n", out.c_str());
   }
+  return headroom::OkStatus();
+}
+
+// `control`: what a worker is asked at run time (docs/DILOCO.md, "Control"), merged into its
+// control/<name> key.
+struct ControlArgs {
+  std::string etcd;
+  std::string run = "default";
+  std::string worker;
+  int threads = 0;
+  double duty = -1;
+  bool leave = false;
+  bool rejoin = false;
+};
+
+Status RunControl(const ControlArgs& c) {
+  if (c.leave && c.rejoin) return Error::Usage("--leave and --rejoin: one or the other");
+  if (c.threads != 0 && (c.threads < 1 || c.threads > 256)) {
+    return Error::Usage("--threads: 1 to 256");
+  }
+  if (c.duty != -1 && (c.duty <= 0 || c.duty > 1)) return Error::Usage("--duty: in (0, 1]");
+  auto store = headroom::coord::EtcdStore::Open(c.etcd, kEtcdTimeoutS);
+  if (!store) return store.error();
+  const std::string key = dist::RunPrefix(c.run) + "control/" + c.worker;
+  auto old = (*store)->Get(key);
+  if (!old) return old.error();
+  json j = json::object();
+  if (!old->kvs.empty()) {
+    j = json::parse(old->kvs[0].value, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) j = json::object();
+  }
+  if (c.threads != 0) j["threads"] = c.threads;
+  if (c.duty != -1) j["duty"] = c.duty;
+  if (c.leave) j["leave"] = true;
+  if (c.rejoin) j["leave"] = false;
+  if (auto p = (*store)->Put(key, j.dump()); !p) return p.error();
+  std::printf("%s %s\n", key.c_str(), j.dump().c_str());
   return headroom::OkStatus();
 }
 
@@ -666,6 +715,15 @@ int main(int argc, char** argv) {
   eval->add_option("--val-windows", eval_windows, "Validation windows")->capture_default_str();
   eval->add_option("--seq-len", eval_seq, "Bytes per window")->capture_default_str();
   eval->add_flag("--json", eval_json, "JSON");
+  auto* control = app.add_subcommand("control", "Ask a worker, at run time: threads, duty, leave");
+  ControlArgs control_args;
+  control->add_option("--etcd", control_args.etcd, "etcd endpoints")->required();
+  control->add_option("--run", control_args.run, "The run")->capture_default_str();
+  control->add_option("--worker", control_args.worker, "The worker's --name")->required();
+  control->add_option("--threads", control_args.threads, "libtorch threads");
+  control->add_option("--duty", control_args.duty, "Fraction of time computing, (0, 1]");
+  control->add_flag("--leave", control_args.leave, "Leave at the next round boundary");
+  control->add_flag("--rejoin", control_args.rejoin, "Come back (through a donor)");
   auto* local = app.add_subcommand("local", "Its own etcd and N worker processes, one summary");
   int local_workers = 4;
   std::string local_mode = "diloco", churn;
@@ -694,6 +752,7 @@ int main(int argc, char** argv) {
   try {
     if (worker->parsed()) st = RunWorkerCommand(worker_args, "diloco");
     if (ddp->parsed()) st = RunWorkerCommand(ddp_args, "ddp");
+    if (control->parsed()) st = RunControl(control_args);
     if (eval->parsed()) st = RunEval(checkpoint, eval_data, eval_windows, eval_seq, eval_json);
     if (local->parsed()) {
       st = RunLocal(local_args, local_workers, local_mode, churn);

@@ -30,6 +30,8 @@ std::string RunPrefix(const std::string& run) { return "/headroom-diloco/" + run
 namespace {
 
 constexpr double kPollS = 0.01;
+constexpr double kControlPollS = 0.5;
+constexpr double kMinDuty = 0.05;
 // A scaled contribution is this many times its honest self (beyond the screen's factor 3).
 constexpr float kHostileScale = 10.0f;
 
@@ -57,7 +59,7 @@ class Worker {
 
  private:
   // Phases of the accounting (docs/DILOCO.md, "Accounting").
-  enum class Phase { kCompute, kCommunicate, kWait, kRecover };
+  enum class Phase { kCompute, kCommunicate, kWait, kRecover, kThrottled };
   void Enter(Phase p) {
     const double now = clock_.now_s();
     const double cpu = clock_.cpu_s();
@@ -78,6 +80,10 @@ class Worker {
         break;
       case Phase::kRecover:
         report_.recover_s += dt;
+        report_.other_cpu_s += dcpu;
+        break;
+      case Phase::kThrottled:
+        report_.throttled_s += dt;
         report_.other_cpu_s += dcpu;
         break;
     }
@@ -115,6 +121,8 @@ class Worker {
                                               const std::vector<std::string>& candidates,
                                               double deadline_s);
   Status TrainInner(int steps);
+  Status PollControl(bool force);
+  Status Leave();
   Result<bool> DilocoRound(int round);
   Status CheckHashes(int round, const std::vector<std::string>& group, int my_rank, bool& evicted,
                      bool& donor);
@@ -151,6 +159,10 @@ class Worker {
   std::uint64_t run_tokens_ = 0;  // tokens in accepted contributions, the whole run, to here
   std::vector<std::string> last_group_;
   int last_rejected_ = 0;  // contributions the last round's screen excluded
+  int threads_ = 1;
+  double duty_ = 1.0;
+  bool leave_requested_ = false;
+  double control_read_s_ = -1e9;
   WorkerReport report_;
 };
 
@@ -282,13 +294,79 @@ Result<std::vector<std::string>> Worker::CloseGroup(int round, int attempt,
   }
 }
 
-Status Worker::TrainInner(int steps) {
-  Enter(Phase::kCompute);
-  for (int s = 0; s < steps; ++s) {
-    model_->TrainStep(sampler_->Next());
-    if (auto k = KeepAlive(); !k) return k;
+// control/<name>: {"threads": N, "duty": D, "leave": B}, read at most every kControlPollS
+// between inner steps. threads: libtorch's; duty in (0, 1]: after a step of d seconds the
+// worker idles d (1 - D) / D; leave: at the next round boundary it stops being a candidate
+// (the others do not wait for it) until leave is false again, then rejoins through a donor.
+Status Worker::PollControl(bool force) {
+  const double now = clock_.now_s();
+  if (!force && now - control_read_s_ < kControlPollS) return OkStatus();
+  control_read_s_ = now;
+  auto r = store_.Get(prefix_ + "control/" + report_.name);
+  if (!r) return Error::Io("control: " + r.error().message());
+  json c = json::object();
+  if (!r->kvs.empty()) {
+    c = json::parse(r->kvs[0].value, nullptr, false);
+    if (c.is_discarded() || !c.is_object()) {
+      Log("control: not a JSON object; ignored");
+      return OkStatus();
+    }
   }
+  if (c.contains("threads") && c["threads"].is_number_integer()) {
+    const int t = c["threads"].get<int>();
+    if (t >= 1 && t <= 256 && t != threads_) {
+      threads_ = t;
+      lm::SetThreads(t);
+      Log(fmt::format("control: {} threads", t));
+    }
+  }
+  double duty = 1.0;
+  if (c.contains("duty") && c["duty"].is_number()) {
+    duty = std::clamp(c["duty"].get<double>(), kMinDuty, 1.0);
+  }
+  if (duty != duty_) {
+    duty_ = duty;
+    Log(fmt::format("control: duty {:.2f}", duty));
+  }
+  leave_requested_ = c.value("leave", false) == true;
   return OkStatus();
+}
+
+Status Worker::TrainInner(int steps) {
+  for (int s = 0; s < steps; ++s) {
+    Enter(Phase::kCompute);
+    const double t0 = clock_.now_s();
+    model_->TrainStep(sampler_->Next());
+    const double step_s = clock_.now_s() - t0;
+    if (auto k = KeepAlive(); !k) return k;
+    if (auto c = PollControl(false); !c) return c;
+    if (duty_ < 1.0) {
+      Enter(Phase::kThrottled);
+      clock_.sleep_s(step_s * (1.0 - duty_) / duty_);
+    }
+  }
+  Enter(Phase::kCompute);
+  return OkStatus();
+}
+
+// Out of the run until control says leave: false; then back in through a donor.
+Status Worker::Leave() {
+  Enter(Phase::kThrottled);
+  if (auto p = PublishMember(-1); !p) return p;
+  Log(fmt::format("left before round {} (asked to)", next_round_));
+  ++report_.leaves;
+  while (leave_requested_) {
+    auto last = store_.Get(prefix_ + "rounds/" + RoundKey(o_.rounds - 1) + "/agreed");
+    if (!last) return Error::Io("leave: " + last.error().message());
+    if (!last->kvs.empty()) {
+      next_round_ = o_.rounds;
+      return OkStatus();
+    }
+    clock_.sleep_s(kControlPollS);
+    if (auto k = KeepAlive(); !k) return k;
+    if (auto c = PollControl(true); !c) return c;
+  }
+  return Resync();
 }
 
 // The state a donor sends: round and tokens, the model, the outer momentum, and the donor's
@@ -685,6 +763,7 @@ Result<WorkerReport> Worker::Run() {
   }
   if (o_.key.empty()) o_.key.assign(o_.run.begin(), o_.run.end());
   model_ = std::make_unique<lm::ByteLm>(config, o_.adamw, o_.seed, o_.threads);
+  threads_ = o_.threads;
   outer_ = std::make_unique<OuterSgd>(o_.outer);
   val_batches_ = lm::ValidationBatches(corpus_.val, o_.val_windows, 16, o_.seq_len);
   model_->GetParameters(global_);
@@ -720,6 +799,11 @@ Result<WorkerReport> Worker::Run() {
     if (auto w = WaitForStart(); !w) return w.error();
   }
   while (next_round_ < o_.rounds) {
+    if (auto c = PollControl(true); !c) return c.error();
+    if (leave_requested_) {
+      if (auto l = Leave(); !l) return l.error();
+      continue;
+    }
     auto r = DilocoRound(next_round_);
     if (!r) return r.error();
     report_.rounds_done = next_round_;

@@ -20,7 +20,7 @@
 //   rounds/<r>/agreed           {"hash", "members", "tokens", "val_loss", "round"}: by the
 //                               round's donor (the lowest rank with the majority hash)
 //   joins/<id>, joins/<id>/serve  a (re)joining member's request; the donor's answer
-//   control/<id>                {"threads", "duty", "leave"}: asked of the member at run time
+//   control/<name>              {"threads", "duty", "leave"}: asked of the worker at run time
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -95,11 +95,13 @@ struct WorkerReport {
   int rounds_contributed = 0;
   std::uint64_t tokens = 0;  // this worker's tokens in accepted contributions
   double compute_s = 0, communicate_s = 0, wait_s = 0, recover_s = 0, wall_s = 0;
+  double throttled_s = 0;  // idle on purpose (duty cycle, asked to leave): not overhead
   double compute_cpu_s = 0, other_cpu_s = 0;
   TrafficCounters traffic;
   int membership_changes = 0;  // rounds whose group differed from the previous one's
   int evictions = 0;           // contributions rejected, hashes that disagreed (seen by me)
   int resyncs = 0;             // times I fetched the model from a donor
+  int leaves = 0;              // times I left the run on request
   bool hashes_agreed = true;
   double final_val_loss = -1.0;       // the last donor's, when I was it
   std::vector<LossPoint> loss_curve;  // the rounds I was the donor of

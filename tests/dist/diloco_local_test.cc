@@ -14,6 +14,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
+
+#include "coord/etcd_store.h"
+#include "tests/coord/etcd_cluster.h"
 
 namespace {
 
@@ -134,11 +138,81 @@ TEST_F(DilocoLocal, TheDataParallelBaselineMovesItsGradientsEveryStep) {
   EXPECT_TRUE(ddp.summary["hashes_agreed"].get<bool>());
 }
 
+// Run-time control through etcd (what the power loop of the next issue uses): a worker asked to
+// leave stops being waited for at the next round boundary and comes back through a donor when
+// asked to rejoin; a duty cycle idles another between its steps.
+TEST_F(DilocoLocal, AWorkerLeavesAndRejoinsOnRequestAndAnotherRunsAtHalfDuty) {
+  std::string why;
+  auto etcd = headroom::coord::etcd_test::EtcdCluster::Start(1, &why);
+  ASSERT_TRUE(etcd) << why;
+  const std::string url = etcd->endpoint(0);
+  auto store = headroom::coord::EtcdStore::Open(url, 2.0);
+  ASSERT_TRUE(store) << store.error().message();
+  const fs::path out = dir_ / "run";
+  const std::string line = std::string(HEADROOM_BINARY) + " diloco local --etcd " + url +
+                           " --workers 3 --inner-steps 8 --rounds 6 --batch 8 --seq-len 64 "
+                           "--val-windows 32 --json --out " + out.string() + " > " +
+                           (dir_ / "run.json").string() + " 2> " + (dir_ / "run.stderr").string();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    execl("/bin/sh", "sh", "-c", line.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Waits (bounded) until round r's model is agreed in the store.
+  const auto agreed = [&](int r) {
+    char key[128];
+    std::snprintf(key, sizeof(key), "/headroom-diloco/default/rounds/%08d/agreed", r);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (std::chrono::steady_clock::now() < until) {
+      auto g = (*store)->Get(key);
+      if (g && !g->kvs.empty()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  };
+  const auto control = [&](const std::string& args) {
+    const std::string c = std::string(HEADROOM_BINARY) + " diloco control --etcd " + url + " " +
+                          args + " > /dev/null";
+    return std::system(c.c_str());
+  };
+  ASSERT_TRUE(agreed(0));
+  EXPECT_EQ(control("--worker worker-2 --leave"), 0);
+  EXPECT_EQ(control("--worker worker-1 --duty 0.5"), 0);
+  ASSERT_TRUE(agreed(2));
+  EXPECT_EQ(control("--worker worker-2 --rejoin"), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << line;
+  std::ifstream j(dir_ / "run.json");
+  const json s = json::parse(j, nullptr, false);
+  ASSERT_FALSE(s.is_discarded());
+  EXPECT_TRUE(s["hashes_agreed"].get<bool>());
+  EXPECT_EQ(s["rounds"].get<int>(), 6);
+  EXPECT_GE(s["membership_changes"].get<int>(), 2);  // out, then back in
+  for (const auto& w : s["workers_detail"]) {
+    if (w["name"] == "worker-2") {
+      EXPECT_EQ(w["leaves"].get<int>(), 1);
+      EXPECT_EQ(w["resyncs"].get<int>(), 1);
+      EXPECT_LT(w["rounds_contributed"].get<int>(), 6);
+      EXPECT_GE(w["rounds_contributed"].get<int>(), 2);  // round 0, and after it rejoined
+    }
+    if (w["name"] == "worker-1") {
+      EXPECT_GT(w["seconds"]["throttled"].get<double>(), 0.0);
+      EXPECT_EQ(w["rounds_contributed"].get<int>(), 6);
+    }
+  }
+}
+
 TEST_F(DilocoLocal, BadInputIsOneLineAndExitTwo) {
   const Outcome o = Local("bad", "--compress int4");
   EXPECT_EQ(WEXITSTATUS(o.status), 2);
   EXPECT_NE(o.err.find("--compress: 'int4'"), std::string::npos) << o.err;
   EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1);
+  const std::string control = std::string(HEADROOM_BINARY) +
+                              " diloco control --etcd http://127.0.0.1:9 --worker w --duty 2 2> " +
+                              (dir_ / "control.stderr").string();
+  EXPECT_EQ(WEXITSTATUS(std::system(control.c_str())), 2);
 }
 
 }  // namespace

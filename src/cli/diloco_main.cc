@@ -75,6 +75,9 @@ struct Args {
   std::string key_file;
   std::string compress = "int8";
   std::string hostile = "none";
+  std::string etcd_user;
+  std::string etcd_password_file;
+  headroom::coord::EtcdCredentials credentials;
   bool json_out = false;
   dist::WorkerOptions w;
 };
@@ -82,6 +85,9 @@ struct Args {
 void AddWorkerOptions(CLI::App& app, Args& a, bool need_etcd) {
   auto* etcd = app.add_option("--etcd", a.etcd, "etcd endpoints (http://127.0.0.1:2379,...)");
   if (need_etcd) etcd->required();
+  app.add_option("--etcd-user", a.etcd_user, "etcd user (its v3 auth)");
+  app.add_option("--etcd-password-file", a.etcd_password_file,
+                 "The file whose first line is the etcd user's password");
   app.add_option("--run", a.w.run, "The run's name (its keys in etcd)")->capture_default_str();
   app.add_option("--data", a.data, "Corpus directory (train.txt, val.txt)")->capture_default_str();
   app.add_option("--out", a.out, "Directory for the worker's JSON and the final checkpoint");
@@ -145,6 +151,9 @@ Status Resolve(Args& a, const std::string& mode) {
     if (key.size() < 16) return Error::Input(a.key_file + ": a key of at least 16 bytes, please");
     a.w.key.assign(key.begin(), key.end());
   }
+  auto credentials = headroom::coord::ReadEtcdCredentials(a.etcd_user, a.etcd_password_file);
+  if (!credentials) return credentials.error();
+  a.credentials = *credentials;
   if (a.w.threads < 1 || a.w.threads > 256) return Error::Usage("--threads: 1 to 256");
   if (a.w.lease_ttl_s < 2 || a.w.lease_ttl_s > 60) return Error::Usage("--lease-ttl-s: 2 to 60");
   if (a.w.collective_timeout_s <= 0) return Error::Usage("--collective-timeout-s: positive");
@@ -226,7 +235,7 @@ Status RunWorkerCommand(Args& a, const std::string& mode) {
   if (auto s = Resolve(a, mode); !s) return s;
   auto corpus = lm::LoadCorpus(a.data, static_cast<std::size_t>(a.w.seq_len) + 1);
   if (!corpus) return corpus.error();
-  auto store = headroom::coord::EtcdStore::Open(a.etcd, kEtcdTimeoutS);
+  auto store = headroom::coord::EtcdStore::Open(a.etcd, kEtcdTimeoutS, a.credentials);
   if (!store) return store.error();
   headroom::coord::Store& st = **store;
   dist::CommFactory comm = [&st](const std::string& prefix, int rank, int size, double timeout_s) {
@@ -334,6 +343,10 @@ std::vector<std::string> WorkerArgv(const Args& a, const std::string& mode, cons
   add("--seq-len", std::to_string(w.seq_len));
   add("--threads", std::to_string(w.threads));
   if (!a.key_file.empty()) add("--key-file", a.key_file);
+  if (!a.etcd_user.empty()) {
+    add("--etcd-user", a.etcd_user);
+    add("--etcd-password-file", a.etcd_password_file);
+  }
   add("--seed", std::to_string(w.seed));
   add("--lease-ttl-s", fmt::format("{}", w.lease_ttl_s));
   add("--collective-timeout-s", fmt::format("{}", w.collective_timeout_s));
@@ -461,7 +474,7 @@ Status RunLocal(Args& a, int workers, const std::string& mode, const std::string
   }
   std::error_code ec;
   std::filesystem::create_directories(out, ec);
-  auto store_r = headroom::coord::EtcdStore::Open(url, kEtcdTimeoutS);
+  auto store_r = headroom::coord::EtcdStore::Open(url, kEtcdTimeoutS, a.credentials);
   if (!store_r) return store_r.error();
   auto& store = **store_r;
 
@@ -590,8 +603,8 @@ Status RunLocal(Args& a, int workers, const std::string& mode, const std::string
     ++reports;
     bytes += j.value("bytes_sent_total", std::uint64_t{0});
     compute_s += j["worker"]["seconds"].value("compute", 0.0);
-    wall_sum += j["worker"]["seconds"].value("wall", 0.0) -
-                j["worker"]["seconds"].value("throttled", 0.0);
+    wall_sum +=
+        j["worker"]["seconds"].value("wall", 0.0) - j["worker"]["seconds"].value("throttled", 0.0);
     compute_cpu += j["worker"]["cpu_seconds"].value("compute", 0.0);
     other_cpu += j["worker"]["cpu_seconds"].value("other", 0.0);
     per_worker.push_back({{"name", c.name},
@@ -669,6 +682,8 @@ struct ControlArgs {
   double duty = -1;
   bool leave = false;
   bool rejoin = false;
+  std::string etcd_user;
+  std::string etcd_password_file;
 };
 
 Status RunControl(const ControlArgs& c) {
@@ -677,7 +692,9 @@ Status RunControl(const ControlArgs& c) {
     return Error::Usage("--threads: 1 to 256");
   }
   if (c.duty != -1 && (c.duty <= 0 || c.duty > 1)) return Error::Usage("--duty: in (0, 1]");
-  auto store = headroom::coord::EtcdStore::Open(c.etcd, kEtcdTimeoutS);
+  auto credentials = headroom::coord::ReadEtcdCredentials(c.etcd_user, c.etcd_password_file);
+  if (!credentials) return credentials.error();
+  auto store = headroom::coord::EtcdStore::Open(c.etcd, kEtcdTimeoutS, *credentials);
   if (!store) return store.error();
   const std::string key = dist::RunPrefix(c.run) + "control/" + c.worker;
   auto old = (*store)->Get(key);
@@ -724,6 +741,9 @@ int main(int argc, char** argv) {
   control->add_option("--duty", control_args.duty, "Fraction of time computing, (0, 1]");
   control->add_flag("--leave", control_args.leave, "Leave at the next round boundary");
   control->add_flag("--rejoin", control_args.rejoin, "Come back (through a donor)");
+  control->add_option("--etcd-user", control_args.etcd_user, "etcd user");
+  control->add_option("--etcd-password-file", control_args.etcd_password_file,
+                      "The etcd user's password, first line");
   auto* local = app.add_subcommand("local", "Its own etcd and N worker processes, one summary");
   int local_workers = 4;
   std::string local_mode = "diloco", churn;

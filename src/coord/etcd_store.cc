@@ -11,6 +11,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -495,20 +496,43 @@ Result<std::vector<std::string>> ParseEndpoints(const std::string& text) {
 
 }  // namespace
 
-Result<std::unique_ptr<EtcdStore>> EtcdStore::Open(const std::string& endpoints, double timeout_s) {
+Result<EtcdCredentials> ReadEtcdCredentials(const std::string& user,
+                                            const std::string& password_file) {
+  if (user.empty()) return EtcdCredentials{};
+  if (password_file.empty()) {
+    return Error::Usage("--etcd-user " + user + ": needs --etcd-password-file");
+  }
+  std::ifstream f(password_file);
+  std::string password;
+  if (!f || !std::getline(f, password)) {
+    return Error::Input(password_file + ":1: cannot read a password (--etcd-password-file)");
+  }
+  while (!password.empty() && (password.back() == '\r' || password.back() == ' ')) {
+    password.pop_back();
+  }
+  if (password.empty()) return Error::Input(password_file + ":1: the password is empty");
+  return EtcdCredentials{user, password};
+}
+
+Result<std::unique_ptr<EtcdStore>> EtcdStore::Open(const std::string& endpoints, double timeout_s,
+                                                   const EtcdCredentials& credentials) {
   if (!(timeout_s > 0)) {
     return Error::Usage(fmt::format("etcd timeout {} s: must be positive", timeout_s));
   }
   Result<std::vector<std::string>> urls = ParseEndpoints(endpoints);
   if (!urls.ok()) return std::move(urls).error();
-  std::unique_ptr<EtcdStore> store(new EtcdStore(std::move(*urls), timeout_s));
+  std::unique_ptr<EtcdStore> store(new EtcdStore(std::move(*urls), timeout_s, credentials));
   Result<Answer> status = store->Post("/v3/maintenance/status", "{}", Resend::kHarmless);
   if (!status.ok()) return std::move(status).error();
+  if (!credentials.user.empty()) {
+    MutexLock lock(store->mu_);
+    if (Status a = store->AuthenticateLocked(); !a.ok()) return std::move(a).error();
+  }
   return store;
 }
 
-EtcdStore::EtcdStore(std::vector<std::string> urls, double timeout_s)
-    : urls_(std::move(urls)), timeout_s_(timeout_s) {
+EtcdStore::EtcdStore(std::vector<std::string> urls, double timeout_s, EtcdCredentials credentials)
+    : urls_(std::move(urls)), timeout_s_(timeout_s), credentials_(std::move(credentials)) {
   MutexLock lock(mu_);
   for (const std::string& url : urls_) {
     auto client = std::make_unique<httplib::Client>(url);
@@ -532,6 +556,37 @@ std::string EtcdStore::Describe() const {
 Result<EtcdStore::Answer> EtcdStore::Post(const char* path, const std::string& body,
                                           Resend resend) {
   MutexLock lock(mu_);
+  Result<Answer> a = PostLocked(path, body, resend);
+  // An expired token (etcd's simple tokens last 5 minutes without use): renewed once. etcd
+  // refused the request before applying it, so sending it again is safe.
+  if (!a.ok() && !credentials_.user.empty() &&
+      a.error().message().find("invalid auth token") != std::string::npos) {
+    token_.clear();
+    if (Status s = AuthenticateLocked(); !s.ok()) return std::move(s).error();
+    a = PostLocked(path, body, resend);
+  }
+  return a;
+}
+
+Status EtcdStore::AuthenticateLocked() {
+  token_.clear();
+  const json request = {{"name", credentials_.user}, {"password", credentials_.password}};
+  Result<Answer> a = PostLocked("/v3/auth/authenticate", request.dump(), Resend::kHarmless);
+  if (!a.ok()) {
+    return Error::Io(
+        fmt::format("etcd: authenticate as '{}': {}", credentials_.user, a.error().message()));
+  }
+  const json answer = json::parse(a->body, nullptr, false);
+  if (!answer.is_object() || !answer.contains("token") || !answer["token"].is_string()) {
+    return Error::Io(fmt::format("etcd at {}: authenticate as '{}': no token in the answer", a->url,
+                                 credentials_.user));
+  }
+  token_ = answer["token"].get<std::string>();
+  return OkStatus();
+}
+
+Result<EtcdStore::Answer> EtcdStore::PostLocked(const char* path, const std::string& body,
+                                                Resend resend) {
   const size_t n = urls_.size();
   const size_t first = current_;
   std::string tried;  // "url: what went wrong; ..."
@@ -541,6 +596,7 @@ Result<EtcdStore::Answer> EtcdStore::Post(const char* path, const std::string& b
     int status = 0;
     std::string received;
     httplib::Request request = JsonPost(path, body);
+    if (!token_.empty()) request.set_header("Authorization", token_);
     request.response_handler = [&status](const httplib::Response& r) {
       status = r.status;
       return true;
@@ -825,9 +881,11 @@ Result<WatchResult> EtcdStore::Watch(const std::string& key, bool prefix, int64_
   const double read_timeout_s = std::max(wait_s, kMinWatchReadS);
 
   size_t first = 0;
+  std::string token;
   {
     MutexLock lock(mu_);
     first = current_;
+    token = token_;
   }
   const size_t n = urls_.size();
   std::string tried;
@@ -840,6 +898,7 @@ Result<WatchResult> EtcdStore::Watch(const std::string& key, bool prefix, int64_
     Configure(client, timeout_s_, read_timeout_s);
     int status = 0;
     httplib::Request request = JsonPost("/v3/watch", body_text);
+    if (!token.empty()) request.set_header("Authorization", token);
     request.response_handler = [&status](const httplib::Response& r) {
       status = r.status;
       return true;

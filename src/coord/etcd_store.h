@@ -26,14 +26,28 @@ class Client;
 
 namespace headroom::coord {
 
+// etcd's user and password (its v3 auth). Every request carries the token etcd gives for them;
+// an expired token is renewed once, then the request is sent again.
+struct EtcdCredentials {
+  std::string user;  // empty: no authentication
+  std::string password;
+};
+
+// "USER:PASSWORD_FILE" (a user and the file holding the password on its first line): what
+// --etcd-user takes. An input error naming the file when it cannot be read.
+Result<EtcdCredentials> ReadEtcdCredentials(const std::string& user,
+                                            const std::string& password_file);
+
 class EtcdStore final : public Store {
  public:
   // `endpoints`: comma-separated members, "http://127.0.0.1:2379,http://127.0.0.1:22379",
   // "127.0.0.1:2379" or "etcd://host:port,host:port". Checks that one of them answers (an
   // Error::Io naming them when none does). `timeout_s` bounds connecting and each wait for an
   // answer (Watch waits up to its wait_s instead); not positive: Error::Usage.
+  // With `credentials`, Open authenticates too (an Error::Io saying so when etcd refuses them).
   static Result<std::unique_ptr<EtcdStore>> Open(const std::string& endpoints,
-                                                 double timeout_s = 2.0);
+                                                 double timeout_s = 2.0,
+                                                 const EtcdCredentials& credentials = {});
   ~EtcdStore() override;
   EtcdStore(const EtcdStore&) = delete;
   EtcdStore& operator=(const EtcdStore&) = delete;
@@ -59,7 +73,7 @@ class EtcdStore final : public Store {
   // Whether a request may be sent again after it may have reached a member.
   enum class Resend { kHarmless, kNever };
 
-  EtcdStore(std::vector<std::string> urls, double timeout_s);
+  EtcdStore(std::vector<std::string> urls, double timeout_s, EtcdCredentials credentials);
   struct Answer {
     std::string url;  // the member that answered
     std::string body;
@@ -67,14 +81,19 @@ class EtcdStore final : public Store {
   // POSTs `body` to `path`, trying the members in turn as the class comment says; the answer
   // when etcd answered 200, else an error naming the member(s) tried.
   Result<Answer> Post(const char* path, const std::string& body, Resend resend) EXCLUDES(mu_);
+  Result<Answer> PostLocked(const char* path, const std::string& body, Resend resend) REQUIRES(mu_);
+  // A token for credentials_ from any member (POST /v3/auth/authenticate).
+  Status AuthenticateLocked() REQUIRES(mu_);
 
   // Constant after construction.
   const std::vector<std::string> urls_;  // "http://host:port"
   const double timeout_s_;
+  const EtcdCredentials credentials_;
 
   mutable Mutex mu_;
   std::vector<std::unique_ptr<httplib::Client>> clients_ GUARDED_BY(mu_);  // one per url
   size_t current_ GUARDED_BY(mu_) = 0;  // the member that last answered
+  std::string token_ GUARDED_BY(mu_);   // etcd's auth token, when credentials_ has a user
 };
 
 }  // namespace headroom::coord

@@ -18,6 +18,9 @@
 #include <thread>
 #include <vector>
 
+#include <filesystem>
+#include <fstream>
+
 #include "etcd_cluster.h"
 
 namespace headroom::coord {
@@ -732,6 +735,80 @@ TEST(EtcdStoreCluster, SurvivesKilledMembers) {
   ASSERT_TRUE(got.ok()) << got.error().message();
   ASSERT_EQ(got->kvs.size(), 1u);
   EXPECT_EQ(got->kvs[0].value, "2");
+}
+
+// etcd's v3 auth: a user and password, a token on every request, permissions enforced by etcd.
+TEST(EtcdStoreAuth, AUserAndPasswordOrNothing) {
+  if (!EtcdCluster::Available()) GTEST_SKIP() << "no " << etcd_test::kEtcdBinary;
+  std::string why;
+  std::optional<EtcdCluster> cluster = EtcdCluster::Start(1, &why);
+  ASSERT_TRUE(cluster) << why;
+  const auto post = [&](const std::string& path, const std::string& body) {
+    const auto r = cluster->Post(0, path, body);
+    ASSERT_TRUE(r && r->status == 200) << path << ": " << (r ? r->body : std::string("no answer"));
+  };
+  // "/t/" and its range end "/t0", base64.
+  post("/v3/auth/role/add", R"({"name":"root"})");
+  post("/v3/auth/user/add", R"({"name":"root","password":"rootpw"})");
+  post("/v3/auth/user/grant", R"({"user":"root","role":"root"})");
+  post("/v3/auth/role/add", R"({"name":"rw"})");
+  post("/v3/auth/role/grant",
+       R"({"name":"rw","perm":{"permType":"READWRITE","key":"L3Qv","range_end":"L3Qw"}})");
+  post("/v3/auth/user/add", R"({"name":"alice","password":"alicepw"})");
+  post("/v3/auth/user/grant", R"({"user":"alice","role":"rw"})");
+  post("/v3/auth/enable", "{}");
+
+  Result<std::unique_ptr<EtcdStore>> anonymous = EtcdStore::Open(cluster->endpoints());
+  ASSERT_TRUE(anonymous.ok()) << anonymous.error().message();  // status needs no user
+  Result<RangeResult> refused = (*anonymous)->Get("/t/k");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("user name is empty"), std::string::npos)
+      << refused.error().message();
+
+  Result<std::unique_ptr<EtcdStore>> wrong =
+      EtcdStore::Open(cluster->endpoints(), 2.0, EtcdCredentials{"alice", "nope"});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.error().message().find("authenticate as 'alice'"), std::string::npos)
+      << wrong.error().message();
+
+  Result<std::unique_ptr<EtcdStore>> alice =
+      EtcdStore::Open(cluster->endpoints(), 2.0, EtcdCredentials{"alice", "alicepw"});
+  ASSERT_TRUE(alice.ok()) << alice.error().message();
+  EtcdStore& store = **alice;
+  ASSERT_TRUE(store.Put("/t/k", "v").ok());
+  Result<RangeResult> got = store.Get("/t/k");
+  ASSERT_TRUE(got.ok()) << got.error().message();
+  ASSERT_EQ(got->kvs.size(), 1u);
+  EXPECT_EQ(got->kvs[0].value, "v");
+  Result<LeaseId> lease = store.LeaseGrant(5);
+  ASSERT_TRUE(lease.ok()) << lease.error().message();
+  EXPECT_TRUE(store.LeaseKeepAlive(*lease).ok());
+  Result<WatchResult> watched = store.Watch("/t/", true, got->revision - 1, 1.0);
+  ASSERT_TRUE(watched.ok()) << watched.error().message();
+  EXPECT_EQ(watched->events.size(), 1u);
+  Result<int64_t> outside = store.Put("/elsewhere", "v");
+  ASSERT_FALSE(outside.ok());
+  EXPECT_NE(outside.error().message().find("permission denied"), std::string::npos);
+}
+
+TEST(EtcdStoreAuth, CredentialsFromAFile) {
+  const std::string dir = ::testing::TempDir() + "/headroom-etcd-credentials";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream(dir + "/pw") << "s3cret\n";
+    std::ofstream(dir + "/empty") << "\n";
+  }
+  Result<EtcdCredentials> c = ReadEtcdCredentials("alice", dir + "/pw");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->user, "alice");
+  EXPECT_EQ(c->password, "s3cret");
+  EXPECT_TRUE(ReadEtcdCredentials("", "").ok());  // none
+  EXPECT_FALSE(ReadEtcdCredentials("alice", "").ok());
+  Result<EtcdCredentials> missing = ReadEtcdCredentials("alice", dir + "/missing");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message().find(dir + "/missing:1:"), std::string::npos);
+  EXPECT_FALSE(ReadEtcdCredentials("alice", dir + "/empty").ok());
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

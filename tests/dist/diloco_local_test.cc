@@ -140,19 +140,40 @@ TEST_F(DilocoLocal, TheDataParallelBaselineMovesItsGradientsEveryStep) {
 
 // Run-time control through etcd (what the power loop of the next issue uses): a worker asked to
 // leave stops being waited for at the next round boundary and comes back through a donor when
-// asked to rejoin; a duty cycle idles another between its steps.
+// asked to rejoin; a duty cycle idles another between its steps. On an etcd with auth on: every
+// worker, the launcher and `control` sign in as a user allowed the run's keys only.
 TEST_F(DilocoLocal, AWorkerLeavesAndRejoinsOnRequestAndAnotherRunsAtHalfDuty) {
   std::string why;
   auto etcd = headroom::coord::etcd_test::EtcdCluster::Start(1, &why);
   ASSERT_TRUE(etcd) << why;
   const std::string url = etcd->endpoint(0);
-  auto store = headroom::coord::EtcdStore::Open(url, 2.0);
+  // With etcd's auth on: a user allowed /headroom-diloco/ only (base64 below), and its password
+  // in a file, as the workers and `control` take it.
+  const auto post = [&](const std::string& path, const std::string& body) {
+    const auto r = etcd->Post(0, path, body);
+    ASSERT_TRUE(r && r->status == 200) << path << ": " << (r ? r->body : std::string("-"));
+  };
+  post("/v3/auth/role/add", R"({"name":"root"})");
+  post("/v3/auth/user/add", R"({"name":"root","password":"rootpw"})");
+  post("/v3/auth/user/grant", R"({"user":"root","role":"root"})");
+  post("/v3/auth/role/add", R"({"name":"trainer"})");
+  post("/v3/auth/role/grant",
+       R"({"name":"trainer","perm":{"permType":"READWRITE",)"
+       R"("key":"L2hlYWRyb29tLWRpbG9jby8=","range_end":"L2hlYWRyb29tLWRpbG9jbzA="}})");
+  post("/v3/auth/user/add", R"({"name":"trainer","password":"trainerpw"})");
+  post("/v3/auth/user/grant", R"({"user":"trainer","role":"trainer"})");
+  post("/v3/auth/enable", "{}");
+  const std::string pw = (dir_ / "etcd.pw").string();
+  std::ofstream(pw) << "trainerpw\n";
+  const std::string auth = " --etcd-user trainer --etcd-password-file " + pw;
+  auto store = headroom::coord::EtcdStore::Open(url, 2.0, {"trainer", "trainerpw"});
   ASSERT_TRUE(store) << store.error().message();
   const fs::path out = dir_ / "run";
-  const std::string line = std::string(HEADROOM_BINARY) + " diloco local --etcd " + url +
+  const std::string line = std::string(HEADROOM_BINARY) + " diloco local --etcd " + url + auth +
                            " --workers 3 --inner-steps 8 --rounds 6 --batch 8 --seq-len 64 "
-                           "--val-windows 32 --json --out " + out.string() + " > " +
-                           (dir_ / "run.json").string() + " 2> " + (dir_ / "run.stderr").string();
+                           "--val-windows 32 --json --out " +
+                           out.string() + " > " + (dir_ / "run.json").string() + " 2> " +
+                           (dir_ / "run.stderr").string();
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
@@ -172,8 +193,8 @@ TEST_F(DilocoLocal, AWorkerLeavesAndRejoinsOnRequestAndAnotherRunsAtHalfDuty) {
     return false;
   };
   const auto control = [&](const std::string& args) {
-    const std::string c = std::string(HEADROOM_BINARY) + " diloco control --etcd " + url + " " +
-                          args + " > /dev/null";
+    const std::string c = std::string(HEADROOM_BINARY) + " diloco control --etcd " + url + auth +
+                          " " + args + " > /dev/null";
     return std::system(c.c_str());
   };
   ASSERT_TRUE(agreed(0));

@@ -2,6 +2,7 @@
 """docs/DILOCO.md's results: `headroom diloco local` on 4 workers against the data-parallel
 baseline on the same tokens, over H (inner steps per round), and the same run with churn.
 
+A run whose summary is already in OUT_DIR is not run again (delete NAME.json to rerun it).
 Every run: the tiny model, 4 worker processes of one thread each, batch B x seq-len L bytes per
 inner step, the same total inner steps per worker (STEPS), so the same tokens; DiLoCo with int8
 pseudo-gradients. Writes each run's summary JSON to OUT_DIR and prints the tables (markdown).
@@ -10,6 +11,7 @@ Usage: diloco_results.py HEADROOM OUT_DIR [--steps N] [--h 25,50,100,200] [--bat
                          [--seq-len L] [--workers K]
 """
 import argparse
+import glob
 import json
 import os
 import subprocess
@@ -17,8 +19,11 @@ import sys
 import time
 
 
-def run(headroom, out, name, args):
+def run(headroom, out, name, args, saved=False):
     path = os.path.join(out, name)
+    if saved or os.path.exists(path + ".json"):  # a run already done (delete it to rerun)
+        with open(path + ".json") as f:
+            return json.load(f)
     argv = [headroom, "diloco", "local", "--out", path, "--json"] + args
     t0 = time.time()
     res = subprocess.run(argv, capture_output=True, text=True)
@@ -42,6 +47,8 @@ def main():
     ap.add_argument("--seq-len", type=int, default=64)
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--saved", action="store_true",
+                    help="print the tables from the runs already in OUT_DIR")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     common = ["--workers", str(a.workers), "--batch", str(a.batch), "--seq-len", str(a.seq_len),
@@ -51,11 +58,12 @@ def main():
     ddp_h = 100
     ddp = run(a.headroom, a.out, "ddp", common + ["--mode", "ddp", "--inner-steps", str(ddp_h),
                                                   "--rounds", str(a.steps // ddp_h),
-                                                  "--eval-every", "1"])
+                                                  "--eval-every", "1"], a.saved)
     rows = []
     for h in hs:
         rows.append((h, run(a.headroom, a.out, f"diloco-h{h}",
-                            common + ["--inner-steps", str(h), "--rounds", str(a.steps // h)])))
+                            common + ["--inner-steps", str(h), "--rounds", str(a.steps // h)],
+                            a.saved)))
     print(f"\n`scripts/diloco_results.py build/bin/headroom build/diloco-results` ({a.workers} workers, "
           f"tiny model, {a.steps} inner steps each of {a.batch} x {a.seq_len} bytes: "
           f"{ddp['tokens']:,} tokens per run)\n")
@@ -73,7 +81,53 @@ def main():
     line("ddp (fp32 gradients every step)", 1, ddp)
     for h, j in rows:
         line("diloco, int8", h, j)
+    projection(rows, ddp, a)
     return 0
+
+
+# The projection (docs/DILOCO.md, "Overhead on a real network"): one round's compute H x t_step
+# against its exchange and coordination, with nothing overlapped (as the worker does it).
+#   exchange     = (k - 1) (F / B + RTT / 2)            ring all-gather of frames of F bytes
+#   coordination = 6 RTT (etcd: arrive, group, hash put and read, agreed) + 3 RTT (Gloo's
+#                  rendezvous and connections)
+#   utilisation  = compute / (compute + exchange + coordination)
+# DDP per step: 2 (k - 1) (4n / k / B + RTT / 2) (ring all-reduce of fp32 gradients).
+def projection(rows, ddp, a):
+    bandwidth_bps = 1e9 / 8  # 1 Gbit/s in bytes/s
+    rtt_s = 0.050
+    k = a.workers
+    # This machine's CPU seconds per inner step: the H = 100 run's workers (their own JSON), CPU
+    # time rather than wall time, since 4 workers share this machine's 2 cores.
+    step_cpu_s = None
+    for h, j in rows:
+        cpu = steps = 0.0
+        for path in glob.glob(os.path.join(j["out"], "worker-*.json")):
+            with open(path) as f:
+                w = json.load(f)
+            cpu += w["worker"]["cpu_seconds"]["compute"]
+            steps += w["worker"]["rounds_contributed"] * h
+        if steps and (h == 100 or step_cpu_s is None):
+            step_cpu_s = cpu / steps
+    frame = lambda n: 28 + 8 + 4 * -(-n // 256) + n + 32
+    cases = [("tiny (this machine's CPU)", 495360, step_cpu_s),
+             ("1B parameters (one H100, 0.5 M tokens/step at 40 % MFU: 7.6 s/step)", 1_000_000_000,
+              6 * 1e9 * 0.5e6 / (0.4 * 989e12))]
+    print(f"\nProjected utilisation (compute / wall), {k} workers, 1 Gbit/s, 50 ms RTT, nothing "
+          "overlapped; INTELLECT-1: 83 % across three continents, 96 % within the US\n")
+    print("| model | step | H | compute per round | exchange | coordination | utilisation | "
+          "DDP utilisation |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, n, t_step in cases:
+        if t_step is None:
+            continue
+        ddp_step = 2 * (k - 1) * (4 * n / k / bandwidth_bps + rtt_s / 2)
+        for h in (25, 100, 500):
+            compute = h * t_step
+            exchange = (k - 1) * (frame(n) / bandwidth_bps + rtt_s / 2)
+            coordination = 9 * rtt_s
+            util = compute / (compute + exchange + coordination)
+            print(f"| {name} | {t_step:.3g} s | {h} | {compute:.3g} s | {exchange:.3g} s | "
+                  f"{coordination:.2f} s | {100 * util:.1f} % | {100 * t_step / (t_step + ddp_step):.1f} % |")
 
 
 if __name__ == "__main__":

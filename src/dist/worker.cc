@@ -4,11 +4,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 
 #include "dist/digest.h"
 
@@ -42,6 +47,50 @@ std::string RoundKey(int round) { return fmt::format("{:08d}", round); }
 struct Member {
   std::string id;
   int joined_round = -1;
+};
+
+// Renews a lease every period on its own thread, so that a collective blocked on a slow peer
+// (up to the collective timeout, twice when connecting) never lets the member's lease lapse.
+// Waits on the steady clock: the one place the worker keeps time of its own.
+class LeaseKeeper {
+ public:
+  LeaseKeeper(coord::Store& store, coord::LeaseId lease, double period_s)
+      : store_(store), lease_(lease), period_s_(period_s), thread_([this] { Loop(); }) {}
+  ~LeaseKeeper() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  LeaseKeeper(const LeaseKeeper&) = delete;
+  LeaseKeeper& operator=(const LeaseKeeper&) = delete;
+  bool lost() const { return lost_.load(); }
+
+ private:
+  void Loop() {
+    std::unique_lock lock(mu_);
+    while (!stop_) {
+      cv_.wait_for(lock, std::chrono::duration<double>(period_s_), [this] { return stop_; });
+      if (stop_) break;
+      lock.unlock();
+      auto r = store_.LeaseKeepAlive(lease_);
+      // A store that does not answer is retried next period; a lease etcd no longer has is lost.
+      if (!r && coord::IsLeaseGone(r.error())) lost_ = true;
+      lock.lock();
+      if (lost_) break;
+    }
+  }
+
+  coord::Store& store_;
+  const coord::LeaseId lease_;
+  const double period_s_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::atomic<bool> lost_{false};
+  std::thread thread_;
 };
 
 class Worker {
@@ -98,6 +147,11 @@ class Worker {
   }
 
   Status KeepAlive(bool force = false) {
+    if (keeper_) {
+      if (keeper_->lost())
+        return Error::Io(std::string("lease: ") + std::string(coord::kLeaseGone));
+      return OkStatus();
+    }
     const double now = clock_.now_s();
     if (!force && now - last_renew_s_ < o_.lease_ttl_s / 3.0) return OkStatus();
     auto r = store_.LeaseKeepAlive(lease_);
@@ -141,6 +195,7 @@ class Worker {
   std::string prefix_;
 
   coord::LeaseId lease_ = 0;
+  std::unique_ptr<LeaseKeeper> keeper_;
   std::string id_;
   double last_renew_s_ = 0;
   double start_s_ = 0;
@@ -169,8 +224,12 @@ class Worker {
 Status Worker::Register() {
   auto lease = store_.LeaseGrant(static_cast<int64_t>(std::ceil(o_.lease_ttl_s)));
   if (!lease) return Error::Io("register: " + lease.error().message());
+  keeper_.reset();
   lease_ = *lease;
   id_ = Hex64(lease_);
+  if (o_.renew_in_background) {
+    keeper_ = std::make_unique<LeaseKeeper>(store_, lease_, o_.lease_ttl_s / 3.0);
+  }
   last_renew_s_ = clock_.now_s();
   report_.member = id_;
   return OkStatus();
@@ -788,6 +847,7 @@ Result<WorkerReport> Worker::Run() {
     auto r = RunDdp();
     Enter(Phase::kWait);
     report_.wall_s = clock_.now_s() - start_s_;
+    keeper_.reset();
     (void)store_.LeaseRevoke(lease_);
     if (r) return report_;
     return r;
@@ -805,11 +865,21 @@ Result<WorkerReport> Worker::Run() {
       continue;
     }
     auto r = DilocoRound(next_round_);
+    if (!r && keeper_ && keeper_->lost()) {
+      // My lease lapsed (etcd unreachable for longer than its TTL): the others went on without
+      // me. Back in as a new member, through a donor.
+      Log(fmt::format("round {}: my lease is gone ({}); registering again", next_round_,
+                      r.error().message()));
+      if (auto g = Register(); !g) return g.error();
+      if (auto j = Resync(); !j) return j.error();
+      continue;
+    }
     if (!r) return r.error();
     report_.rounds_done = next_round_;
   }
   Enter(Phase::kWait);
   report_.wall_s = clock_.now_s() - start_s_;
+  keeper_.reset();
   (void)store_.LeaseRevoke(lease_);
   return report_;
 }

@@ -59,6 +59,7 @@ struct WorkerOptions {
   ScreenOptions screen;
   std::vector<std::uint8_t> key;  // the run's HMAC key (empty: the run's name, unauthenticated)
   double lease_ttl_s = 5.0;
+  bool renew_in_background = true;  // a thread renews the lease every TTL / 3 (LeaseKeeper)
   double collective_timeout_s = 5.0;
   double min_deadline_s = 5.0;   // a round's group closes at most this long after I arrive...
   double deadline_factor = 0.5;  // ...or this times my round's compute time, if longer

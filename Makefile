@@ -56,17 +56,20 @@ test-thread-safety: setup
 
 # libFuzzer on the trace readers (with the analyzer behind them), on scenario files (with the
 # twin behind them), on policy files (with decisions behind them) and on the agent's HTTP
-# requests (Beast's parser, then the routes), for a bounded time each. The build is clang's
+# requests (Beast's parser, then the routes), and on DiLoCo's frames (authentication, decoding,
+# the screen), for a bounded time each. The build is clang's
 # thread-safety analysis too (headroom_agent, headroom_coord).
 fuzz: setup
 	cmake --preset fuzz
 	cmake --build --preset fuzz -j $(JOBS) --target trace_reader_fuzz scenario_fuzz policy_fuzz http_fuzz \
-	  headroom_agent headroom_coord
-	mkdir -p build-fuzz/corpus build-fuzz/scenario_corpus build-fuzz/policy_corpus build-fuzz/http_corpus
+	  contribution_fuzz headroom_agent headroom_coord
+	mkdir -p build-fuzz/corpus build-fuzz/scenario_corpus build-fuzz/policy_corpus build-fuzz/http_corpus \
+	  build-fuzz/contribution_corpus
 	cp tests/fuzz/corpus/* build-fuzz/corpus/
 	cp tests/fuzz/scenario_corpus/* build-fuzz/scenario_corpus/
 	cp tests/fuzz/policy_corpus/* build-fuzz/policy_corpus/
 	cp tests/fuzz/http_corpus/* build-fuzz/http_corpus/
+	cp tests/fuzz/contribution_corpus/* build-fuzz/contribution_corpus/
 	build-fuzz/bin/trace_reader_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  -print_final_stats=1 build-fuzz/corpus
 	build-fuzz/bin/scenario_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
@@ -75,6 +78,8 @@ fuzz: setup
 	  -print_final_stats=1 build-fuzz/policy_corpus
 	build-fuzz/bin/http_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
 	  -print_final_stats=1 build-fuzz/http_corpus
+	build-fuzz/bin/contribution_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 \
+	  -print_final_stats=1 build-fuzz/contribution_corpus
 
 # The site against 1,000 faults (tests/fleet/chaos.py; about an hour), its table written into
 # docs/FLEET.md between the chaos markers.

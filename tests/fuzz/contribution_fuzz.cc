@@ -1,0 +1,44 @@
+// libFuzzer: a round's frames as they come off the network (docs/DILOCO.md, "Integrity").
+// The input is cut into up to 4 frames; each is tried as it is and, so that the fuzzer gets past
+// the MAC, also re-sealed under the run's key (the decoder and the screen then see its bytes).
+// Nothing may crash, hang or read out of bounds; an accepted round's mean is finite.
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <vector>
+
+#include "dist/compress.h"
+#include "dist/contribution.h"
+
+using namespace headroom::dist;
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size < 2) return 0;
+  const Codec codec = (data[0] & 1) ? Codec::kInt8 : Codec::kNone;
+  const std::size_t count = 1 + data[1] % 64;
+  data += 2;
+  size -= 2;
+  const std::vector<std::uint8_t> key = {'k', 'e', 'y'};
+  const std::size_t frames_n = 1 + (size % 4);
+  const std::size_t part = size / frames_n;
+  std::vector<std::vector<std::uint8_t>> raw, sealed;
+  std::vector<std::uint64_t> members;
+  for (std::size_t i = 0; i < frames_n; ++i) {
+    std::vector<std::uint8_t> bytes(data + i * part, data + (i + 1) * part);
+    raw.push_back(bytes);
+    sealed.push_back(SealFrame({static_cast<std::uint32_t>(i), 3, 100 + i}, codec, bytes, key));
+    members.push_back(100 + i);
+  }
+  for (const auto* frames : {&raw, &sealed}) {
+    auto agg = AggregateRound(*frames, 3, members, codec, count, key, {});
+    if (agg.ok()) {
+      if (agg->mean.size() != count) std::abort();
+      for (float x : agg->mean) {
+        if (!std::isfinite(x)) std::abort();
+      }
+    }
+  }
+  std::vector<float> out;
+  (void)Decode(codec, {data, size}, count, out);
+  return 0;
+}

@@ -98,7 +98,7 @@ TEST_F(DilocoLocal, ChurnGoesOnWithinTwoLeasesAndEndsWhereTheCalmRunDoes) {
 }
 
 TEST_F(DilocoLocal, EachHostileKindIsExcludedFromItsFirstRound) {
-  const std::string common = "--workers 3 --inner-steps 8 --rounds 3";
+  const std::string common = "--workers 3 --inner-steps 8 --rounds 3 --round-deadline-s 60";
   const Outcome honest = Local("honest", common);
   ASSERT_EQ(honest.status, 0) << honest.err;
   EXPECT_EQ(honest.summary["evictions"].get<int>(), 0);
@@ -119,9 +119,13 @@ TEST_F(DilocoLocal, EachHostileKindIsExcludedFromItsFirstRound) {
 }
 
 TEST_F(DilocoLocal, TheDataParallelBaselineMovesItsGradientsEveryStep) {
-  const Outcome ddp = Local("ddp", "--mode ddp --workers 2 --inner-steps 4 --rounds 2");
+  const Outcome ddp = Local("ddp",
+                            "--mode ddp --workers 2 --inner-steps 4 --rounds 2 "
+                            "--round-deadline-s 60");
   ASSERT_EQ(ddp.status, 0) << ddp.err;
-  const Outcome diloco = Local("diloco", "--workers 2 --inner-steps 4 --rounds 2");
+  const Outcome diloco = Local("diloco",
+                               "--workers 2 --inner-steps 4 --rounds 2 "
+                               "--round-deadline-s 60");
   ASSERT_EQ(diloco.status, 0) << diloco.err;
   // The same tokens: 2 workers x 8 steps x 8 x 64.
   EXPECT_EQ(ddp.summary["tokens"].get<std::uint64_t>(), 2u * 8u * 8u * 64u);
@@ -171,6 +175,7 @@ TEST_F(DilocoLocal, AWorkerLeavesAndRejoinsOnRequestAndAnotherRunsAtHalfDuty) {
   const fs::path out = dir_ / "run";
   const std::string line = std::string(HEADROOM_BINARY) + " diloco local --etcd " + url + auth +
                            " --workers 3 --inner-steps 8 --rounds 6 --batch 8 --seq-len 64 "
+                           "--round-deadline-s 60 "
                            "--val-windows 32 --json --out " +
                            out.string() + " > " + (dir_ / "run.json").string() + " 2> " +
                            (dir_ / "run.stderr").string();

@@ -746,6 +746,14 @@ Result<bool> Worker::DilocoRound(int round) {
     }
     if (donor) {
       if (auto d = Donate(round, *group); !d) return d.error();
+      // Every member has passed its collective and its hash: the round's rendezvous and
+      // arrival keys are no longer read (the groups, hashes and agreed record stay).
+      for (int a = 0; a <= attempt; ++a) {
+        const std::string base =
+            prefix_ + "rounds/" + RoundKey(round) + "/" + std::to_string(a) + "/";
+        (void)store_.Delete(base + "gloo/", true);
+        (void)store_.Delete(base + "arrive/", true);
+      }
     }
     next_round_ = round + 1;
     return true;

@@ -29,10 +29,15 @@ double Norm(const std::vector<float>& v) {
 }
 
 // Median of a small sorted-in-place vector (mean of the middle two for an even count).
-double Median(std::vector<double> v) {
+// In place: sorts `v` (a round has a handful of members: no allocation per coordinate).
+double MedianInPlace(std::vector<double>& v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double Median(std::vector<double> v) {
+  return MedianInPlace(v);
 }
 
 }  // namespace
@@ -147,7 +152,7 @@ Result<Aggregate> AggregateRound(const std::vector<std::vector<std::uint8_t>>& f
       std::vector<double> column(left.size());
       for (std::size_t j = 0; j < count; ++j) {
         for (std::size_t k = 0; k < left.size(); ++k) column[k] = values[left[k]][j];
-        median[j] = static_cast<float>(Median(column));
+        median[j] = static_cast<float>(MedianInPlace(column));
       }
       const double median_norm2 = Norm(median);
       for (std::size_t i : left) {

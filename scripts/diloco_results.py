@@ -51,8 +51,10 @@ def main():
                     help="print the tables from the runs already in OUT_DIR")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
+    # A round deadline beyond any round: on a machine shared by 4 workers nobody is left out for
+    # being slow, so the runs differ by H alone (the deadline has its own tests).
     common = ["--workers", str(a.workers), "--batch", str(a.batch), "--seq-len", str(a.seq_len),
-              "--seed", str(a.seed), "--val-windows", "256"]
+              "--seed", str(a.seed), "--val-windows", "256", "--round-deadline-s", "120"]
     hs = [int(x) for x in a.h.split(",")]
     # DDP: rounds of 100 steps (its loss curve and hash checks every 100 steps), same steps.
     ddp_h = 100

@@ -13,7 +13,7 @@ namespace headroom::report {
 using nlohmann::json;
 
 std::string DilocoReportHtml(const json& s) {
-  std::string body = fmt::format("<h1>headroom diloco: {} ({})</h1>",
+  std::string body = fmt::format("<h2>Run {} ({})</h2>",
                                  HtmlEscape(s.value("run", "")), HtmlEscape(s.value("mode", "")));
   const auto num = [&s](const char* k) { return s.contains(k) ? s[k].dump() : std::string("-"); };
   body += HtmlTable(

@@ -36,9 +36,7 @@ double MedianInPlace(std::vector<double>& v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-double Median(std::vector<double> v) {
-  return MedianInPlace(v);
-}
+double Median(std::vector<double> v) { return MedianInPlace(v); }
 
 }  // namespace
 

@@ -13,21 +13,21 @@ namespace headroom::report {
 using nlohmann::json;
 
 std::string DilocoReportHtml(const json& s) {
-  std::string body = fmt::format("<h2>Run {} ({})</h2>",
-                                 HtmlEscape(s.value("run", "")), HtmlEscape(s.value("mode", "")));
+  std::string body = fmt::format("<h2>Run {} ({})</h2>", HtmlEscape(s.value("run", "")),
+                                 HtmlEscape(s.value("mode", "")));
   const auto num = [&s](const char* k) { return s.contains(k) ? s[k].dump() : std::string("-"); };
-  body += HtmlTable(
-      {"workers", "rounds", "H", "tokens", "final val loss", "bits/byte", "bytes sent",
-       "membership changes", "evictions", "hashes agreed", "overhead", "energy J (compute / "
-                                                                      "coordination)"},
-      {{num("workers"), num("rounds"), num("inner_steps"), num("tokens"),
-        fmt::format("{:.4f}", s.value("final_val_loss", 0.0)),
-        fmt::format("{:.4f}", s.value("val_bits_per_byte", 0.0)), num("bytes_sent_total"),
-        num("membership_changes"), num("evictions"),
-        s.value("hashes_agreed", false) ? "yes, every round" : "NO",
-        fmt::format("{:.1f} %", 100.0 * s.value("overhead_fraction", 0.0)),
-        fmt::format("{:.0f} / {:.0f}", s["energy_j"].value("compute", 0.0),
-                    s["energy_j"].value("coordination", 0.0))}});
+  body += HtmlTable({"workers", "rounds", "H", "tokens", "final val loss", "bits/byte",
+                     "bytes sent", "membership changes", "evictions", "hashes agreed", "overhead",
+                     "energy J (compute / "
+                     "coordination)"},
+                    {{num("workers"), num("rounds"), num("inner_steps"), num("tokens"),
+                      fmt::format("{:.4f}", s.value("final_val_loss", 0.0)),
+                      fmt::format("{:.4f}", s.value("val_bits_per_byte", 0.0)),
+                      num("bytes_sent_total"), num("membership_changes"), num("evictions"),
+                      s.value("hashes_agreed", false) ? "yes, every round" : "NO",
+                      fmt::format("{:.1f} %", 100.0 * s.value("overhead_fraction", 0.0)),
+                      fmt::format("{:.0f} / {:.0f}", s["energy_j"].value("compute", 0.0),
+                                  s["energy_j"].value("coordination", 0.0))}});
   if (s.contains("churn")) {
     const auto& c = s["churn"];
     body += fmt::format(
@@ -57,19 +57,19 @@ std::string DilocoReportHtml(const json& s) {
     const auto pct = [wall](double v) {
       return fmt::format("{:.1f} s ({:.0f} %)", v, wall > 0 ? 100.0 * v / wall : 0.0);
     };
-    rows.push_back({HtmlEscape(w.value("name", "")), fmt::format("{:.1f} s", wall),
-                    pct(t.value("compute", 0.0)), pct(t.value("communicate", 0.0)),
-                    pct(t.value("wait", 0.0)), pct(t.value("recover", 0.0)),
-                    std::to_string(w.value("bytes_sent", std::uint64_t{0})),
-                    std::to_string(w.value("rounds_contributed", 0)),
-                    std::to_string(w.value("resyncs", 0))});
+    rows.push_back(
+        {HtmlEscape(w.value("name", "")), fmt::format("{:.1f} s", wall),
+         pct(t.value("compute", 0.0)), pct(t.value("communicate", 0.0)), pct(t.value("wait", 0.0)),
+         pct(t.value("recover", 0.0)), std::to_string(w.value("bytes_sent", std::uint64_t{0})),
+         std::to_string(w.value("rounds_contributed", 0)), std::to_string(w.value("resyncs", 0))});
   }
-  body += "<h2>Workers</h2>" + HtmlTable({"worker", "wall", "computing", "communicating",
-                                          "waiting", "recovering", "bytes sent",
-                                          "rounds contributed", "resyncs"},
-                                         rows);
-  body += "<p>Definitions: docs/DILOCO.md (\"Accounting\"). Workers SIGKILLed on purpose leave "
-          "no report and are not in this table.</p>";
+  body +=
+      "<h2>Workers</h2>" + HtmlTable({"worker", "wall", "computing", "communicating", "waiting",
+                                      "recovering", "bytes sent", "rounds contributed", "resyncs"},
+                                     rows);
+  body +=
+      "<p>Definitions: docs/DILOCO.md (\"Accounting\"). Workers SIGKILLed on purpose leave "
+      "no report and are not in this table.</p>";
   return Page("headroom diloco", body);
 }
 

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "common/phase.h"
+#include "report/diloco_report.h"
 #include "report/fleet_sim_report.h"
 #include "report/html.h"
 #include "report/json.h"
@@ -143,3 +144,25 @@ TEST(FleetSimReport, TheTimelineShowsEachJobsPhasesAndItsHolds) {
 
 }  // namespace
 }  // namespace headroom::report
+
+TEST(DilocoReport, FiguresCurveWorkersAndChurn) {
+  const nlohmann::json s = nlohmann::json::parse(R"({
+    "run": "r<1>", "mode": "diloco", "workers": 4, "rounds": 3, "inner_steps": 10,
+    "tokens": 30720, "final_val_loss": 2.5, "val_bits_per_byte": 3.6067, "bytes_sent_total": 123,
+    "membership_changes": 2, "evictions": 1, "hashes_agreed": true, "overhead_fraction": 0.25,
+    "energy_j": {"compute": 10, "coordination": 20},
+    "loss_curve": [{"tokens": 10240, "val_loss": 4.0}, {"tokens": 30720, "val_loss": 2.5}],
+    "churn": {"killed": "worker-1", "killed_in_round": 1, "next_round_after_s": 4.5,
+              "joined_in_round": 2},
+    "workers_detail": [{"name": "worker-0", "bytes_sent": 123, "rounds_contributed": 3,
+                        "resyncs": 0, "seconds": {"wall": 10, "compute": 7.5, "communicate": 1,
+                                                  "wait": 1.5, "recover": 0}}]})");
+  const std::string html = headroom::report::DilocoReportHtml(s);
+  EXPECT_THAT(html, ::testing::HasSubstr("r&lt;1&gt;"));  // escaped
+  EXPECT_THAT(html, ::testing::HasSubstr("2.5000"));
+  EXPECT_THAT(html, ::testing::HasSubstr("25.0 %"));
+  EXPECT_THAT(html, ::testing::HasSubstr("worker-1 SIGKILLed in round 1"));
+  EXPECT_THAT(html, ::testing::HasSubstr("7.5 s (75 %)"));
+  EXPECT_THAT(html, ::testing::HasSubstr("<svg"));
+  EXPECT_THAT(html, ::testing::Not(::testing::HasSubstr("<script")));
+}

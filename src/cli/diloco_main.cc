@@ -445,6 +445,21 @@ int LastAgreed(headroom::coord::Store& store, const std::string& run) {
 Status RunLocal(Args& a, int workers, const std::string& mode, const std::string& churn_text) {
   if (auto s = Resolve(a, mode); !s) return s;
   if (workers < 1 || workers > 64) return Error::Usage("--workers: 1 to 64");
+  // What each worker would refuse, refused here before anything starts.
+  if (mode != "diloco" && mode != "ddp")
+    return Error::Usage("--mode: '" + mode + "' is not diloco or ddp");
+  if (a.w.inner_steps < 1 || a.w.rounds < 1 || a.w.batch < 1 || a.w.seq_len < 1) {
+    return Error::Usage("--inner-steps, --rounds, --batch and --seq-len must be at least 1");
+  }
+  try {
+    const lm::ModelConfig config = lm::ModelByName(a.w.model);
+    if (a.w.seq_len > config.max_seq_len) {
+      return Error::Usage(fmt::format("--seq-len {} is longer than model {}'s {}", a.w.seq_len,
+                                      a.w.model, config.max_seq_len));
+    }
+  } catch (const std::invalid_argument& e) {
+    return Error::Usage(e.what());
+  }
   auto churn = ParseChurn(churn_text);
   if (!churn) return churn.error();
   if (mode == "ddp" && churn->kill_at_round >= 0) {

@@ -236,10 +236,9 @@ TEST_F(DilocoLocal, BadInputIsOneLineAndExitTwo) {
   EXPECT_NE(o.err.find("--compress: 'int4'"), std::string::npos) << o.err;
   EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1);
   // Refused before etcd or any worker starts.
-  const Outcome longer = Local("longer", "--seq-len 999");
-  EXPECT_EQ(WEXITSTATUS(longer.status), 2);
-  EXPECT_NE(longer.err.find("--seq-len 999 is longer than model tiny's 256"), std::string::npos)
-      << longer.err;
+  const Outcome model = Local("model", "--model huge");
+  EXPECT_EQ(WEXITSTATUS(model.status), 2);
+  EXPECT_NE(model.err.find("--model: 'huge' is not a model"), std::string::npos) << model.err;
   const std::string control = std::string(HEADROOM_BINARY) +
                               " diloco control --etcd http://127.0.0.1:9 --worker w --duty 2 2> " +
                               (dir_ / "control.stderr").string();

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "coord/etcd_store.h"
 #include "tests/coord/etcd_cluster.h"
@@ -102,7 +103,14 @@ TEST_F(DilocoLocal, EachHostileKindIsExcludedFromItsFirstRound) {
   const Outcome honest = Local("honest", common);
   ASSERT_EQ(honest.status, 0) << honest.err;
   EXPECT_EQ(honest.summary["evictions"].get<int>(), 0);
-  for (const std::string kind : {"scale", "flip", "nan", "forge"}) {
+#ifdef HEADROOM_SANITIZED
+  // Under ASan + UBSan two kinds (the screen's every branch runs under them in dist_test); the
+  // release suite runs all four.
+  const std::vector<std::string> kinds = {"flip", "nan"};
+#else
+  const std::vector<std::string> kinds = {"scale", "flip", "nan", "forge"};
+#endif
+  for (const std::string& kind : kinds) {
     SCOPED_TRACE(kind);
     const Outcome o = Local(kind, common + " --hostile " + kind + " --hostile-from-round 1");
     ASSERT_EQ(o.status, 0) << o.err;

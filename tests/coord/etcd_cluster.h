@@ -170,6 +170,29 @@ class EtcdCluster {
     return Http(members_[i].client_port, "POST", path, body, timeout_s);
   }
 
+  // Turns etcd's auth on: a root user, and `user` with `password` allowed read-write on the
+  // keys [key, range_end) only (both base64, as the gateway takes them). Empty on success, else
+  // what failed.
+  std::string EnableAuth(const std::string& user, const std::string& password,
+                         const std::string& key_b64, const std::string& range_end_b64) const {
+    const std::vector<std::pair<std::string, std::string>> steps = {
+        {"/v3/auth/role/add", R"({"name":"root"})"},
+        {"/v3/auth/user/add", R"({"name":"root","password":"rootpw"})"},
+        {"/v3/auth/user/grant", R"({"user":"root","role":"root"})"},
+        {"/v3/auth/role/add", Cat(R"({"name":")", user, R"("})")},
+        {"/v3/auth/role/grant",
+         Cat(R"({"name":")", user, R"(","perm":{"permType":"READWRITE",)", R"("key":")", key_b64,
+             R"(","range_end":")", range_end_b64, R"("}})")},
+        {"/v3/auth/user/add", Cat(R"({"name":")", user, R"(","password":")", password, R"("})")},
+        {"/v3/auth/user/grant", Cat(R"({"user":")", user, R"(","role":")", user, R"("})")},
+        {"/v3/auth/enable", "{}"}};
+    for (const auto& [path, body] : steps) {
+      const std::optional<Reply> r = Post(0, path, body);
+      if (!r || r->status != 200) return Cat(path, ": ", r ? r->body : std::string("no answer"));
+    }
+    return {};
+  }
+
   // The end of member i's log, for failure messages.
   std::string LogTail(int i, size_t bytes = 2000) const {
     std::ifstream in(members_[i].dir + "/etcd.log");

@@ -161,20 +161,9 @@ TEST_F(DilocoLocal, AWorkerLeavesAndRejoinsOnRequestAndAnotherRunsAtHalfDuty) {
   const std::string url = etcd->endpoint(0);
   // With etcd's auth on: a user allowed /headroom-diloco/ only (base64 below), and its password
   // in a file, as the workers and `control` take it.
-  const auto post = [&](const std::string& path, const std::string& body) {
-    const auto r = etcd->Post(0, path, body);
-    ASSERT_TRUE(r && r->status == 200) << path << ": " << (r ? r->body : std::string("-"));
-  };
-  post("/v3/auth/role/add", R"({"name":"root"})");
-  post("/v3/auth/user/add", R"({"name":"root","password":"rootpw"})");
-  post("/v3/auth/user/grant", R"({"user":"root","role":"root"})");
-  post("/v3/auth/role/add", R"({"name":"trainer"})");
-  post("/v3/auth/role/grant",
-       R"({"name":"trainer","perm":{"permType":"READWRITE",)"
-       R"("key":"L2hlYWRyb29tLWRpbG9jby8=","range_end":"L2hlYWRyb29tLWRpbG9jbzA="}})");
-  post("/v3/auth/user/add", R"({"name":"trainer","password":"trainerpw"})");
-  post("/v3/auth/user/grant", R"({"user":"trainer","role":"trainer"})");
-  post("/v3/auth/enable", "{}");
+  const std::string failed = etcd->EnableAuth(
+      "trainer", "trainerpw", "L2hlYWRyb29tLWRpbG9jby8=", "L2hlYWRyb29tLWRpbG9jbzA=");
+  ASSERT_TRUE(failed.empty()) << failed;
   const std::string pw = (dir_ / "etcd.pw").string();
   std::ofstream(pw) << "trainerpw\n";
   const std::string auth = " --etcd-user trainer --etcd-password-file " + pw;

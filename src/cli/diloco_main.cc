@@ -728,6 +728,14 @@ Status RunControl(const ControlArgs& c) {
   return headroom::OkStatus();
 }
 
+// One line on stderr: newlines and other control bytes become spaces (as `headroom` prints).
+void PrintError(std::string message) {
+  for (char& ch : message) {
+    if (static_cast<unsigned char>(ch) < 0x20) ch = ' ';
+  }
+  std::fprintf(stderr, "headroom: error: diloco: %s\n", message.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -776,11 +784,7 @@ int main(int argc, char** argv) {
       app.exit(e);
       return kExitOk;
     }
-    std::string m = e.what();
-    for (char& ch : m) {
-      if (static_cast<unsigned char>(ch) < 0x20) ch = ' ';
-    }
-    std::fprintf(stderr, "headroom: error: diloco: %s\n", m.c_str());
+    PrintError(e.what());
     return kExitUsage;
   }
   Status st = headroom::OkStatus();
@@ -796,10 +800,6 @@ int main(int argc, char** argv) {
     st = Error::Io(e.what());
   }
   if (st) return kExitOk;
-  std::string m = st.error().message();
-  for (char& ch : m) {
-    if (static_cast<unsigned char>(ch) < 0x20) ch = ' ';
-  }
-  std::fprintf(stderr, "headroom: error: diloco: %s\n", m.c_str());
+  PrintError(st.error().message());
   return st.error().kind() == headroom::ErrorKind::kUsage ? kExitUsage : kExitError;
 }

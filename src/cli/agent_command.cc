@@ -29,6 +29,7 @@
 #include "agent/runner.h"
 #include "agent/server.h"
 #include "cli/commands.h"
+#include "cli/stop_signal.h"
 #include "cli/token_options.h"
 #include "common/paths.h"
 #include "common/process_identity.h"
@@ -100,66 +101,6 @@ struct AgentArgs {
 };
 
 using Log = std::function<void(const std::string&)>;
-
-// SIGINT and SIGTERM, blocked in every thread of the agent (the constructor runs before any
-// other thread starts, and threads inherit the mask) and taken by one thread with sigwait: it
-// sets `stop` and wakes SleepUntil, so the loop ends at once, however long the interval. A
-// repeated signal changes nothing: supervisors send more than one (GNU timeout signals the
-// child and then its process group), and the shutdown it would cut short — the power limits
-// first — is bounded anyway; SIGKILL remains, and the guard's state file covers it.
-class StopSignal {
- public:
-  explicit StopSignal(Log log) : log_(std::move(log)) {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGINT);
-    sigaddset(&set_, SIGTERM);
-    sigaddset(&set_, SIGUSR1);  // our own: the waiter's end
-    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
-    waiter_ = std::thread([this] { Wait(); });
-  }
-  ~StopSignal() {
-    {
-      std::lock_guard lock(mu_);
-      quitting_ = true;
-    }
-    pthread_kill(waiter_.native_handle(), SIGUSR1);
-    waiter_.join();
-  }
-  StopSignal(const StopSignal&) = delete;
-  StopSignal& operator=(const StopSignal&) = delete;
-
-  const std::atomic<bool>& stop() const { return stop_; }
-  void SleepUntil(std::chrono::steady_clock::time_point t) {
-    std::unique_lock lock(mu_);
-    cv_.wait_until(lock, t, [this] { return stop_.load(); });
-  }
-
- private:
-  void Wait() {
-    for (;;) {
-      int signal = 0;
-      if (sigwait(&set_, &signal) != 0) continue;
-      std::unique_lock lock(mu_);
-      if (signal == SIGUSR1) {
-        if (quitting_) return;
-        continue;
-      }
-      if (stop_.load()) continue;  // already stopping
-      stop_.store(true);
-      lock.unlock();
-      cv_.notify_all();
-      log_(fmt::format("{}: stopping (power limits first)", strsignal(signal)));
-    }
-  }
-
-  Log log_;
-  sigset_t set_{};
-  std::thread waiter_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool quitting_ = false;  // under mu_
-  std::atomic<bool> stop_{false};
-};
 
 Result<control::Policy> ReadPolicy(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -271,10 +212,6 @@ class LazyStore final : public coord::Store {
   const std::string endpoints_;
   std::unique_ptr<coord::EtcdStore> store_;
 };
-
-double SteadyNowS() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 Status RunAgent(const AgentArgs& args) {
   const Log log = [](const std::string& line) { fmt::print(stderr, "headroom agent: {}\n", line); };
@@ -629,7 +566,7 @@ Status RunAgent(const AgentArgs& args) {
   } close_log{fleet_log};
 
   // From here on, signals stop the loop; the server's thread inherits their mask.
-  StopSignal signals(log);
+  StopSignal signals(log, "power limits first");
   agent::Agent core(config, *controller);
   agent::Shared shared;
   shared.agent = &core;

@@ -24,6 +24,7 @@
 
 #include "cli/commands.h"
 #include "cli/scheduling_options.h"
+#include "cli/stop_signal.h"
 #include "cli/token_options.h"
 #include "coord/coordinator.h"
 #include "coord/coordinator_server.h"
@@ -58,64 +59,6 @@ struct CoordinatorArgs {
 };
 
 using Log = std::function<void(const std::string&)>;
-
-// SIGINT and SIGTERM, blocked in every thread (the constructor runs before the server's threads
-// start, and threads inherit the mask) and taken by one thread with sigwait: it sets `stop` and
-// wakes SleepUntil, so the loop ends at once, whatever the period. A repeated signal changes
-// nothing (supervisors send more than one); SIGKILL remains, and the lease's TTL covers it.
-class StopSignal {
- public:
-  explicit StopSignal(Log log) : log_(std::move(log)) {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGINT);
-    sigaddset(&set_, SIGTERM);
-    sigaddset(&set_, SIGUSR1);  // our own: the waiter's end
-    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
-    waiter_ = std::thread([this] { Wait(); });
-  }
-  ~StopSignal() {
-    {
-      std::lock_guard lock(mu_);
-      quitting_ = true;
-    }
-    pthread_kill(waiter_.native_handle(), SIGUSR1);
-    waiter_.join();
-  }
-  StopSignal(const StopSignal&) = delete;
-  StopSignal& operator=(const StopSignal&) = delete;
-
-  bool stop() const { return stop_.load(); }
-  void SleepUntil(std::chrono::steady_clock::time_point t) {
-    std::unique_lock lock(mu_);
-    cv_.wait_until(lock, t, [this] { return stop_.load(); });
-  }
-
- private:
-  void Wait() {
-    for (;;) {
-      int signal = 0;
-      if (sigwait(&set_, &signal) != 0) continue;
-      std::unique_lock lock(mu_);
-      if (signal == SIGUSR1) {
-        if (quitting_) return;
-        continue;
-      }
-      if (stop_.load()) continue;  // already stopping
-      stop_.store(true);
-      lock.unlock();
-      cv_.notify_all();
-      log_(fmt::format("{}: stopping (resigning the lead first)", strsignal(signal)));
-    }
-  }
-
-  Log log_;
-  sigset_t set_{};
-  std::thread waiter_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool quitting_ = false;  // under mu_
-  std::atomic<bool> stop_{false};
-};
 
 struct Listen {
   std::string host;  // without brackets
@@ -164,10 +107,6 @@ std::string ReplicaId() {
   return fmt::format("{}:{}:{:016x}", name.data(), static_cast<long long>(getpid()), random);
 }
 
-double SteadyNowS() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 Status RunCoordinator(const CoordinatorArgs& args) {
   static std::mutex log_mu;  // the loop, the server and the signal thread all log
   const Log log = [](const std::string& line) {
@@ -206,7 +145,7 @@ Status RunCoordinator(const CoordinatorArgs& args) {
   }
 
   // From here on, signals stop the loop; the server's threads inherit their mask.
-  StopSignal signals(log);
+  StopSignal signals(log, "resigning the lead first");
   auto store = coord::EtcdStore::Open(args.etcd, kEtcdTimeoutS);
   if (!store) {
     const Error& e = store.error();

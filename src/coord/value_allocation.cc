@@ -7,7 +7,7 @@
 namespace headroom::coord {
 namespace {
 
-constexpr double kEpsW = 1e-9;
+constexpr double kCurveEpsW = 1e-9;
 
 // The budget at which a concave, non-decreasing curve first reaches `tokens_per_s` (its floor
 // when already there; its last point's budget when never).
@@ -52,7 +52,7 @@ std::vector<ValuePoint> ConcaveCurve(const ValueJob& job) {
   }
   std::vector<ValuePoint> in{{lo, at_floor}};
   for (const ValuePoint& p : pts) {
-    if (p.budget_w > lo + kEpsW && p.budget_w <= hi + kEpsW) {
+    if (p.budget_w > lo + kCurveEpsW && p.budget_w <= hi + kCurveEpsW) {
       in.push_back({std::min(p.budget_w, hi), p.tokens_per_s});
     }
   }
@@ -63,7 +63,7 @@ std::vector<ValuePoint> ConcaveCurve(const ValueJob& job) {
   // Upper concave hull (Andrew's monotone chain, the upper half).
   std::vector<ValuePoint> hull;
   for (const ValuePoint& p : in) {
-    if (!hull.empty() && p.budget_w <= hull.back().budget_w + kEpsW) {
+    if (!hull.empty() && p.budget_w <= hull.back().budget_w + kCurveEpsW) {
       hull.back().tokens_per_s = std::max(hull.back().tokens_per_s, p.tokens_per_s);
       continue;
     }
@@ -81,7 +81,7 @@ std::vector<ValuePoint> ConcaveCurve(const ValueJob& job) {
     }
     hull.push_back(p);
   }
-  if (hull.back().budget_w < hi - kEpsW) hull.push_back({hi, hull.back().tokens_per_s});
+  if (hull.back().budget_w < hi - kCurveEpsW) hull.push_back({hi, hull.back().tokens_per_s});
   return hull;
 }
 
@@ -158,7 +158,7 @@ std::map<std::string, double> AllocateByValue(double available_w,
     for (size_t i = 1; i < w.curve.size(); ++i) {
       const double from_w = std::max(w.curve[i - 1].budget_w, w.at_w);
       const double to_w = w.curve[i].budget_w;
-      if (to_w <= from_w + kEpsW) continue;
+      if (to_w <= from_w + kCurveEpsW) continue;
       const double slope = (w.curve[i].tokens_per_s - w.curve[i - 1].tokens_per_s) /
                            (w.curve[i].budget_w - w.curve[i - 1].budget_w);
       if (slope > 0.0) segments.push_back({slope, k, to_w - from_w});
@@ -166,7 +166,7 @@ std::map<std::string, double> AllocateByValue(double available_w,
   }
   std::stable_sort(segments.begin(), segments.end(),
                    [](const Segment& a, const Segment& b) { return a.slope > b.slope; });
-  for (size_t s = 0; s < segments.size() && rest_w > kEpsW;) {
+  for (size_t s = 0; s < segments.size() && rest_w > kCurveEpsW;) {
     // A group of equal slopes (relative 1e-9) shares what is left in proportion to its watts.
     size_t e = s;
     double group_w = 0.0;
@@ -182,7 +182,7 @@ std::map<std::string, double> AllocateByValue(double available_w,
   }
 
   // 3. What no slope takes: in proportion to the demand left.
-  if (rest_w > kEpsW) {
+  if (rest_w > kCurveEpsW) {
     double left_w = 0.0;
     for (const Work& w : work) left_w += std::max(0.0, w.demand_w - w.at_w);
     if (left_w > 0.0) {

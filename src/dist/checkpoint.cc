@@ -11,7 +11,7 @@
 namespace headroom::dist {
 
 namespace {
-constexpr std::string_view kMagic = "headroom-diloco-checkpoint 1\n";
+constexpr std::string_view kCheckpointMagic = "headroom-diloco-checkpoint 1\n";
 }
 
 Status WriteCheckpoint(const std::string& path, const Checkpoint& c) {
@@ -20,7 +20,7 @@ Status WriteCheckpoint(const std::string& path, const Checkpoint& c) {
                          {"sha256", Hex(Sha256Floats(c.parameters))},
                          {"round", c.round},
                          {"tokens", c.tokens}};
-  std::string out(kMagic);
+  std::string out(kCheckpointMagic);
   out += head.dump();
   out += '\n';
   const std::size_t at = out.size();
@@ -33,11 +33,12 @@ Result<Checkpoint> ReadCheckpoint(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return Error::Input(path + ": cannot open");
   std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (!data.starts_with(kMagic)) return Error::Input(path + ":1: not a headroom-diloco checkpoint");
-  const auto eol = data.find('\n', kMagic.size());
+  if (!data.starts_with(kCheckpointMagic))
+    return Error::Input(path + ":1: not a headroom-diloco checkpoint");
+  const auto eol = data.find('\n', kCheckpointMagic.size());
   if (eol == std::string::npos) return Error::Input(path + ":2: no header line");
-  auto head =
-      nlohmann::json::parse(data.substr(kMagic.size(), eol - kMagic.size()), nullptr, false);
+  auto head = nlohmann::json::parse(
+      data.substr(kCheckpointMagic.size(), eol - kCheckpointMagic.size()), nullptr, false);
   if (head.is_discarded() || !head.is_object())
     return Error::Input(path + ":2: header is not JSON");
   for (const char* field : {"model", "parameters", "sha256", "round", "tokens"}) {

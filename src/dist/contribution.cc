@@ -9,7 +9,7 @@
 namespace headroom::dist {
 namespace {
 
-constexpr char kMagic[4] = {'H', 'R', 'D', 'C'};
+constexpr char kFrameMagic[4] = {'H', 'R', 'D', 'C'};
 constexpr std::uint8_t kVersion = 1;
 
 void PutLe(std::uint8_t* p, std::uint64_t v, int bytes) {
@@ -48,7 +48,7 @@ std::vector<std::uint8_t> SealFrame(const FrameId& id, Codec codec,
                                     std::span<const std::uint8_t> payload,
                                     std::span<const std::uint8_t> key) {
   std::vector<std::uint8_t> out(kFrameHeaderBytes + payload.size() + kFrameMacBytes);
-  std::memcpy(out.data(), kMagic, 4);
+  std::memcpy(out.data(), kFrameMagic, 4);
   out[4] = kVersion;
   out[5] = codec == Codec::kInt8 ? 1 : 0;
   PutLe(out.data() + 8, id.rank, 4);
@@ -74,7 +74,7 @@ Result<std::span<const std::uint8_t>> OpenFrame(std::span<const std::uint8_t> fr
   if (!DigestEqual(mac, HmacSha256(key, frame.first(signed_bytes)))) {
     return Error::Input("hmac: the frame does not authenticate under the run's key");
   }
-  if (std::memcmp(frame.data(), kMagic, 4) != 0 || frame[4] != kVersion) {
+  if (std::memcmp(frame.data(), kFrameMagic, 4) != 0 || frame[4] != kVersion) {
     return Error::Input("malformed: not a contribution frame");
   }
   if (frame[5] != (codec == Codec::kInt8 ? 1 : 0)) {

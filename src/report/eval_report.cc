@@ -36,7 +36,7 @@ std::string ScheduleText(const sim::ScheduleInfo& s) {
       s.clipped > 0 ? fmt::format(", {} levels cut at the scenario's range", s.clipped) : "");
 }
 
-constexpr const char* kColors[] = {"#7f7f7f", "#2ca02c", "#9467bd", "#ff7f0e", "#1f77b4"};
+constexpr const char* kPolicyColors[] = {"#7f7f7f", "#2ca02c", "#9467bd", "#ff7f0e", "#1f77b4"};
 
 }  // namespace
 
@@ -215,7 +215,7 @@ std::string EvalReportHtml(const sim::EvalResult& r, double interval_s) {
                      Axis{0.0, top * 1.08, false, "power per GPU (W)", 1.0});
       std::vector<double> xs, ys;
       bucketed(c.runs[0].power_w, &xs, &ys);
-      chart.Line(xs, ys, kColors[ci % 5], c.name);
+      chart.Line(xs, ys, kPolicyColors[ci % 5], c.name);
       if (!c.runs[0].budget_w.empty()) {
         std::vector<double> bx, by;
         bucketed(c.runs[0].budget_w, &bx, &by);

@@ -23,8 +23,8 @@ json ByWindow(const std::array<double, 3>& v) {
 
 double Pct(double a, double b) { return b > 0.0 ? 100.0 * (a / b - 1.0) : 0.0; }
 
-const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-                         "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+const char* kJobColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                            "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
 // Colours of the phases on the timeline (common/phase.h order); a hold is idle, in black.
 const char* kPhaseColors[] = {"#000000", "#bbbbbb", "#2ca02c", "#1f77b4",
@@ -236,7 +236,7 @@ std::string FleetSimReportHtml(const sim::FleetSimResult& r, uint64_t seed) {
       std::vector<double> top = base;
       for (size_t i = 0; i < top.size() && i < run.grant_w[j].size(); ++i)
         top[i] += run.grant_w[j][i];
-      c.Band(run.t_s, base, top, kColors[j % 10],
+      c.Band(run.t_s, base, top, kJobColors[j % 10],
              j < run.jobs.size() ? run.jobs[j].job : std::string("job"));
       base = std::move(top);
     }

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "common/duration.h"
+#include "report/format.h"
 #include "report/html_page.h"
 #include "report/svg.h"
 #include "report/table.h"
@@ -56,9 +57,6 @@ std::string HtmlTable(const std::vector<std::string>& header,
 }
 
 namespace {
-
-std::string Pct(std::optional<double> f) { return f ? fmt::format("{:.2f}%", *f * 100.0) : "-"; }
-std::string Watts(std::optional<double> w) { return w ? fmt::format("{:.1f}", *w) : "-"; }
 
 // A time axis in seconds, minutes or hours, whichever reads best for the span.
 Axis TimeAxis(double min_s, double max_s) {

@@ -5,16 +5,13 @@
 #include <algorithm>
 
 #include "common/duration.h"
+#include "report/format.h"
 
 namespace headroom::report {
 namespace {
 
 constexpr double kJoulesPerKwh = 3.6e6;
 
-std::string Pct(std::optional<double> fraction) {
-  return fraction ? fmt::format("{:.2f}%", *fraction * 100.0) : "-";
-}
-std::string Watts(std::optional<double> w) { return w ? fmt::format("{:.1f}", *w) : "-"; }
 std::string Num(std::optional<double> v, int digits = 1) {
   return v ? fmt::format("{:.{}f}", *v, digits) : "-";
 }

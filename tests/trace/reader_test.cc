@@ -354,6 +354,11 @@ TEST(NvidiaSmiFormat, Errors) {
   const std::string header = "timestamp, index, power.draw [W]\n";
   EXPECT_THAT(ErrorOf(header + "2025/13/27 00:47:09.120, 0, 5 W\n"),
               HasSubstr("x.csv:2:1: column 'timestamp': bad timestamp"));
+  // Past what int64 nanoseconds hold (year 2262; the fuzzer's find): refused, not overflowed.
+  EXPECT_THAT(ErrorOf(header + "9525/07/27 00:47:09.120, 0, 5 W\n"),
+              HasSubstr("x.csv:2:1: column 'timestamp': bad timestamp"));
+  EXPECT_THAT(ErrorOf(header + "0025/07/27 00:47:09.120, 0, 5 W\n"),
+              HasSubstr("x.csv:2:1: column 'timestamp': bad timestamp"));
   EXPECT_THAT(ErrorOf(header + "2025/07/27 00:47:09.120, 0, [N/A]\n"),
               HasSubstr("x.csv:2:3: column 'power.draw [W]': power not available"));
   EXPECT_THAT(

@@ -1,0 +1,55 @@
+#include "cli/stop_signal.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <utility>
+
+namespace headroom::cli {
+
+StopSignal::StopSignal(Log log, std::string first)
+    : log_(std::move(log)), first_(std::move(first)) {
+  sigemptyset(&set_);
+  sigaddset(&set_, SIGINT);
+  sigaddset(&set_, SIGTERM);
+  sigaddset(&set_, SIGUSR1);  // our own: the waiter's end
+  pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+  waiter_ = std::thread([this] { Wait(); });
+}
+
+StopSignal::~StopSignal() {
+  {
+    std::lock_guard lock(mu_);
+    quitting_ = true;
+  }
+  pthread_kill(waiter_.native_handle(), SIGUSR1);
+  waiter_.join();
+}
+
+void StopSignal::SleepUntil(std::chrono::steady_clock::time_point t) {
+  std::unique_lock lock(mu_);
+  cv_.wait_until(lock, t, [this] { return stop_.load(); });
+}
+
+void StopSignal::Wait() {
+  for (;;) {
+    int signal = 0;
+    if (sigwait(&set_, &signal) != 0) continue;
+    std::unique_lock lock(mu_);
+    if (signal == SIGUSR1) {
+      if (quitting_) return;
+      continue;
+    }
+    if (stop_.load()) continue;  // already stopping
+    stop_.store(true);
+    lock.unlock();
+    cv_.notify_all();
+    log_(fmt::format("{}: stopping ({})", strsignal(signal), first_));
+  }
+}
+
+double SteadyNowS() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace headroom::cli

@@ -162,6 +162,7 @@ std::string CoordinatorStatusJson(const CoordinatorStatus& s, const CoordinatorC
       json o;
       o["job"] = name;
       o["admitted"] = admitted;
+      o["class"] = JobClassName(admitted ? lj->second.job_class : m->second.job_class);
       o["floor_w"] = admitted ? lj->second.floor_w : m->second.floor_w;
       o["demand_w"] = member ? m->second.demand_w : lj->second.demand_w;
       o["grant_w"] = admitted ? json(lj->second.grant_w) : json(nullptr);

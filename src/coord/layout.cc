@@ -127,6 +127,18 @@ class Reader {
   std::string error_;
 };
 
+// "class": absent is guaranteed.
+void ReadJobClass(Reader& r, JobClass& out) {
+  const std::string c = r.OptionalString("class");
+  if (c.empty() || c == "guaranteed") {
+    out = JobClass::kGuaranteed;
+  } else if (c == "opportunistic") {
+    out = JobClass::kOpportunistic;
+  } else {
+    r.Fail("class", "expected \"guaranteed\" or \"opportunistic\"");
+  }
+}
+
 Result<json> Parse(std::string_view text, std::string_view where) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
@@ -136,6 +148,10 @@ Result<json> Parse(std::string_view text, std::string_view where) {
 }
 
 }  // namespace
+
+const char* JobClassName(JobClass c) {
+  return c == JobClass::kOpportunistic ? "opportunistic" : "guaranteed";
+}
 
 std::string ToJson(const Member& m) {
   json curve = json::array();
@@ -153,7 +169,8 @@ std::string ToJson(const Member& m) {
          {"budget_w", m.budget_w},
          {"lease", m.lease},
          {"holder", m.holder},
-         {"value_curve", curve}};
+         {"value_curve", curve},
+         {"class", JobClassName(m.job_class)}};
   if (m.has_timeline) {
     const StepTimeline& t = m.timeline;
     j["timeline"] = {{"step", t.step},
@@ -195,8 +212,13 @@ std::string ToJson(const Ack& a) {
 std::string ToJson(const Ledger& l) {
   json jobs = json::object();
   for (const auto& [name, j] : l.jobs) {
-    jobs[name] = {{"floor_w", j.floor_w}, {"demand_w", j.demand_w}, {"grant_w", j.grant_w},
-                  {"held_w", j.held_w},   {"seq", j.seq},           {"lease", j.lease}};
+    jobs[name] = {{"floor_w", j.floor_w},
+                  {"demand_w", j.demand_w},
+                  {"grant_w", j.grant_w},
+                  {"held_w", j.held_w},
+                  {"seq", j.seq},
+                  {"lease", j.lease},
+                  {"class", JobClassName(j.job_class)}};
   }
   return json{{"term", l.term},
               {"request_id", l.request_id},
@@ -226,6 +248,7 @@ Result<Member> MemberFromJson(std::string_view text, std::string_view where) {
   m.budget_w = r.Watts("budget_w");
   m.lease = r.Integer("lease");
   m.holder = r.OptionalString("holder");
+  ReadJobClass(r, m.job_class);
   if (r.error().empty() && j->contains("value_curve")) {
     const json& c = (*j)["value_curve"];
     if (!c.is_array() || c.size() > kMaxValuePoints) {
@@ -248,6 +271,9 @@ Result<Member> MemberFromJson(std::string_view text, std::string_view where) {
     if (m.gpus < 1 || m.gpus > 1 << 20) r.Fail("gpus", "expected 1 or more");
     if (m.floor_w > m.demand_w) r.Fail("floor_w", "above demand_w");
     if (m.holder.size() > 512) r.Fail("holder", "longer than 512 bytes");
+    if (m.job_class == JobClass::kOpportunistic && m.floor_w != 0.0) {
+      r.Fail("floor_w", "expected 0 for an opportunistic job (it pauses at a grant of 0)");
+    }
   }
   if (r.error().empty() && j->contains("timeline")) {
     const json& tj = (*j)["timeline"];
@@ -337,6 +363,7 @@ Result<Ledger> LedgerFromJson(std::string_view text, std::string_view where) {
       job.held_w = jr.Watts("held_w");
       job.seq = jr.Integer("seq");
       job.lease = jr.Integer("lease");
+      ReadJobClass(jr, job.job_class);
       if (!jr.error().empty()) return Error::Input(jr.error());
       l.jobs[name] = job;
     }

@@ -40,6 +40,13 @@ Status CheckName(std::string_view name, std::string_view what);
 
 inline constexpr size_t kMaxValuePoints = 32;
 
+// A job's class (docs/FLEET.md, "Job classes"): a guaranteed job (every job before this) is
+// granted from the site budget less the reserve; an opportunistic one (DiLoCo workers on spare
+// power) only from what every guaranteed job's target leaves, and shrinks first. An
+// opportunistic job's floor is 0: at a grant of 0 it pauses.
+enum class JobClass { kGuaranteed, kOpportunistic };
+const char* JobClassName(JobClass c);  // "guaranteed", "opportunistic"
+
 struct Member {
   std::string job;
   int gpus = 0;
@@ -63,6 +70,8 @@ struct Member {
   bool has_timeline = false;
   StepTimeline timeline;
   double tokens_per_s = 0.0;
+  // JSON "class", optional ("guaranteed" when absent).
+  JobClass job_class = JobClass::kGuaranteed;
 };
 
 struct Grant {
@@ -96,6 +105,7 @@ struct LedgerJob {
   double held_w = 0.0;
   int64_t seq = 0;    // of the latest grant
   LeaseId lease = 0;  // the member it is addressed to; 0: none (its lease is gone)
+  JobClass job_class = JobClass::kGuaranteed;  // JSON "class", optional as in Member
 };
 
 struct Ledger {

@@ -148,6 +148,7 @@ Member FleetMember::DemandLocked(LeaseId lease) const {
   m.gpus = config_.gpus;
   m.nameplate_w = config_.nameplate_w;
   m.floor_w = config_.floor_w;
+  m.job_class = config_.job_class;
   // The nameplate (the first version), or by phase: the floor outside rollout.
   m.demand_w = config_.phase_demand && phase_ != PhaseName(Phase::kRollout) ? config_.floor_w
                                                                             : config_.nameplate_w;

@@ -50,6 +50,9 @@ struct MemberConfig {
   // its floor otherwise (no budget lowers or raises those phases), published at each change.
   // Off: the nameplate always (the first version).
   bool phase_demand = false;
+  // Opportunistic (docs/FLEET.md, "Job classes"): granted only what the guaranteed jobs leave;
+  // floor_w and local_budget_w must be 0 (it pauses without a grant).
+  JobClass job_class = JobClass::kGuaranteed;
 };
 
 struct HoldRequest {

@@ -86,6 +86,8 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
           j.grant_w = std::max(j.grant_w, j.floor_w);
         }
         j.lease = m->second.lease;
+        j.job_class = m->second.job_class;
+        if (j.job_class == JobClass::kOpportunistic) j.floor_w = 0.0;  // it pauses at 0
         j.demand_w = std::max(m->second.demand_w, j.floor_w);
         regrant[name] = true;
         log(fmt::format("{}: lease {:x} takes the job's place", name, j.lease));
@@ -144,6 +146,7 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
       j.grant_w = m.floor_w;
       j.held_w = m.floor_w;
       j.lease = m.lease;
+      j.job_class = m.job_class;
       l.jobs[name] = j;
       regrant[name] = true;
       out.changed = true;
@@ -170,54 +173,73 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
     }
   }
 
-  // 3. Targets.
-  std::map<std::string, double> target;
-  if (in.allocation == Allocation::kValue) {
-    std::map<std::string, ValueJob> value_jobs;
-    for (const auto& [name, j] : l.jobs) {
-      ValueJob v;
-      v.floor_w = j.floor_w;
-      v.demand_w = j.lease == 0 ? j.floor_w : j.demand_w;
-      const auto m = in.members.find(name);
-      if (j.lease != 0 && m != in.members.end() && m->second.lease == j.lease) {
-        v.curve = m->second.value_curve;
-        if (v.curve.empty()) {
-          v.curve = {{v.floor_w, 0.0},
-                     {v.demand_w, m->second.value_tokens_per_j * (v.demand_w - v.floor_w)}};
+  // 3. Targets: the guaranteed jobs' from the budget less the reserve and the waiting floors;
+  // the opportunistic jobs' from what those targets leave (docs/FLEET.md, "Job classes").
+  const auto targets_of = [&](JobClass c, double available_w) {
+    if (in.allocation == Allocation::kValue) {
+      std::map<std::string, ValueJob> value_jobs;
+      for (const auto& [name, j] : l.jobs) {
+        if (j.job_class != c) continue;
+        ValueJob v;
+        v.floor_w = j.floor_w;
+        v.demand_w = j.lease == 0 ? j.floor_w : j.demand_w;
+        const auto m = in.members.find(name);
+        if (j.lease != 0 && m != in.members.end() && m->second.lease == j.lease) {
+          v.curve = m->second.value_curve;
+          if (v.curve.empty()) {
+            v.curve = {{v.floor_w, 0.0},
+                       {v.demand_w, m->second.value_tokens_per_j * (v.demand_w - v.floor_w)}};
+          }
         }
+        value_jobs[name] = std::move(v);
       }
-      value_jobs[name] = std::move(v);
+      return AllocateByValue(available_w, value_jobs, in.fairness);
     }
-    target = AllocateByValue(alloc_budget_w - waiting_w, value_jobs, in.fairness);
-  } else {
     std::map<std::string, AllocationJob> alloc_jobs;
     for (const auto& [name, j] : l.jobs) {
+      if (j.job_class != c) continue;
       // A job with no member is held at its floor until it is back or forgotten.
       const double demand_w = j.lease == 0 ? j.floor_w : j.demand_w;
       alloc_jobs[name] = {j.floor_w, demand_w};
     }
-    target = Allocate(alloc_budget_w - waiting_w, alloc_jobs);
-  }
+    return Allocate(available_w, alloc_jobs);
+  };
+  std::map<std::string, double> target =
+      targets_of(JobClass::kGuaranteed, alloc_budget_w - waiting_w);
+  double guaranteed_w = 0.0;
+  for (const auto& [name, t] : target) guaranteed_w += t;
+  for (const auto& [name, t] : targets_of(JobClass::kOpportunistic,
+                                          std::max(0.0, alloc_budget_w - waiting_w - guaranteed_w)))
+    target[name] = t;
 
-  // 4. Down first, then up into the room.
-  double want_w = 0.0;
+  // 4. Down first, then up into the room: the guaranteed jobs' wants first, then the
+  // opportunistic jobs' from what is left.
+  double want_guaranteed_w = 0.0;
+  double want_opportunistic_w = 0.0;
   for (auto& [name, j] : l.jobs) {
     const double t = target.at(name);
     if (t < j.grant_w - kEpsW) {
       j.grant_w = t;
       regrant[name] = true;
     } else if (t > j.grant_w + kEpsW && j.lease != 0) {
-      want_w += t - j.grant_w;
+      (j.job_class == JobClass::kGuaranteed ? want_guaranteed_w : want_opportunistic_w) +=
+          t - j.grant_w;
     }
   }
   const double room_w = std::max(0.0, l.site_budget_w - l.reserve_w - l.HeldW() - waiting_w);
   const double room_alloc_w = std::max(0.0, alloc_budget_w - l.HeldW() - waiting_w);
-  const double give_fraction =
-      want_w > 0.0 ? std::min(1.0, std::min(room_w, room_alloc_w) / want_w) : 0.0;
-  if (give_fraction > 0.0) {
+  const double room_now_w = std::min(room_w, room_alloc_w);
+  const double give_guaranteed =
+      want_guaranteed_w > 0.0 ? std::min(1.0, room_now_w / want_guaranteed_w) : 0.0;
+  const double room_left_w = std::max(0.0, room_now_w - give_guaranteed * want_guaranteed_w);
+  const double give_opportunistic =
+      want_opportunistic_w > 0.0 ? std::min(1.0, room_left_w / want_opportunistic_w) : 0.0;
+  if (give_guaranteed > 0.0 || give_opportunistic > 0.0) {
     for (auto& [name, j] : l.jobs) {
       const double t = target.at(name);
       if (!(t > j.grant_w + kEpsW) || j.lease == 0) continue;
+      const double give_fraction =
+          j.job_class == JobClass::kGuaranteed ? give_guaranteed : give_opportunistic;
       const double give_w = (t - j.grant_w) * give_fraction;
       if (give_w < 0.01) continue;  // below a hundredth of a watt: not worth a write
       j.grant_w += give_w;

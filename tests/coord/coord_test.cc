@@ -509,6 +509,133 @@ TEST(Plan, ASiteBudgetDecreaseIsInForceOnceTheHeldWattsFit) {
   EXPECT_GE(InvariantSlackW(p.ledger), 0.0);
 }
 
+Member Opportunistic(const std::string& job, double demand_w, LeaseId lease) {
+  Member m = M(job, 0, demand_w, lease);
+  m.job_class = JobClass::kOpportunistic;
+  return m;
+}
+
+// Acknowledge every grant in `p` (the members act on them).
+void AckAll(const PlanOutput& p, PlanInput& in) {
+  for (const Grant& g : p.grants) {
+    in.grants[g.job] = g;
+    in.acks[g.job] = {g.job, g.term, g.seq, g.lease, g.job_budget_w};
+  }
+}
+
+TEST(PlanClasses, OpportunisticJobsGetOnlyWhatTheGuaranteedOnesLeave) {
+  PlanInput in;
+  // Budget 1000 - reserve 100 = 900: a and b want 300 each, w1 and w2 (opportunistic) 400 each.
+  in.members = {{"a", M("a", 100, 300, 1)},
+                {"b", M("b", 100, 300, 2)},
+                {"w1", Opportunistic("w1", 400, 3)},
+                {"w2", Opportunistic("w2", 400, 4)}};
+  in.registered_at = {{"w1", 1}, {"w2", 2}, {"a", 3}, {"b", 4}};  // the workers came first
+  PlanOutput p = Plan(Fresh(1000, 100), in, 5);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("a").grant_w, 300);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("b").grant_w, 300);
+  // The 300 W left, split in proportion to demand: 150 each.
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("w1").grant_w, 150);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("w2").grant_w, 150);
+  EXPECT_EQ(p.ledger.jobs.at("w1").job_class, JobClass::kOpportunistic);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("w1").floor_w, 0);
+  EXPECT_GE(InvariantSlackW(p.ledger), 0.0);
+  // The ledger and the member keep the class through their JSON.
+  auto back = LedgerFromJson(ToJson(p.ledger), "ledger");
+  ASSERT_TRUE(back) << back.error().message();
+  EXPECT_EQ(back->jobs.at("w2").job_class, JobClass::kOpportunistic);
+  EXPECT_EQ(back->jobs.at("a").job_class, JobClass::kGuaranteed);
+  auto m = MemberFromJson(ToJson(in.members.at("w1")), "m");
+  ASSERT_TRUE(m) << m.error().message();
+  EXPECT_EQ(m->job_class, JobClass::kOpportunistic);
+}
+
+TEST(PlanClasses, GuaranteedDemandRisingShrinksTheOpportunisticFirstDownBeforeUp) {
+  PlanInput in;
+  in.members = {{"a", M("a", 100, 300, 1)}, {"w", Opportunistic("w", 1000, 2)}};
+  PlanOutput p = Plan(Fresh(1000, 0), in, 5);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("w").grant_w, 700);
+  AckAll(p, in);
+  Ledger l = p.ledger;
+  // a wants 900: w's grant falls to 100 in this period; a rises only into the room there is
+  // (none: w still holds 700 until it acknowledges).
+  in.members["a"].demand_w = 900;
+  p = Plan(l, in, 5);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("w").grant_w, 100);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("w").held_w, 700);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("a").grant_w, 300);
+  EXPECT_GE(InvariantSlackW(p.ledger), 0.0);
+  AckAll(p, in);
+  l = p.ledger;
+  p = Plan(l, in, 5);  // w acknowledged 100: a gets its 900 in the next period
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("w").held_w, 100);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("a").grant_w, 900);
+  AckAll(p, in);
+  l = p.ledger;
+  // a wants everything: w is paused (grant 0), a gets 1000 once w acknowledges.
+  in.members["a"].demand_w = 1000;
+  p = Plan(l, in, 5);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("w").grant_w, 0);
+  AckAll(p, in);
+  p = Plan(p.ledger, in, 5);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("a").grant_w, 1000);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("w").held_w, 0);
+}
+
+TEST(PlanClasses, RoomGoesToTheGuaranteedWantsFirst) {
+  PlanInput in;
+  in.members = {{"a", M("a", 100, 600, 1)}, {"w", Opportunistic("w", 600, 2)}};
+  // The site budget rises from 200 to 1000: a's 500 more come before w's 600.
+  Ledger l = Plan(Fresh(200, 0), in, 5).ledger;
+  EXPECT_DOUBLE_EQ(l.jobs.at("a").grant_w, 200);
+  EXPECT_DOUBLE_EQ(l.jobs.at("w").grant_w, 0);
+  l.target_site_budget_w = 1000;
+  PlanOutput p = Plan(l, in, 5);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("a").grant_w, 600);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("w").grant_w, 400);
+}
+
+TEST(PlanClasses, AGuaranteedNewcomerWaitsForTheOpportunisticToComeDown) {
+  PlanInput in;
+  in.members = {{"w", Opportunistic("w", 1000, 1)}};
+  in.registered_at = {{"w", 1}};
+  PlanOutput p = Plan(Fresh(1000, 0), in, 5);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("w").held_w, 1000);
+  AckAll(p, in);
+  in.members["a"] = M("a", 400, 800, 2);
+  in.registered_at["a"] = 2;
+  p = Plan(p.ledger, in, 5);
+  EXPECT_FALSE(p.ledger.jobs.contains("a"));             // waits: 400 W are not free
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("w").grant_w, 600);  // w leaves a's floor out at once
+  AckAll(p, in);
+  p = Plan(p.ledger, in, 5);
+  ASSERT_TRUE(p.ledger.jobs.contains("a"));
+  AckAll(p, in);
+  p = Plan(p.ledger, in, 5);
+  AckAll(p, in);
+  p = Plan(p.ledger, in, 5);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("a").grant_w, 800);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("w").grant_w, 200);
+  EXPECT_GE(InvariantSlackW(p.ledger), 0.0);
+}
+
+TEST(PlanClasses, AnOpportunisticMemberWithAFloorOrAnUnknownClassIsRefused) {
+  Member m = Opportunistic("w", 500, 1);
+  m.floor_w = 50;
+  auto r = MemberFromJson(ToJson(m), "members/w");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("members/w: field 'floor_w': expected 0 for an opportunistic"),
+            std::string::npos)
+      << r.error().message();
+  std::string text = ToJson(M("a", 100, 500, 1));
+  const auto at = text.find("\"guaranteed\"");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 12, "\"sometimes\"");
+  r = MemberFromJson(text, "members/a");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("field 'class'"), std::string::npos) << r.error().message();
+}
+
 // Random plans: held never above the budget in force, whatever the members do.
 TEST(Plan, RandomSequencesKeepTheInvariant) {
   std::mt19937_64 rng(42);
@@ -523,7 +650,9 @@ TEST(Plan, RandomSequencesKeepTheInvariant) {
       switch (std::uniform_int_distribution<int>(0, 5)(rng)) {
         case 0:
           if (!in.members.contains(job)) {
-            in.members[job] = M(job, 100 + 50 * pick(rng), 800, next_lease++);
+            // Every third job opportunistic (floor 0).
+            in.members[job] = pick(rng) % 3 == 0 ? Opportunistic(job, 800, next_lease++)
+                                                 : M(job, 100 + 50 * pick(rng), 800, next_lease++);
             in.registered_at[job] = step;
             in.gone_for_s.erase(job);
           }
@@ -633,6 +762,14 @@ class Site {
     if (sum_w > l->site_budget_w - l->reserve_w + 1e-6) ++violations_;
   }
 
+  // Job j becomes an opportunistic member (floor 0: paused without a grant); before any Tick.
+  void MakeOpportunistic(size_t j) {
+    configs_[j].job_class = JobClass::kOpportunistic;
+    configs_[j].floor_w = 0.0;
+    configs_[j].local_budget_w = 0.0;
+    members_[j] = std::make_unique<FleetMember>(store_, configs_[j], clock_.fn(), [](auto&) {});
+  }
+
   void Run(double s) {
     const int n = static_cast<int>(s / 0.25);
     for (int i = 0; i < n; ++i) Tick();
@@ -722,6 +859,29 @@ TEST(Protocol, SiteBudgetDecreaseSettlesDownFirst) {
   EXPECT_NE(refused.error().message().find("below the floors of the running jobs 460.0 W"),
             std::string::npos)
       << refused.error().message();
+}
+
+TEST(Protocol, AnOpportunisticMemberLivesOnWhatIsLeftAndShrinksFirst) {
+  Site site(4, 2500, 100, 1);  // nameplates 400, 500, 600, 700 W; job3 opportunistic
+  site.MakeOpportunistic(3);
+  site.Run(10);
+  EXPECT_TRUE(site.FullyAllocated());
+  // The guaranteed jobs at their demand (1,500 W), job3 at its 700 W out of the 900 W left.
+  EXPECT_NEAR(
+      site.acting_[0].job_budget_w + site.acting_[1].job_budget_w + site.acting_[2].job_budget_w,
+      1500, 1e-6);
+  EXPECT_NEAR(site.acting_[3].job_budget_w, 700, 1e-6);
+  // The site budget falls to 1,800 W: only job3 gives (to 200 W); the guaranteed keep theirs.
+  ASSERT_TRUE(site.coordinators_[0]->RequestSiteBudget(1800));
+  site.Run(6);
+  EXPECT_NEAR(site.acting_[3].job_budget_w, 200, 1e-6);
+  EXPECT_NEAR(site.acting_[0].job_budget_w, 400, 1e-6);
+  // To 1,500 W: job3 pauses (0 W); below that the guaranteed share the cut.
+  ASSERT_TRUE(site.coordinators_[0]->RequestSiteBudget(1500));
+  site.Run(6);
+  EXPECT_NEAR(site.acting_[3].job_budget_w, 0, 1e-6);
+  EXPECT_EQ(site.acting_[3].state, Acting::State::kGranted);
+  EXPECT_EQ(site.violations_, 0);
 }
 
 TEST(Protocol, ASecondAgentWithATakenJobNameIsRefused) {

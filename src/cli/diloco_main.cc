@@ -33,6 +33,7 @@
 #include "coord/etcd_store.h"
 #include "dist/checkpoint.h"
 #include "dist/etcd_process.h"
+#include "dist/fleet_power.h"
 #include "dist/gloo_communicator.h"
 #include "dist/worker.h"
 #include "lm/corpus.h"
@@ -79,6 +80,10 @@ struct Args {
   std::string etcd_password_file;
   headroom::coord::EtcdCredentials credentials;
   bool json_out = false;
+  // An opportunistic member of a site's coordinator (docs/DILOCO.md, "On spare power").
+  std::string fleet;  // etcd://HOST:PORT[,HOST:PORT...]
+  std::string site;
+  std::string fleet_job;  // the member's name; default <run>.<name>
   dist::WorkerOptions w;
 };
 
@@ -132,6 +137,10 @@ void AddWorkerOptions(CLI::App& app, Args& a, bool need_etcd) {
       ->capture_default_str();
   app.add_option("--hostile-from-round", a.w.hostile_from_round, "From this round on")
       ->capture_default_str();
+  app.add_option("--fleet", a.fleet,
+                 "Train on a site's spare power: its etcd, etcd://HOST:PORT[,...] (with --site)");
+  app.add_option("--site", a.site, "The site whose coordinator grants the watts");
+  app.add_option("--fleet-job", a.fleet_job, "The worker's name at the site (default RUN.NAME)");
   app.add_flag("--json", a.json_out, "Print the summary as JSON");
 }
 
@@ -154,6 +163,16 @@ Status Resolve(Args& a, const std::string& mode) {
   auto credentials = headroom::coord::ReadEtcdCredentials(a.etcd_user, a.etcd_password_file);
   if (!credentials) return credentials.error();
   a.credentials = *credentials;
+  if (a.fleet.empty() != a.site.empty()) return Error::Usage("--fleet and --site go together");
+  if (!a.fleet.empty()) {
+    if (!a.fleet.starts_with("etcd://") || a.fleet.size() == 7) {
+      return Error::Usage("--fleet '" + a.fleet + "': expected etcd://HOST:PORT[,HOST:PORT...]");
+    }
+    if (auto st = headroom::coord::CheckName(a.site, "--site"); !st) return st;
+    if (!a.fleet_job.empty()) {
+      if (auto st = headroom::coord::CheckName(a.fleet_job, "--fleet-job"); !st) return st;
+    }
+  }
   if (a.w.threads < 1 || a.w.threads > 256) return Error::Usage("--threads: 1 to 256");
   if (a.w.lease_ttl_s < 2 || a.w.lease_ttl_s > 60) return Error::Usage("--lease-ttl-s: 2 to 60");
   if (a.w.collective_timeout_s <= 0) return Error::Usage("--collective-timeout-s: positive");
@@ -246,7 +265,41 @@ Status RunWorkerCommand(Args& a, const std::string& mode) {
     g.timeout_s = timeout_s;
     return dist::ConnectGloo(st, g);
   };
+  // On a site's spare power: an opportunistic member of its coordinator, on the site's etcd.
+  std::unique_ptr<headroom::coord::EtcdStore> fleet_store;
+  std::unique_ptr<dist::FleetPower> power;
+  if (!a.fleet.empty()) {
+    std::string endpoints;
+    std::stringstream ss(a.fleet.substr(7));
+    for (std::string e; std::getline(ss, e, ',');)
+      endpoints += (endpoints.empty() ? "" : ",") + ("http://" + e);
+    auto fs = headroom::coord::EtcdStore::Open(endpoints, kEtcdTimeoutS, {});
+    if (!fs) return fs.error();
+    fleet_store = std::move(*fs);
+    dist::FleetPowerConfig fc;
+    fc.site = a.site;
+    fc.job =
+        a.fleet_job.empty()
+            ? a.w.run + "." + (a.w.name.empty() ? fmt::format("worker-{}", getpid()) : a.w.name)
+            : a.fleet_job;
+    if (auto bad = headroom::coord::CheckName(fc.job, "--fleet-job"); !bad) return bad;
+    fc.threads = a.w.threads;
+    fc.watts_per_core = a.w.cpu_watts_per_core;
+    const auto t0 = std::chrono::steady_clock::now();
+    power = std::make_unique<dist::FleetPower>(
+        *fleet_store, fc,
+        [t0] {
+          return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        },
+        [](const std::string& line) {
+          std::fprintf(stderr, "headroom diloco: fleet: %s\n", line.c_str());
+        });
+    a.w.granted_duty = [&power](int threads, double duty) {
+      return power->GrantedDuty(threads, duty);
+    };
+  }
   auto report = dist::RunWorker(st, comm, *corpus, a.w, RealClock());
+  power.reset();  // leaves the site
   if (!report) return report.error();
   json j = WorkerJson(*report, a.w);
   if (!a.out.empty()) {
@@ -356,6 +409,11 @@ std::vector<std::string> WorkerArgv(const Args& a, const std::string& mode, cons
   add("--eval-every", std::to_string(w.eval_every));
   add("--cpu-watts-per-core", fmt::format("{}", w.cpu_watts_per_core));
   add("--network-j-per-byte", fmt::format("{}", w.network_j_per_byte));
+  if (!a.fleet.empty()) {
+    add("--fleet", a.fleet);
+    add("--site", a.site);
+    add("--fleet-job", a.w.run + "." + name);
+  }
   if (hostile) {
     add("--hostile", a.hostile);
     add("--hostile-from-round", std::to_string(w.hostile_from_round));

@@ -37,6 +37,7 @@ namespace {
 constexpr double kPollS = 0.01;
 constexpr double kControlPollS = 0.5;
 constexpr double kMinDuty = 0.05;
+constexpr double kPauseS = 0.1;  // a paused worker looks at its grant this often
 // A scaled contribution is this many times its honest self (beyond the screen's factor 3).
 constexpr float kHostileScale = 10.0f;
 
@@ -176,6 +177,7 @@ class Worker {
                                               double deadline_s);
   Status TrainInner(int steps);
   Status PollControl(bool force);
+  void ApplyGrant();
   Status Leave();
   Result<bool> DilocoRound(int round);
   Status CheckHashes(int round, const std::vector<std::string>& group, int my_rank, bool& evicted,
@@ -215,7 +217,9 @@ class Worker {
   std::vector<std::string> last_group_;
   int last_rejected_ = 0;  // contributions the last round's screen excluded
   int threads_ = 1;
-  double duty_ = 1.0;
+  double duty_ = 1.0;          // what the worker runs at: control's, lowered by the grant
+  double control_duty_ = 1.0;  // control/<name>'s
+  bool paused_ = false;        // the grant allows less than kMinDuty
   bool leave_requested_ = false;
   double control_read_s_ = -1e9;
   WorkerReport report_;
@@ -359,7 +363,10 @@ Result<std::vector<std::string>> Worker::CloseGroup(int round, int attempt,
 // (the others do not wait for it) until leave is false again, then rejoins through a donor.
 Status Worker::PollControl(bool force) {
   const double now = clock_.now_s();
-  if (!force && now - control_read_s_ < kControlPollS) return OkStatus();
+  if (!force && now - control_read_s_ < kControlPollS) {
+    ApplyGrant();
+    return OkStatus();
+  }
   control_read_s_ = now;
   auto r = store_.Get(prefix_ + "control/" + report_.name);
   if (!r) return Error::Io("control: " + r.error().message());
@@ -383,12 +390,28 @@ Status Worker::PollControl(bool force) {
   if (c.contains("duty") && c["duty"].is_number()) {
     duty = std::clamp(c["duty"].get<double>(), kMinDuty, 1.0);
   }
-  if (duty != duty_) {
-    duty_ = duty;
+  if (duty != control_duty_) {
+    control_duty_ = duty;
     Log(fmt::format("control: duty {:.2f}", duty));
   }
   leave_requested_ = c.value("leave", false) == true;
+  ApplyGrant();
   return OkStatus();
+}
+
+// The duty in force: control's, lowered to what the power grant allows (paused below
+// kMinDuty).
+void Worker::ApplyGrant() {
+  double duty = control_duty_;
+  bool paused = false;
+  if (o_.granted_duty) {
+    const double g = o_.granted_duty(threads_, control_duty_);
+    paused = !(g >= kMinDuty);
+    duty = std::min(duty, std::max(g, kMinDuty));
+  }
+  if (paused != paused_) Log(paused ? "grant: paused" : "grant: resumed");
+  paused_ = paused;
+  duty_ = duty;
 }
 
 Status Worker::TrainInner(int steps) {
@@ -403,18 +426,27 @@ Status Worker::TrainInner(int steps) {
       Enter(Phase::kThrottled);
       clock_.sleep_s(step_s * (1.0 - duty_) / duty_);
     }
+    // No watts: paused here until they return (the round may close without me meanwhile).
+    while (paused_) {
+      Enter(Phase::kThrottled);
+      clock_.sleep_s(kPauseS);
+      if (auto k = KeepAlive(); !k) return k;
+      if (auto c = PollControl(false); !c) return c;
+    }
   }
   Enter(Phase::kCompute);
   return OkStatus();
 }
 
-// Out of the run until control says leave: false; then back in through a donor.
+// Out of the run until control says leave: false and the grant allows work again; then back
+// in through a donor (at once when no round was agreed meanwhile).
 Status Worker::Leave() {
   Enter(Phase::kThrottled);
   if (auto p = PublishMember(-1); !p) return p;
-  Log(fmt::format("left before round {} (asked to)", next_round_));
+  Log(fmt::format("left before round {} ({})", next_round_,
+                  paused_ ? "no power granted" : "asked to"));
   ++report_.leaves;
-  while (leave_requested_) {
+  while (leave_requested_ || paused_) {
     auto last = store_.Get(prefix_ + "rounds/" + RoundKey(o_.rounds - 1) + "/agreed");
     if (!last) return Error::Io("leave: " + last.error().message());
     if (!last->kvs.empty()) {
@@ -424,6 +456,14 @@ Status Worker::Leave() {
     clock_.sleep_s(kControlPollS);
     if (auto k = KeepAlive(); !k) return k;
     if (auto c = PollControl(true); !c) return c;
+  }
+  // Nothing agreed while I was out (every member paused, or the run not started): my model is
+  // the run's; back in at once, no donor needed (there may be none).
+  auto mine = store_.Get(prefix_ + "rounds/" + RoundKey(next_round_) + "/agreed");
+  if (!mine) return Error::Io("leave: " + mine.error().message());
+  if (mine->kvs.empty()) {
+    Log(fmt::format("back before round {}: nothing agreed while I was out", next_round_));
+    return PublishMember(next_round_);
   }
   return Resync();
 }
@@ -868,7 +908,7 @@ Result<WorkerReport> Worker::Run() {
   }
   while (next_round_ < o_.rounds) {
     if (auto c = PollControl(true); !c) return c.error();
-    if (leave_requested_) {
+    if (leave_requested_ || paused_) {
       if (auto l = Leave(); !l) return l.error();
       continue;
     }

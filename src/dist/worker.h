@@ -68,6 +68,11 @@ struct WorkerOptions {
   int eval_every = 1;  // rounds between validation losses (the donor's)
   double cpu_watts_per_core = 10.0;
   double network_j_per_byte = 2.16e-4;
+  // The duty cycle a power grant allows now (docs/DILOCO.md, "On spare power"), given the
+  // worker's threads and the duty it would run at otherwise; consulted after every inner step
+  // (in memory: the fleet member runs on its own thread). Below 0.05: paused at once, and
+  // out of the run at the next round boundary until the grant returns. Unset: no grant.
+  std::function<double(int threads, double duty)> granted_duty;
   Hostility hostility = Hostility::kNone;
   int hostile_from_round = 0;
   std::string out_dir;  // the worker's JSON and the final checkpoint (the donor's)

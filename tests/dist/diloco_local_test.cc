@@ -6,6 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -18,6 +21,8 @@
 #include <vector>
 
 #include "coord/etcd_store.h"
+#include "coord/layout.h"
+#include "coord/member.h"
 #include "tests/coord/etcd_cluster.h"
 
 namespace {
@@ -225,6 +230,160 @@ TEST_F(DilocoLocal, AWorkerLeavesAndRejoinsOnRequestAndAnotherRunsAtHalfDuty) {
       EXPECT_EQ(w["rounds_contributed"].get<int>(), 6);
     }
   }
+}
+
+// A free loopback port (bound, read, released; the coordinator binds it next).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return -1;
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// A child process killed (SIGTERM, then reaped) when this goes, pass or fail.
+struct Child {
+  pid_t pid = -1;
+  explicit Child(const std::string& line) {
+    pid = fork();
+    if (pid == 0) {
+      execl("/bin/sh", "sh", "-c", ("exec " + line).c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+  }
+  ~Child() {
+    if (pid > 0) {
+      kill(pid, SIGTERM);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+// Issue 17's first step: DiLoCo workers as opportunistic members of a site's coordinator (a
+// real `headroom coordinator` on the run's etcd). A guaranteed job (this test, through
+// coord::FleetMember) wants little, then everything, then little again: the workers train on
+// what it leaves, pause when it takes all (their held watts 0 in the ledger), and finish the
+// run with every hash agreed.
+TEST_F(DilocoLocal, WorkersOnSpareSitePowerPauseWhenTheGuaranteedJobTakesIt) {
+  std::string why;
+  auto etcd = headroom::coord::etcd_test::EtcdCluster::Start(1, &why);
+  ASSERT_TRUE(etcd) << why;
+  const std::string url = etcd->endpoint(0);
+  auto store = headroom::coord::EtcdStore::Open(url, 2.0, {});
+  ASSERT_TRUE(store) << store.error().message();
+  // The site: 30 W, no reserve. The guaranteed job: floor 5 W, 30 W in rollout (phase demand).
+  Child coordinator(std::string(HEADROOM_BINARY) + " coordinator --etcd " + url +
+                    " --site s --site-budget-w 30 --reserve-w 0 --period-s 0.2 --lease-ttl-s 2 "
+                    "--listen 127.0.0.1:" +
+                    std::to_string(FreePort()) + " 2> " + (dir_ / "coordinator.stderr").string());
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto now_s = [t0] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  headroom::coord::MemberConfig g;
+  g.site = "s";
+  g.job = "guaranteed";
+  g.nameplate_w = 30;
+  g.floor_w = 5;
+  g.local_budget_w = 5;
+  g.lease_ttl_s = 2;
+  g.update_s = 0.2;
+  g.phase_demand = true;
+  headroom::coord::FleetMember job(**store, g, now_s, [](const std::string&) {});
+  std::string phase = "train";
+  // Steps the guaranteed job (as its agent would) until `done` holds or `limit_s` passes.
+  const auto step_until = [&](const std::function<bool()>& done, double limit_s) {
+    const double until = now_s() + limit_s;
+    while (now_s() < until) {
+      job.Current();
+      job.Observe(now_s(), 5, phase, 0);
+      job.Step();
+      if (done()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  };
+  // The ledger's job entries, by class.
+  const auto ledger = [&]() -> std::optional<headroom::coord::Ledger> {
+    auto r = (*store)->Get("/headroom/s/ledger");
+    if (!r || r->kvs.empty()) return std::nullopt;
+    auto l = headroom::coord::LedgerFromJson(r->kvs[0].value, "ledger");
+    if (!l) return std::nullopt;
+    return *l;
+  };
+  const auto workers_held_w = [&](double& w) {
+    const auto l = ledger();
+    if (!l) return false;
+    w = 0;
+    int n = 0;
+    for (const auto& [name, j] : l->jobs) {
+      if (j.job_class != headroom::coord::JobClass::kOpportunistic) continue;
+      w += j.held_w;
+      ++n;
+    }
+    return n == 2;
+  };
+  ASSERT_TRUE(step_until([&] { return ledger() && ledger()->jobs.contains("guaranteed"); }, 30))
+      << "the coordinator never admitted the guaranteed job";
+
+  const fs::path out = dir_ / "run";
+  Child run(std::string(HEADROOM_BINARY) + " diloco local --etcd " + url + " --fleet etcd://" +
+            url.substr(7) +
+            " --site s --workers 2 --inner-steps 8 --rounds 6 --batch 8 --seq-len 64 "
+            "--round-deadline-s 60 --val-windows 32 --json --out " +
+            out.string() + " > " + (dir_ / "run.json").string() + " 2> " +
+            (dir_ / "run.stderr").string());
+  const auto agreed = [&](int r) {
+    char key[128];
+    std::snprintf(key, sizeof(key), "/headroom-diloco/default/rounds/%08d/agreed", r);
+    auto a = (*store)->Get(key);
+    return a && !a->kvs.empty();
+  };
+  // Both workers admitted and granted the 20 W they want (the job wants 5 W of 30).
+  double held_w = 0;
+  ASSERT_TRUE(step_until([&] { return workers_held_w(held_w) && held_w > 19.9; }, 60)) << held_w;
+  ASSERT_TRUE(step_until([&] { return agreed(1); }, 120));
+  // The job goes into rollout and wants all 30 W: the workers' grants go to 0 and they
+  // acknowledge (held 0) -- down first; then the job is granted the 30 W.
+  phase = "rollout";
+  const double rose_s = now_s();
+  ASSERT_TRUE(step_until([&] { return workers_held_w(held_w) && held_w < 1e-6; }, 30)) << held_w;
+  const double shrink_s = now_s() - rose_s;
+  ASSERT_TRUE(step_until(
+      [&] {
+        const auto l = ledger();
+        return l && l->jobs.at("guaranteed").grant_w > 29.9;
+      },
+      30));
+  EXPECT_LT(shrink_s, 10.0);  // a period (0.2 s) and a worker's step, with a lot of margin
+  std::fprintf(stderr, "the workers' grants were acknowledged at 0 W %.2f s after the rise\n",
+               shrink_s);
+  // Paused: no round agreed while the job holds everything (a round in flight may finish).
+  step_until([] { return false; }, 2.0);
+  int last = 0;
+  while (agreed(last + 1)) ++last;
+  step_until([] { return false; }, 2.0);
+  EXPECT_FALSE(agreed(last + 2)) << "a round was agreed while the workers had no watts";
+  // Back to little: the workers resume and finish the run.
+  phase = "train";
+  ASSERT_TRUE(step_until([&] { return agreed(5); }, 180));
+  int status = 0;
+  ASSERT_TRUE(step_until([&] { return waitpid(run.pid, &status, WNOHANG) == run.pid; }, 60));
+  run.pid = -1;
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  std::ifstream j(dir_ / "run.json");
+  const json s = json::parse(j, nullptr, false);
+  ASSERT_FALSE(s.is_discarded());
+  EXPECT_TRUE(s["hashes_agreed"].get<bool>());
+  EXPECT_EQ(s["rounds"].get<int>(), 6);
+  for (const auto& w : s["workers_detail"]) {
+    EXPECT_GT(w["seconds"]["throttled"].get<double>(), 1.0) << w["name"];  // the pause
+  }
+  job.Leave();
 }
 
 TEST_F(DilocoLocal, BadInputIsOneLineAndExitTwo) {

@@ -1,0 +1,66 @@
+#pragma once
+// An opportunistic DiLoCo worker as a member of its site's coordinator (docs/DILOCO.md, "On
+// spare power"; docs/FLEET.md, "Job classes"): a coord::FleetMember of class opportunistic
+// (floor 0, no local budget: without a grant it does not train), stepped on its own thread,
+// and the duty cycle its grant allows.
+//
+// The power model: a worker at duty D on T threads draws T x D x watts_per_core above the
+// machine's idle (the same per-core figure as the energy accounting, --cpu-watts-per-core);
+// its demand is T x watts_per_core. So a grant of G watts allows D = G / (T x watts_per_core),
+// capped at 1, and the member publishes the modelled power T x D x watts_per_core.
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "coord/member.h"
+#include "coord/store.h"
+
+namespace headroom::dist {
+
+// T x D x watts_per_core.
+double WorkerPowerW(int threads, double duty, double watts_per_core);
+// The duty a grant allows: grant / (threads x watts_per_core), in [0, 1].
+double DutyForGrant(double grant_w, int threads, double watts_per_core);
+
+struct FleetPowerConfig {
+  std::string site;
+  std::string job;  // the member's name at the site
+  int threads = 1;  // the worker's at the start (its demand)
+  double watts_per_core = 10.0;
+  int64_t lease_ttl_s = 3;
+  double step_s = 0.25;  // how often the member's thread steps
+};
+
+class FleetPower {
+ public:
+  // `store`: the site's etcd (it outlives this). Starts the member's thread.
+  FleetPower(coord::Store& store, const FleetPowerConfig& config, std::function<double()> now_s,
+             std::function<void(const std::string&)> log);
+  ~FleetPower();  // stops the thread and leaves the site (revokes the lease)
+  FleetPower(const FleetPower&) = delete;
+  FleetPower& operator=(const FleetPower&) = delete;
+
+  // What the grant allows now for `threads` at most `duty`; reports the modelled power to the
+  // member. Thread-safe with the member's thread. (WorkerOptions::granted_duty.)
+  double GrantedDuty(int threads, double duty);
+  // The grant's watts as last served (0 before any grant).
+  double granted_w() const { return granted_w_.load(); }
+
+ private:
+  void Loop();
+
+  FleetPowerConfig config_;
+  std::function<double()> now_s_;
+  std::unique_ptr<coord::FleetMember> member_;
+  std::atomic<double> granted_w_{0.0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // under mu_
+  std::thread thread_;
+};
+
+}  // namespace headroom::dist

@@ -42,7 +42,7 @@ def main():
     ap.add_argument("headroom")
     ap.add_argument("out")
     ap.add_argument("--steps", type=int, default=1600, help="inner steps per worker")
-    ap.add_argument("--h", default="50,100,200,400")
+    ap.add_argument("--h", default="10,25,50,100,200,400")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq-len", type=int, default=64)
     ap.add_argument("--workers", type=int, default=4)

@@ -44,8 +44,9 @@ test-asan: setup
 # The threaded code (the agent's runner, server and clients) under ThreadSanitizer.
 test-tsan: setup
 	cmake --preset tsan
-	cmake --build --preset tsan -j $(JOBS) --target agent_test coord_test coord_server_test dist_comm_test
-	ctest --preset tsan -R '^(Agent|Server|Guard|Runner|Recorder|MemberThreads|CoordinatorServerTest|CoordinatorMetrics|LocalGroup|Gloo|GlooEtcd|Sizes/LocalCollectives|Sizes/GlooCollectives)\.'
+	cmake --build --preset tsan -j $(JOBS) --target agent_test coord_test coord_server_test dist_comm_test \
+	  dist_fleet_test
+	ctest --preset tsan -R '^(Agent|Server|Guard|Runner|Recorder|MemberThreads|CoordinatorServerTest|CoordinatorMetrics|LocalGroup|Gloo|GlooEtcd|Sizes/LocalCollectives|Sizes/GlooCollectives|FleetPower)\.'
 
 # clang's thread-safety analysis on the agent's shared state (common/thread_annotations.h):
 # a build with -Wthread-safety -Werror; a lock missing around annotated state fails it. In

@@ -297,6 +297,7 @@ Status RunWorkerCommand(Args& a, const std::string& mode) {
     a.w.granted_duty = [&power](int threads, double duty) {
       return power->GrantedDuty(threads, duty);
     };
+    a.w.computing = [&power](bool computing) { power->SetComputing(computing); };
   }
   auto report = dist::RunWorker(st, comm, *corpus, a.w, RealClock());
   power.reset();  // leaves the site

@@ -46,11 +46,18 @@ void FleetPower::Loop() {
   std::unique_lock lock(mu_);
   while (!stop_) {
     lock.unlock();
+    if (!computing_.load()) {
+      const coord::Acting a = member_->Current();
+      granted_w_.store(a.state == coord::Acting::State::kGranted ? a.job_budget_w : 0.0);
+      member_->Observe(now_s_(), 0.0, "idle", 0.0);
+    }
     member_->Step();
     lock.lock();
     cv_.wait_for(lock, std::chrono::duration<double>(config_.step_s), [this] { return stop_; });
   }
 }
+
+void FleetPower::SetComputing(bool computing) { computing_.store(computing); }
 
 double FleetPower::GrantedDuty(int threads, double duty) {
   const coord::Acting a = member_->Current();

@@ -47,6 +47,12 @@ class FleetPower {
   // What the grant allows now for `threads` at most `duty`; reports the modelled power to the
   // member. Thread-safe with the member's thread. (WorkerOptions::granted_duty.)
   double GrantedDuty(int threads, double duty);
+  // The worker is computing (or not: waiting, communicating, paused). While it is not, it draws
+  // no compute power, so the member's thread serves (and so acknowledges) each new grant itself:
+  // a shrinking grant is met within a step of the member's thread even when the worker is
+  // waiting for its peers. (WorkerOptions::computing.) The worker asks for its grant before
+  // each step, so it acts on what was acknowledged.
+  void SetComputing(bool computing);
   // The grant's watts as last served (0 before any grant).
   double granted_w() const { return granted_w_.load(); }
 
@@ -57,6 +63,7 @@ class FleetPower {
   std::function<double()> now_s_;
   std::unique_ptr<coord::FleetMember> member_;
   std::atomic<double> granted_w_{0.0};
+  std::atomic<bool> computing_{false};
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;  // under mu_

@@ -137,6 +137,9 @@ class Worker {
         report_.other_cpu_s += dcpu;
         break;
     }
+    if (o_.computing && (p == Phase::kCompute) != (phase_ == Phase::kCompute)) {
+      o_.computing(p == Phase::kCompute);
+    }
     phase_ = p;
     phase_start_ = now;
     phase_cpu_ = cpu;
@@ -416,6 +419,14 @@ void Worker::ApplyGrant() {
 
 Status Worker::TrainInner(int steps) {
   for (int s = 0; s < steps; ++s) {
+    // The grant in force before every step (a wait or a collective may have outlasted one).
+    ApplyGrant();
+    while (paused_) {
+      Enter(Phase::kThrottled);
+      clock_.sleep_s(kPauseS);
+      if (auto k = KeepAlive(); !k) return k;
+      if (auto c = PollControl(false); !c) return c;
+    }
     Enter(Phase::kCompute);
     const double t0 = clock_.now_s();
     model_->TrainStep(sampler_->Next());
@@ -425,13 +436,6 @@ Status Worker::TrainInner(int steps) {
     if (duty_ < 1.0) {
       Enter(Phase::kThrottled);
       clock_.sleep_s(step_s * (1.0 - duty_) / duty_);
-    }
-    // No watts: paused here until they return (the round may close without me meanwhile).
-    while (paused_) {
-      Enter(Phase::kThrottled);
-      clock_.sleep_s(kPauseS);
-      if (auto k = KeepAlive(); !k) return k;
-      if (auto c = PollControl(false); !c) return c;
     }
   }
   Enter(Phase::kCompute);

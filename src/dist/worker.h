@@ -70,9 +70,13 @@ struct WorkerOptions {
   double network_j_per_byte = 2.16e-4;
   // The duty cycle a power grant allows now (docs/DILOCO.md, "On spare power"), given the
   // worker's threads and the duty it would run at otherwise; consulted after every inner step
-  // (in memory: the fleet member runs on its own thread). Below 0.05: paused at once, and
+  // and before every step (in memory: the fleet member runs on its own thread). Below 0.05:
+  // paused at once, and
   // out of the run at the next round boundary until the grant returns. Unset: no grant.
   std::function<double(int threads, double duty)> granted_duty;
+  // Told when the worker starts and stops computing (waiting, communicating, paused: not
+  // drawing its compute power), so that the grant is acknowledged while nobody asks for it.
+  std::function<void(bool computing)> computing;
   Hostility hostility = Hostility::kNone;
   int hostile_from_round = 0;
   std::string out_dir;  // the worker's JSON and the final checkpoint (the donor's)

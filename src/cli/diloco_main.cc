@@ -269,11 +269,7 @@ Status RunWorkerCommand(Args& a, const std::string& mode) {
   std::unique_ptr<headroom::coord::EtcdStore> fleet_store;
   std::unique_ptr<dist::FleetPower> power;
   if (!a.fleet.empty()) {
-    std::string endpoints;
-    std::stringstream ss(a.fleet.substr(7));
-    for (std::string e; std::getline(ss, e, ',');)
-      endpoints += (endpoints.empty() ? "" : ",") + ("http://" + e);
-    auto fs = headroom::coord::EtcdStore::Open(endpoints, kEtcdTimeoutS, {});
+    auto fs = headroom::coord::EtcdStore::Open(a.fleet, kEtcdTimeoutS, {});  // takes etcd://
     if (!fs) return fs.error();
     fleet_store = std::move(*fs);
     dist::FleetPowerConfig fc;
@@ -412,8 +408,7 @@ std::vector<std::string> WorkerArgv(const Args& a, const std::string& mode, cons
   add("--network-j-per-byte", fmt::format("{}", w.network_j_per_byte));
   if (!a.fleet.empty()) {
     add("--fleet", a.fleet);
-    add("--site", a.site);
-    add("--fleet-job", a.w.run + "." + name);
+    add("--site", a.site);  // each worker's name at the site: RUN.NAME, the default
   }
   if (hostile) {
     add("--hostile", a.hostile);

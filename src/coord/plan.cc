@@ -228,12 +228,14 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
   }
   const double room_w = std::max(0.0, l.site_budget_w - l.reserve_w - l.HeldW() - waiting_w);
   const double room_alloc_w = std::max(0.0, alloc_budget_w - l.HeldW() - waiting_w);
+  // The share of `want_w` that `room_w` covers, at most all of it.
+  const auto covered = [](double room, double want_w) {
+    return want_w > 0.0 ? std::min(1.0, room / want_w) : 0.0;
+  };
   const double room_now_w = std::min(room_w, room_alloc_w);
-  const double give_guaranteed =
-      want_guaranteed_w > 0.0 ? std::min(1.0, room_now_w / want_guaranteed_w) : 0.0;
-  const double room_left_w = std::max(0.0, room_now_w - give_guaranteed * want_guaranteed_w);
-  const double give_opportunistic =
-      want_opportunistic_w > 0.0 ? std::min(1.0, room_left_w / want_opportunistic_w) : 0.0;
+  const double give_guaranteed = covered(room_now_w, want_guaranteed_w);
+  const double give_opportunistic = covered(
+      std::max(0.0, room_now_w - give_guaranteed * want_guaranteed_w), want_opportunistic_w);
   if (give_guaranteed > 0.0 || give_opportunistic > 0.0) {
     for (auto& [name, j] : l.jobs) {
       const double t = target.at(name);

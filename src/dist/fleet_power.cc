@@ -47,8 +47,7 @@ void FleetPower::Loop() {
   while (!stop_) {
     lock.unlock();
     if (!computing_.load()) {
-      const coord::Acting a = member_->Current();
-      granted_w_.store(a.state == coord::Acting::State::kGranted ? a.job_budget_w : 0.0);
+      ServeGrantW();
       member_->Observe(now_s_(), 0.0, "idle", 0.0);
     }
     member_->Step();
@@ -59,10 +58,15 @@ void FleetPower::Loop() {
 
 void FleetPower::SetComputing(bool computing) { computing_.store(computing); }
 
-double FleetPower::GrantedDuty(int threads, double duty) {
+double FleetPower::ServeGrantW() {
   const coord::Acting a = member_->Current();
   const double grant_w = a.state == coord::Acting::State::kGranted ? a.job_budget_w : 0.0;
   granted_w_.store(grant_w);
+  return grant_w;
+}
+
+double FleetPower::GrantedDuty(int threads, double duty) {
+  const double grant_w = ServeGrantW();
   const double allowed =
       std::min(std::clamp(duty, 0.0, 1.0), DutyForGrant(grant_w, threads, config_.watts_per_core));
   member_->Observe(now_s_(), WorkerPowerW(threads, allowed, config_.watts_per_core), "train", 0.0);

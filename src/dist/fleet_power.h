@@ -58,6 +58,9 @@ class FleetPower {
 
  private:
   void Loop();
+  // The member's Current() (served, so acknowledged at its next step): its watts when granted,
+  // 0 otherwise (not admitted, fenced).
+  double ServeGrantW();
 
   FleetPowerConfig config_;
   std::function<double()> now_s_;

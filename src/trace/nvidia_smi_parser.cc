@@ -61,9 +61,9 @@ std::optional<int64_t> ParseTimestampNs(std::string_view s) {
   if (!date.ok() || hour > 23 || minute > 59 || second > 60) return std::nullopt;
   const int64_t days = std::chrono::sys_days(date).time_since_epoch().count();
   const int64_t seconds = ((days * 24 + hour) * 60 + minute) * 60 + second;
-  // int64 nanoseconds reach 1677-09-21 to 2262-04-11; a year outside is not a timestamp here.
+  // From 1970 to 2262-04-11 (what int64 nanoseconds reach): any two then differ by an int64.
   constexpr int64_t kMaxS = std::numeric_limits<int64_t>::max() / 1'000'000'000 - 1;
-  if (seconds > kMaxS || seconds < -kMaxS) return std::nullopt;
+  if (seconds > kMaxS || seconds < 0) return std::nullopt;
   return seconds * 1'000'000'000 + fraction_ns;
 }
 

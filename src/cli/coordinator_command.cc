@@ -55,6 +55,8 @@ struct CoordinatorArgs {
   std::vector<std::string> allow_hosts;
   bool insecure_listen = false;
   double forget_after_s = 60.0;
+  double loan_lead_s = 0.0;
+  double loan_cover = 0.5;
   SchedulingArgs scheduling;
 };
 
@@ -166,6 +168,8 @@ Status RunCoordinator(const CoordinatorArgs& args) {
   config.period_s = args.period_s;
   config.lease_ttl_s = args.lease_ttl_s;
   config.forget_after_s = args.forget_after_s;
+  config.loan_lead_s = args.loan_lead_s;
+  config.loan_cover = args.loan_cover;
   const Scheduling scheduling = SchedulingOf(args.scheduling);
   config.allocation = scheduling.allocation;
   config.fairness = scheduling.fairness;
@@ -233,6 +237,15 @@ Command SetupCoordinator(CLI::App& app) {
   app.add_option("--forget-after-s", a->forget_after_s,
                  "A job without a member for this long leaves the ledger")
       ->check(Real(kMinForgetAfterS, kMaxForgetAfterS));
+  app.add_option("--loan-lead-s", a->loan_lead_s,
+                 "Lend opportunistic jobs what the guaranteed ones are expected not to draw over "
+                 "this many seconds (docs/FLEET.md, \"Job classes\"; 0: no loans, only what the "
+                 "guaranteed grants leave)")
+      ->check(Real(0.0, 600.0));
+  app.add_option("--loan-cover", a->loan_cover,
+                 "With --loan-lead-s: the share of the largest job's undrawn watts never lent")
+      ->check(Real(0.0, 1.0))
+      ->capture_default_str();
   AddSchedulingOptions(app, &a->scheduling);
   return [a]() -> Status { return RunCoordinator(*a); };
 }

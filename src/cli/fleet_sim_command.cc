@@ -36,6 +36,10 @@ struct FleetSimArgs {
   bool guard_power_limit = false;
   std::string site_budget_schedule;
   double notice_s = 10.0;
+  sim::OpportunisticConfig opportunistic;
+  double loan_lead_s = 0.0;
+  double loan_cover = 0.5;
+  double loan_margin = 0.05;
 };
 
 Status RunFleetSimCommand(const FleetSimArgs& args) {
@@ -73,6 +77,10 @@ Status RunFleetSimCommand(const FleetSimArgs& args) {
   config.random_offsets = args.offsets == "random";
   config.job_control = args.job_control == "on";
   config.guard_power_limit = args.guard_power_limit;
+  config.opportunistic = args.opportunistic;
+  config.loan_lead_s = args.loan_lead_s;
+  config.loan_cover = args.loan_cover;
+  config.loan_margin = args.loan_margin;
   if (args.guard_power_limit && !config.job_control) {
     return Error::Usage(
         "--guard-power-limit: needs --job-control on (off, the limit is all there is)");
@@ -160,6 +168,36 @@ Command SetupFleetSim(CLI::App& app) {
   app.add_option("--notice-s", a->notice_s,
                  "How long before each change of --site-budget-schedule the site knows of it")
       ->check(Real(0.0, 86400.0))
+      ->capture_default_str();
+  app.add_option("--opportunistic", a->opportunistic.workers,
+                 "Opportunistic DiLoCo workers beside the jobs, on what the jobs leave of the "
+                 "site budget (docs/FLEET.md, \"Spare power in fleet-sim\"); the jobs' demand is "
+                 "then by phase, and the site runs again without the workers")
+      ->check(Integer(0, 1000));
+  app.add_option("--opportunistic-threads", a->opportunistic.threads,
+                 "Each worker's cores (its demand: threads x --cpu-watts-per-core)")
+      ->check(Integer(1, 1024))
+      ->capture_default_str();
+  app.add_option("--cpu-watts-per-core", a->opportunistic.watts_per_core,
+                 "The workers' power model: W per busy core")
+      ->check(Real(0.1, 1000.0))
+      ->capture_default_str();
+  app.add_option("--inner-steps", a->opportunistic.inner_steps,
+                 "The workers' DiLoCo H (inner steps per round)")
+      ->check(Integer(1, 100000))
+      ->capture_default_str();
+  app.add_option("--loan-lead-s", a->loan_lead_s,
+                 "With --opportunistic: how far ahead the coordinator predicts each job's draw "
+                 "for its loans (0: three periods)")
+      ->check(Real(0.0, 600.0));
+  app.add_option("--loan-cover", a->loan_cover,
+                 "With --opportunistic: the share of the largest job's undrawn watts never lent "
+                 "(1: a sudden rise of any one job fits at once)")
+      ->check(Real(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--loan-margin", a->loan_margin,
+                 "With --opportunistic: each job's expected draw x (1 + this)")
+      ->check(Real(0.0, 1.0))
       ->capture_default_str();
   AddSchedulingOptions(app, &a->scheduling);
   app.add_flag("--verbose", a->verbose, "The coordinator's log on stderr");

@@ -171,6 +171,9 @@ void Coordinator::Lead(double now_s) {
   in.forget_after_s = config_.forget_after_s;
   in.allocation = config_.allocation;
   in.fairness = config_.fairness;
+  in.loan_lead_s = config_.loan_lead_s;
+  in.loan_margin = config_.loan_margin;
+  in.loan_cover = config_.loan_cover;
   const auto malformed = [&](const KeyValue& kv, const Error& e) {
     ++status_.malformed_values;
     auto& seen = malformed_seen_[kv.key];
@@ -294,7 +297,8 @@ void Coordinator::Lead(double now_s) {
     log_(
         fmt::format("BUG: a plan holding {:.3f} W > site budget {:.3f} W - reserve {:.3f} W was "
                     "not written",
-                    plan.ledger.HeldW(), plan.ledger.site_budget_w, plan.ledger.reserve_w));
+                    plan.ledger.HeldW(JobClass::kGuaranteed), plan.ledger.site_budget_w,
+                    plan.ledger.reserve_w));
     return;
   }
   plan.ledger.request_id = fmt::format("{}:{}", config_.id, ++request_counter_);

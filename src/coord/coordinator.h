@@ -34,6 +34,10 @@ struct CoordinatorConfig {
   double max_hold_s = 0.0;
   double stagger_horizon_s = 600.0;
   int stagger_passes = 1;
+  // Loans to opportunistic jobs (coord/plan.h, PlanInput): 0 s: none.
+  double loan_lead_s = 0.0;
+  double loan_margin = 0.05;
+  double loan_cover = 0.5;
   // The leader compacts the store's history older than this (etcd keeps every revision until
   // compacted, and refuses writes past its quota: ~2 GiB by default).
   double keep_history_s = 300.0;

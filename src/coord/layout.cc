@@ -32,6 +32,14 @@ double Ledger::HeldW() const {
   return sum;
 }
 
+double Ledger::HeldW(JobClass c) const {
+  double sum = 0.0;
+  for (const auto& [job, j] : jobs) {
+    if (j.job_class == c) sum += j.held_w;
+  }
+  return sum;
+}
+
 double Ledger::FloorsW() const {
   double sum = 0.0;
   for (const auto& [job, j] : jobs) sum += j.floor_w;

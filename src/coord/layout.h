@@ -119,6 +119,7 @@ struct Ledger {
   std::map<std::string, LedgerJob> jobs;
 
   double HeldW() const;
+  double HeldW(JobClass c) const;  // of one class
   double FloorsW() const;
 };
 

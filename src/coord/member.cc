@@ -365,7 +365,7 @@ void FleetMember::Step() {
   {
     MutexLock lock(mu_);
     if (now_s - published_s_ >= config_.update_s ||
-        (config_.phase_demand && phase_ != published_phase_)) {
+        ((config_.phase_demand || config_.publish_phase_changes) && phase_ != published_phase_)) {
       publish = true;
       published_s_ = now_s;
       published_phase_ = phase_;

@@ -50,6 +50,9 @@ struct MemberConfig {
   // its floor otherwise (no budget lowers or raises those phases), published at each change.
   // Off: the nameplate always (the first version).
   bool phase_demand = false;
+  // Publish at each change of phase too (not only every update_s): a site that lends to
+  // opportunistic jobs (coord/plan.h, loans) sees a job's power rise within a period.
+  bool publish_phase_changes = false;
   // Opportunistic (docs/FLEET.md, "Job classes"): granted only what the guaranteed jobs leave;
   // floor_w and local_budget_w must be 0 (it pauses without a grant).
   JobClass job_class = JobClass::kGuaranteed;

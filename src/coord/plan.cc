@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "coord/stagger.h"
+
 namespace headroom::coord {
 namespace {
 constexpr double kEpsW = 1e-6;  // watts below this are rounding
@@ -29,9 +31,29 @@ std::map<std::string, double> Allocate(double available_w,
 }
 
 double InvariantSlackW(const Ledger& ledger) {
-  return ledger.site_budget_w - ledger.reserve_w - ledger.HeldW() +
+  return ledger.site_budget_w - ledger.reserve_w - ledger.HeldW(JobClass::kGuaranteed) +
          kEpsW * static_cast<double>(ledger.jobs.size() + 1);
 }
+
+namespace {
+
+// What a guaranteed job is expected to draw over the next lead_s, at most `cap_w` (what it may
+// act on): all of it with no power published or no step timeline; else the most of its power
+// now and its timeline's prediction (a rollout in progress at its power now: a rollout's power
+// falls as its sequences finish), x (1 + margin).
+double ExpectedDrawW(const LedgerJob& j, const Member* m, double cap_w, double lead_s,
+                     double margin) {
+  if (m == nullptr || m->lease != j.lease || !(m->power_w > 0.0) || !m->has_timeline) {
+    return cap_w;
+  }
+  StepTimeline t = m->timeline;
+  if (t.in_rollout) t.rollout_w = std::min(t.rollout_w, m->power_w);
+  double w = m->power_w;
+  for (double p : PredictPower(t, 0.0, lead_s, std::min(1.0, lead_s))) w = std::max(w, p);
+  return std::min(cap_w, w * (1.0 + margin));
+}
+
+}  // namespace
 
 PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
   PlanOutput out;
@@ -208,8 +230,29 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
       targets_of(JobClass::kGuaranteed, alloc_budget_w - waiting_w);
   double guaranteed_w = 0.0;
   for (const auto& [name, t] : target) guaranteed_w += t;
-  for (const auto& [name, t] : targets_of(JobClass::kOpportunistic,
-                                          std::max(0.0, alloc_budget_w - waiting_w - guaranteed_w)))
+  // What the guaranteed targets leave; and what the guaranteed jobs are expected to leave
+  // undrawn (loans), in a steady site only.
+  const double left_w = std::max(0.0, alloc_budget_w - waiting_w - guaranteed_w);
+  double loans_w = 0.0;
+  bool steady = waiting_w <= kEpsW && l.target_site_budget_w >= l.site_budget_w - kEpsW &&
+                in.loan_lead_s > 0.0;
+  double expected_w = 0.0, largest_unused_w = 0.0;
+  for (const auto& [name, j] : l.jobs) {
+    if (j.job_class != JobClass::kGuaranteed || !steady) continue;
+    const double t = target.at(name);
+    if (t > j.grant_w + kEpsW) steady = false;  // a grant waits to rise: no loans meanwhile
+    const double cap_w = std::max(j.held_w, t);
+    const auto m = in.members.find(name);
+    const double e = ExpectedDrawW(j, m == in.members.end() ? nullptr : &m->second, cap_w,
+                                   in.loan_lead_s, in.loan_margin);
+    expected_w += e;
+    largest_unused_w = std::max(largest_unused_w, cap_w - e);
+  }
+  if (steady) {
+    loans_w = std::max(0.0, alloc_budget_w - expected_w - in.loan_cover * largest_unused_w);
+  }
+  const bool lending = loans_w > left_w + kEpsW;
+  for (const auto& [name, t] : targets_of(JobClass::kOpportunistic, lending ? loans_w : left_w))
     target[name] = t;
 
   // 4. Down first, then up into the room: the guaranteed jobs' wants first, then the
@@ -234,8 +277,12 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
   };
   const double room_now_w = std::min(room_w, room_alloc_w);
   const double give_guaranteed = covered(room_now_w, want_guaranteed_w);
-  const double give_opportunistic = covered(
-      std::max(0.0, room_now_w - give_guaranteed * want_guaranteed_w), want_opportunistic_w);
+  double opportunistic_room_w = std::max(0.0, room_now_w - give_guaranteed * want_guaranteed_w);
+  if (lending) {
+    opportunistic_room_w =
+        std::max(opportunistic_room_w, loans_w - l.HeldW(JobClass::kOpportunistic));
+  }
+  const double give_opportunistic = covered(opportunistic_room_w, want_opportunistic_w);
   if (give_guaranteed > 0.0 || give_opportunistic > 0.0) {
     for (auto& [name, j] : l.jobs) {
       const double t = target.at(name);

@@ -19,7 +19,8 @@
 //      below it are raised only into room = budget - reserve - sum of held, shared in proportion
 //      to what each still wants; a raised grant is held at once.
 //   5. A site budget decrease is in force once the sum of held fits under it.
-// Invariant, checked before anything is written: sum of held_w <= site_budget_w - reserve_w.
+// Invariant, checked before anything is written: sum of the guaranteed jobs' held_w <=
+// site_budget_w - reserve_w; without loans, the opportunistic jobs' held_w are inside it too.
 #pragma once
 
 #include <map>
@@ -62,6 +63,15 @@ struct PlanInput {
     int64_t hold_step = 0;
   };
   std::map<std::string, Hold> holds;
+  // Loans (docs/FLEET.md, "Job classes"): opportunistic jobs may also borrow what the
+  // guaranteed jobs are expected not to draw over the next loan_lead_s (their published power,
+  // and their step timeline's prediction, x (1 + loan_margin); in rollout, or with no power
+  // published, all they hold), less loan_cover x the largest single job's unused part. Only in
+  // a steady site: none while a guaranteed grant waits to rise, a newcomer waits, or a budget
+  // decrease settles. loan_cover 0 and loan_lead_s 0: no loans.
+  double loan_lead_s = 0.0;
+  double loan_margin = 0.05;
+  double loan_cover = 0.5;
 };
 
 struct PlanOutput {

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "analysis/budget_schedule.h"
 #include "common/phase.h"
+#include "common/stats.h"
 #include "report/html_page.h"
 #include "report/svg.h"
 #include "report/table.h"
@@ -22,6 +24,28 @@ json ByWindow(const std::array<double, 3>& v) {
 }
 
 double Pct(double a, double b) { return b > 0.0 ? 100.0 * (a / b - 1.0) : 0.0; }
+
+// The site's energy (jobs and opportunistic workers) / (site budget x duration).
+double EnergyUseFraction(const sim::FleetSimResult& r, const sim::FleetSimRun& run) {
+  const double budget_j = r.site_budget_w * r.duration_s;
+  return budget_j > 0.0 ? (run.energy_j + run.opportunistic.energy_j) / budget_j : 0.0;
+}
+
+struct ShrinkSummary {
+  std::optional<double> p50_s, p99_s, max_s;
+};
+ShrinkSummary SummarizeShrink(std::vector<double> v) {
+  ShrinkSummary s;
+  if (v.empty()) return s;
+  s.p50_s = Quantile(v, 0.5);
+  s.p99_s = Quantile(v, 0.99);
+  s.max_s = *std::max_element(v.begin(), v.end());
+  return s;
+}
+
+double CoordinationFraction(const sim::OpportunisticRun& o) {
+  return o.compute_energy_j > 0.0 ? o.coordination_j() / o.compute_energy_j : 0.0;
+}
 
 const char* kJobColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                             "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
@@ -152,6 +176,33 @@ json FleetSimToJson(const sim::FleetSimResult& r, uint64_t seed) {
                 {"oversubscription_factor", run.oversubscription_factor},
                 {"jobs", per_job}};
   };
+  j["energy_use_fraction"] = EnergyUseFraction(r, r.site);
+  if (r.opportunistic) {
+    const sim::OpportunisticRun& o = r.site.opportunistic;
+    const auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+    const ShrinkSummary sh = SummarizeShrink(o.shrink_s);
+    j["guaranteed_tokens_vs_alone_pct"] = Pct(r.site.tokens, r.alone.tokens);
+    j["opportunistic_energy_j"] = o.energy_j;
+    j["coordination_energy_fraction"] = CoordinationFraction(o);
+    j["shrink_s"] = {{"p50", opt(sh.p50_s)},
+                     {"p99", opt(sh.p99_s)},
+                     {"max", opt(sh.max_s)},
+                     {"events", o.shrink_s.size()}};
+    j["opportunistic"] = {
+        {"workers", o.workers},
+        {"tokens", o.tokens},
+        {"rounds", o.rounds},
+        {"energy_j", o.energy_j},
+        {"compute_energy_j", o.compute_energy_j},
+        {"coordination_j", {{"membership", o.membership_j}, {"exchange", o.exchange_j}}},
+        {"store_requests", o.store_requests},
+        {"bytes_sent", o.bytes_sent},
+        {"resyncs", o.resyncs},
+        {"worker_s_paused", o.worker_s_paused},
+        {"worker_s_waiting", o.worker_s_waiting}};
+    j["alone"] = summary(r.alone);
+    j["alone"]["energy_use_fraction"] = EnergyUseFraction(r, r.alone);
+  }
   j["without_site_budget"] = summary(r.baseline);
   j["own_budgets"] = summary(r.own_budgets);
   j["tokens_vs_without_site_budget_pct"] = Pct(r.site.tokens, r.baseline.tokens);
@@ -202,6 +253,19 @@ std::string FleetSimToText(const sim::FleetSimResult& r) {
                  fmt::format("{:.4g}", own)});
   }
   out += jobs.Render();
+  if (r.opportunistic) {
+    const sim::OpportunisticRun& o = r.site.opportunistic;
+    const ShrinkSummary sh = SummarizeShrink(o.shrink_s);
+    out += fmt::format(
+        "\n{} opportunistic DiLoCo workers: {:.4g} tokens in {} rounds, {:.2f} MJ ({:.1f} % "
+        "coordination: {:.0f} J membership, {:.0f} J exchange); site energy {:.1f} % of budget x "
+        "time ({:.1f} % without them); the jobs' tokens {:+.2f} % against the site without them; "
+        "grants met {} times, p50 {:.2f} s, p99 {:.2f} s\n",
+        o.workers, o.tokens, o.rounds, o.energy_j / 1e6, 100.0 * CoordinationFraction(o),
+        o.membership_j, o.exchange_j, 100.0 * EnergyUseFraction(r, r.site),
+        100.0 * EnergyUseFraction(r, r.alone), Pct(r.site.tokens, r.alone.tokens),
+        o.shrink_s.size(), sh.p50_s.value_or(0.0), sh.p99_s.value_or(0.0));
+  }
   return out;
 }
 
@@ -249,6 +313,44 @@ std::string FleetSimReportHtml(const sim::FleetSimResult& r, uint64_t seed) {
     return fmt::format("<h2>{}</h2>{}", HtmlEscape(title), c.Render());
   };
   body += chart(r.site, "Under the site budget: grants (stacked) and the site's true power");
+  if (r.opportunistic) {
+    const sim::FleetSimRun& run = r.site;
+    const sim::OpportunisticRun& o = run.opportunistic;
+    const ShrinkSummary sh = SummarizeShrink(o.shrink_s);
+    body += fmt::format(
+        "<h2>Spare power: {} opportunistic DiLoCo workers</h2><p>Site energy <b>{:.1f} %</b> of "
+        "budget × time ({:.1f} % without the workers); the jobs' tokens <b>{:+.2f} %</b> against "
+        "the site without them; the workers' {:.2f} MJ trained {:.4g} tokens in {} rounds, "
+        "coordination {:.2f} % of their compute energy; shrinking grants met {} times, p50 "
+        "{:.2f} s, p99 {:.2f} s.</p>",
+        o.workers, 100.0 * EnergyUseFraction(r, run), 100.0 * EnergyUseFraction(r, r.alone),
+        Pct(run.tokens, r.alone.tokens), o.energy_j / 1e6, o.tokens, o.rounds,
+        100.0 * CoordinationFraction(o), o.shrink_s.size(), sh.p50_s.value_or(0.0),
+        sh.p99_s.value_or(0.0));
+    double hi = r.site_budget_w;
+    for (double p : run.site_power_w) hi = std::max(hi, p);
+    SvgChart c({0.0, r.duration_s, false, "time (min)", 60.0}, {0.0, hi * 1.1, false, "W", 1.0});
+    const size_t n = std::min(run.t_s.size(), o.power_w.size());
+    std::vector<double> t(run.t_s.begin(), run.t_s.begin() + static_cast<std::ptrdiff_t>(n));
+    std::vector<double> zero(n, 0.0), guaranteed(n), total(n), budget(n);
+    for (size_t i = 0; i < n; ++i) {
+      guaranteed[i] = std::max(0.0, run.site_power_w[i] - o.power_w[i]);
+      total[i] = run.site_power_w[i];
+      const double b = i < run.budget_w.size() ? run.budget_w[i] : r.site_budget_w;
+      budget[i] = std::max(total[i], b);
+    }
+    c.Band(t, zero, guaranteed, "#1f77b4", "guaranteed jobs");
+    c.Band(t, guaranteed, total, "#2ca02c", "opportunistic workers");
+    c.Band(t, total, budget, "#dddddd", "spare (budget not drawn)");
+    c.HorizontalRule(r.site_budget_w, "#d62728", "site budget");
+    body += c.Render();
+    std::vector<double> training(n);
+    for (size_t i = 0; i < n && i < o.training.size(); ++i) training[i] = o.training[i];
+    SvgChart w({0.0, r.duration_s, false, "time (min)", 60.0},
+               {0.0, std::max(1.0, static_cast<double>(o.workers)) * 1.1, false, "workers", 1.0});
+    w.Line(t, training, "#2ca02c", "workers training (drawing power), at the site");
+    body += "<h2>Where the workers were</h2>" + w.Render();
+  }
   body += fmt::format(
       "<h2>Each job's phases under the site budget</h2><p>stagger {}: {} holds, {:.0f} s held "
       "in all, {:.2f} % of the tokens. A hold is the job idle at the start of a step.</p>{}",

@@ -21,9 +21,11 @@
 #include "control/factory.h"
 #include "control/policy.h"
 #include "coord/coordinator.h"
+#include "coord/counting_store.h"
 #include "coord/layout.h"
 #include "coord/member.h"
 #include "coord/memory_store.h"
+#include "dist/fleet_power.h"
 #include "planning/fleet.h"
 #include "sim/episode.h"
 #include "sim/twin_link.h"
@@ -83,6 +85,45 @@ struct Job {
   bool admitted_ever = false;
   std::string last_from;
 };
+
+// Below this duty a worker pauses (as the real one: dist/worker.cc).
+constexpr double kMinWorkerDuty = 0.05;
+
+// An opportunistic DiLoCo worker (docs/FLEET.md, "Spare power in fleet-sim").
+struct Worker {
+  std::string name;
+  std::unique_ptr<coord::FleetMember> member;
+  double allowed = 0.0;   // the duty its grant allows
+  double power_w = 0.0;   // decided at the last tick, drawn until this one
+  bool in_round = false;  // a member of the round in progress
+  int model_round = 0;    // the rounds agreed when it last held the run's model
+  double ledger_grant_w = 0.0;
+  double shrink_from_s = -1.0;  // a lower grant written then, not met yet
+  double shrink_to_w = 0.0;
+};
+
+// The workers' one DiLoCo run: its members progress together (a round's members wait for the
+// slowest; a paused member holds its round), then exchange.
+struct WorkerRun {
+  double progress_s = 0.0;       // of the round's compute, at duty 1
+  double exchange_left_s = 0.0;  // > 0: exchanging
+  int members = 0;               // of the round in progress
+  double exchange_busy = 0.0;    // of a core, while exchanging
+};
+
+// One member's int8 frame (dist/contribution.h): header, per-block scales, a byte a
+// parameter, the HMAC.
+double FrameBytes(const OpportunisticConfig& o) {
+  const double n = static_cast<double>(o.parameters);
+  return 28.0 + 8.0 + 4.0 * std::ceil(n / 256.0) + n + 32.0;
+}
+
+// A round's exchange with k members: each member's CPU, the all-gather's bytes over one link,
+// nine round trips.
+double ExchangeS(const OpportunisticConfig& o, int k) {
+  return o.comm_cpu_s_per_member * k + (k - 1) * FrameBytes(o) * 8.0 / o.link_bits_per_s +
+         9.0 * o.rtt_s;
+}
 
 Result<control::Policy> ReadPolicy(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -232,6 +273,8 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
           // power limit, far below its training, so its demand stays the nameplate throughout.
           mc.phase_demand = !guarded;
         }
+        if (config.phase_demand) mc.phase_demand = !guarded;
+        mc.publish_phase_changes = config.opportunistic.workers > 0;
         job.member = std::make_unique<coord::FleetMember>(*store, mc, clock, quiet);
         job.budget = std::make_unique<agent::FleetBudget>(
             *job.member, gpus, [] { return 0.0; }, job.policy ? lo_w : agent::kMinBudgetPerGpuW,
@@ -241,6 +284,30 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
   }
   names->clear();
   for (const Job& j : jobs) names->push_back(j.name);
+
+  // The opportunistic workers, their requests counted apart (and the coordinator's).
+  const OpportunisticConfig& oc = config.opportunistic;
+  std::optional<coord::CountingStore> worker_store, coordinator_store;
+  std::vector<Worker> workers;
+  WorkerRun wrun;
+  if (store != nullptr) {
+    worker_store.emplace(*store);
+    coordinator_store.emplace(*store);
+    for (int i = 0; i < oc.workers; ++i) {
+      Worker w;
+      w.name = fmt::format("diloco-{}", i + 1);
+      coord::MemberConfig mc;
+      mc.site = "fleet-sim";
+      mc.job = w.name;
+      mc.gpus = 1;
+      mc.nameplate_w = dist::WorkerPowerW(oc.threads, 1.0, oc.watts_per_core);
+      mc.lease_ttl_s = config.lease_ttl_s;
+      mc.fence_margin_s = std::min(1.0, static_cast<double>(config.lease_ttl_s) / 3.0);
+      mc.job_class = coord::JobClass::kOpportunistic;
+      w.member = std::make_unique<coord::FleetMember>(*worker_store, mc, clock, quiet);
+      workers.push_back(std::move(w));
+    }
+  }
 
   std::unique_ptr<coord::Coordinator> coordinator;
   if (store != nullptr) {
@@ -255,10 +322,15 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
     cc.fairness = config.fairness;
     cc.max_hold_s = config.max_hold_s;
     cc.stagger_passes = config.stagger_passes;
-    coordinator =
-        std::make_unique<coord::Coordinator>(*store, cc, clock, [&log](const std::string& l) {
-          if (log) log(l);
-        });
+    if (config.opportunistic.workers > 0) {
+      cc.loan_lead_s = config.loan_lead_s > 0.0 ? config.loan_lead_s : 3.0 * config.period_s;
+      cc.loan_cover = config.loan_cover;
+      cc.loan_margin = config.loan_margin;
+    }
+    coordinator = std::make_unique<coord::Coordinator>(*coordinator_store, cc, clock,
+                                                       [&log](const std::string& l) {
+                                                         if (log) log(l);
+                                                       });
   }
 
   FleetSimRun run;
@@ -343,6 +415,97 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
         if (acting.state == coord::Acting::State::kGranted) j.admitted_ever = true;
       }
     }
+    // The workers: what they drew since the last tick, then each serves its grant and the run
+    // goes on at the duty the slowest member's grant allows.
+    double opportunistic_w = 0.0;
+    if (!workers.empty()) {
+      OpportunisticRun& o = run.opportunistic;
+      for (Worker& w : workers) {
+        if (k > 0) {
+          site_energy_j += w.power_w * config.interval_s;
+          o.energy_j += w.power_w * config.interval_s;
+        }
+        w.member->Step();
+        const coord::Acting a = w.member->Current();
+        const double grant_w = a.state == coord::Acting::State::kGranted ? a.job_budget_w : 0.0;
+        w.allowed = dist::DutyForGrant(grant_w, oc.threads, oc.watts_per_core);
+        if (k > 0 && w.allowed < kMinWorkerDuty) o.worker_s_paused += config.interval_s;
+      }
+      const double round_s = oc.inner_steps * oc.step_s;
+      const double full_w = dist::WorkerPowerW(oc.threads, 1.0, oc.watts_per_core);
+      for (Worker& w : workers) w.power_w = 0.0;
+      if (wrun.exchange_left_s > 0.0) {
+        // Exchanging: one core each, busy for the exchange's CPU seconds.
+        for (Worker& w : workers) {
+          if (!w.in_round) continue;
+          w.power_w = wrun.exchange_busy * oc.watts_per_core;
+          o.exchange_j += w.power_w * config.interval_s;
+          o.worker_s_waiting += config.interval_s;
+        }
+        wrun.exchange_left_s -= config.interval_s;
+        if (wrun.exchange_left_s <= 1e-9) {
+          wrun.exchange_left_s = 0.0;
+          ++o.rounds;
+          o.tokens += static_cast<double>(wrun.members) * oc.inner_steps * oc.threads *
+                      oc.tokens_per_thread_step;
+          for (Worker& w : workers) {
+            if (w.in_round) w.model_round = o.rounds;
+            w.in_round = false;  // the next round's members are those with watts at its start
+          }
+          wrun.members = 0;
+        }
+      } else {
+        if (wrun.members == 0) {
+          // A round starts: every worker with watts; one that missed a round resyncs first
+          // (the donor's state: model, outer momentum, inner AdamW, 16 bytes a parameter).
+          for (Worker& w : workers) {
+            if (w.allowed < kMinWorkerDuty) continue;
+            w.in_round = true;
+            ++wrun.members;
+            if (w.model_round != o.rounds) {
+              ++o.resyncs;
+              o.bytes_sent += 16.0 * static_cast<double>(oc.parameters);
+              w.model_round = o.rounds;
+            }
+          }
+          wrun.progress_s = 0.0;
+        }
+        double duty = 1.0;
+        for (const Worker& w : workers) {
+          if (w.in_round) duty = std::min(duty, w.allowed);
+        }
+        if (wrun.members > 0 && duty >= kMinWorkerDuty) {
+          wrun.progress_s += duty * config.interval_s;
+          for (Worker& w : workers) {
+            if (w.in_round) {
+              w.power_w = duty * full_w;
+              o.compute_energy_j += w.power_w * config.interval_s;
+            }
+          }
+          if (wrun.progress_s >= round_s - 1e-9) {
+            const int m = wrun.members;
+            // Whole ticks; one core each, busy for the exchange's CPU seconds.
+            wrun.exchange_left_s =
+                config.interval_s *
+                std::max(1.0, std::ceil(ExchangeS(oc, m) / config.interval_s - 1e-9));
+            wrun.exchange_busy = std::min(1.0, oc.comm_cpu_s_per_member * m / wrun.exchange_left_s);
+            o.bytes_sent += static_cast<double>(m) * (m - 1) * FrameBytes(oc);
+          }
+        } else if (wrun.members > 0) {
+          for (const Worker& w : workers) {
+            if (w.in_round) o.worker_s_waiting += config.interval_s;
+          }
+        }
+      }
+      for (Worker& w : workers) {
+        w.member->Observe(now_s, w.power_w, w.power_w > 0.0 ? "train" : "idle", 0.0);
+        opportunistic_w += w.power_w;
+        if (w.shrink_from_s >= 0.0 && w.power_w <= w.shrink_to_w + 1e-6) {
+          o.shrink_s.push_back(now_s - w.shrink_from_s);
+          w.shrink_from_s = -1.0;
+        }
+      }
+    }
     while (next_request < requests.size() && requests[next_request].at_s <= now_s + 1e-9) {
       if (auto st = coordinator->RequestSiteBudget(requests[next_request].site_budget_w);
           !st && log) {
@@ -350,7 +513,23 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
       }
       ++next_request;
     }
-    if (coordinator && k % per_period == 0) coordinator->Step();
+    if (coordinator && k % per_period == 0) {
+      coordinator->Step();
+      // Each worker's grant as the ledger now has it: a lower one starts a shrink.
+      const auto& ledger = coordinator->status().ledger;
+      for (Worker& w : workers) {
+        if (!ledger) break;
+        const auto it = ledger->jobs.find(w.name);
+        const double g = it == ledger->jobs.end() ? 0.0 : it->second.grant_w;
+        if (g < w.ledger_grant_w - 1e-6 && w.power_w > g + 1e-6) {
+          if (w.shrink_from_s < 0.0) w.shrink_from_s = now_s;
+          w.shrink_to_w = g;
+        } else if (w.shrink_from_s >= 0.0) {
+          w.shrink_to_w = std::max(w.shrink_to_w, g);  // raised again before it was met
+        }
+        w.ledger_grant_w = g;
+      }
+    }
 
     if (k > 0) {
       const double site_power_w = site_energy_j / config.interval_s;
@@ -360,6 +539,12 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
       if (k % per_second == 0) {
         run.t_s.push_back(now_s);
         run.site_power_w.push_back(second_energy_j);
+        if (!workers.empty()) {
+          run.opportunistic.power_w.push_back(opportunistic_w);
+          int training = 0;
+          for (const Worker& w : workers) training += w.power_w > 0.0 ? 1 : 0;
+          run.opportunistic.training.push_back(training);
+        }
         second_energy_j = 0.0;
         run.budget_w.push_back(moving.empty() ? config.site_budget_w : moving.At(now_s));
         for (size_t i = 0; i < jobs.size(); ++i) {
@@ -408,12 +593,27 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
     run.jobs.push_back(std::move(r));
   }
   run.hold_tokens_cost_pct = run.tokens > 0.0 ? 100.0 * hold_tokens / run.tokens : 0.0;
+  if (!workers.empty()) {
+    // Coordination: the workers' requests, and the coordinator's in proportion to the members
+    // the workers are; each request at store_request_cpu_s of a core. The exchanges' bytes on
+    // the site's network.
+    OpportunisticRun& o = run.opportunistic;
+    o.workers = static_cast<int>(workers.size());
+    const double share =
+        static_cast<double>(workers.size()) / static_cast<double>(workers.size() + jobs.size());
+    o.store_requests = worker_store->requests();
+    o.membership_j = (static_cast<double>(worker_store->requests()) +
+                      share * static_cast<double>(coordinator_store->requests())) *
+                     oc.store_request_cpu_s * oc.watts_per_core;
+    o.exchange_j += o.bytes_sent * oc.network_j_per_byte;
+  }
   if (coordinator) {
     const auto& st = coordinator->status();
     *reassignments = st.ledger ? st.ledger->reassignments : 0;
     *writes = st.ledger_writes;
     coordinator->Resign();
     for (Job& j : jobs) j.member->Leave();
+    for (Worker& w : workers) w.member->Leave();
   }
   return run;
 }
@@ -437,6 +637,7 @@ Result<FleetSimResult> RunFleetSim(const FleetSimConfig& config, coord::Store* s
                                             : "greedy";
   FleetSimConfig alone = config;
   alone.speed = 0.0;  // the references need no pacing
+  alone.opportunistic.workers = 0;
   out.site_budget_w = config.site_budget_w;
   out.reserve_w = config.reserve_w;
   out.duration_s = config.duration_s;
@@ -444,11 +645,21 @@ Result<FleetSimResult> RunFleetSim(const FleetSimConfig& config, coord::Store* s
   uint64_t unused_r = 0, unused_w = 0;
   double nameplate_w = 0.0;
   const bool scheduled = !config.schedule.empty();
-  const double total = (scheduled ? 4.0 : 3.0) * config.duration_s;
+  const bool opportunistic = config.opportunistic.workers > 0;
+  const double total = ((scheduled ? 4.0 : 3.0) + (opportunistic ? 1.0 : 0.0)) * config.duration_s;
   auto site = RunOnce(config, store, Mode::kSite, &names, &out.reassignments, &out.ledger_writes,
                       &nameplate_w, progress, 0.0, total, log);
   if (!site) return std::move(site).error();
   out.site = std::move(*site);
+  const double site_nameplate_w = nameplate_w;
+  if (opportunistic) {
+    // The same site, jobs and seeds without the workers.
+    auto without = RunOnce(alone, nullptr, Mode::kSite, &names, &unused_r, &unused_w, &nameplate_w,
+                           progress, (scheduled ? 4.0 : 3.0) * config.duration_s, total, log);
+    if (!without) return std::move(without).error();
+    out.opportunistic = true;
+    out.alone = std::move(*without);
+  }
   auto own = RunOnce(alone, nullptr, Mode::kOwnBudgets, &names, &unused_r, &unused_w, &nameplate_w,
                      progress, config.duration_s, total, log);
   if (!own) return std::move(own).error();
@@ -457,7 +668,7 @@ Result<FleetSimResult> RunFleetSim(const FleetSimConfig& config, coord::Store* s
                       &nameplate_w, progress, 2.0 * config.duration_s, total, log);
   if (!free) return std::move(free).error();
   out.baseline = std::move(*free);
-  out.nameplate_w = nameplate_w;
+  out.nameplate_w = site_nameplate_w;
   if (scheduled) {
     // The same site with its budget held where it started: what the schedule cost.
     FleetSimConfig steady = alone;

@@ -20,6 +20,35 @@
 
 namespace headroom::sim {
 
+// Opportunistic DiLoCo workers beside the jobs (docs/FLEET.md, "Spare power in fleet-sim"):
+// each an opportunistic member of the site, its power dist/fleet_power.h's model (threads x duty
+// x watts per core), its progress the measured rate of the real worker's inner step, its
+// rounds' exchange and its membership the measured costs below.
+struct OpportunisticConfig {
+  int workers = 0;
+  int threads = 32;              // each worker's cores: its demand is threads x watts_per_core
+  double watts_per_core = 10.0;  // as the worker's --cpu-watts-per-core
+  int inner_steps = 100;         // H
+  // One inner step of one thread's batch (8 x 64 bytes, the tiny model) at duty 1: 512 tokens
+  // at 6,474 tokens/s (docs/PERFORMANCE.md, `make bench-diloco`); a worker's threads each step
+  // their own batch (data parallel inside the worker, assumed linear in threads).
+  double step_s = 512.0 / 6474.0;
+  double tokens_per_thread_step = 512.0;
+  int64_t parameters = 495360;  // the tiny model
+  // A round's exchange per member: CPU seconds per group member (encode, HMAC, decode and
+  // screen each contribution: 0.2 s at 4 members in `make diloco-results`), its bytes (the
+  // int8 all-gather's frames) over the site's network, nine round trips (etcd and Gloo).
+  double comm_cpu_s_per_member = 0.05;
+  double link_bits_per_s = 10e9;
+  double rtt_s = 0.0005;
+  // A site's network per byte sent: one switch at 2 W/Gbps and four transceivers at 0.09 W/Gbps
+  // (2024 devices; arXiv 2504.14022, appendix "Energy intensity of network equipment").
+  double network_j_per_byte = 2.36e-9 * 8.0;
+  // One store request (client and etcd): 1.35 ms of a core measured for a put
+  // (scripts/etcd_request_cost.py), at watts_per_core.
+  double store_request_cpu_s = 0.00135;
+};
+
 struct FleetSimJobSpec {
   std::string scenario;
   int count = 1;
@@ -62,6 +91,15 @@ struct FleetSimConfig {
   // starts (an increase); 0: three periods. Windows count against the budget of the moment.
   std::vector<coord::BudgetEvent> schedule;
   double budget_lead_s = 0.0;
+  // Demand by phase for every job (coord::MemberConfig::phase_demand; with allocation by value
+  // always).
+  bool phase_demand = false;
+  OpportunisticConfig opportunistic;
+  // With opportunistic workers: the coordinator's loans (coord/plan.h) over this lead (0: three
+  // periods), and the jobs publish each change of phase.
+  double loan_lead_s = 0.0;
+  double loan_cover = 0.5;
+  double loan_margin = 0.05;
 };
 
 // "a100-72b-tp4:2,a100-14b-tp2:2,a100-7b-tp1:4".

@@ -23,6 +23,30 @@ struct FleetSimJobResult {
   bool admitted = true;
 };
 
+// The opportunistic workers of a run (docs/FLEET.md, "Spare power in fleet-sim").
+struct OpportunisticRun {
+  int workers = 0;
+  double energy_j = 0.0;          // all they drew: computing and exchanging
+  double compute_energy_j = 0.0;  // of it, computing (training)
+  double tokens = 0.0;            // in completed rounds
+  int rounds = 0;
+  double worker_s_paused = 0.0;   // worker-seconds with no watts granted
+  double worker_s_waiting = 0.0;  // in a round but not computing (exchange, a paused peer)
+  // Coordination: membership (the workers' store requests, and the coordinator's in proportion
+  // to the members they are), the exchanges (CPU and bytes), resyncs (bytes).
+  uint64_t store_requests = 0;
+  double membership_j = 0.0;
+  double exchange_j = 0.0;
+  double bytes_sent = 0.0;
+  int resyncs = 0;
+  // Per shrinking grant of a worker: from the coordinator's write to the worker's power at or
+  // below it.
+  std::vector<double> shrink_s;
+  std::vector<double> power_w;  // per second, all workers together
+  std::vector<int> training;    // per second, workers drawing power
+  double coordination_j() const { return membership_j + exchange_j; }
+};
+
 struct FleetSimRun {
   double tokens = 0.0;
   double energy_j = 0.0;
@@ -50,6 +74,7 @@ struct FleetSimRun {
   std::vector<double> budget_w;              // the site budget of the moment, per second
   // Per job, per second: its phase at that instant (common/phase.h; a hold is kIdle).
   std::vector<std::vector<uint8_t>> phase;
+  OpportunisticRun opportunistic;  // site_power_w includes theirs; tokens and energy_j do not
 };
 
 struct FleetSimResult {
@@ -75,6 +100,9 @@ struct FleetSimResult {
   bool scheduled = false;
   double tokens_unscheduled = 0.0;
   uint64_t decreases = 0;
+  // With opportunistic workers: the same site without them (what they cost the jobs).
+  bool opportunistic = false;
+  FleetSimRun alone;
 };
 
 }  // namespace headroom::sim

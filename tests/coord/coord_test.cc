@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "coord/coordinator.h"
+#include "coord/counting_store.h"
 #include "coord/layout.h"
 #include "coord/member.h"
 #include "coord/memory_store.h"
@@ -49,6 +50,26 @@ TEST(MemoryStore, RevisionsVersionsAndPrefixes) {
   EXPECT_EQ(*s.Delete("/nothing", false), 6);  // nothing deleted: no new revision
   EXPECT_EQ(PrefixEnd("/a/"), "/a0");
   EXPECT_EQ(PrefixEnd(std::string("a\xff", 2)), "b");
+}
+
+TEST(CountingStore, ForwardsEveryCallAndCountsIt) {
+  FakeClock clock;
+  MemoryStore inner(clock.fn());
+  CountingStore s(inner);
+  ASSERT_TRUE(s.Put("/a", "1"));
+  auto g = s.Get("/a");
+  ASSERT_TRUE(g);
+  ASSERT_EQ(g->kvs.size(), 1u);
+  EXPECT_EQ(g->kvs[0].value, "1");
+  auto lease = s.LeaseGrant(3);
+  ASSERT_TRUE(lease);
+  EXPECT_TRUE(s.LeaseKeepAlive(*lease));
+  EXPECT_TRUE(s.LeaseRevoke(*lease));
+  EXPECT_FALSE(s.LeaseKeepAlive(*lease));  // failed calls count too
+  EXPECT_TRUE(s.Delete("/a"));
+  EXPECT_EQ(s.requests(), 7u);
+  EXPECT_TRUE(inner.Get("/a", false)->kvs.empty());  // it went through
+  EXPECT_EQ(s.Describe(), inner.Describe());
 }
 
 TEST(MemoryStore, TransactionsAreAtomicAndConditional) {
@@ -636,12 +657,105 @@ TEST(PlanClasses, AnOpportunisticMemberWithAFloorOrAnUnknownClassIsRefused) {
   EXPECT_NE(r.error().message().find("field 'class'"), std::string::npos) << r.error().message();
 }
 
+// Loans (PlanInput::loan_lead_s): a guaranteed job publishing its power and step timeline
+// lends what it is expected not to draw; its own grant never moves for them.
+Member Drawing(Member m, double power_w, bool in_rollout, double phase_elapsed_s) {
+  m.power_w = power_w;
+  m.has_timeline = true;
+  m.timeline.in_rollout = in_rollout;
+  m.timeline.phase_elapsed_s = phase_elapsed_s;
+  m.timeline.rollout_s = 20;
+  m.timeline.rest_s = 100;
+  m.timeline.rollout_w = 900;
+  m.timeline.rest_w = 400;
+  m.timeline.held_w = 100;
+  return m;
+}
+
+TEST(PlanLoans, WhatAGuaranteedJobIsExpectedNotToDrawIsLentAndComesBackBeforeItRises) {
+  PlanInput in;
+  in.loan_lead_s = 3.0;  // margin 5 %, cover 0.5: the defaults
+  in.members = {{"a", M("a", 100, 1000, 1)}, {"w", Opportunistic("w", 500, 2)}};
+  in.registered_at = {{"a", 1}, {"w", 2}};
+  // No power published yet: nothing to lend; a holds the whole budget.
+  PlanOutput p = Plan(Fresh(1000, 0), in, 5);
+  AckAll(p, in);
+  p = Plan(p.ledger, in, 5);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("a").grant_w, 1000);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("w").grant_w, 0);
+  AckAll(p, in);
+  // a draws 400 W early in its rest (100 s long): expected 400 x 1.05 = 420 over the next 3 s;
+  // lent: 1000 - 420 - 0.5 x (1000 - 420) = 290.
+  in.members["a"] = Drawing(in.members["a"], 400, false, 0);
+  p = Plan(p.ledger, in, 5);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("a").grant_w, 1000);
+  EXPECT_NEAR(p.ledger.jobs.at("w").grant_w, 290, 1e-9);
+  EXPECT_NEAR(p.ledger.jobs.at("w").held_w, 290, 1e-9);
+  EXPECT_GE(InvariantSlackW(p.ledger), 0.0);  // the guaranteed jobs' held: 1000 <= 1000
+  AckAll(p, in);
+  // Its rollout starts in 1.5 s (inside the lead): predicted 400, then 650, then 900 per second;
+  // expected 900 x 1.05 = 945; lent 1000 - 945 - 0.5 x 55 = 27.5, lowered at once (held until
+  // acknowledged); a's grant unchanged.
+  in.members["a"] = Drawing(in.members["a"], 400, false, 98.5);
+  p = Plan(p.ledger, in, 5);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("a").grant_w, 1000);
+  EXPECT_NEAR(p.ledger.jobs.at("w").grant_w, 27.5, 1e-9);
+  EXPECT_NEAR(p.ledger.jobs.at("w").held_w, 290, 1e-9);
+  AckAll(p, in);
+  p = Plan(p.ledger, in, 5);
+  EXPECT_NEAR(p.ledger.jobs.at("w").held_w, 27.5, 1e-9);
+  AckAll(p, in);
+  // In rollout at 950 W: a rollout's power only falls: 997.5 expected, 1.25 lent.
+  in.members["a"] = Drawing(in.members["a"], 950, true, 5);
+  p = Plan(p.ledger, in, 5);
+  EXPECT_NEAR(p.ledger.jobs.at("w").grant_w, 1.25, 1e-9);
+  // Loans off (lead 0): only what the grants leave, nothing.
+  AckAll(p, in);
+  in.loan_lead_s = 0.0;
+  in.members["a"] = Drawing(in.members["a"], 400, false, 0);
+  p = Plan(p.ledger, in, 5);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("w").grant_w, 0);
+}
+
+TEST(PlanLoans, NoLoansWhileTheSiteIsNotSteadyADecreaseTakesThemBackFirst) {
+  PlanInput in;
+  in.loan_lead_s = 3.0;
+  in.members = {{"a", Drawing(M("a", 100, 1000, 1), 400, false, 0)},
+                {"w", Opportunistic("w", 500, 2)}};
+  in.registered_at = {{"a", 1}, {"w", 2}};
+  PlanOutput p = Plan(Fresh(1000, 0), in, 5);
+  for (int i = 0; i < 3; ++i) {
+    AckAll(p, in);
+    p = Plan(p.ledger, in, 5);
+  }
+  ASSERT_NEAR(p.ledger.jobs.at("w").held_w, 290, 1e-9);
+  AckAll(p, in);
+  // The site budget asked down to 800: no loans until it is in force; w to what the grants
+  // leave (nothing), a to 800.
+  Ledger l = p.ledger;
+  l.target_site_budget_w = 800;
+  p = Plan(l, in, 5);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("w").grant_w, 0);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("a").grant_w, 800);
+  EXPECT_DOUBLE_EQ(p.ledger.site_budget_w, 1000);  // not yet: 1000 + 290 held
+  AckAll(p, in);
+  p = Plan(p.ledger, in, 5);
+  EXPECT_DOUBLE_EQ(p.ledger.site_budget_w, 800);  // in force once everything held fits
+  EXPECT_DOUBLE_EQ(p.ledger.HeldW(), 800);
+  AckAll(p, in);
+  // Steady again: a lends from its 800: 800 - 420 - 0.5 x 380 = 190.
+  p = Plan(p.ledger, in, 5);
+  EXPECT_NEAR(p.ledger.jobs.at("w").grant_w, 190, 1e-9);
+  EXPECT_DOUBLE_EQ(p.ledger.HeldW(JobClass::kGuaranteed), 800);
+}
+
 // Random plans: held never above the budget in force, whatever the members do.
 TEST(Plan, RandomSequencesKeepTheInvariant) {
   std::mt19937_64 rng(42);
   for (int trial = 0; trial < 50; ++trial) {
     Ledger l = Fresh(2000, 100);
     PlanInput in;
+    in.loan_lead_s = trial % 2 == 1 ? 3.0 : 0.0;  // every other trial with loans
     std::map<std::string, Grant> latest;
     LeaseId next_lease = 1;
     for (int step = 0; step < 200; ++step) {
@@ -663,6 +777,11 @@ TEST(Plan, RandomSequencesKeepTheInvariant) {
           break;
         case 2:
           if (in.members.contains(job)) in.members[job].demand_w = 200 + 100 * pick(rng);
+          // A guaranteed job's power and step (what loans are lent from).
+          if (in.members.contains(job) && in.members[job].job_class == JobClass::kGuaranteed) {
+            in.members[job] =
+                Drawing(in.members[job], 50.0 * pick(rng), pick(rng) % 2 == 0, 15.0 * pick(rng));
+          }
           break;
         case 3:
           l.target_site_budget_w = std::max(l.FloorsW() + l.reserve_w, 1000.0 + 200 * pick(rng));

@@ -89,6 +89,71 @@ TEST(FleetSim, ThePapersCompositeAtSixtyPercentStaysUnderTheSiteBudget) {
   EXPECT_NE(html.find("rollout"), std::string::npos);
 }
 
+// Opportunistic DiLoCo workers on what the composite leaves at 60 % (docs/FLEET.md, "Spare
+// power in fleet-sim"): the site draws more of its budget, the jobs' tokens are those of the
+// same site without the workers, the budget holds, and every shrinking grant is met at the
+// workers' next step.
+TEST(FleetSim, OpportunisticWorkersFillTheSpareWithoutTouchingTheJobs) {
+  FleetSimConfig c = Paper(900);
+  c.opportunistic.workers = 8;
+  auto r = RunFleetSim(c, nullptr, "memory", nullptr, nullptr);
+  ASSERT_TRUE(r) << r.error().message();
+  ASSERT_TRUE(r->opportunistic);
+  const OpportunisticRun& o = r->site.opportunistic;
+  EXPECT_EQ(o.workers, 8);
+  // The jobs' grants never move for loans: their tokens are the site's without the workers.
+  EXPECT_NEAR(r->site.tokens, r->alone.tokens, 1e-9 * r->alone.tokens);
+  for (size_t i = 0; i < r->site.jobs.size(); ++i) {
+    EXPECT_DOUBLE_EQ(r->site.jobs[i].tokens, r->alone.jobs[i].tokens) << r->site.jobs[i].job;
+  }
+  EXPECT_EQ(r->site.violation_fraction[1], 0.0);  // 30 s windows
+  EXPECT_EQ(r->site.violation_fraction[2], 0.0);
+  const double budget_j = c.site_budget_w * c.duration_s;
+  const double use = (r->site.energy_j + o.energy_j) / budget_j;
+  const double alone = r->alone.energy_j / budget_j;
+  EXPECT_GT(use, alone + 0.05);
+  EXPECT_LE(use, 1.0);
+  // Every shrink met at the next tick (0.5 s: the workers step after the coordinator writes).
+  ASSERT_FALSE(o.shrink_s.empty());
+  for (double s : o.shrink_s) EXPECT_NEAR(s, c.interval_s, 1e-9);
+  // Progress in whole rounds: each round's members x H x threads x 512 tokens.
+  ASSERT_GT(o.rounds, 0);
+  const double per_member_round = 100.0 * 32 * 512;
+  const double members = o.tokens / per_member_round;
+  EXPECT_NEAR(members, std::round(members), 1e-9);
+  EXPECT_LE(members, 8.0 * o.rounds);
+  // Compute energy: at duty 1 a round is H x step_s of each member's 32 x 10 W; the rounds done
+  // account for all but the one in progress at the end.
+  const double round_j = 100.0 * (512.0 / 6474.0) * 320.0;
+  EXPECT_GE(o.compute_energy_j, members * round_j * (1.0 - 1e-9));
+  EXPECT_LE(o.compute_energy_j, (members + 8.0) * round_j * (1.0 + 1e-9));
+  // The per-second series reproduce the energies; the site's includes the workers'.
+  const double series_j = std::accumulate(o.power_w.begin(), o.power_w.end(), 0.0);
+  EXPECT_NEAR(series_j, o.energy_j, 0.01 * o.energy_j);
+  const double site_j =
+      std::accumulate(r->site.site_power_w.begin(), r->site.site_power_w.end(), 0.0);
+  EXPECT_NEAR(site_j, r->site.energy_j + o.energy_j, 0.01 * site_j);
+  // Coordination: the all-gather's frames, every member to every other, each round.
+  const double frame = 28 + 8 + 4 * std::ceil(495360 / 256.0) + 495360 + 32;
+  EXPECT_GE(o.bytes_sent, 0.0);
+  EXPECT_LE(o.bytes_sent, o.rounds * 8.0 * 7.0 * frame + o.resyncs * 16.0 * 495360 + 1e-6);
+  EXPECT_GT(o.store_requests, 0u);
+  EXPECT_LT(o.coordination_j(), 0.01 * o.compute_energy_j);
+  // The JSON keys the issue names, and the report's spare-power chart.
+  const auto j = report::FleetSimToJson(*r, 3);
+  for (const char* key : {"energy_use_fraction", "guaranteed_tokens_vs_alone_pct",
+                          "opportunistic_energy_j", "coordination_energy_fraction", "shrink_s"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_NEAR(j["energy_use_fraction"].get<double>(), use, 1e-12);
+  EXPECT_NEAR(j["guaranteed_tokens_vs_alone_pct"].get<double>(), 0.0, 1e-7);
+  EXPECT_NEAR(j["shrink_s"]["p99"].get<double>(), 0.5, 1e-9);
+  EXPECT_TRUE(j["shrink_s"].contains("p50"));
+  const std::string html = report::FleetSimReportHtml(*r, 3);
+  EXPECT_NE(html.find("opportunistic workers"), std::string::npos);
+  EXPECT_NE(html.find("spare (budget not drawn)"), std::string::npos);
+}
+
 TEST(FleetSim, DeterministicForASeed) {
   auto a = RunFleetSim(Paper(300), nullptr, "memory", nullptr, nullptr);
   auto b = RunFleetSim(Paper(300), nullptr, "memory", nullptr, nullptr);

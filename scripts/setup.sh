@@ -15,6 +15,7 @@ packages=(
   libboost-dev                       # the agent's HTTP server: Boost.Asio + Beast (header-only)
   libcpp-httplib-dev                 # an HTTP client for the agent's tests
   etcd-server etcd-client            # the site coordinator's store; tests start their own
+  slurm-wlm munge                    # opportunistic workers as Slurm jobs (tests start their own)
   libtorch-dev libopenblas0-pthread  # headroom diloco's model (OpenBLAS: the reference BLAS is ~10x slower)
   libgloo-dev libssl-dev             # its collectives (TCP) and SHA-256 / HMAC (libcrypto)
   bible-kjv bible-kjv-text fortunes fortunes-min jargon-text  # its corpus (scripts/build_corpus.py)

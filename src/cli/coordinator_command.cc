@@ -18,7 +18,9 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -26,10 +28,12 @@
 #include "cli/scheduling_options.h"
 #include "cli/stop_signal.h"
 #include "cli/token_options.h"
+#include "coord/batch_scheduler.h"
 #include "coord/coordinator.h"
 #include "coord/coordinator_server.h"
 #include "coord/etcd_store.h"
 #include "coord/layout.h"
+#include "coord/suspender.h"
 
 namespace headroom::cli {
 namespace {
@@ -57,6 +61,9 @@ struct CoordinatorArgs {
   double forget_after_s = 60.0;
   double loan_lead_s = 0.0;
   double loan_cover = 0.5;
+  bool slurm = false;
+  std::string scontrol = "scontrol";
+  double suspend_after_s = 3.0;
   SchedulingArgs scheduling;
 };
 
@@ -178,6 +185,15 @@ Status RunCoordinator(const CoordinatorArgs& args) {
   config.id = ReplicaId();
   config.listen = listen->Address(server.port());
   coord::CoordinatorHost host(**store, config, SteadyNowS, log);
+  // With --slurm: the leader suspends and resumes opportunistic members' Slurm jobs.
+  std::unique_ptr<coord::BatchScheduler> slurm;
+  std::optional<coord::Suspender> suspender;
+  if (args.slurm) {
+    slurm = coord::MakeScontrol(args.scontrol);
+    coord::SuspenderConfig sc;
+    sc.suspend_after_s = args.suspend_after_s;
+    suspender.emplace(sc);
+  }
   server.Serve(host);
 
   log(fmt::format(
@@ -194,6 +210,16 @@ Status RunCoordinator(const CoordinatorArgs& args) {
   auto next = std::chrono::steady_clock::now();
   while (!signals.stop()) {
     host.Step();
+    if (suspender) {
+      for (const coord::SuspendAction& a : suspender->Decide(host.Snapshot(), SteadyNowS())) {
+        const bool suspend = a.kind == coord::SuspendAction::Kind::kSuspend;
+        const Status st = suspend ? slurm->Suspend(a.slurm_job) : slurm->Resume(a.slurm_job);
+        log(st ? fmt::format("{}: slurm job {} {}", a.job, a.slurm_job,
+                             suspend ? "suspended (no watts granted)" : "resumed (watts back)")
+               : fmt::format("{}: {}", a.job, st.error().message()));
+        suspender->Applied(a, st.ok(), SteadyNowS());
+      }
+    }
     const auto now = std::chrono::steady_clock::now();
     while (next <= now) next += period;
     signals.SleepUntil(next);
@@ -242,6 +268,16 @@ Command SetupCoordinator(CLI::App& app) {
                  "this many seconds (docs/FLEET.md, \"Job classes\"; 0: no loans, only what the "
                  "guaranteed grants leave)")
       ->check(Real(0.0, 600.0));
+  app.add_flag("--slurm", a->slurm,
+               "Suspend an opportunistic member's Slurm job (its member's slurm_job) when its "
+               "grant stays at 0, resume it when watts return (scontrol; SLURM_CONF as Slurm's "
+               "commands take it)");
+  app.add_option("--scontrol", a->scontrol, "With --slurm: the scontrol command")
+      ->capture_default_str();
+  app.add_option("--suspend-after-s", a->suspend_after_s,
+                 "With --slurm: how long a grant of 0 lasts before the job is suspended")
+      ->check(Real(0.0, 86400.0))
+      ->capture_default_str();
   app.add_option("--loan-cover", a->loan_cover,
                  "With --loan-lead-s: the share of the largest job's undrawn watts never lent")
       ->check(Real(0.0, 1.0))

@@ -30,6 +30,7 @@
 #include <thread>
 
 #include "common/atomic_file.h"
+#include "coord/batch_scheduler.h"
 #include "coord/etcd_store.h"
 #include "dist/checkpoint.h"
 #include "dist/etcd_process.h"
@@ -281,6 +282,14 @@ Status RunWorkerCommand(Args& a, const std::string& mode) {
     if (auto bad = headroom::coord::CheckName(fc.job, "--fleet-job"); !bad) return bad;
     fc.threads = a.w.threads;
     fc.watts_per_core = a.w.cpu_watts_per_core;
+    // Run by Slurm: the job id, so that a coordinator with --slurm suspends and resumes it.
+    if (const char* job = std::getenv("SLURM_JOB_ID"); job != nullptr && *job != '\0') {
+      if (headroom::coord::IsSlurmJobId(job)) {
+        fc.slurm_job = job;
+      } else {
+        std::fprintf(stderr, "headroom diloco: SLURM_JOB_ID '%s' is not a job id; ignored\n", job);
+      }
+    }
     const auto t0 = std::chrono::steady_clock::now();
     power = std::make_unique<dist::FleetPower>(
         *fleet_store, fc,

@@ -274,6 +274,7 @@ void Coordinator::Lead(double now_s) {
   }
   if (config_.max_hold_s > 0.0) PlanStagger(ledger, &in);
   PlanOutput plan = Plan(ledger, in, term_);
+  status_.opportunistic_pool_w = plan.opportunistic_pool_w;
   for (const std::string& line : plan.log) log_(line);
   status_.members = in.members;
   status_.refused.clear();

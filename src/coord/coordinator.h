@@ -64,6 +64,9 @@ struct CoordinatorStatus {
   double stagger_tokens_saved = 0.0;
   double stagger_peak_before_w = 0.0, stagger_peak_after_w = 0.0;
   uint64_t malformed_values = 0;
+  // The last plan's watts for opportunistic jobs: what the guaranteed targets leave, or the
+  // loans when more (coord/plan.h).
+  double opportunistic_pool_w = 0.0;
   uint64_t grant_repairs = 0;  // grant keys written again from the ledger
   int64_t compacted_to = 0;    // the store's history is compacted up to this revision
 };

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "coord/batch_scheduler.h"
+
 namespace headroom::coord {
 
 using nlohmann::json;
@@ -179,6 +181,7 @@ std::string ToJson(const Member& m) {
          {"holder", m.holder},
          {"value_curve", curve},
          {"class", JobClassName(m.job_class)}};
+  if (!m.slurm_job.empty()) j["slurm_job"] = m.slurm_job;
   if (m.has_timeline) {
     const StepTimeline& t = m.timeline;
     j["timeline"] = {{"step", t.step},
@@ -256,6 +259,7 @@ Result<Member> MemberFromJson(std::string_view text, std::string_view where) {
   m.budget_w = r.Watts("budget_w");
   m.lease = r.Integer("lease");
   m.holder = r.OptionalString("holder");
+  m.slurm_job = r.OptionalString("slurm_job");
   ReadJobClass(r, m.job_class);
   if (r.error().empty() && j->contains("value_curve")) {
     const json& c = (*j)["value_curve"];
@@ -279,6 +283,9 @@ Result<Member> MemberFromJson(std::string_view text, std::string_view where) {
     if (m.gpus < 1 || m.gpus > 1 << 20) r.Fail("gpus", "expected 1 or more");
     if (m.floor_w > m.demand_w) r.Fail("floor_w", "above demand_w");
     if (m.holder.size() > 512) r.Fail("holder", "longer than 512 bytes");
+    if (!m.slurm_job.empty() && !IsSlurmJobId(m.slurm_job)) {
+      r.Fail("slurm_job", "expected a Slurm job id (digits, optionally _TASK)");
+    }
     if (m.job_class == JobClass::kOpportunistic && m.floor_w != 0.0) {
       r.Fail("floor_w", "expected 0 for an opportunistic job (it pauses at a grant of 0)");
     }

@@ -72,6 +72,9 @@ struct Member {
   double tokens_per_s = 0.0;
   // JSON "class", optional ("guaranteed" when absent).
   JobClass job_class = JobClass::kGuaranteed;
+  // The Slurm job the member runs in (SLURM_JOB_ID), optional ("" when absent): a coordinator
+  // with --slurm suspends and resumes it (coord/suspender.h).
+  std::string slurm_job;
 };
 
 struct Grant {

@@ -149,6 +149,7 @@ Member FleetMember::DemandLocked(LeaseId lease) const {
   m.nameplate_w = config_.nameplate_w;
   m.floor_w = config_.floor_w;
   m.job_class = config_.job_class;
+  m.slurm_job = config_.slurm_job;
   // The nameplate (the first version), or by phase: the floor outside rollout.
   m.demand_w = config_.phase_demand && phase_ != PhaseName(Phase::kRollout) ? config_.floor_w
                                                                             : config_.nameplate_w;

@@ -56,6 +56,8 @@ struct MemberConfig {
   // Opportunistic (docs/FLEET.md, "Job classes"): granted only what the guaranteed jobs leave;
   // floor_w and local_budget_w must be 0 (it pauses without a grant).
   JobClass job_class = JobClass::kGuaranteed;
+  // The Slurm job this member runs in ("": none), published for a coordinator with --slurm.
+  std::string slurm_job;
 };
 
 struct HoldRequest {

@@ -252,6 +252,7 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
     loans_w = std::max(0.0, alloc_budget_w - expected_w - in.loan_cover * largest_unused_w);
   }
   const bool lending = loans_w > left_w + kEpsW;
+  out.opportunistic_pool_w = lending ? loans_w : left_w;
   for (const auto& [name, t] : targets_of(JobClass::kOpportunistic, lending ? loans_w : left_w))
     target[name] = t;
 

@@ -80,6 +80,9 @@ struct PlanOutput {
   std::vector<std::string> forgotten;  // jobs whose grant key to delete
   bool changed = false;                // anything to write
   std::vector<std::string> log;
+  // What the opportunistic jobs' targets were computed from: what the guaranteed targets
+  // leave, or the loans when more.
+  double opportunistic_pool_w = 0.0;
 };
 
 // `ledger`: as read; `term`: the leader's. REQUIRES: ledger.site_budget_w - reserve_w >= the sum

@@ -28,6 +28,7 @@ FleetPower::FleetPower(coord::Store& store, const FleetPowerConfig& config,
   mc.local_budget_w = 0.0;
   mc.lease_ttl_s = config.lease_ttl_s;
   mc.job_class = coord::JobClass::kOpportunistic;
+  mc.slurm_job = config.slurm_job;
   member_ = std::make_unique<coord::FleetMember>(store, mc, now_s_, std::move(log));
   thread_ = std::thread([this] { Loop(); });
 }

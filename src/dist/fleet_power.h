@@ -32,7 +32,8 @@ struct FleetPowerConfig {
   int threads = 1;  // the worker's at the start (its demand)
   double watts_per_core = 10.0;
   int64_t lease_ttl_s = 3;
-  double step_s = 0.25;  // how often the member's thread steps
+  double step_s = 0.25;   // how often the member's thread steps
+  std::string slurm_job;  // SLURM_JOB_ID when run by Slurm ("": not)
 };
 
 class FleetPower {

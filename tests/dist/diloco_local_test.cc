@@ -20,10 +20,12 @@
 #include <thread>
 #include <vector>
 
+#include "coord/batch_scheduler.h"
 #include "coord/etcd_store.h"
 #include "coord/layout.h"
 #include "coord/member.h"
 #include "tests/coord/etcd_cluster.h"
+#include "tests/coord/slurm_cluster.h"
 
 namespace {
 
@@ -263,6 +265,66 @@ struct Child {
   }
 };
 
+// A site of 30 W for the spare-power tests: a real `headroom coordinator` (0.2 s periods,
+// lease 2 s; `extra` appended to its command line) on `store`'s etcd, and a guaranteed job
+// driven here through coord::FleetMember as its agent would: floor 5 W, all 30 W in rollout
+// (phase demand), drawing 5 W. `phase` is the job's phase; StepUntil steps it every 50 ms until
+// `done` holds or `limit_s` passes.
+struct SpareSite {
+  SpareSite(headroom::coord::Store& store, const std::string& url, const fs::path& dir,
+            const std::string& extra)
+      : coordinator(std::string(HEADROOM_BINARY) + " coordinator --etcd " + url +
+                    " --site s --site-budget-w 30 --reserve-w 0 --period-s 0.2 --lease-ttl-s 2 " +
+                    extra + " --listen 127.0.0.1:" + std::to_string(FreePort()) + " 2> " +
+                    (dir / "coordinator.stderr").string()),
+        job(
+            store, Config(), [this] { return now_s(); }, [](const std::string&) {}),
+        store_(store) {}
+
+  static headroom::coord::MemberConfig Config() {
+    headroom::coord::MemberConfig g;
+    g.site = "s";
+    g.job = "guaranteed";
+    g.nameplate_w = 30;
+    g.floor_w = 5;
+    g.local_budget_w = 5;
+    g.lease_ttl_s = 2;
+    g.update_s = 0.2;
+    g.phase_demand = true;
+    return g;
+  }
+  double now_s() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  bool StepUntil(const std::function<bool()>& done, double limit_s) {
+    const double until = now_s() + limit_s;
+    while (now_s() < until) {
+      job.Current();
+      job.Observe(now_s(), 5, phase, 0);
+      job.Step();
+      if (done()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+  // The site's ledger as stored (none before the first write, or unreadable).
+  std::optional<headroom::coord::Ledger> ledger() const {
+    auto r = store_.Get("/headroom/s/ledger");
+    if (!r || r->kvs.empty()) return std::nullopt;
+    auto l = headroom::coord::LedgerFromJson(r->kvs[0].value, "ledger");
+    if (!l) return std::nullopt;
+    return *l;
+  }
+
+  const std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  Child coordinator;
+  headroom::coord::FleetMember job;
+  std::string phase = "train";
+
+ private:
+  headroom::coord::Store& store_;
+};
+
 // Issue 17's first step: DiLoCo workers as opportunistic members of a site's coordinator (a
 // real `headroom coordinator` on the run's etcd). A guaranteed job (this test, through
 // coord::FleetMember) wants little, then everything, then little again: the workers train on
@@ -275,46 +337,13 @@ TEST_F(DilocoLocal, WorkersOnSpareSitePowerPauseWhenTheGuaranteedJobTakesIt) {
   const std::string url = etcd->endpoint(0);
   auto store = headroom::coord::EtcdStore::Open(url, 2.0, {});
   ASSERT_TRUE(store) << store.error().message();
-  // The site: 30 W, no reserve. The guaranteed job: floor 5 W, 30 W in rollout (phase demand).
-  Child coordinator(std::string(HEADROOM_BINARY) + " coordinator --etcd " + url +
-                    " --site s --site-budget-w 30 --reserve-w 0 --period-s 0.2 --lease-ttl-s 2 "
-                    "--listen 127.0.0.1:" +
-                    std::to_string(FreePort()) + " 2> " + (dir_ / "coordinator.stderr").string());
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto now_s = [t0] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
-  headroom::coord::MemberConfig g;
-  g.site = "s";
-  g.job = "guaranteed";
-  g.nameplate_w = 30;
-  g.floor_w = 5;
-  g.local_budget_w = 5;
-  g.lease_ttl_s = 2;
-  g.update_s = 0.2;
-  g.phase_demand = true;
-  headroom::coord::FleetMember job(**store, g, now_s, [](const std::string&) {});
-  std::string phase = "train";
-  // Steps the guaranteed job (as its agent would) until `done` holds or `limit_s` passes.
+  SpareSite site(**store, url, dir_, "");
   const auto step_until = [&](const std::function<bool()>& done, double limit_s) {
-    const double until = now_s() + limit_s;
-    while (now_s() < until) {
-      job.Current();
-      job.Observe(now_s(), 5, phase, 0);
-      job.Step();
-      if (done()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
+    return site.StepUntil(done, limit_s);
   };
-  // The ledger's job entries, by class.
-  const auto ledger = [&]() -> std::optional<headroom::coord::Ledger> {
-    auto r = (*store)->Get("/headroom/s/ledger");
-    if (!r || r->kvs.empty()) return std::nullopt;
-    auto l = headroom::coord::LedgerFromJson(r->kvs[0].value, "ledger");
-    if (!l) return std::nullopt;
-    return *l;
-  };
+  const auto now_s = [&] { return site.now_s(); };
+  std::string& phase = site.phase;
+  const auto ledger = [&] { return site.ledger(); };
   const auto workers_held_w = [&](double& w) {
     const auto l = ledger();
     if (!l) return false;
@@ -385,7 +414,106 @@ TEST_F(DilocoLocal, WorkersOnSpareSitePowerPauseWhenTheGuaranteedJobTakesIt) {
   double throttled_s = 0;
   for (const auto& w : s["workers_detail"]) throttled_s += w["seconds"]["throttled"].get<double>();
   EXPECT_GT(throttled_s, 1.0);
-  job.Leave();
+  site.job.Leave();
+}
+
+// Issue 17's Slurm path, against real daemons (munged, slurmctld, slurmd started here): a
+// worker runs as a Slurm job and publishes its SLURM_JOB_ID; when the guaranteed job takes the
+// site's every watt the worker's grant goes to 0 and the coordinator (`--slurm`) suspends the
+// job (`scontrol suspend`); when the job gives watts back, it resumes it, and the worker trains
+// on them again.
+TEST_F(DilocoLocal, ASlurmWorkerIsSuspendedAndResumedByTheCoordinator) {
+  const std::string unavailable = headroom::coord::slurm_test::SlurmCluster::Available();
+  if (!unavailable.empty()) GTEST_SKIP() << unavailable;
+  std::string why;
+  auto slurm = headroom::coord::slurm_test::SlurmCluster::Start(&why);
+  ASSERT_TRUE(slurm) << why;
+  auto etcd = headroom::coord::etcd_test::EtcdCluster::Start(1, &why);
+  ASSERT_TRUE(etcd) << why;
+  const std::string url = etcd->endpoint(0);
+  auto store = headroom::coord::EtcdStore::Open(url, 2.0, {});
+  ASSERT_TRUE(store) << store.error().message();
+  // The coordinator inherits SLURM_CONF (the cluster set it).
+  SpareSite site(**store, url, dir_, "--slurm --suspend-after-s 1");
+  const auto step_until = [&](const std::function<bool()>& done, double limit_s) {
+    return site.StepUntil(done, limit_s);
+  };
+  std::string& phase = site.phase;
+  // The worker's entry in the ledger (its member's name: RUN.NAME).
+  const auto worker = [&]() -> std::optional<headroom::coord::LedgerJob> {
+    const auto l = site.ledger();
+    if (!l || !l->jobs.contains("r.w")) return std::nullopt;
+    return l->jobs.at("r.w");
+  };
+  ASSERT_TRUE(step_until([&] { return site.ledger().has_value(); }, 30));
+  const std::string line =
+      std::string(HEADROOM_BINARY) + " diloco worker --etcd " + url + " --fleet etcd://" +
+      url.substr(7) + " --site s --run r --name w --threads 1 --inner-steps 8 --rounds 100000 " +
+      "--batch 8 --seq-len 64 --round-deadline-s 60 --lease-ttl-s 30 --val-windows 16 --out " +
+      (dir_ / "run").string();
+  const std::string id = slurm->Command("/usr/bin/sbatch --parsable -o " +
+                                        (dir_ / "worker.out").string() + " --wrap '" + line + "'");
+  ASSERT_TRUE(headroom::coord::IsSlurmJobId(id)) << "sbatch said: " << id;
+  // Running, registered with its job id, granted watts (10 W of the 25 W the job leaves).
+  ASSERT_TRUE(step_until([&] { return slurm->State(id) == "RUNNING"; }, 60)) << slurm->State(id);
+  ASSERT_TRUE(step_until(
+      [&] {
+        const auto w = worker();
+        return w && w->held_w > 9.9;
+      },
+      60))
+      << "the worker never held its watts";
+  auto m = (*store)->Get("/headroom/s/members/r.w");
+  ASSERT_TRUE(m && m->kvs.size() == 1);
+  EXPECT_NE(m->kvs[0].value.find("\"slurm_job\":\"" + id + "\""), std::string::npos)
+      << m->kvs[0].value;
+  // The job takes all 30 W: the worker's grant goes to 0, then Slurm suspends it.
+  phase = "rollout";
+  ASSERT_TRUE(step_until([&] { return slurm->State(id) == "SUSPENDED"; }, 30)) << slurm->State(id);
+  // Suspended: every process of the job stopped (state T).
+  const auto states = [&] {
+    std::string out;
+    std::istringstream pids(slurm->Command("/usr/bin/scontrol listpids " + id +
+                                           " 2>/dev/null | awk 'NR > 1 { print $1 }'"));
+    for (std::string pid; pids >> pid;) {
+      std::ifstream stat("/proc/" + pid + "/stat");
+      std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+      const auto close = text.rfind(')');
+      if (close != std::string::npos && close + 2 < text.size()) out += text[close + 2];
+    }
+    return out;
+  };
+  const std::string stopped = states();
+  EXPECT_FALSE(stopped.empty());
+  EXPECT_EQ(stopped.find_first_not_of('T'), std::string::npos) << stopped;
+  // Back to little: resumed, and granted again.
+  phase = "train";
+  ASSERT_TRUE(step_until([&] { return slurm->State(id) == "RUNNING"; }, 30)) << slurm->State(id);
+  ASSERT_TRUE(step_until(
+      [&] {
+        const auto w = worker();
+        return w && w->held_w > 9.9;
+      },
+      60));
+  std::ifstream log(dir_ / "coordinator.stderr");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("r.w: slurm job " + id + " suspended"), std::string::npos) << text;
+  EXPECT_NE(text.find("r.w: slurm job " + id + " resumed"), std::string::npos) << text;
+  // Cancelled: gone from the queue, and every process of it ended (before the daemons stop).
+  std::vector<pid_t> pids;
+  {
+    std::istringstream in(slurm->Command("/usr/bin/scontrol listpids " + id +
+                                         " 2>/dev/null | awk 'NR > 1 { print $1 }'"));
+    for (pid_t pid; in >> pid;) pids.push_back(pid);
+  }
+  (void)slurm->Command("/usr/bin/scancel " + id);
+  EXPECT_TRUE(headroom::coord::slurm_test::SlurmCluster::WaitFor(
+      [&] {
+        return slurm->State(id).empty() &&
+               std::none_of(pids.begin(), pids.end(), [](pid_t p) { return kill(p, 0) == 0; });
+      },
+      60));
+  site.job.Leave();
 }
 
 TEST_F(DilocoLocal, BadInputIsOneLineAndExitTwo) {

@@ -12,7 +12,7 @@ HEADROOM := build/bin/headroom
 
 CHAOS_FAULTS ?= 1000
 
-.PHONY: bench-diloco diloco-results fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile demo policies results clean format
+.PHONY: bench-diloco diloco-results sites-results fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile demo policies results clean format
 
 all: build
 
@@ -165,6 +165,11 @@ demo: build
 # same tokens (tiny model, H = 10 to 400; about 30 minutes here).
 diloco-results: build
 	/usr/bin/python3 scripts/diloco_results.py $(HEADROOM) build/diloco-results
+
+# Three sites' spare power, one DiLoCo run (docs/FLEET.md, "Several sites"): carbon per token
+# by placement over a simulated day, and the loss by replay (about 10 minutes here).
+sites-results: build
+	/usr/bin/python3 scripts/sites_results.py $(HEADROOM) build/sites-results
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')

@@ -6,23 +6,10 @@
 #include <cassert>
 #include <cmath>
 
+#include "common/text_lines.h"
 #include "trace/number_parse.h"
 
 namespace headroom::analysis {
-namespace {
-
-// The whole field as a finite number, or nothing.
-std::optional<double> Number(std::string_view field) {
-  while (!field.empty() && (field.front() == ' ' || field.front() == '\t')) field.remove_prefix(1);
-  while (!field.empty() && (field.back() == ' ' || field.back() == '\t')) field.remove_suffix(1);
-  if (field.empty()) return std::nullopt;
-  double v = 0.0;
-  const char* end = field.data() + field.size();
-  if (trace::ParseDouble(field.data(), end, v) != end || !std::isfinite(v)) return std::nullopt;
-  return v;
-}
-
-}  // namespace
 
 BudgetSchedule::BudgetSchedule(std::vector<Point> points) {
   for (const Point& p : points) Append(p.t_s, p.budget_w);
@@ -113,46 +100,44 @@ std::vector<double> BudgetSchedule::DecreasesAt() const {
 Result<BudgetSchedule> ParseBudgetSchedule(std::string_view text, std::string_view name,
                                            double max_budget_w) {
   BudgetSchedule schedule;
-  size_t line_no = 0;
-  size_t pos = 0;
   bool header = false;
   double last_t_s = 0.0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.empty() || line.front() == '#') continue;
+  Status bad = OkStatus();
+  ForEachDataLine(text, [&](size_t line_no, std::string_view line) {
     if (!header) {
       if (line != "t_s,budget_w") {
-        return Error::Input(
-            fmt::format("{}:{}: expected the header 't_s,budget_w'", name, line_no));
+        bad = Error::Input(fmt::format("{}:{}: expected the header 't_s,budget_w'", name, line_no));
+        return false;
       }
       header = true;
-      continue;
+      return true;
     }
     const size_t comma = line.find(',');
     if (comma == std::string_view::npos || line.find(',', comma + 1) != std::string_view::npos) {
-      return Error::Input(fmt::format("{}:{}: expected two fields, t_s,budget_w", name, line_no));
+      bad = Error::Input(fmt::format("{}:{}: expected two fields, t_s,budget_w", name, line_no));
+      return false;
     }
-    const auto t_s = Number(line.substr(0, comma));
+    const auto t_s = trace::ParseFieldNumber(line.substr(0, comma));
     if (!t_s || *t_s < 0.0 || *t_s > 1e12) {
-      return Error::Input(fmt::format("{}:{}: field 't_s': expected seconds >= 0", name, line_no));
+      bad = Error::Input(fmt::format("{}:{}: field 't_s': expected seconds >= 0", name, line_no));
+      return false;
     }
     if (!schedule.empty() && !(*t_s > last_t_s)) {
-      return Error::Input(fmt::format("{}:{}: field 't_s': {} is not after the previous row's {}",
-                                      name, line_no, *t_s, last_t_s));
+      bad = Error::Input(fmt::format("{}:{}: field 't_s': {} is not after the previous row's {}",
+                                     name, line_no, *t_s, last_t_s));
+      return false;
     }
-    const auto w = Number(line.substr(comma + 1));
+    const auto w = trace::ParseFieldNumber(line.substr(comma + 1));
     if (!w || !(*w > 0.0 && *w <= max_budget_w)) {
-      return Error::Input(fmt::format("{}:{}: field 'budget_w': expected watts in (0, {}]", name,
-                                      line_no, max_budget_w));
+      bad = Error::Input(fmt::format("{}:{}: field 'budget_w': expected watts in (0, {}]", name,
+                                     line_no, max_budget_w));
+      return false;
     }
     last_t_s = *t_s;
     schedule.Append(*t_s, *w);
-  }
+    return true;
+  });
+  if (!bad) return bad.error();
   if (!header)
     return Error::Input(fmt::format("{}: empty; expected the header 't_s,budget_w'", name));
   if (schedule.empty())

@@ -20,6 +20,7 @@ Command SetupTrain(CLI::App& app);
 Command SetupEval(CLI::App& app);
 Command SetupAgent(CLI::App& app);
 Command SetupFleetSim(CLI::App& app);
+Command SetupSitesSim(CLI::App& app);
 Command SetupCoordinator(CLI::App& app);
 
 }  // namespace headroom::cli

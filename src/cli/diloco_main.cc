@@ -36,6 +36,7 @@
 #include "dist/etcd_process.h"
 #include "dist/fleet_power.h"
 #include "dist/gloo_communicator.h"
+#include "dist/replay.h"
 #include "dist/worker.h"
 #include "lm/corpus.h"
 #include "lm/lm.h"
@@ -331,6 +332,57 @@ Status RunWorkerCommand(Args& a, const std::string& mode) {
         report->name.c_str(), report->rounds_done, report->rounds_contributed,
         static_cast<unsigned long long>(report->tokens), report->wall_s, report->compute_s,
         static_cast<unsigned long long>(report->traffic.bytes_sent), report->final_val_loss);
+  }
+  return headroom::OkStatus();
+}
+
+// `replay`: the run's arithmetic for a membership schedule, in one process (dist/replay.h).
+Status RunReplay(Args& a, const std::string& schedule_path, int workers) {
+  if (auto s = Resolve(a, "diloco"); !s) return s;
+  std::ifstream f(schedule_path, std::ios::binary);
+  if (!f) return Error::Io(schedule_path + ": cannot open (--schedule)");
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto members = dist::ParseMembershipSchedule(text, schedule_path);
+  if (!members) return members.error();
+  auto corpus = lm::LoadCorpus(a.data, static_cast<std::size_t>(a.w.seq_len) + 1);
+  if (!corpus) return corpus.error();
+  dist::ReplayOptions o;
+  o.worker = a.w;
+  o.workers = workers;
+  o.members = *members;
+  if (a.w.rounds > 0 && static_cast<size_t>(a.w.rounds) < o.members.size()) {
+    o.members.resize(static_cast<size_t>(a.w.rounds));
+  }
+  auto r = dist::ReplayRun(*corpus, o, [](int done, int total) {
+    std::fprintf(stderr, "\rheadroom diloco replay: round %d of %d", done, total);
+    if (done == total) std::fprintf(stderr, "\n");
+  });
+  if (!r) return r.error();
+  double mean_members = 0.0;
+  for (int m : o.members) mean_members += std::min(m, workers);
+  mean_members /= static_cast<double>(o.members.size());
+  json curve = json::array();
+  for (const auto& p : r->loss_curve)
+    curve.push_back({{"tokens", p.tokens}, {"val_loss", p.val_loss}});
+  const json out{{"schedule", schedule_path},
+                 {"workers", workers},
+                 {"rounds", r->rounds},
+                 {"inner_steps", a.w.inner_steps},
+                 {"mean_members", mean_members},
+                 {"tokens", r->tokens},
+                 {"resyncs", r->resyncs},
+                 {"final_val_loss", r->final_val_loss},
+                 {"val_bits_per_byte", r->final_val_loss / std::log(2.0)},
+                 {"loss_curve", curve}};
+  if (a.json_out) {
+    std::printf("%s\n", out.dump(2).c_str());
+  } else {
+    std::printf(
+        "replay of %s: %d rounds, %d workers at most (mean %.2f), H = %d\n"
+        "  tokens %llu, resyncs %d, final val loss %.4f nats/byte (%.3f bits/byte)\n",
+        schedule_path.c_str(), r->rounds, workers, mean_members, a.w.inner_steps,
+        static_cast<unsigned long long>(r->tokens), r->resyncs, r->final_val_loss,
+        r->final_val_loss / std::log(2.0));
   }
   return headroom::OkStatus();
 }
@@ -830,6 +882,18 @@ int main(int argc, char** argv) {
   control->add_option("--etcd-user", control_args.etcd_user, "etcd user");
   control->add_option("--etcd-password-file", control_args.etcd_password_file,
                       "The etcd user's password, first line");
+  auto* replay = app.add_subcommand(
+      "replay", "A run's arithmetic for a membership schedule (round,workers), in one process");
+  Args replay_args;
+  std::string replay_schedule;
+  int replay_workers = 4;
+  replay->add_option("--schedule", replay_schedule, "round,workers CSV (sites-sim --schedule-dir)")
+      ->required();
+  replay->add_option("--workers", replay_workers, "Replicas (a round's members are the first k)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  replay_args.w.rounds = 0;  // all of the schedule
+  AddWorkerOptions(*replay, replay_args, false);
   auto* local = app.add_subcommand("local", "Its own etcd and N worker processes, one summary");
   int local_workers = 4;
   std::string local_mode = "diloco", churn;
@@ -856,6 +920,7 @@ int main(int argc, char** argv) {
     if (ddp->parsed()) st = RunWorkerCommand(ddp_args, "ddp");
     if (control->parsed()) st = RunControl(control_args);
     if (eval->parsed()) st = RunEval(checkpoint, eval_data, eval_windows, eval_seq, eval_json);
+    if (replay->parsed()) st = RunReplay(replay_args, replay_schedule, replay_workers);
     if (local->parsed()) {
       st = RunLocal(local_args, local_workers, local_mode, churn);
     }

@@ -7,6 +7,7 @@
 #include "cli/progress.h"
 #include "cli/scheduling_options.h"
 #include "cli/trace_options.h"
+#include "common/atomic_file.h"
 #include "common/paths.h"
 #include "coord/etcd_store.h"
 #include "report/fleet_sim_report.h"
@@ -40,6 +41,7 @@ struct FleetSimArgs {
   double loan_lead_s = 0.0;
   double loan_cover = 0.5;
   double loan_margin = 0.05;
+  std::string power_csv;
 };
 
 Status RunFleetSimCommand(const FleetSimArgs& args) {
@@ -113,6 +115,17 @@ Status RunFleetSimCommand(const FleetSimArgs& args) {
       log);
   if (!result) return std::move(result).error();
   const auto& r = *result;
+  if (!args.power_csv.empty()) {
+    // The site's true power per second (what spare power traces are made of).
+    std::string csv = "t_s,site_power_w,site_budget_w,opportunistic_w\n";
+    const auto& run = r.site;
+    for (size_t i = 0; i < run.t_s.size(); ++i) {
+      csv += fmt::format("{:.1f},{:.3f},{:.3f},{:.3f}\n", run.t_s[i], run.site_power_w[i],
+                         i < run.budget_w.size() ? run.budget_w[i] : r.site_budget_w,
+                         i < run.opportunistic.power_w.size() ? run.opportunistic.power_w[i] : 0.0);
+    }
+    if (auto st = WriteFileAtomically(args.power_csv, csv); !st) return st;
+  }
   return EmitResult(args.report, args.json,
                     {[&] { return report::FleetSimReportHtml(r, args.seed); },
                      [&] { return report::FleetSimToJson(r, args.seed).dump(2); },
@@ -186,6 +199,9 @@ Command SetupFleetSim(CLI::App& app) {
                  "The workers' DiLoCo H (inner steps per round)")
       ->check(Integer(1, 100000))
       ->capture_default_str();
+  app.add_option("--power-csv", a->power_csv,
+                 "Write the site's true power per second (t_s,site_power_w,site_budget_w,"
+                 "opportunistic_w)");
   app.add_option("--loan-lead-s", a->loan_lead_s,
                  "With --opportunistic: how far ahead the coordinator predicts each job's draw "
                  "for its loans (0: three periods)")

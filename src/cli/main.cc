@@ -84,6 +84,8 @@ int main(int argc, char** argv) {
       headroom::cli::SetupCoordinator);
   add("fleet-sim", "A site on one machine: a coordinator and twin-mode agents in one process",
       headroom::cli::SetupFleetSim);
+  add("sites-sim", "One DiLoCo run on several sites' spare power, placed by carbon, price or spare",
+      headroom::cli::SetupSitesSim);
   // Listed for --help only: `headroom diloco` is taken before parsing (ExecDiloco).
   app.add_subcommand("diloco",
                      "Elastic low-communication training on etcd and Gloo (worker, ddp, eval, "

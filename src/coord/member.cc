@@ -76,6 +76,12 @@ Acting FleetMember::Current() {
   return a;
 }
 
+void FleetMember::SetDemandW(double demand_w) {
+  MutexLock lock(mu_);
+  demand_override_w_ =
+      demand_w < 0.0 ? -1.0 : std::clamp(demand_w, config_.floor_w, config_.nameplate_w);
+}
+
 void FleetMember::Observe(double t_s, double power_w, std::string_view phase, double tokens_per_s) {
   MutexLock lock(mu_);
   power_w_ = power_w;
@@ -151,8 +157,9 @@ Member FleetMember::DemandLocked(LeaseId lease) const {
   m.job_class = config_.job_class;
   m.slurm_job = config_.slurm_job;
   // The nameplate (the first version), or by phase: the floor outside rollout.
-  m.demand_w = config_.phase_demand && phase_ != PhaseName(Phase::kRollout) ? config_.floor_w
-                                                                            : config_.nameplate_w;
+  m.demand_w = demand_override_w_ >= 0.0                                      ? demand_override_w_
+               : config_.phase_demand && phase_ != PhaseName(Phase::kRollout) ? config_.floor_w
+                                                                              : config_.nameplate_w;
   m.power_w = power_w_;
   m.node_overhead_w = config_.node_overhead_w;
   m.phase = phase_;

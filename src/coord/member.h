@@ -102,6 +102,9 @@ class FleetMember {
   // The job's state after a decision: its power (with node overhead), phase, tokens/s.
   void Observe(double t_s, double power_w, std::string_view phase, double tokens_per_s)
       EXCLUDES(mu_);
+  // The demand to publish from now on, in [floor, nameplate] (a job that knows what it will
+  // draw: a trace); below 0, the configured rule again (nameplate, or by phase).
+  void SetDemandW(double demand_w) EXCLUDES(mu_);
   // A clean stop: revoke the lease (the ledger keeps the floor until it forgets the job).
   void Leave() EXCLUDES(mu_);
 
@@ -153,6 +156,7 @@ class FleetMember {
   int64_t acked_seq_ GUARDED_BY(mu_) = 0;
   double published_s_ GUARDED_BY(mu_) = -1e300;
   double power_w_ GUARDED_BY(mu_) = 0.0;
+  double demand_override_w_ GUARDED_BY(mu_) = -1.0;
   std::string phase_ GUARDED_BY(mu_) = "idle";
   std::string published_phase_ GUARDED_BY(mu_);
   // The step timeline.

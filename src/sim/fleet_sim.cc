@@ -60,6 +60,11 @@ Result<std::vector<FleetSimJobSpec>> ParseFleetJobs(std::string_view text) {
   return out;
 }
 
+double FrameBytes(const OpportunisticConfig& o) {
+  const double n = static_cast<double>(o.parameters);
+  return 28.0 + 8.0 + 4.0 * std::ceil(n / 256.0) + n + 32.0;
+}
+
 namespace {
 
 struct Job {
@@ -110,13 +115,6 @@ struct WorkerRun {
   int members = 0;               // of the round in progress
   double exchange_busy = 0.0;    // of a core, while exchanging
 };
-
-// One member's int8 frame (dist/contribution.h): header, per-block scales, a byte a
-// parameter, the HMAC.
-double FrameBytes(const OpportunisticConfig& o) {
-  const double n = static_cast<double>(o.parameters);
-  return 28.0 + 8.0 + 4.0 * std::ceil(n / 256.0) + n + 32.0;
-}
 
 // A round's exchange with k members: each member's CPU, the all-gather's bytes over one link,
 // nine round trips.

@@ -49,6 +49,10 @@ struct OpportunisticConfig {
   double store_request_cpu_s = 0.00135;
 };
 
+// One worker's int8 frame (dist/contribution.h): header, per-block scales, a byte a
+// parameter, the HMAC.
+double FrameBytes(const OpportunisticConfig& o);
+
 struct FleetSimJobSpec {
   std::string scenario;
   int count = 1;

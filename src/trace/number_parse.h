@@ -9,8 +9,11 @@
 
 #include <fast_float/fast_float.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 namespace headroom::trace {
 
@@ -78,6 +81,17 @@ inline const char* ParseDouble(const char* p, const char* end, double& out) {
   const auto result = fast_float::from_chars(p, end, out);
   if (result.ec != std::errc()) return nullptr;
   return result.ptr;
+}
+
+// A whole CSV field (blanks around it allowed) as a finite number, or nothing.
+inline std::optional<double> ParseFieldNumber(std::string_view field) {
+  while (!field.empty() && (field.front() == ' ' || field.front() == '\t')) field.remove_prefix(1);
+  while (!field.empty() && (field.back() == ' ' || field.back() == '\t')) field.remove_suffix(1);
+  if (field.empty()) return std::nullopt;
+  double v = 0.0;
+  const char* end = field.data() + field.size();
+  if (ParseDouble(field.data(), end, v) != end || !std::isfinite(v)) return std::nullopt;
+  return v;
 }
 
 }  // namespace headroom::trace

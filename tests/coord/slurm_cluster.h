@@ -225,6 +225,7 @@ class SlurmCluster {
       }
       if (uid != 0) {
         if (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0) _exit(126);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);  // a change of credentials cleared it
       }
       std::vector<char*> args;
       for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));

@@ -65,6 +65,11 @@ double FrameBytes(const OpportunisticConfig& o) {
   return 28.0 + 8.0 + 4.0 * std::ceil(n / 256.0) + n + 32.0;
 }
 
+double ExchangeS(const OpportunisticConfig& o, int k, double rtt_s) {
+  return o.comm_cpu_s_per_member * k + (k - 1) * FrameBytes(o) * 8.0 / o.link_bits_per_s +
+         9.0 * rtt_s;
+}
+
 namespace {
 
 struct Job {
@@ -115,13 +120,6 @@ struct WorkerRun {
   int members = 0;               // of the round in progress
   double exchange_busy = 0.0;    // of a core, while exchanging
 };
-
-// A round's exchange with k members: each member's CPU, the all-gather's bytes over one link,
-// nine round trips.
-double ExchangeS(const OpportunisticConfig& o, int k) {
-  return o.comm_cpu_s_per_member * k + (k - 1) * FrameBytes(o) * 8.0 / o.link_bits_per_s +
-         9.0 * o.rtt_s;
-}
 
 Result<control::Policy> ReadPolicy(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -485,7 +483,7 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
             // Whole ticks; one core each, busy for the exchange's CPU seconds.
             wrun.exchange_left_s =
                 config.interval_s *
-                std::max(1.0, std::ceil(ExchangeS(oc, m) / config.interval_s - 1e-9));
+                std::max(1.0, std::ceil(ExchangeS(oc, m, oc.rtt_s) / config.interval_s - 1e-9));
             wrun.exchange_busy = std::min(1.0, oc.comm_cpu_s_per_member * m / wrun.exchange_left_s);
             o.bytes_sent += static_cast<double>(m) * (m - 1) * FrameBytes(oc);
           }

@@ -52,6 +52,9 @@ struct OpportunisticConfig {
 // One worker's int8 frame (dist/contribution.h): header, per-block scales, a byte a
 // parameter, the HMAC.
 double FrameBytes(const OpportunisticConfig& o);
+// A round's exchange with k members: each member's CPU, the all-gather's bytes over one link,
+// nine round trips of rtt_s.
+double ExchangeS(const OpportunisticConfig& o, int k, double rtt_s);
 
 struct FleetSimJobSpec {
   std::string scenario;

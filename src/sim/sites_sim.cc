@@ -299,9 +299,7 @@ Result<SitesSimRun> RunPolicy(const SitesSimConfig& config, const std::string& p
             run.coordination_j +=
                 local * frame * oc.network_j_per_byte + remote * frame * config.wan_j_per_byte;
           }
-          const double exchange_s = oc.comm_cpu_s_per_member * members +
-                                    (members - 1) * frame * 8.0 / oc.link_bits_per_s +
-                                    9.0 * (spans ? config.wan_rtt_s : oc.rtt_s);
+          const double exchange_s = ExchangeS(oc, members, spans ? config.wan_rtt_s : oc.rtt_s);
           exchange_left_s =
               config.interval_s * std::max(1.0, std::ceil(exchange_s / config.interval_s - 1e-9));
           exchange_busy = std::min(1.0, oc.comm_cpu_s_per_member * members / exchange_left_s);

@@ -17,6 +17,12 @@ eval_one() {  # NAME SCENARIO POLICY [OPTIONS...]
 # The paper's 7B (violations in 0.5 s windows) and 72B (in 30 s windows) results.
 eval_one a100-7b-tp1 a100-7b-tp1 policies/a100-7b-tp1.json --seeds 10 --steps 500
 eval_one a100-72b-tp4 a100-72b-tp4 policies/a100-72b-tp4.json --seeds 10 --steps 8
+# The same two on the paper's own footing: every controller runs exactly the steps (its 7B
+# replay held 500 steps and let tokens per step grow).
+eval_one a100-7b-tp1-steps-horizon a100-7b-tp1 policies/a100-7b-tp1.json --seeds 10 --steps 500 \
+  --horizon steps
+eval_one a100-72b-tp4-steps-horizon a100-72b-tp4 policies/a100-72b-tp4.json --seeds 10 --steps 8 \
+  --horizon steps
 # The paper's null result: a PPO that may only move group size at 72B (concurrency pinned at 8).
 eval_one a100-72b-tp4-group-only a100-72b-tp4 policies/a100-72b-tp4-group-only.json \
   --seeds 10 --steps 8 --controllers uncontrolled,static-safe,ppo

@@ -7,8 +7,12 @@ Every run: the tiny model, 4 worker processes of one thread each, batch B x seq-
 inner step, the same total inner steps per worker (STEPS), so the same tokens; DiLoCo with int8
 pseudo-gradients. Writes each run's summary JSON to OUT_DIR and prints the tables (markdown).
 
+With --pretrain-steps P every run starts from one pretrained model, as the DiLoCo paper's do:
+one worker first trains P steps on the whole batch (K x B windows, data-parallel's batch), and
+its checkpoint is every run's --init-checkpoint.
+
 Usage: diloco_results.py HEADROOM OUT_DIR [--steps N] [--h 25,50,100,200] [--batch B]
-                         [--seq-len L] [--workers K]
+                         [--seq-len L] [--workers K] [--pretrain-steps P]
 """
 import argparse
 import glob
@@ -47,6 +51,8 @@ def main():
     ap.add_argument("--seq-len", type=int, default=64)
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--pretrain-steps", type=int, default=0,
+                    help="every run starts from a model pretrained this many steps")
     ap.add_argument("--saved", action="store_true",
                     help="print the tables from the runs already in OUT_DIR")
     a = ap.parse_args()
@@ -55,6 +61,15 @@ def main():
     # being slow, so the runs differ by H alone (the deadline has its own tests).
     common = ["--workers", str(a.workers), "--batch", str(a.batch), "--seq-len", str(a.seq_len),
               "--seed", str(a.seed), "--val-windows", "256", "--round-deadline-s", "120"]
+    start = "the seed's initialisation"
+    if a.pretrain_steps > 0:
+        pre = run(a.headroom, a.out, "pretrain",
+                  ["--workers", "1", "--batch", str(a.batch * a.workers), "--seq-len", str(a.seq_len),
+                   "--seed", str(a.seed), "--val-windows", "256", "--mode", "ddp", "--threads", "2",
+                   "--inner-steps", "100", "--rounds", str(a.pretrain_steps // 100)], a.saved)
+        common += ["--init-checkpoint", pre["checkpoint"]]
+        start = (f"a model pretrained {a.pretrain_steps} steps of {a.batch * a.workers} x "
+                 f"{a.seq_len} bytes on one worker (val loss {pre['final_val_loss']:.4f})")
     hs = [int(x) for x in a.h.split(",")]
     # DDP: rounds of 100 steps (its loss curve and hash checks every 100 steps), same steps.
     ddp_h = 100
@@ -66,9 +81,10 @@ def main():
         rows.append((h, run(a.headroom, a.out, f"diloco-h{h}",
                             common + ["--inner-steps", str(h), "--rounds", str(a.steps // h)],
                             a.saved)))
-    print(f"\n`scripts/diloco_results.py build/bin/headroom build/diloco-results` ({a.workers} workers, "
-          f"tiny model, {a.steps} inner steps each of {a.batch} x {a.seq_len} bytes: "
-          f"{ddp['tokens']:,} tokens per run)\n")
+    print(f"\n`scripts/diloco_results.py build/bin/headroom {a.out}"
+          f"{f' --pretrain-steps {a.pretrain_steps}' if a.pretrain_steps else ''}` ({a.workers} "
+          f"workers, tiny model, {a.steps} inner steps each of {a.batch} x {a.seq_len} bytes: "
+          f"{ddp['tokens']:,} tokens per run, from {start})\n")
     print("| run | H | rounds | final val loss (nats/byte) | vs ddp | bits/byte | bytes sent | "
           "ddp bytes / these | overhead | energy: compute / coordination (J) |")
     print("|---|---|---|---|---|---|---|---|---|---|")

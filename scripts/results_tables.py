@@ -18,7 +18,9 @@ def table(path):
     with open(path) as f:
         r = json.load(f)
     moving = "budget_schedule" in r
-    head = (f"`{r['scenario']}`, {r['seeds']} seeds x {r['steps']} steps, "
+    steps = (f"exactly {r['steps']} steps each (`--horizon steps`)"
+             if r.get("horizon") == "steps" else f"{r['steps']} steps")
+    head = (f"`{r['scenario']}`, {r['seeds']} seeds x {steps}, "
             + (f"budget `{r['budget_schedule']['name']}` "
                f"({r['budget_schedule']['lowest_w']:.1f}–{r['budget_schedule']['highest_w']:.1f} "
                f"W per GPU, {r['budget_schedule']['decreases']} decreases)" if moving

@@ -72,6 +72,7 @@ struct EvalArgs {
   std::string policy;
   int seeds = 10;
   int steps = 500;
+  std::string horizon = "time";
   double violation_target = 0.01;
   int threads = 2;
   bool json = false;
@@ -137,6 +138,9 @@ Status RunEval(const EvalArgs& args) {
   config.budget_w = budget_w;
   config.seeds = args.seeds;
   config.steps = args.steps;
+  auto horizon = sim::ParseHorizon(args.horizon);
+  if (!horizon) return std::move(horizon).error();
+  config.horizon = *horizon;
   config.controllers = names;
   config.policy = policy ? &*policy : nullptr;
   config.violation_target = args.violation_target;
@@ -281,8 +285,13 @@ Command SetupEval(CLI::App& app) {
   app.add_option("--policy", args->policy, "Policy JSON for ppo (headroom train)");
   app.add_option("--seeds", args->seeds, "Evaluation seeds (1..N)")->check(Integer(1, 1000));
   app.add_option("--steps", args->steps,
-                 "Horizon: the time the uncontrolled trainer takes for this many steps")
+                 "Horizon: the time the uncontrolled trainer takes for this many steps (--horizon "
+                 "time), or exactly this many steps (--horizon steps)")
       ->check(Integer(1, 100000));
+  app.add_option("--horizon", args->horizon,
+                 "time: every controller runs as long as the uncontrolled trainer's --steps "
+                 "take; steps: every controller runs --steps steps (the source paper's framing)")
+      ->capture_default_str();
   app.add_option("--violation-target", args->violation_target,
                  "0.5 s violation fraction static-safe and pid must meet")
       ->check(Real(0.0, 1.0));

@@ -86,6 +86,7 @@ struct Args {
   std::string fleet;  // etcd://HOST:PORT[,HOST:PORT...]
   std::string site;
   std::string fleet_job;  // the member's name; default <run>.<name>
+  std::string init_checkpoint;  // the run's starting model (a model.ckpt)
   dist::WorkerOptions w;
 };
 
@@ -143,6 +144,8 @@ void AddWorkerOptions(CLI::App& app, Args& a, bool need_etcd) {
                  "Train on a site's spare power: its etcd, etcd://HOST:PORT[,...] (with --site)");
   app.add_option("--site", a.site, "The site whose coordinator grants the watts");
   app.add_option("--fleet-job", a.fleet_job, "The worker's name at the site (default RUN.NAME)");
+  app.add_option("--init-checkpoint", a.init_checkpoint,
+                 "Start from this model.ckpt instead of the seed's initialisation");
   app.add_flag("--json", a.json_out, "Print the summary as JSON");
 }
 
@@ -174,6 +177,15 @@ Status Resolve(Args& a, const std::string& mode) {
     if (!a.fleet_job.empty()) {
       if (auto st = headroom::coord::CheckName(a.fleet_job, "--fleet-job"); !st) return st;
     }
+  }
+  if (!a.init_checkpoint.empty()) {
+    auto c = dist::ReadCheckpoint(a.init_checkpoint);
+    if (!c) return c.error();
+    if (c->model != a.w.model) {
+      return Error::Input(a.init_checkpoint + ":2: field 'model': '" + c->model +
+                          "', not the run's --model '" + a.w.model + "'");
+    }
+    a.w.init_parameters = std::move(c->parameters);
   }
   if (a.w.threads < 1 || a.w.threads > 256) return Error::Usage("--threads: 1 to 256");
   if (a.w.lease_ttl_s < 2 || a.w.lease_ttl_s > 60) return Error::Usage("--lease-ttl-s: 2 to 60");
@@ -454,6 +466,7 @@ std::vector<std::string> WorkerArgv(const Args& a, const std::string& mode, cons
   add("--seq-len", std::to_string(w.seq_len));
   add("--threads", std::to_string(w.threads));
   if (!a.key_file.empty()) add("--key-file", a.key_file);
+  if (!a.init_checkpoint.empty()) add("--init-checkpoint", a.init_checkpoint);
   if (!a.etcd_user.empty()) {
     add("--etcd-user", a.etcd_user);
     add("--etcd-password-file", a.etcd_password_file);

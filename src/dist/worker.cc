@@ -278,6 +278,7 @@ Status Worker::CheckConfig() {
             {"compress", CodecName(o_.codec)},
             {"outer_lr", o_.outer.lr},
             {"outer_momentum", o_.outer.momentum}};
+  if (!o_.init_parameters.empty()) c["init"] = Hex(Sha256Floats(o_.init_parameters));
   coord::TxnRequest t;
   t.compare.push_back(
       coord::Compare::CreateRevision(prefix_ + "config", coord::Compare::Result::kEqual, 0));
@@ -877,6 +878,14 @@ Result<WorkerReport> Worker::Run() {
   threads_ = o_.threads;
   outer_ = std::make_unique<OuterSgd>(o_.outer);
   val_batches_ = lm::ValidationBatches(corpus_.val, o_.val_windows, 16, o_.seq_len);
+  if (!o_.init_parameters.empty()) {
+    if (o_.init_parameters.size() != model_->parameter_count()) {
+      return Error::Usage(fmt::format("the starting checkpoint has {} parameters; model {} has {}",
+                                      o_.init_parameters.size(), o_.model,
+                                      model_->parameter_count()));
+    }
+    model_->SetParameters(o_.init_parameters);
+  }
   model_->GetParameters(global_);
   if (auto s = CheckConfig(); !s) return s.error();
   if (auto s = Register(); !s) return s.error();

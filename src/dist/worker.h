@@ -9,8 +9,9 @@
 // is left out of that round, never waited for past the round's deadline or its lease.
 //
 // Store layout, under /headroom-diloco/<run>/ (JSON values):
-//   config                      the run's settings; the first worker writes it, every other
-//                               must match it
+//   config                      the run's settings (with "init", the starting checkpoint's
+//                               SHA-256, when there is one); the first worker writes it,
+//                               every other must match it
 //   members/<id>                {"name", "pid", "joined_round"} under the member's lease;
 //                               joined_round -1 while it syncs; id = the lease, in hex
 //   rounds/<r>/<a>/arrive/<id>  member id is at round r's boundary, attempt a (lease)
@@ -77,6 +78,9 @@ struct WorkerOptions {
   // Told when the worker starts and stops computing (waiting, communicating, paused: not
   // drawing its compute power), so that the grant is acknowledged while nobody asks for it.
   std::function<void(bool computing)> computing;
+  // The run's starting model instead of the seed's initialisation: a checkpoint's parameters
+  // (`--init-checkpoint`). Its SHA-256 joins the run's config, so every member starts from it.
+  std::vector<float> init_parameters;
   Hostility hostility = Hostility::kNone;
   int hostile_from_round = 0;
   std::string out_dir;  // the worker's JSON and the final checkpoint (the donor's)

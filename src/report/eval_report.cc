@@ -46,6 +46,7 @@ ordered_json EvalToJson(const sim::EvalResult& r) {
   j["budget_w"] = r.budget_w;
   j["seeds"] = r.seeds;
   j["steps"] = r.steps;
+  j["horizon"] = std::string(sim::HorizonName(r.horizon));
   j["violation_target"] = r.violation_target;
   j["horizon_s"] = r.horizon_s;
   if (r.schedule) {
@@ -81,6 +82,15 @@ ordered_json EvalToJson(const sim::EvalResult& r) {
     e["tokens_per_mwh"] = StatJson(c.tokens_per_mwh);
     e["mean_concurrency"] = StatJson(c.mean_concurrency);
     e["mean_group_size"] = StatJson(c.mean_group_size);
+    {
+      std::vector<double> duration, steps;
+      for (const auto& run : c.runs) {
+        duration.push_back(run.duration_s);
+        steps.push_back(run.steps_done);
+      }
+      e["duration_s"] = StatJson(sim::StatOf(duration));
+      e["steps_done"] = StatJson(sim::StatOf(steps));
+    }
     e["tokens_vs_uncontrolled_pct"] = Opt(c.tokens_vs_uncontrolled_pct);
     e["tokens_vs_static_safe_pct"] = Opt(c.tokens_vs_static_safe_pct);
     e["violations_vs_uncontrolled_pct"] = Opt(c.violations_vs_uncontrolled_pct);
@@ -99,11 +109,18 @@ ordered_json EvalToJson(const sim::EvalResult& r) {
 std::string EvalToText(const sim::EvalResult& r) {
   double mean_h = 0.0;
   for (double h : r.horizon_s) mean_h += h / static_cast<double>(r.horizon_s.size());
-  std::string out = fmt::format(
-      "scenario   {} at {:.1f} W per GPU; {} seeds x {:.0f} s (the time of {} uncontrolled steps)\n"
+  std::string out =
+      r.horizon == sim::Horizon::kSteps
+          ? fmt::format("scenario   {} at {:.1f} W per GPU; {} seeds x {} steps each (horizon "
+                        "steps; uncontrolled: {:.0f} s)\n",
+                        r.scenario, r.budget_w, r.seeds, r.steps, mean_h)
+          : fmt::format("scenario   {} at {:.1f} W per GPU; {} seeds x {:.0f} s (the time of {} "
+                        "uncontrolled steps)\n",
+                        r.scenario, r.budget_w, r.seeds, mean_h, r.steps);
+  out += fmt::format(
       "target     0.5 s violation fraction <= {:.2f}% (static-safe and pid searched on "
       "calibration seeds)\n",
-      r.scenario, r.budget_w, r.seeds, mean_h, r.steps, 100.0 * r.violation_target);
+      100.0 * r.violation_target);
   if (r.schedule) {
     out += fmt::format("budget     moving, {}\n\n", ScheduleText(*r.schedule));
     TextTable t({"controller", "viol 0.5s", "viol 30s", "viol 5min", "tokens",

@@ -44,11 +44,23 @@ bool NeedsSchedule(std::string_view controller) {
   return controller == "static-safe-lowest" || controller == "static-oracle";
 }
 
+Result<Horizon> ParseHorizon(std::string_view text) {
+  if (text == "time") return Horizon::kTime;
+  if (text == "steps") return Horizon::kSteps;
+  return Error::Usage(fmt::format("--horizon: '{}' is not time or steps", text));
+}
+
+std::string_view HorizonName(Horizon h) { return h == Horizon::kSteps ? "steps" : "time"; }
+
 namespace {
 
 constexpr uint64_t kCalibrationSeed0 = 1001;
 // static-oracle searches at most this many budget levels (the schedule's, or quantiles of them).
 constexpr size_t kMaxOracleLevels = 8;
+// Horizon `steps`: a run stops at its steps or at this many times the uncontrolled trainer's
+// time for them, whichever comes first (a controller that stalls the trainer ends, with fewer
+// steps, rather than hanging the evaluation).
+constexpr double kStepsHorizonCap = 20.0;
 
 // The setting searched for each budget level, switched as the budget in force moves: the one of
 // the highest level at or below it (the lowest level's below them all).
@@ -233,6 +245,7 @@ Result<EvalResult> Evaluate(const EvalConfig& config) {
   out.budget_w = config.budget_w;
   out.seeds = config.seeds;
   out.steps = config.steps;
+  out.horizon = config.horizon;
   out.violation_target = config.violation_target;
   auto progress = [&](const std::string& what, int done, int total) {
     if (config.progress) config.progress(what, done, total);
@@ -367,6 +380,11 @@ Result<EvalResult> Evaluate(const EvalConfig& config) {
     control::Controller& c = own ? *own : built.get();
     EpisodeOptions o;
     o.horizon_s = out.horizon_s[static_cast<size_t>(seed)];
+    if (config.horizon == Horizon::kSteps) {
+      // Exactly `steps` steps; the time cap only stops a controller that stalls the trainer.
+      o.steps = config.steps;
+      o.horizon_s = kStepsHorizonCap * out.horizon_s[static_cast<size_t>(seed)];
+    }
     o.record_power = config.record_power && seed == 0;
     if (out.schedule) o.budget = &out.schedule->per_seed[static_cast<size_t>(seed)];
     runs[static_cast<size_t>(ci)][static_cast<size_t>(seed)] =

@@ -1,8 +1,11 @@
 // `headroom eval`: every controller on the same seeds, scored like the paper's tables.
 //
-// Horizon: for each seed, the wall time the uncontrolled trainer takes for `steps` GRPO steps;
-// every controller then runs exactly that long on that seed, so tokens measure throughput and
-// energy is over the same time. Static-safe and the PID gains are found by search on separate
+// Horizon `time` (the default): for each seed, the wall time the uncontrolled trainer takes for
+// `steps` GRPO steps; every controller then runs exactly that long on that seed, so tokens
+// measure throughput and energy is over the same time. Horizon `steps` (the source paper's
+// framing): every controller runs exactly `steps` GRPO steps, however long they take, so tokens
+// are what those steps generated (a larger group size makes more per step) and energy is over
+// each controller's own duration. Static-safe and the PID gains are found by search on separate
 // calibration seeds (1001, 1002, ...), never on the evaluation seeds (1, 2, ...).
 #pragma once
 
@@ -56,8 +59,13 @@ struct PidChoice {
   bool meets_target = false;
 };
 
+enum class Horizon { kTime, kSteps };
+Result<Horizon> ParseHorizon(std::string_view text);  // "time" or "steps"
+std::string_view HorizonName(Horizon h);
+
 struct EvalConfig {
   twin::Scenario scenario;
+  Horizon horizon = Horizon::kTime;
   double budget_w = 0.0;
   int seeds = 10;
   int steps = 500;
@@ -114,11 +122,12 @@ struct ScheduleInfo {
 
 struct EvalResult {
   std::string scenario;
+  Horizon horizon = Horizon::kTime;
   double budget_w = 0.0;
   int seeds = 0;
   int steps = 0;
   double violation_target = 0.0;
-  std::vector<double> horizon_s;  // per seed
+  std::vector<double> horizon_s;  // per seed: the uncontrolled trainer's time for `steps` steps
   StaticSafe static_safe;
   PidChoice pid;
   double pid_target = 0.0;  // what PID was tuned to: the policy's constraint when there is one

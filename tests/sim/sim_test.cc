@@ -78,6 +78,41 @@ TEST(Evaluate, ComparesOnTheSameHorizonAndChecksNames) {
   EXPECT_FALSE(Evaluate(c).ok());  // no policy
 }
 
+// The source paper's framing: every controller runs exactly the steps asked for, however long
+// they take; tokens and energy are those steps' (checked against an episode run by hand).
+TEST(Evaluate, UnderTheStepsHorizonEveryControllerRunsTheSameSteps) {
+  EvalConfig c;
+  c.scenario = Load("a100-7b-tp1");
+  c.budget_w = 314.6;
+  c.seeds = 2;
+  c.steps = 4;
+  c.search_steps = 4;
+  c.calibration_seeds = 1;
+  c.horizon = Horizon::kSteps;
+  c.controllers = {"uncontrolled", "static-safe", "power-cap"};
+  auto r = Evaluate(c);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->horizon, Horizon::kSteps);
+  for (const auto& e : r->controllers) {
+    for (const auto& run : e.runs) EXPECT_EQ(run.steps_done, 4) << e.name;
+  }
+  // Uncontrolled: its steps take the horizon's time, by the horizon's definition; static-safe's
+  // larger groups make longer steps with more tokens each.
+  for (int i = 0; i < 2; ++i) EXPECT_NEAR(r->controllers[0].runs[i].duration_s, r->horizon_s[i], 0.5);
+  EXPECT_GT(r->controllers[1].runs[0].duration_s, r->horizon_s[0] + 1.0)
+      << r->controllers[1].setting;
+  control::PowerCap cap(c.scenario.concurrency, c.scenario.group_size);
+  EpisodeOptions o;
+  o.steps = 4;
+  o.horizon_s = 20.0 * r->horizon_s[0];
+  const EpisodeResult by_hand = RunEpisode(c.scenario, c.budget_w, 1, cap, o);
+  EXPECT_EQ(r->controllers[2].runs[0].tokens, by_hand.tokens);
+  EXPECT_EQ(r->controllers[2].runs[0].energy_j, by_hand.energy_j);
+  EXPECT_EQ(ParseHorizon("steps").value(), Horizon::kSteps);
+  EXPECT_THAT(ParseHorizon("epochs").error().message(),
+              ::testing::HasSubstr("--horizon: 'epochs' is not time or steps"));
+}
+
 TEST(BudgetPlan, GeneratorsAreSeededBoundedAndOnControlIntervals) {
   auto steps = ParseBudgetGenerator("steps:280:400:300");
   ASSERT_TRUE(steps.ok() && steps->has_value());

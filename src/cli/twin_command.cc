@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -12,12 +13,14 @@
 #include "cli/trace_options.h"
 #include "common/atomic_file.h"
 #include "common/paths.h"
+#include "common/phase.h"
 #include "report/table.h"
 #include "trace/meta.h"
 #include "trace/reader.h"
 #include "trace/writer.h"
 #include "twin/authority.h"
 #include "twin/calibrate.h"
+#include "twin/calibrate_trace.h"
 #include "twin/scenario.h"
 #include "twin/twin.h"
 
@@ -283,8 +286,151 @@ struct CalibrateArgs {
   std::string trace;
   bool fit_dynamics = false;
   std::string gpu_id;
+  std::string base;
+  std::string name;
   std::string out;
 };
+
+// An agent trace's samples, one per time: power averaged over the GPUs, tokens summed.
+class JobSampleSink final : public trace::SampleSink {
+ public:
+  void OnBatch(const trace::SampleBatch& batch, const trace::TraceSchema& schema) override {
+    const auto field = [&](trace::Field f, size_t i) {
+      return schema.Has(f) ? batch.fields[trace::FieldIndex(f)][i] : std::nan("");
+    };
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (samples.empty() || batch.t_s[i] != samples.back().t_s) {
+        Close();
+        samples.push_back({});
+        auto& x = samples.back();
+        x.t_s = batch.t_s[i];
+        const uint16_t phase = schema.has_phase ? batch.phase[i] : trace::SampleBatch::kNoPhase;
+        if (phase == trace::SampleBatch::kNoPhase) {
+          bad_phase_ = bad_phase_.empty() ? "(empty)" : bad_phase_;
+        } else if (auto p = PhaseFromName(schema.phase_names[phase])) {
+          x.phase = *p;
+        } else if (bad_phase_.empty()) {
+          bad_phase_ = schema.phase_names[phase];
+        }
+        x.step = static_cast<int>(field(trace::Field::kStep, i));
+        x.concurrency = field(trace::Field::kConcurrency, i);
+        x.group_size = field(trace::Field::kGroupSize, i);
+        const double b = field(trace::Field::kBudgetW, i);
+        x.budget_w = std::isnan(b) ? 0.0 : b;
+      }
+      const double tokens = field(trace::Field::kTokens, i);
+      if (!std::isnan(tokens)) samples.back().tokens += tokens;
+      power_sum_ += batch.power_w[i];
+      ++gpus_;
+    }
+  }
+  void Close() {
+    if (!samples.empty() && gpus_ > 0) samples.back().power_w = power_sum_ / gpus_;
+    power_sum_ = 0.0;
+    gpus_ = 0;
+  }
+  std::vector<twin::JobSample> samples;
+  const std::string& bad_phase() const { return bad_phase_; }
+
+ private:
+  double power_sum_ = 0.0;
+  int gpus_ = 0;
+  std::string bad_phase_;
+};
+
+// The base scenario of a trace calibration: --base, else the built-in the trace's sidecar names
+// ("scenario NAME" in its job, as an agent on the twin writes), else the built-in on the
+// sidecar's GPU model with the trace's GPU count (the first by name).
+Result<twin::Scenario> CalibrationBase(const CalibrateArgs& args, size_t trace_gpus) {
+  if (!args.base.empty()) return twin::LoadScenario(args.base);
+  std::vector<std::string> warnings;
+  auto meta = trace::LoadMetaFor(args.trace, &warnings);
+  if (!meta) return std::move(meta).error();
+  if (*meta && (*meta)->job) {
+    const std::string& job = *(*meta)->job;
+    for (const auto& name : twin::BuiltinScenarioNames()) {
+      const std::string needle = "scenario " + name;
+      const auto at = job.find(needle);
+      if (at != std::string::npos &&
+          (at + needle.size() == job.size() || job[at + needle.size()] == ',')) {
+        return twin::LoadScenario(name);
+      }
+    }
+  }
+  if (*meta && (*meta)->gpu_model) {
+    for (const auto& name : twin::BuiltinScenarioNames()) {
+      auto s = twin::LoadScenario(name);
+      if (s && s->has_rollout && s->gpu_model == *(*meta)->gpu_model &&
+          static_cast<size_t>(s->gpus) == trace_gpus) {
+        return s;
+      }
+    }
+  }
+  return Error::Usage(fmt::format(
+      "{}: give --base SCENARIO (what the trace cannot show: the model, the GPUs' memory and "
+      "nameplate, prompts per step and their length): its sidecar names no built-in",
+      args.trace));
+}
+
+Status CalibrateFromAgentTrace(const CalibrateArgs& args, std::string& toml) {
+  JobSampleSink sink;
+  auto summary = trace::ReadTraceFile(args.trace, {}, sink);
+  if (!summary) return std::move(summary).error();
+  sink.Close();
+  const trace::TraceSchema& schema = summary->schema;
+  for (const auto& [field, what] :
+       {std::pair{trace::Field::kStep, "step"}, std::pair{trace::Field::kTokens, "tokens"},
+        std::pair{trace::Field::kConcurrency, "concurrency"}}) {
+    if (!schema.Has(field)) {
+      return Error::Input(
+          fmt::format("{}: no {} column: an agent trace (headroom agent --trace-out) has "
+                      "phase, step, tokens, concurrency and group_size",
+                      args.trace, what));
+    }
+  }
+  if (!schema.has_phase) return Error::Input(fmt::format("{}: no phase column", args.trace));
+  if (!sink.bad_phase().empty()) {
+    return Error::Input(fmt::format("{}: column 'phase': '{}' is not a phase ({})", args.trace,
+                                    sink.bad_phase(), "idle, startup, rollout, logprob, train, "
+                                                      "sync, checkpoint, stopped"));
+  }
+  auto base = CalibrationBase(args, schema.gpu_ids.size());
+  if (!base) return std::move(base).error();
+  if (static_cast<size_t>(base->gpus) != schema.gpu_ids.size()) {
+    return Error::Usage(fmt::format("--base {}: {} GPUs, the trace has {}", base->name,
+                                    base->gpus, schema.gpu_ids.size()));
+  }
+  const std::string name =
+      args.name.empty() ? std::filesystem::path(args.out).stem().string() : args.name;
+  auto c = twin::CalibrateFromTrace(sink.samples, *base, name);
+  if (!c) return Error::Input(fmt::format("{}: {}", args.trace, c.error().message()));
+  fmt::print("base       {} (kept: model, hardware, prompts, ranges, power-limit curve, dynamics)\n",
+             base->name);
+  fmt::print("measured   {} complete steps, {} samples every {:.3g} s\n", c->steps,
+             sink.samples.size(), c->interval_s);
+  report::TextTable table({"key", "calibrated", "base", "how"});
+  table.AlignLeft(0);
+  table.AlignLeft(3);
+  for (const auto& v : c->values) {
+    table.AddRow({v.key, fmt::format("{:.6g}", v.value), fmt::format("{:.6g}", v.base), v.how});
+  }
+  fmt::print("{}", table.Render());
+  // Checked by the parser before anything is written.
+  toml = twin::ScenarioToToml(
+      c->scenario,
+      {fmt::format("Calibrated by `headroom twin calibrate --trace {}` on base scenario {}",
+                   args.trace, base->name),
+       fmt::format("from {} complete steps; measured keys:", c->steps)});
+  for (const auto& v : c->values) {
+    toml.insert(toml.find("\n[scenario]"), fmt::format("#   {} = {:.6g} (base {:.6g}): {}\n",
+                                                        v.key, v.value, v.base, v.how));
+  }
+  if (auto back = twin::ParseScenario(toml, args.out); !back) {
+    return Error::Input(fmt::format("{}: the calibrated scenario is not valid: {}", args.trace,
+                                    back.error().message()));
+  }
+  return OkStatus();
+}
 
 // Keeps one GPU's samples with their concurrency.
 class ConcurrencySink final : public trace::SampleSink {
@@ -335,11 +481,13 @@ Status RunCalibrate(const CalibrateArgs& args) {
         fit->tau_up_s, fit->tau_down_s, fit->noise_w, fit->noise_rho, fit->sample_interval_s,
         fit->up_steps, fit->down_steps);
     toml = twin::DynamicsFitToml(*fit, args.trace);
+  } else if (!args.trace.empty()) {
+    if (auto st = CalibrateFromAgentTrace(args, toml); !st) return st;
   } else {
     if (args.mlenergy.empty() || args.model.empty() || args.gpu.empty()) {
       return Error::Usage(
-          "give --mlenergy FILE.csv --model M --gpu G (or --trace FILE "
-          "--fit-dynamics)");
+          "give --mlenergy FILE.csv --model M --gpu G, --trace AGENT_TRACE (a scenario), or "
+          "--trace FILE --fit-dynamics");
     }
     auto rows = twin::ReadMlEnergyCsv(args.mlenergy);
     if (!rows) return std::move(rows).error();
@@ -448,11 +596,18 @@ Command SetupTwin(CLI::App& app) {
   calibrate->add_option("--held-out-model", calibrate_args->held_out_models,
                         "Another model (same GPU and TP) to predict with the fit, and score");
   calibrate->add_option("--trace", calibrate_args->trace,
-                        "Measured trace with a concurrency column");
+                        "An agent trace (headroom agent --trace-out): a whole scenario from it; with "
+                        "--fit-dynamics, any trace with a concurrency column: lag and noise");
   calibrate->add_flag("--fit-dynamics", calibrate_args->fit_dynamics,
                       "Fit lag and noise from --trace");
   calibrate->add_option("--gpu-id", calibrate_args->gpu_id,
                         "GPU of --trace to fit (default: first)");
+  calibrate->add_option("--base", calibrate_args->base,
+                        "With --trace (an agent trace): the scenario that supplies what the trace "
+                        "cannot show (default: the built-in the trace's sidecar names, else the "
+                        "one on its GPU model and count)");
+  calibrate->add_option("--name", calibrate_args->name,
+                        "With --trace: the calibrated scenario's name (default: --out's stem)");
   calibrate->add_option("--out", calibrate_args->out, "TOML to write")->required();
   calibrate->callback([selected, calibrate_args] {
     *selected = [calibrate_args] { return RunCalibrate(*calibrate_args); };

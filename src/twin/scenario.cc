@@ -422,6 +422,143 @@ Result<Scenario> ParseScenario(std::string_view toml_text, std::string_view sour
   return s;
 }
 
+namespace {
+
+// A TOML basic string: quotes, backslashes and control characters escaped.
+std::string Quoted(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+// The shortest decimal that reads back as the same double (fmt's "{}").
+std::string Num(double v) { return fmt::format("{}", v); }
+
+}  // namespace
+
+std::string ScenarioToToml(const Scenario& s, const std::vector<std::string>& header) {
+  std::string o;
+  for (const auto& line : header) o += "# " + line + "\n";
+  const auto key = [&o](std::string_view k, const std::string& v) {
+    o += fmt::format("{} = {}\n", k, v);
+  };
+  o += "\n[scenario]\n";
+  key("name", Quoted(s.name));
+  key("description", Quoted(s.description));
+  o += "\n[job]\n";
+  key("gpus", std::to_string(s.gpus));
+  key("tp", std::to_string(s.tp));
+  key("idle_before_s", Num(s.idle_before_s));
+  key("startup_s", Num(s.startup_s));
+  if (s.stop_at_s) key("stop_at_s", Num(*s.stop_at_s));
+  o += "\n[hardware]\n";
+  key("gpu_model", Quoted(s.gpu_model));
+  key("nameplate_w", Num(s.nameplate_w));
+  key("memory_gib", Num(s.memory_gib));
+  key("idle_w", Num(s.idle_w));
+  key("idle_loaded_w", Num(s.idle_loaded_w));
+  o += "\n[model]\n";
+  key("name", Quoted(s.model));
+  key("params_b", Num(s.params_b));
+  key("layers", std::to_string(s.layers));
+  key("kv_heads", std::to_string(s.kv_heads));
+  key("head_dim", std::to_string(s.head_dim));
+  key("weight_bytes_per_param", Num(s.weight_bytes_per_param));
+  key("kv_bytes_per_value", Num(s.kv_bytes_per_value));
+  if (s.has_rollout) {
+    o += "\n[rollout]\n";
+    key("prompts_per_step", std::to_string(s.prompts_per_step));
+    key("group_size", std::to_string(s.group_size));
+    key("concurrency", std::to_string(s.concurrency));
+    key("group_size_range",
+        fmt::format("[{}, {}]", s.group_size_range.lo, s.group_size_range.hi));
+    key("concurrency_range",
+        fmt::format("[{}, {}]", s.concurrency_range.lo, s.concurrency_range.hi));
+    key("prompt_tokens", Num(s.prompt_tokens));
+    key("max_new_tokens", Num(s.max_new_tokens));
+    key("length_median_tokens", Num(s.length_median_tokens));
+    key("length_sigma", Num(s.length_sigma));
+    key("gpu_memory_utilization", Num(s.gpu_memory_utilization));
+    key("prefill_tokens_per_s", Num(s.prefill_tokens_per_s));
+    key("prefill_power_w", Num(s.prefill_power_w));
+    const auto logistic = [&](std::string_view prefix, const Logistic4& f) {
+      key(fmt::format("{}_b0", prefix), Num(f.b0));
+      key(fmt::format("{}_l", prefix), Num(f.l));
+      key(fmt::format("{}_x0", prefix), Num(f.x0));
+      key(fmt::format("{}_k", prefix), Num(f.k));
+    };
+    logistic("decode_power", s.decode.power_w);
+    logistic("decode_tokens_per_s", s.decode.tokens_per_s);
+    key("decode_min_batch", Num(s.decode.n_min));
+  }
+  if (s.logprob_passes > 0 || s.logprob_tokens_per_s > 0.0) {
+    o += "\n[logprob]\n";
+    key("passes", std::to_string(s.logprob_passes));
+    key("tokens_per_s", Num(s.logprob_tokens_per_s));
+    key("power_w", Num(s.logprob_power_w));
+  }
+  if (s.has_train) {
+    o += "\n[train]\n";
+    key("tokens_per_s", Num(s.train_tokens_per_s));
+    key("power_w", Num(s.train_power_w));
+    if (s.train_tokens_per_step > 0.0 || !s.has_rollout) {
+      key("tokens_per_step", Num(s.train_tokens_per_step));
+    }
+  }
+  if (s.sync_s > 0.0 || s.sync_power_w > 0.0) {
+    o += "\n[sync]\n";
+    key("duration_s", Num(s.sync_s));
+    key("power_w", Num(s.sync_power_w));
+  }
+  if (s.checkpoint_every_steps > 0 || s.checkpoint_s > 0.0) {
+    o += "\n[checkpoint]\n";
+    key("every_steps", std::to_string(s.checkpoint_every_steps));
+    key("duration_s", Num(s.checkpoint_s));
+    key("power_w", Num(s.checkpoint_power_w));
+    if (s.checkpoint_slow_onset_mean_s > 0.0) {
+      key("slow_onset_mean_s", Num(s.checkpoint_slow_onset_mean_s));
+      key("slow_duration_s", Num(s.checkpoint_slow_s));
+    }
+  }
+  o += "\n[dynamics]\n";
+  key("tau_up_s", Num(s.tau_up_s));
+  key("tau_down_s", Num(s.tau_down_s));
+  key("noise_w", Num(s.noise_w));
+  key("noise_rho", Num(s.noise_rho));
+  o += "\n[telemetry]\n";
+  key("average_s", Num(s.telemetry_average_s));
+  o += "\n[power_limit]\n";
+  std::string fractions, factors;
+  for (const auto& p : s.clock.points()) {
+    fractions += (fractions.empty() ? "" : ", ") + Num(p.power_fraction);
+    factors += (factors.empty() ? "" : ", ") + Num(p.time_factor);
+  }
+  key("power_fraction", "[" + fractions + "]");
+  key("time_factor", "[" + factors + "]");
+  key("min_w", Num(s.power_limit_min_w));
+  o += "\n[control]\n";
+  key("tick_s", Num(s.tick_s));
+  key("interval_s", Num(s.interval_s));
+  o += "\n[budget]\n";
+  key("default_w", Num(s.budget_w));
+  key("range_w", fmt::format("[{}, {}]", Num(s.budget_range_w.first), Num(s.budget_range_w.second)));
+  return o;
+}
+
 Result<Scenario> LoadScenario(std::string_view name_or_path) {
   if (auto text = BuiltinScenarioText(name_or_path)) {
     return ParseScenario(*text, fmt::format("scenario {}", name_or_path));

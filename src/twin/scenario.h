@@ -122,6 +122,10 @@ int KvCapacitySequences(const Scenario& s);
 // Parses scenario TOML. `source_name` names the text in messages.
 Result<Scenario> ParseScenario(std::string_view toml_text, std::string_view source_name);
 
+// The scenario as TOML that ParseScenario reads back to the same values (numbers in their
+// shortest exact form), every table and key it sets; `header` lines go first as comments.
+std::string ScenarioToToml(const Scenario& s, const std::vector<std::string>& header = {});
+
 // A built-in scenario by name, or a TOML file by path.
 Result<Scenario> LoadScenario(std::string_view name_or_path);
 

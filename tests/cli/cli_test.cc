@@ -515,6 +515,40 @@ TEST_F(Cli, AgentRunsOnTheTwinFromAConfigFile) {
   EXPECT_EQ(j["samples"], 121);
 }
 
+// Calibrate your own machine, end to end: a job's agent trace (the agent beside the twin as the
+// "real" job, PID moving concurrency) -> `twin calibrate --trace` (the base from the trace's
+// sidecar) -> `train --scenario my.toml` -> the agent runs that policy on it.
+TEST_F(Cli, CalibrateFromAnAgentTraceThenTrainThenRunThePolicy) {
+  const std::string trace = (dir_ / "job.csv").string();
+  auto a = Headroom("agent --source twin --scenario h100-8b-tp1 --controller pid --speed 0 "
+                    "--duration-s 600 --listen 127.0.0.1:0 --trace-out " + trace);
+  ASSERT_EQ(a.status, 0) << a.err;
+  const std::string mine = (dir_ / "mine.toml").string();
+  auto c = Headroom("twin calibrate --trace " + trace + " --out " + mine);
+  ASSERT_EQ(c.status, 0) << c.err;
+  EXPECT_THAT(c.out, HasSubstr("base       h100-8b-tp1"));
+  EXPECT_THAT(c.out, HasSubstr("train.power_w"));
+  const std::string toml = Slurp(mine);
+  EXPECT_THAT(toml, HasSubstr("name = \"mine\""));
+  EXPECT_THAT(toml, HasSubstr("# Calibrated by `headroom twin calibrate --trace"));
+  const std::string policy = (dir_ / "mine.json").string();
+  auto t = Headroom("train --scenario " + mine + " --timesteps 2000 --envs 2 --seed 3 --out " +
+                    policy);
+  ASSERT_EQ(t.status, 0) << t.err;
+  auto r = Headroom("agent --source twin --scenario " + mine + " --controller ppo --policy " +
+                    policy + " --speed 0 --duration-s 30 --listen 127.0.0.1:0");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("ppo controller"));
+  // A trace that is not an agent's: one line naming the file and what is missing; nothing
+  // written.
+  const std::string plain = Write("plain.csv", "t_s,gpu,power_w\n0,0,100\n0.5,0,110\n");
+  auto bad = Headroom("twin calibrate --trace " + plain + " --base h100-8b-tp1 --out " +
+                      (dir_ / "bad.toml").string());
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_THAT(bad.err, HasSubstr(plain + ": no step column"));
+  EXPECT_FALSE(fs::exists(dir_ / "bad.toml"));
+}
+
 TEST_F(Cli, AgentRefusesBadConfigAndOptions) {
   auto r = Headroom("agent --config " + Write("a.toml", "speed = 0\ncontroler = \"pid\"\n"));
   EXPECT_EQ(r.status, 2);

@@ -169,3 +169,42 @@ TEST(Scenario, ABuiltinPerSourcePaperScaleAndTheH100Checks) {
 
 }  // namespace
 }  // namespace headroom::twin
+
+namespace headroom::twin {
+namespace {
+
+// ScenarioToToml writes what ParseScenario reads back to the same values: every built-in, and
+// the same twin run from the written file tick for tick.
+TEST(ScenarioToml, EveryBuiltinRoundTrips) {
+  for (const std::string& name : BuiltinScenarioNames()) {
+    SCOPED_TRACE(name);
+    auto s = LoadScenario(name);
+    ASSERT_TRUE(s.ok());
+    const std::string text = ScenarioToToml(*s, {"written by a test", "second line"});
+    EXPECT_EQ(text.rfind("# written by a test\n# second line\n", 0), 0u);
+    auto back = ParseScenario(text, "round trip");
+    ASSERT_TRUE(back.ok()) << back.error().message() << "\n" << text;
+    EXPECT_EQ(ScenarioToToml(*back), ScenarioToToml(*s));
+    EXPECT_EQ(back->name, s->name);
+    EXPECT_EQ(back->decode.power_w.k, s->decode.power_w.k);
+    EXPECT_EQ(back->decode.n_min, s->decode.n_min);
+    EXPECT_EQ(back->budget_range_w, s->budget_range_w);
+    EXPECT_EQ(back->clock.points().size(), s->clock.points().size());
+    EXPECT_EQ(back->checkpoint_slow_onset_mean_s, s->checkpoint_slow_onset_mean_s);
+    EXPECT_EQ(back->has_rollout, s->has_rollout);
+    EXPECT_EQ(back->has_train, s->has_train);
+    EXPECT_EQ(back->stop_at_s, s->stop_at_s);
+  }
+}
+
+TEST(ScenarioToml, StringsAreEscaped) {
+  auto s = LoadScenario("a100-7b-tp1");
+  ASSERT_TRUE(s.ok());
+  s->description = "a \"quoted\" \\ back\nslash";
+  auto back = ParseScenario(ScenarioToToml(*s), "escaped");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->description, s->description);
+}
+
+}  // namespace
+}  // namespace headroom::twin

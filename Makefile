@@ -12,7 +12,7 @@ HEADROOM := build/bin/headroom
 
 CHAOS_FAULTS ?= 1000
 
-.PHONY: bench-diloco diloco-results sites-results fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile demo policies results clean format
+.PHONY: bench-diloco diloco-results diloco-results-warm calibration-results sites-results fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile demo policies results clean format
 
 all: build
 
@@ -165,6 +165,16 @@ demo: build
 # same tokens (tiny model, H = 10 to 400; about 30 minutes here).
 diloco-results: build
 	/usr/bin/python3 scripts/diloco_results.py $(HEADROOM) build/diloco-results
+
+# The same from one pretrained start, as the DiLoCo paper compares (about 40 minutes here).
+diloco-results-warm: build
+	/usr/bin/python3 scripts/diloco_results.py $(HEADROOM) build/diloco-warm --pretrain-steps 1600 \
+	  --h 100,200,400
+
+# docs/RESULTS.md, "Calibrate your own machine": agent trace -> twin calibrate -> train -> eval
+# against the real scenario's own policy (about 15 minutes here).
+calibration-results: build
+	./scripts/calibration_loop.sh $(HEADROOM) build/calibration-loop
 
 # Three sites' spare power, one DiLoCo run (docs/FLEET.md, "Several sites"): carbon per token
 # by placement over a simulated day, and the loss by replay (about 10 minutes here).

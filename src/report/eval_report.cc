@@ -89,6 +89,8 @@ ordered_json EvalToJson(const sim::EvalResult& r) {
         steps.push_back(run.steps_done);
       }
       e["duration_s"] = StatJson(sim::StatOf(duration));
+      e["power_limit"] = {{"fraction", StatJson(c.limit_fraction)},
+                          {"depth", StatJson(c.limit_depth)}};
       e["steps_done"] = StatJson(sim::StatOf(steps));
     }
     e["tokens_vs_uncontrolled_pct"] = Opt(c.tokens_vs_uncontrolled_pct);
@@ -151,11 +153,15 @@ std::string EvalToText(const sim::EvalResult& r) {
   }
   if (!r.schedule) out += t.Render();
   out += "\n";
-  TextTable s({"controller", "setting", "mean concurrency", "mean group size"});
+  TextTable s({"controller", "setting", "mean concurrency", "mean group size",
+                "power limit in force", "its depth"});
   s.AlignLeft(1);
   for (const auto& c : r.controllers) {
     s.AddRow({c.name, c.setting, fmt::format("{:.1f}", c.mean_concurrency.mean),
-              fmt::format("{:.1f}", c.mean_group_size.mean)});
+              fmt::format("{:.1f}", c.mean_group_size.mean),
+              fmt::format("{:.1f}%", 100.0 * c.limit_fraction.mean),
+              c.limit_fraction.mean > 0.0 ? fmt::format("{:.1f}%", 100.0 * c.limit_depth.mean)
+                                          : std::string("-")});
   }
   out += s.Render();
   return out;

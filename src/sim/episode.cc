@@ -83,6 +83,8 @@ EpisodeResult RunEpisode(const twin::Scenario& scenario, double budget_w, uint64
   uint64_t intervals = 0;
   double concurrency_sum = 0.0;
   double group_sum = 0.0;
+  uint64_t limited = 0;
+  double depth_sum = 0.0;
   while (true) {
     if (options.steps && obs.step >= *options.steps) break;
     if (options.horizon_s && obs.t_s >= *options.horizon_s - 1e-9) break;
@@ -113,6 +115,10 @@ EpisodeResult RunEpisode(const twin::Scenario& scenario, double budget_w, uint64
     r.energy_j += sr.metrics.energy_j;
     concurrency_sum += applied.concurrency;
     group_sum += sr.observation.group_size;
+    if (applied.power_limit_w > 0.0 && applied.power_limit_w < scenario.nameplate_w) {
+      ++limited;
+      depth_sum += (scenario.nameplate_w - applied.power_limit_w) / scenario.nameplate_w;
+    }
     ++intervals;
     obs = sr.observation;
   }
@@ -133,7 +139,9 @@ EpisodeResult RunEpisode(const twin::Scenario& scenario, double budget_w, uint64
   if (intervals > 0) {
     r.mean_concurrency = concurrency_sum / static_cast<double>(intervals);
     r.mean_group_size = group_sum / static_cast<double>(intervals);
+    r.limit_fraction = static_cast<double>(limited) / static_cast<double>(intervals);
   }
+  if (limited > 0) r.limit_depth = depth_sum / static_cast<double>(limited);
   return r;
 }
 

@@ -53,6 +53,11 @@ struct EpisodeResult {
   size_t unsettled = 0;
   double mean_concurrency = 0.0;
   double mean_group_size = 0.0;
+  // The hardware power limit (docs/METRICS.md, "Power-limit use"): the share of control
+  // intervals with a limit below nameplate in force, and over those the mean of
+  // (nameplate - limit) / nameplate.
+  double limit_fraction = 0.0;
+  double limit_depth = 0.0;
   double tokens_per_mwh() const { return energy_j > 0.0 ? tokens / (energy_j / 3.6e9) : 0.0; }
 };
 

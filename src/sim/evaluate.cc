@@ -397,8 +397,10 @@ Result<EvalResult> Evaluate(const EvalConfig& config) {
     e.name = names[static_cast<size_t>(ci)];
     e.runs = std::move(runs[static_cast<size_t>(ci)]);
     std::array<std::vector<double>, 3> v;
-    std::vector<double> tok, en, tpm, mc, mg;
+    std::vector<double> tok, en, tpm, mc, mg, lf, ld;
     for (const EpisodeResult& r : e.runs) {
+      lf.push_back(r.limit_fraction);
+      ld.push_back(r.limit_depth);
       for (size_t w = 0; w < 3; ++w) v[w].push_back(r.violation_fraction[w]);
       tok.push_back(r.tokens);
       en.push_back(r.energy_j);
@@ -412,6 +414,8 @@ Result<EvalResult> Evaluate(const EvalConfig& config) {
     e.tokens_per_mwh = StatOf(tpm);
     e.mean_concurrency = StatOf(mc);
     e.mean_group_size = StatOf(mg);
+    e.limit_fraction = StatOf(lf);
+    e.limit_depth = StatOf(ld);
     if (out.schedule) {
       std::vector<double> settled;
       size_t unsettled = 0;

@@ -91,6 +91,8 @@ struct ControllerEval {
   Stat tokens_per_mwh;
   Stat mean_concurrency;
   Stat mean_group_size;
+  Stat limit_fraction;  // the hardware power limit's use (EpisodeResult)
+  Stat limit_depth;
   std::optional<double> tokens_vs_uncontrolled_pct;
   std::optional<double> tokens_vs_static_safe_pct;
   std::optional<double> violations_vs_uncontrolled_pct;

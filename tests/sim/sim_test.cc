@@ -113,6 +113,22 @@ TEST(Evaluate, UnderTheStepsHorizonEveryControllerRunsTheSameSteps) {
               ::testing::HasSubstr("--horizon: 'epochs' is not time or steps"));
 }
 
+// How often and how deep the hardware limit is used: the power cap holds it at the budget every
+// interval (depth 1 - budget / nameplate); the uncontrolled trainer never sets one.
+TEST(Episode, PowerLimitUseIsCountedPerInterval) {
+  const twin::Scenario s = Load("a100-7b-tp1");
+  EpisodeOptions o;
+  o.steps = 2;
+  control::PowerCap cap(s.concurrency, s.group_size);
+  const EpisodeResult capped = RunEpisode(s, 314.6, 1, cap, o);
+  EXPECT_DOUBLE_EQ(capped.limit_fraction, 1.0);
+  EXPECT_NEAR(capped.limit_depth, 1.0 - 314.6 / 400.0, 1e-12);
+  control::Uncontrolled u(s.concurrency, s.group_size);
+  const EpisodeResult free = RunEpisode(s, 314.6, 1, u, o);
+  EXPECT_EQ(free.limit_fraction, 0.0);
+  EXPECT_EQ(free.limit_depth, 0.0);
+}
+
 TEST(BudgetPlan, GeneratorsAreSeededBoundedAndOnControlIntervals) {
   auto steps = ParseBudgetGenerator("steps:280:400:300");
   ASSERT_TRUE(steps.ok() && steps->has_value());

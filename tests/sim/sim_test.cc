@@ -51,7 +51,8 @@ TEST(Episode, SameSeedSameResult) {
   EXPECT_EQ(x.energy_j, y.energy_j);
 }
 
-TEST(Evaluate, ComparesOnTheSameHorizonAndChecksNames) {
+// 7B at the paper's budget, 2 seeds of 4 steps, searches kept small.
+EvalConfig Small7B() {
   EvalConfig c;
   c.scenario = Load("a100-7b-tp1");
   c.budget_w = 314.6;
@@ -59,6 +60,11 @@ TEST(Evaluate, ComparesOnTheSameHorizonAndChecksNames) {
   c.steps = 4;
   c.search_steps = 4;
   c.calibration_seeds = 1;
+  return c;
+}
+
+TEST(Evaluate, ComparesOnTheSameHorizonAndChecksNames) {
+  EvalConfig c = Small7B();
   c.controllers = {"uncontrolled", "static-safe", "power-cap"};
   auto r = Evaluate(c);
   ASSERT_TRUE(r.ok()) << r.error().message();
@@ -81,13 +87,7 @@ TEST(Evaluate, ComparesOnTheSameHorizonAndChecksNames) {
 // The source paper's framing: every controller runs exactly the steps asked for, however long
 // they take; tokens and energy are those steps' (checked against an episode run by hand).
 TEST(Evaluate, UnderTheStepsHorizonEveryControllerRunsTheSameSteps) {
-  EvalConfig c;
-  c.scenario = Load("a100-7b-tp1");
-  c.budget_w = 314.6;
-  c.seeds = 2;
-  c.steps = 4;
-  c.search_steps = 4;
-  c.calibration_seeds = 1;
+  EvalConfig c = Small7B();
   c.horizon = Horizon::kSteps;
   c.controllers = {"uncontrolled", "static-safe", "power-cap"};
   auto r = Evaluate(c);

@@ -312,14 +312,22 @@ class JobSampleSink final : public trace::SampleSink {
         } else if (bad_phase_.empty()) {
           bad_phase_ = schema.phase_names[phase];
         }
-        x.step = static_cast<int>(field(trace::Field::kStep, i));
-        x.concurrency = field(trace::Field::kConcurrency, i);
-        x.group_size = field(trace::Field::kGroupSize, i);
+        // An empty or out-of-range cell keeps the previous sample's value (a step count or an
+        // actuation holds until the next report).
+        const auto held = [&](trace::Field f, double previous, double hi) {
+          const double v = field(f, i);
+          return std::isfinite(v) && v >= 0.0 && v <= hi ? v : previous;
+        };
+        const twin::JobSample* before = samples.size() > 1 ? &samples[samples.size() - 2] : nullptr;
+        x.step = static_cast<int>(
+            held(trace::Field::kStep, before ? before->step : 0.0, 1e9));
+        x.concurrency = held(trace::Field::kConcurrency, before ? before->concurrency : 0.0, 1e9);
+        x.group_size = held(trace::Field::kGroupSize, before ? before->group_size : 0.0, 1e6);
         const double b = field(trace::Field::kBudgetW, i);
         x.budget_w = std::isnan(b) ? 0.0 : b;
       }
       const double tokens = field(trace::Field::kTokens, i);
-      if (!std::isnan(tokens)) samples.back().tokens += tokens;
+      if (std::isfinite(tokens) && tokens > 0.0) samples.back().tokens += tokens;
       power_sum_ += batch.power_w[i];
       ++gpus_;
     }

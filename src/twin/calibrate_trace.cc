@@ -234,6 +234,9 @@ Result<TraceCalibration> CalibrateFromTrace(const std::vector<JobSample>& sample
   }
   if (ratios.empty()) return Error::Input("no rollout long enough to measure decode throughput");
   const double scale = Median(ratios);
+  if (!std::isfinite(scale) || scale <= 0.0) {
+    return Error::Input("the rollouts' first intervals generated no tokens to measure");
+  }
   s.decode.tokens_per_s.b0 *= scale;
   s.decode.tokens_per_s.l *= scale;
   note("rollout.decode_tokens_per_s_l", s.decode.tokens_per_s.l, base.decode.tokens_per_s.l,
@@ -284,10 +287,11 @@ Result<TraceCalibration> CalibrateFromTrace(const std::vector<JobSample>& sample
       r2 += gl * r;
     }
     const double det = a11 * a22 - a12 * a12;
-    if (std::abs(det) > 1e-9 * std::max(1.0, a11 * a22)) {
+    // a11 sums the squared effect of the level on each pair: positive unless nothing paired.
+    if (a11 > 0.0 && std::abs(det) > 1e-9 * std::max(1.0, a11 * a22)) {
       s.decode.power_w.b0 = b0 + (r1 * a22 - r2 * a12) / det;
       s.decode.power_w.l = l + (a11 * r2 - a12 * r1) / det;
-    } else {  // one occupancy only: the level moves, the amplitude stays
+    } else if (a11 > 0.0) {  // one occupancy only: the level moves, the amplitude stays
       s.decode.power_w.b0 = b0 + r1 / a11;
     }
     double sq = 0.0;

@@ -28,20 +28,43 @@ def main():
     n_min = r.get("decode_min_batch", 8.0)
     idle_loaded = hw["idle_loaded_w"]
 
+    # Below n_min decode is memory-bound (src/twin/curves.h): step time t0 + c n and step energy
+    # above idle-loaded e0 + e1 n, continued from the curves at n_min with value and slope.
+    def slope(prefix, n):
+        e = math.exp(-r[prefix + "_k"] * (math.log2(n) - r[prefix + "_x0"]))
+        return r[prefix + "_l"] * r[prefix + "_k"] * e / (1 + e) ** 2 / (n * math.log(2))
+
+    tps = max(logistic(r, "decode_tokens_per_s", math.log2(n_min)), 1e-12)
+    tps_slope = slope("decode_tokens_per_s", n_min)
+    t_min = n_min / tps
+    c = max(0.0, (tps - n_min * tps_slope) / (tps * tps)) if tps_slope > 0 else 0.0
+    t0 = t_min - c * n_min
+    above = max(0.0, logistic(r, "decode_power", math.log2(n_min)) - idle_loaded)
+    x_min = above * t_min
+    e1 = max(0.0, slope("decode_power", n_min) * t_min + above * c)
+    e0 = x_min - e1 * n_min
+    if e0 < 0:
+        e0, e1 = 0.0, x_min / n_min
+
+    def stepping(n):
+        return idle_loaded + (e0 + e1 * n) / (t0 + c * n)
+
     def decode_power(n):
         if n <= 0:
             return idle_loaded
         if n >= n_min:
             return logistic(r, "decode_power", math.log2(n))
-        at = logistic(r, "decode_power", math.log2(n_min))
-        return idle_loaded + (at - idle_loaded) * math.log2(1 + n) / math.log2(1 + n_min)
+        if n >= 1:
+            return stepping(n)
+        at_one = stepping(1.0) if n_min > 1 else logistic(r, "decode_power", math.log2(n_min))
+        return idle_loaded + (at_one - idle_loaded) * n / min(1.0, n_min)
 
     def decode_tokens(n):
         if n <= 0:
             return 0.0
         if n >= n_min:
             return logistic(r, "decode_tokens_per_s", math.log2(n))
-        return logistic(r, "decode_tokens_per_s", math.log2(n_min)) * n / n_min
+        return n / (t0 + c * n)
 
     rng = np.random.default_rng(1)
     a_up = 1 - math.exp(-dt / dyn["tau_up_s"])

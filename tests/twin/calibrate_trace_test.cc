@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <array>
 #include <random>
 
 #include "twin/twin.h"
@@ -101,6 +102,43 @@ TEST(CalibrateFromTrace, TooShortOrNoRolloutIsRefused) {
   auto no_rollout = CalibrateFromTrace(SampleJob(*truth, 60.0, 1), *training_only, "x");
   ASSERT_FALSE(no_rollout.ok());
   EXPECT_NE(no_rollout.error().message().find("has no rollout"), std::string::npos);
+}
+
+// Whatever the samples say — phases in any order, steps that jump back, zero or huge tokens,
+// concurrency 0 — the calibration answers with a scenario the parser takes or an error; it never
+// reads outside the samples (ASan) or divides by zero into the file.
+TEST(CalibrateFromTrace, ArbitrarySamplesGiveAValidScenarioOrAnError) {
+  auto base = LoadScenario("h100-8b-tp1");
+  ASSERT_TRUE(base.ok());
+  std::mt19937_64 rng(42);
+  const std::array<Phase, 6> phases = {Phase::kRollout, Phase::kLogprob, Phase::kTrain,
+                                       Phase::kSync, Phase::kCheckpoint, Phase::kIdle};
+  int ok = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<JobSample> samples;
+    const int n = 8 + static_cast<int>(rng() % 400);
+    int step = 0;
+    for (int i = 0; i < n; ++i) {
+      JobSample x;
+      x.t_s = 0.5 * i;
+      x.power_w = static_cast<double>(rng() % 800);
+      x.phase = phases[rng() % (trial % 3 == 0 ? 6 : 4)];
+      if (rng() % 7 == 0) step += static_cast<int>(rng() % 3) - (trial % 5 == 0 ? 1 : 0);
+      x.step = step;
+      x.tokens = (rng() % 4 == 0) ? 0.0 : static_cast<double>(rng() % 5000);
+      x.concurrency = static_cast<double>(rng() % 600);
+      x.group_size = static_cast<double>(rng() % 20);
+      x.budget_w = static_cast<double>(rng() % 900);
+      samples.push_back(x);
+    }
+    auto c = CalibrateFromTrace(samples, *base, "fuzzed");
+    if (!c.ok()) continue;
+    ++ok;
+    const std::string toml = ScenarioToToml(c->scenario);
+    // Either it parses, or the CLI refuses it with the parser's reason; never a crash.
+    (void)ParseScenario(toml, "fuzzed");
+  }
+  EXPECT_GT(ok, 0);  // some of them are calibrations
 }
 
 TEST(CalibrateFromTrace, CappedLognormalMeanByHand) {

@@ -85,7 +85,7 @@ struct Args {
   // An opportunistic member of a site's coordinator (docs/DILOCO.md, "On spare power").
   std::string fleet;  // etcd://HOST:PORT[,HOST:PORT...]
   std::string site;
-  std::string fleet_job;  // the member's name; default <run>.<name>
+  std::string fleet_job;        // the member's name; default <run>.<name>
   std::string init_checkpoint;  // the run's starting model (a model.ckpt)
   dist::WorkerOptions w;
 };

@@ -306,7 +306,7 @@ class JobSampleSink final : public trace::SampleSink {
         x.t_s = batch.t_s[i];
         const uint16_t phase = schema.has_phase ? batch.phase[i] : trace::SampleBatch::kNoPhase;
         if (phase == trace::SampleBatch::kNoPhase) {
-          bad_phase_ = bad_phase_.empty() ? "(empty)" : bad_phase_;
+          if (bad_phase_.empty()) bad_phase_ = "(empty)";
         } else if (auto p = PhaseFromName(schema.phase_names[phase])) {
           x.phase = *p;
         } else if (bad_phase_.empty()) {
@@ -319,8 +319,7 @@ class JobSampleSink final : public trace::SampleSink {
           return std::isfinite(v) && v >= 0.0 && v <= hi ? v : previous;
         };
         const twin::JobSample* before = samples.size() > 1 ? &samples[samples.size() - 2] : nullptr;
-        x.step = static_cast<int>(
-            held(trace::Field::kStep, before ? before->step : 0.0, 1e9));
+        x.step = static_cast<int>(held(trace::Field::kStep, before ? before->step : 0.0, 1e9));
         x.concurrency = held(trace::Field::kConcurrency, before ? before->concurrency : 0.0, 1e9);
         x.group_size = held(trace::Field::kGroupSize, before ? before->group_size : 0.0, 1e6);
         const double b = field(trace::Field::kBudgetW, i);
@@ -399,21 +398,23 @@ Status CalibrateFromAgentTrace(const CalibrateArgs& args, std::string& toml) {
   if (!schema.has_phase) return Error::Input(fmt::format("{}: no phase column", args.trace));
   if (!sink.bad_phase().empty()) {
     return Error::Input(fmt::format("{}: column 'phase': '{}' is not a phase ({})", args.trace,
-                                    sink.bad_phase(), "idle, startup, rollout, logprob, train, "
-                                                      "sync, checkpoint, stopped"));
+                                    sink.bad_phase(),
+                                    "idle, startup, rollout, logprob, train, "
+                                    "sync, checkpoint, stopped"));
   }
   auto base = CalibrationBase(args, schema.gpu_ids.size());
   if (!base) return std::move(base).error();
   if (static_cast<size_t>(base->gpus) != schema.gpu_ids.size()) {
-    return Error::Usage(fmt::format("--base {}: {} GPUs, the trace has {}", base->name,
-                                    base->gpus, schema.gpu_ids.size()));
+    return Error::Usage(fmt::format("--base {}: {} GPUs, the trace has {}", base->name, base->gpus,
+                                    schema.gpu_ids.size()));
   }
   const std::string name =
       args.name.empty() ? std::filesystem::path(args.out).stem().string() : args.name;
   auto c = twin::CalibrateFromTrace(sink.samples, *base, name);
   if (!c) return Error::Input(fmt::format("{}: {}", args.trace, c.error().message()));
-  fmt::print("base       {} (kept: model, hardware, prompts, ranges, power-limit curve, dynamics)\n",
-             base->name);
+  fmt::print(
+      "base       {} (kept: model, hardware, prompts, ranges, power-limit curve, dynamics)\n",
+      base->name);
   fmt::print("measured   {} complete steps, {} samples every {:.3g} s\n", c->steps,
              sink.samples.size(), c->interval_s);
   report::TextTable table({"key", "calibrated", "base", "how"});
@@ -424,15 +425,14 @@ Status CalibrateFromAgentTrace(const CalibrateArgs& args, std::string& toml) {
   }
   fmt::print("{}", table.Render());
   // Checked by the parser before anything is written.
-  toml = twin::ScenarioToToml(
-      c->scenario,
-      {fmt::format("Calibrated by `headroom twin calibrate --trace {}` on base scenario {}",
-                   args.trace, base->name),
-       fmt::format("from {} complete steps; measured keys:", c->steps)});
+  std::vector<std::string> header = {
+      fmt::format("Calibrated by `headroom twin calibrate --trace {}` on base scenario {}",
+                  args.trace, base->name),
+      fmt::format("from {} complete steps; measured keys:", c->steps)};
   for (const auto& v : c->values) {
-    toml.insert(toml.find("\n[scenario]"), fmt::format("#   {} = {:.6g} (base {:.6g}): {}\n",
-                                                        v.key, v.value, v.base, v.how));
+    header.push_back(fmt::format("  {} = {:.6g} (base {:.6g}): {}", v.key, v.value, v.base, v.how));
   }
+  toml = twin::ScenarioToToml(c->scenario, header);
   if (auto back = twin::ParseScenario(toml, args.out); !back) {
     return Error::Input(fmt::format("{}: the calibrated scenario is not valid: {}", args.trace,
                                     back.error().message()));
@@ -603,9 +603,10 @@ Command SetupTwin(CLI::App& app) {
       ->capture_default_str();
   calibrate->add_option("--held-out-model", calibrate_args->held_out_models,
                         "Another model (same GPU and TP) to predict with the fit, and score");
-  calibrate->add_option("--trace", calibrate_args->trace,
-                        "An agent trace (headroom agent --trace-out): a whole scenario from it; with "
-                        "--fit-dynamics, any trace with a concurrency column: lag and noise");
+  calibrate->add_option(
+      "--trace", calibrate_args->trace,
+      "An agent trace (headroom agent --trace-out): a whole scenario from it; with "
+      "--fit-dynamics, any trace with a concurrency column: lag and noise");
   calibrate->add_flag("--fit-dynamics", calibrate_args->fit_dynamics,
                       "Fit lag and noise from --trace");
   calibrate->add_option("--gpu-id", calibrate_args->gpu_id,

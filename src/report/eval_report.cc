@@ -113,12 +113,14 @@ std::string EvalToText(const sim::EvalResult& r) {
   for (double h : r.horizon_s) mean_h += h / static_cast<double>(r.horizon_s.size());
   std::string out =
       r.horizon == sim::Horizon::kSteps
-          ? fmt::format("scenario   {} at {:.1f} W per GPU; {} seeds x {} steps each (horizon "
-                        "steps; uncontrolled: {:.0f} s)\n",
-                        r.scenario, r.budget_w, r.seeds, r.steps, mean_h)
-          : fmt::format("scenario   {} at {:.1f} W per GPU; {} seeds x {:.0f} s (the time of {} "
-                        "uncontrolled steps)\n",
-                        r.scenario, r.budget_w, r.seeds, mean_h, r.steps);
+          ? fmt::format(
+                "scenario   {} at {:.1f} W per GPU; {} seeds x {} steps each (horizon "
+                "steps; uncontrolled: {:.0f} s)\n",
+                r.scenario, r.budget_w, r.seeds, r.steps, mean_h)
+          : fmt::format(
+                "scenario   {} at {:.1f} W per GPU; {} seeds x {:.0f} s (the time of {} "
+                "uncontrolled steps)\n",
+                r.scenario, r.budget_w, r.seeds, mean_h, r.steps);
   out += fmt::format(
       "target     0.5 s violation fraction <= {:.2f}% (static-safe and pid searched on "
       "calibration seeds)\n",
@@ -154,7 +156,7 @@ std::string EvalToText(const sim::EvalResult& r) {
   if (!r.schedule) out += t.Render();
   out += "\n";
   TextTable s({"controller", "setting", "mean concurrency", "mean group size",
-                "power limit in force", "its depth"});
+               "power limit in force", "its depth"});
   s.AlignLeft(1);
   for (const auto& c : r.controllers) {
     s.AddRow({c.name, c.setting, fmt::format("{:.1f}", c.mean_concurrency.mean),

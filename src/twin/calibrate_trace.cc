@@ -7,19 +7,13 @@
 #include <map>
 #include <optional>
 
+#include "common/stats.h"
+
 namespace headroom::twin {
 namespace {
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return std::nan("");
-  const size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<long>(mid), v.end());
-  double m = v[mid];
-  if (v.size() % 2 == 0) {
-    m = (m + *std::max_element(v.begin(), v.begin() + static_cast<long>(mid))) / 2.0;
-  }
-  return m;
-}
+// The median of what was collected (common/stats.h), NaN for none.
+double MedianOf(std::vector<double> v) { return v.empty() ? std::nan("") : Median(v); }
 
 double NormalCdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
 
@@ -81,7 +75,7 @@ Result<TraceCalibration> CalibrateFromTrace(const std::vector<JobSample>& sample
   if (samples.size() < 8) return Error::Input("fewer than 8 samples");
   std::vector<double> gaps;
   for (size_t i = 1; i < samples.size(); ++i) gaps.push_back(samples[i].t_s - samples[i - 1].t_s);
-  const double dt = Median(gaps);
+  const double dt = MedianOf(gaps);
   if (!(dt > 0.0)) return Error::Input("the samples' times do not increase");
 
   const std::vector<Segment> segments = Segments(samples);
@@ -98,9 +92,8 @@ Result<TraceCalibration> CalibrateFromTrace(const std::vector<JobSample>& sample
   std::vector<int> steps;
   for (size_t k = 1; k + 1 < order.size(); ++k) {
     const auto& segs = by_step[order[k]];
-    const bool has_train = std::any_of(segs.begin(), segs.end(), [](const Segment* g) {
-      return g->phase == Phase::kTrain;
-    });
+    const bool has_train = std::any_of(segs.begin(), segs.end(),
+                                       [](const Segment* g) { return g->phase == Phase::kTrain; });
     if (has_train || !base.has_train) steps.push_back(order[k]);
   }
   if (static_cast<int>(steps.size()) < kMinCalibrationSteps) {
@@ -193,8 +186,8 @@ Result<TraceCalibration> CalibrateFromTrace(const std::vector<JobSample>& sample
         }
       }
     }
-    if (!settled.empty()) return Median(settled);
-    if (!corrected.empty()) return Median(corrected);
+    if (!settled.empty()) return MedianOf(settled);
+    if (!corrected.empty()) return MedianOf(corrected);
     return std::nullopt;
   };
   if (auto p = level(Phase::kLogprob); p && base.logprob_passes > 0) {
@@ -233,7 +226,7 @@ Result<TraceCalibration> CalibrateFromTrace(const std::vector<JobSample>& sample
     }
   }
   if (ratios.empty()) return Error::Input("no rollout long enough to measure decode throughput");
-  const double scale = Median(ratios);
+  const double scale = MedianOf(ratios);
   if (!std::isfinite(scale) || scale <= 0.0) {
     return Error::Input("the rollouts' first intervals generated no tokens to measure");
   }
@@ -254,7 +247,7 @@ Result<TraceCalibration> CalibrateFromTrace(const std::vector<JobSample>& sample
         const double rate = samples[i].tokens / dt / base.engines();
         if (!(rate > 0.0)) continue;
         const double top = std::max(bound(samples[i - 1], samples[i]), 1.0);
-        double lo = 0.0, hi = top;  // TokensPerS rises with n
+        double lo = 0.0, hi = top;                     // TokensPerS rises with n
         if (s.decode.TokensPerS(hi) < rate) continue;  // beyond the curve: not a clean pair
         for (int it = 0; it < 60; ++it) {
           const double mid = (lo + hi) / 2.0;
@@ -313,7 +306,7 @@ Result<TraceCalibration> CalibrateFromTrace(const std::vector<JobSample>& sample
     if (x.budget_w > 0.0) budgets.push_back(x.budget_w);
   }
   if (!budgets.empty()) {
-    s.budget_w = std::clamp(Median(budgets), s.budget_range_w.first, s.budget_range_w.second);
+    s.budget_w = std::clamp(MedianOf(budgets), s.budget_range_w.first, s.budget_range_w.second);
     note("budget.default_w", s.budget_w, base.budget_w, "median of the trace's, within range_w");
   }
   return out;

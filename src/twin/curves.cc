@@ -43,9 +43,9 @@ DecodeCurves::MemoryBound DecodeCurves::BelowCached() const {
     MemoryBound value;
   };
   thread_local Cached cached;
-  const double key[10] = {power_w.b0,      power_w.l,      power_w.x0, power_w.k,
-                          tokens_per_s.b0, tokens_per_s.l, tokens_per_s.x0,
-                          tokens_per_s.k,  n_min,          idle_loaded_w};
+  const double key[10] = {power_w.b0,      power_w.l,      power_w.x0,      power_w.k,
+                          tokens_per_s.b0, tokens_per_s.l, tokens_per_s.x0, tokens_per_s.k,
+                          n_min,           idle_loaded_w};
   if (!cached.valid || !std::equal(std::begin(key), std::end(key), std::begin(cached.key))) {
     std::copy(std::begin(key), std::end(key), std::begin(cached.key));
     cached.value = Below();

@@ -429,11 +429,21 @@ std::string Quoted(std::string_view text) {
   std::string out = "\"";
   for (const char c : text) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
@@ -484,8 +494,7 @@ std::string ScenarioToToml(const Scenario& s, const std::vector<std::string>& he
     key("prompts_per_step", std::to_string(s.prompts_per_step));
     key("group_size", std::to_string(s.group_size));
     key("concurrency", std::to_string(s.concurrency));
-    key("group_size_range",
-        fmt::format("[{}, {}]", s.group_size_range.lo, s.group_size_range.hi));
+    key("group_size_range", fmt::format("[{}, {}]", s.group_size_range.lo, s.group_size_range.hi));
     key("concurrency_range",
         fmt::format("[{}, {}]", s.concurrency_range.lo, s.concurrency_range.hi));
     key("prompt_tokens", Num(s.prompt_tokens));
@@ -555,7 +564,8 @@ std::string ScenarioToToml(const Scenario& s, const std::vector<std::string>& he
   key("interval_s", Num(s.interval_s));
   o += "\n[budget]\n";
   key("default_w", Num(s.budget_w));
-  key("range_w", fmt::format("[{}, {}]", Num(s.budget_range_w.first), Num(s.budget_range_w.second)));
+  key("range_w",
+      fmt::format("[{}, {}]", Num(s.budget_range_w.first), Num(s.budget_range_w.second)));
   return o;
 }
 

@@ -520,8 +520,10 @@ TEST_F(Cli, AgentRunsOnTheTwinFromAConfigFile) {
 // sidecar) -> `train --scenario my.toml` -> the agent runs that policy on it.
 TEST_F(Cli, CalibrateFromAnAgentTraceThenTrainThenRunThePolicy) {
   const std::string trace = (dir_ / "job.csv").string();
-  auto a = Headroom("agent --source twin --scenario h100-8b-tp1 --controller pid --speed 0 "
-                    "--duration-s 600 --listen 127.0.0.1:0 --trace-out " + trace);
+  auto a = Headroom(
+      "agent --source twin --scenario h100-8b-tp1 --controller pid --speed 0 "
+      "--duration-s 600 --listen 127.0.0.1:0 --trace-out " +
+      trace);
   ASSERT_EQ(a.status, 0) << a.err;
   const std::string mine = (dir_ / "mine.toml").string();
   auto c = Headroom("twin calibrate --trace " + trace + " --out " + mine);
@@ -532,8 +534,8 @@ TEST_F(Cli, CalibrateFromAnAgentTraceThenTrainThenRunThePolicy) {
   EXPECT_THAT(toml, HasSubstr("name = \"mine\""));
   EXPECT_THAT(toml, HasSubstr("# Calibrated by `headroom twin calibrate --trace"));
   const std::string policy = (dir_ / "mine.json").string();
-  auto t = Headroom("train --scenario " + mine + " --timesteps 2000 --envs 2 --seed 3 --out " +
-                    policy);
+  auto t =
+      Headroom("train --scenario " + mine + " --timesteps 2000 --envs 2 --seed 3 --out " + policy);
   ASSERT_EQ(t.status, 0) << t.err;
   auto r = Headroom("agent --source twin --scenario " + mine + " --controller ppo --policy " +
                     policy + " --speed 0 --duration-s 30 --listen 127.0.0.1:0");

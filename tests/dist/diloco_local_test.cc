@@ -219,7 +219,8 @@ TEST_F(DilocoLocal, AStartingCheckpointIsEveryMembersFirstModel) {
   ASSERT_FALSE(eval.is_discarded());
   const Outcome still = Local("still",
                               "--workers 2 --inner-steps 4 --rounds 2 --inner-lr 0 "
-                              "--round-deadline-s 60 --init-checkpoint " + ckpt);
+                              "--round-deadline-s 60 --init-checkpoint " +
+                                  ckpt);
   ASSERT_EQ(still.status, 0) << still.err;
   EXPECT_EQ(Loss(still), eval["val_loss"].get<double>());
   const auto sha = [](const fs::path& path) {

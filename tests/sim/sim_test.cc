@@ -98,7 +98,8 @@ TEST(Evaluate, UnderTheStepsHorizonEveryControllerRunsTheSameSteps) {
   }
   // Uncontrolled: its steps take the horizon's time, by the horizon's definition; static-safe's
   // larger groups make longer steps with more tokens each.
-  for (int i = 0; i < 2; ++i) EXPECT_NEAR(r->controllers[0].runs[i].duration_s, r->horizon_s[i], 0.5);
+  for (int i = 0; i < 2; ++i)
+    EXPECT_NEAR(r->controllers[0].runs[i].duration_s, r->horizon_s[i], 0.5);
   EXPECT_GT(r->controllers[1].runs[0].duration_s, r->horizon_s[0] + 1.0)
       << r->controllers[1].setting;
   control::PowerCap cap(c.scenario.concurrency, c.scenario.group_size);

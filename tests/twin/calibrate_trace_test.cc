@@ -7,8 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <array>
+#include <cmath>
 #include <random>
 
 #include "twin/twin.h"
@@ -111,8 +111,8 @@ TEST(CalibrateFromTrace, ArbitrarySamplesGiveAValidScenarioOrAnError) {
   auto base = LoadScenario("h100-8b-tp1");
   ASSERT_TRUE(base.ok());
   std::mt19937_64 rng(42);
-  const std::array<Phase, 6> phases = {Phase::kRollout, Phase::kLogprob, Phase::kTrain,
-                                       Phase::kSync, Phase::kCheckpoint, Phase::kIdle};
+  const std::array<Phase, 6> phases = {Phase::kRollout, Phase::kLogprob,    Phase::kTrain,
+                                       Phase::kSync,    Phase::kCheckpoint, Phase::kIdle};
   int ok = 0;
   for (int trial = 0; trial < 300; ++trial) {
     std::vector<JobSample> samples;

@@ -84,9 +84,9 @@ TEST(DecodeBelowTheLowestBatch, MeasuredFromBatchOneLeavesTheCurveAlone) {
   for (double n : {1.0, 2.0, 4.0, 8.0}) {
     EXPECT_DOUBLE_EQ(s->decode.PowerW(n), s->decode.power_w(std::log2(n)));
   }
-  EXPECT_DOUBLE_EQ(s->decode.PowerW(0.5),
-                   s->decode.idle_loaded_w +
-                       0.5 * (s->decode.power_w(0.0) - s->decode.idle_loaded_w));
+  EXPECT_DOUBLE_EQ(
+      s->decode.PowerW(0.5),
+      s->decode.idle_loaded_w + 0.5 * (s->decode.power_w(0.0) - s->decode.idle_loaded_w));
 }
 
 }  // namespace

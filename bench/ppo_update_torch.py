@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """The PPO update of headroom (rl/ppo.cc) written the usual way in PyTorch (CleanRL-style).
 
-float32 (the usual way; headroom uses doubles). Same network (17 -> 64 -> 64 tanh; actor 10 logits in heads of 5 and 5, critic 1 output),
+float32, as headroom's update. Same network (22 -> 64 -> 64 tanh; actor 15 logits in heads of
+5, 5 and 5, critic 1 output),
 orthogonal init, same batch (4096), minibatch (512), epochs (10), Adam (lr 3e-4, eps 1e-5),
 clip 0.2, entropy 0.01, value 0.5, gradient-norm clip 0.5, advantages normalised per minibatch.
 Prints updates (full batch x epochs) per second. Usage: ppo_update_torch.py [REPEATS]
@@ -15,7 +16,7 @@ import torch.nn as nn
 
 torch.set_num_threads(1)
 torch.manual_seed(1)
-OBS, HEADS, HIDDEN = 17, (5, 5), 64
+OBS, HEADS, HIDDEN = 22, (5, 5, 5), 64
 BATCH, MINIBATCH, EPOCHS = 4096, 512, 10
 
 

@@ -1,34 +1,65 @@
 #!/usr/bin/env bash
 # Trains the shipped policies (policies/*.json) with the commands recorded inside each file.
-# One core each, two at a time; each finishes within 10 minutes on a 2-core machine.
-# Usage: train_policies.sh HEADROOM_BINARY
+#
+# Every scenario's recipe is trained with 5 seeds (policies/seeds/NAME-seedK.json); each seed's
+# policy is evaluated on the evaluation seeds (1-10, the same episodes as docs/RESULTS.md), and the
+# median by tokens is shipped as policies/NAME.json; policies/seeds/spread.md is the table of all
+# five (docs/RESULTS.md, "Seed robustness"). The generalisation and null-result policies train one
+# seed. Two jobs at a time, one core each.
+# Usage: train_policies.sh HEADROOM_BINARY [SEEDS]
 set -euo pipefail
 headroom="$1"
+seeds="${2:-5}"
 cd "$(dirname "$0")/.."
-mkdir -p policies
-train() {
-  local name="$1"
-  shift
-  echo "== $name"
-  "$headroom" train --scenario "$name" --seed 1 --out "policies/$name.json" "$@"
+mkdir -p policies/seeds
+jobs_max=2
+wait_slot() {
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
 }
-train a100-7b-tp1 --timesteps 5000000 --violation-target 0.01 &
-train a100-72b-tp4 --timesteps 1500000 --violation-target 0.02 --cost-window-s 30 &
-wait
-train h100-8b-tp1 --timesteps 3000000 &
-train a100-14b-tp2 --timesteps 2000000 &
-wait
-train h100-70b-tp4 --timesteps 1500000 &
+# NAME|EVAL_STEPS|TRAIN_OPTIONS. The targets are set so that a policy that meets its own also has
+# no more violations than static-safe in the scenario's scoring window (issue 18: ppo dominates
+# static-safe, power-cap and pid): 0.1 % and 0.05 % where static-safe has 0.15 % and 0.01 %.
+recipes=(
+  "a100-7b-tp1|500|--scenario a100-7b-tp1 --timesteps 6000000 --violation-target 0.001"
+  "a100-72b-tp4|8|--scenario a100-72b-tp4 --timesteps 1500000 --violation-target 0.002 --cost-window-s 30"
+  "h100-8b-tp1|100|--scenario h100-8b-tp1 --timesteps 3000000 --violation-target 0.0005"
+  "a100-14b-tp2|100|--scenario a100-14b-tp2 --timesteps 2000000"
+  "h100-70b-tp4|100|--scenario h100-70b-tp4 --timesteps 1500000"
+)
+for r in "${recipes[@]}"; do
+  IFS='|' read -r name _ options <<< "$r"
+  for k in $(seq 1 "$seeds"); do
+    wait_slot
+    echo "== $name seed $k"
+    # shellcheck disable=SC2086
+    "$headroom" train $options --seed "$k" --out "policies/seeds/$name-seed$k.json" > /dev/null &
+  done
+done
 # The paper's null result: at 72B a policy that may only move group size.
+wait_slot
 "$headroom" train --scenario a100-72b-tp4 --actuators group_size --timesteps 500000 --seed 1 \
-  --violation-target 0.02 --cost-window-s 30 --out policies/a100-72b-tp4-group-only.json &
-wait
+  --violation-target 0.02 --cost-window-s 30 --out policies/a100-72b-tp4-group-only.json > /dev/null &
 # Generalisation (docs/RESULTS.md): two policies each without one scenario, one at a single budget.
+wait_slot
 "$headroom" train --scenario a100-7b-tp1,a100-14b-tp2,h100-70b-tp4 --timesteps 3000000 --seed 1 \
-  --out policies/loso-without-h100-8b-tp1.json &
+  --out policies/loso-without-h100-8b-tp1.json > /dev/null &
+wait_slot
 "$headroom" train --scenario h100-8b-tp1,a100-14b-tp2,h100-70b-tp4 --timesteps 3000000 --seed 1 \
-  --out policies/loso-without-a100-7b-tp1.json &
-wait
+  --out policies/loso-without-a100-7b-tp1.json > /dev/null &
+wait_slot
 "$headroom" train --scenario a100-7b-tp1 --budget-w 314.6 --timesteps 4000000 --seed 1 \
-  --out policies/a100-7b-tp1-at-314.6w.json &
+  --out policies/a100-7b-tp1-at-314.6w.json > /dev/null &
 wait
+
+# Every seed on the evaluation episodes; the median by tokens is shipped.
+for r in "${recipes[@]}"; do
+  IFS='|' read -r name steps _ <<< "$r"
+  for k in $(seq 1 "$seeds"); do
+    wait_slot
+    "$headroom" eval --scenario "$name" --policy "policies/seeds/$name-seed$k.json" --seeds 10 \
+      --steps "$steps" --controllers static-safe,power-cap,pid,ppo --threads 1 --json \
+      > "policies/seeds/$name-seed$k.eval.json" &
+  done
+done
+wait
+/usr/bin/python3 scripts/seed_spread.py policies/seeds "$seeds" "${recipes[@]%%|*}"

@@ -173,6 +173,7 @@ struct TrainArgs {
   double cost_window_s = 0.5;
   int envs = 16;
   double moving_budget_fraction = 0.25;
+  bool family = false;
   double entropy_coef = 0.001;
   std::string actuators = "concurrency,group_size";
   double learning_rate = 3e-4;
@@ -202,6 +203,7 @@ Status RunTrain(const TrainArgs& args, const std::string& command_line) {
   config.cost_window_s = args.cost_window_s;
   config.envs = args.envs;
   config.moving_budget_fraction = args.moving_budget_fraction;
+  config.family = args.family;
   config.ppo.entropy_coef = args.entropy_coef;
   if (args.actuators == "group_size") {
     config.group_size_only = true;
@@ -328,6 +330,10 @@ Command SetupTrain(CLI::App& app) {
                  "Share of the episodes whose budget moves (a new level in the range every "
                  "60-300 s)")
       ->check(Real(0.0, 1.0));
+  app.add_flag("--family", args->family,
+               "Randomise each episode over a wide family around its scenario (decode power and "
+               "speed x0.85-1.15 / x0.8-1.25, update power and length, completion lengths, "
+               "noise): one policy for machines it has not seen");
   app.add_option("--actuators", args->actuators,
                  "What the policy may move: concurrency,group_size (default) or group_size");
   app.add_option("--entropy-coef", args->entropy_coef, "PPO entropy bonus")->check(Real(0.0, 1.0));

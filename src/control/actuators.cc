@@ -27,13 +27,26 @@ Applied ApplyLimits(const ActuatorLimits& limits, const Applied& current, const 
     a.group_size = limits.group_size.Clamp(*command.group_size);
     a.group_size_clamped = a.group_size != *command.group_size;
   }
+  a.power_limit_clamped = false;
   if (command.power_limit_w) {
     const double w = *command.power_limit_w;
+    double want = w;
     if (w <= 0.0 || (limits.nameplate_w > 0.0 && w >= limits.nameplate_w)) {
-      a.power_limit_w = 0.0;
+      want = 0.0;
     } else {
-      a.power_limit_w = std::max(w, limits.power_limit_min_w);
+      want = std::max(w, limits.power_limit_min_w);
     }
+    // A rise from a limit in force: at most power_limit_rise_w (none = nameplate).
+    if (limits.power_limit_rise_w > 0.0 && limits.nameplate_w > 0.0 &&
+        current.power_limit_w > 0.0) {
+      const double ceiling_w = current.power_limit_w + limits.power_limit_rise_w;
+      const double want_w = want > 0.0 ? want : limits.nameplate_w;
+      if (want_w > ceiling_w) {
+        want = ceiling_w >= limits.nameplate_w ? 0.0 : ceiling_w;
+        a.power_limit_clamped = want != 0.0;
+      }
+    }
+    a.power_limit_w = want;
   }
   return a;
 }

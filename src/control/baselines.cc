@@ -5,12 +5,19 @@
 
 namespace headroom::control {
 
-Pid::Pid(PidGains gains, Range concurrency, int start_concurrency, int group_size)
+Pid::Pid(PidGains gains, Range concurrency, int start_concurrency, int group_size,
+         double nameplate_w, double limit_min_w)
     : gains_(gains), range_(concurrency), start_(start_concurrency), group_size_(group_size) {
+  if (gains_.assist.enabled && limit_min_w > 0.0 && nameplate_w > limit_min_w) {
+    assist_.emplace(gains_.assist, nameplate_w, limit_min_w);
+  }
   Reset();
 }
 
-void Pid::Reset() { integral_ = std::log2(static_cast<double>(range_.Clamp(start_))); }
+void Pid::Reset() {
+  integral_ = std::log2(static_cast<double>(range_.Clamp(start_)));
+  if (assist_) assist_->Reset();
+}
 
 Command Pid::Decide(const Inputs& in) {
   const double lo = std::log2(static_cast<double>(range_.lo));
@@ -26,7 +33,8 @@ Command Pid::Decide(const Inputs& in) {
   }
   const double u = std::clamp(integral_ + gains_.kp * e, lo, hi);
   const int c = range_.Clamp(static_cast<int>(std::lround(std::exp2(u))));
-  return {c, group_size_, 0.0};
+  const bool authority = in.phase == Phase::kRollout && in.concurrency > range_.lo;
+  return {c, group_size_, assist_ ? assist_->Decide(in, authority) : 0.0};
 }
 
 ShieldRule ShieldFor(double window_s, double interval_s, ShieldRule base) {

@@ -1,9 +1,11 @@
 // Baseline controllers: what an operator could use instead of a learned policy.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "control/controller.h"
+#include "control/limit_assist.h"
 #include "control/over_budget.h"
 
 namespace headroom::control {
@@ -55,15 +57,20 @@ class PowerCap final : public Controller {
 //   while u is not saturated in the direction e pushes it (conditional integration); I stays in
 //   [log2 lo, log2 hi].
 // Group size stays at `group_size`. Gains come from a search (sim/search.h, docs/CONTROL.md).
+// Hybrid: where concurrency has no authority (outside rollout, or at its floor) the power limit
+// holds the budget (control/limit_assist.h), when the PID is given a nameplate and a floor.
 struct PidGains {
   double kp = 4.0;
   double ki = 1.0;  // per second
   double margin = 0.05;
+  LimitAssistRule assist;
 };
 
 class Pid final : public Controller {
  public:
-  Pid(PidGains gains, Range concurrency, int start_concurrency, int group_size);
+  // nameplate_w and limit_min_w: the power limit's range; 0: no power limit (workload only).
+  Pid(PidGains gains, Range concurrency, int start_concurrency, int group_size,
+      double nameplate_w = 0.0, double limit_min_w = 0.0);
   std::string_view name() const override { return "pid"; }
   void Reset() override;
   Command Decide(const Inputs& in) override;
@@ -75,6 +82,7 @@ class Pid final : public Controller {
   int start_;
   int group_size_;
   double integral_ = 0.0;
+  std::optional<LimitAssist> assist_;
 };
 
 // The safety shield around a learned controller.

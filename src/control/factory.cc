@@ -22,7 +22,8 @@ Result<BuiltController> MakeController(const ControllerSpec& spec) {
     b.inner_ = std::make_unique<PowerCap>(spec.concurrency, spec.group_size);
   } else if (spec.kind == "pid") {
     b.inner_ =
-        std::make_unique<Pid>(spec.pid, spec.limits.concurrency, spec.concurrency, spec.group_size);
+        std::make_unique<Pid>(spec.pid, spec.limits.concurrency, spec.concurrency, spec.group_size,
+                              spec.limits.nameplate_w, spec.limits.power_limit_min_w);
   } else if (spec.kind == "ppo") {
     if (spec.policy == nullptr) return Error::Usage("controller 'ppo' needs a policy");
     b.inner_ = std::make_unique<PolicyController>(*spec.policy, spec.limits);

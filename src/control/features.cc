@@ -6,10 +6,11 @@
 namespace headroom::control {
 
 const std::array<std::string_view, kFeatureCount> kFeatureNames = {
-    "headroom_0",  "headroom_1", "headroom_2",       "headroom_3",    "headroom_4",
-    "trend",       "phase_idle", "phase_startup",    "phase_rollout", "phase_logprob",
-    "phase_train", "phase_sync", "phase_checkpoint", "phase_stopped", "progress",
-    "concurrency", "group_size", "next_group_size",  "budget"};
+    "headroom_0",      "headroom_1",   "headroom_2",       "headroom_3",    "headroom_4",
+    "trend",           "phase_idle",   "phase_startup",    "phase_rollout", "phase_logprob",
+    "phase_train",     "phase_sync",   "phase_checkpoint", "phase_stopped", "progress",
+    "concurrency",     "group_size",   "next_group_size",  "budget",        "power_limit",
+    "update_headroom", "rollout_slope"};
 static_assert(kPhaseCount == 8, "kFeatureNames lists one phase_* per phase");
 
 int ConcurrencyAtLevel(const Range& range, int level, int levels) {
@@ -57,7 +58,17 @@ double LinearPosition(const Range& r, int v) {
 
 }  // namespace
 
+void FeatureState::Reset() {
+  filled_ = 0;
+  update_sum_w_ = 0.0;
+  update_n_ = 0;
+  last_update_w_ = 0.0;
+  s_ = sx_ = sy_ = sxx_ = sxy_ = 0.0;
+}
+
 void FeatureState::Compute(const Inputs& in, const ActuatorLimits& limits, double* out) {
+  constexpr double kForget = 0.98;     // per rollout interval: ~50 intervals of memory
+  constexpr double kMinSpread = 0.05;  // log2 units squared: below it the slope is unknown
   const double headroom = in.JobPowerW() / in.budget_w - 1.0;
   if (filled_ == 0) history_.fill(headroom);
   for (int i = kHistory - 1; i > 0; --i) history_[i] = history_[i - 1];
@@ -72,6 +83,34 @@ void FeatureState::Compute(const Inputs& in, const ActuatorLimits& limits, doubl
   out[k++] = LinearPosition(limits.group_size, in.group_size);
   out[k++] = LinearPosition(limits.group_size, in.next_group_size);
   out[k++] = limits.nameplate_w > 0.0 ? in.budget_w / limits.nameplate_w : 0.0;
+
+  const double job_w = in.JobPowerW();
+  out[k++] = in.power_limit_w > 0.0 && limits.nameplate_w > 0.0
+                 ? std::min(1.0, in.power_limit_w / limits.nameplate_w)
+                 : 1.0;
+  const bool updating = in.phase == Phase::kLogprob || in.phase == Phase::kTrain;
+  if (updating) {
+    update_sum_w_ += job_w;
+    ++update_n_;
+  } else if (update_n_ > 0) {
+    last_update_w_ = update_sum_w_ / update_n_;
+    update_sum_w_ = 0.0;
+    update_n_ = 0;
+  }
+  const double update_w = update_n_ > 0 ? update_sum_w_ / update_n_ : last_update_w_;
+  out[k++] = update_w > 0.0 ? update_w / in.budget_w - 1.0 : 0.0;
+  if (in.phase == Phase::kRollout && in.concurrency > 0) {
+    const double x = std::log2(static_cast<double>(in.concurrency));
+    const double y = job_w / in.budget_w;
+    s_ = kForget * s_ + 1.0;
+    sx_ = kForget * sx_ + x;
+    sy_ = kForget * sy_ + y;
+    sxx_ = kForget * sxx_ + x * x;
+    sxy_ = kForget * sxy_ + x * y;
+  }
+  const double var = s_ > 0.0 ? sxx_ / s_ - (sx_ / s_) * (sx_ / s_) : 0.0;
+  const double cov = s_ > 0.0 ? sxy_ / s_ - (sx_ / s_) * (sy_ / s_) : 0.0;
+  out[k++] = var > kMinSpread ? std::clamp(cov / var, -1.0, 1.0) : 0.0;
 }
 
 }  // namespace headroom::control

@@ -213,20 +213,20 @@ Result<Policy> PolicyFromJson(std::string_view text, std::string_view source) {
                            features.size(), kFeatureNames.size()));
   }
   HEADROOM_ASSIGN_OR_RETURN(heads, keys.Get<std::vector<int>>(j, "", "heads"));
-  if (heads != std::vector<int>{kConcurrencyMoves, kGroupLevels}) {
+  if (heads != std::vector<int>{kConcurrencyMoves, kGroupLevels, kPowerLimitLevels}) {
     return Bad(source, "heads",
-               fmt::format("{}; expected [{}, {}]", j.at("heads").dump(), kConcurrencyMoves,
-                           kGroupLevels));
+               fmt::format("{}; expected [{}, {}, {}]", j.at("heads").dump(), kConcurrencyMoves,
+                           kGroupLevels, kPowerLimitLevels));
   }
   HEADROOM_ASSIGN_OR_RETURN(actor, keys.Member(j, "", "actor"));
   HEADROOM_ASSIGN_OR_RETURN(critic, keys.Member(j, "", "critic"));
   HEADROOM_ASSIGN_OR_RETURN(actor_sizes, keys.Get<std::vector<int>>(*actor, "actor", "sizes"));
   HEADROOM_ASSIGN_OR_RETURN(critic_sizes, keys.Get<std::vector<int>>(*critic, "critic", "sizes"));
   if (actor_sizes.size() < 2 || actor_sizes.front() != kFeatureCount ||
-      actor_sizes.back() != kConcurrencyMoves + kGroupLevels) {
+      actor_sizes.back() != kConcurrencyMoves + kGroupLevels + kPowerLimitLevels) {
     return Bad(source, "actor.sizes",
                fmt::format("{} does not fit {} features and {} logits", (*actor)["sizes"].dump(),
-                           kFeatureCount, kConcurrencyMoves + kGroupLevels));
+                           kFeatureCount, kConcurrencyMoves + kGroupLevels + kPowerLimitLevels));
   }
   std::vector<int> hidden(actor_sizes.begin() + 1, actor_sizes.end() - 1);
   if (hidden.size() > 8) return Bad(source, "actor.sizes", "at most 8 hidden layers");
@@ -334,13 +334,17 @@ Result<Policy> PolicyFromJson(std::string_view text, std::string_view source) {
 
 #undef HEADROOM_ASSIGN_OR_RETURN
 
-Command CommandFromActions(const ActuatorLimits& limits, const int* actions, int concurrency) {
+Command CommandFromActions(const ActuatorLimits& limits, const int* actions, int concurrency,
+                           double budget_w) {
   Command c;
   const int level =
       NearestConcurrencyLevel(limits.concurrency, concurrency) + actions[0] - kConcurrencyMoves / 2;
   c.concurrency =
       ConcurrencyAtLevel(limits.concurrency, std::clamp(level, 0, kConcurrencyLevels - 1));
   c.group_size = GroupAtLevel(limits.group_size, actions[1]);
+  c.power_limit_w =
+      kPowerLimitFractions[static_cast<size_t>(std::clamp(actions[2], 0, kPowerLimitLevels - 1))] *
+      budget_w;
   return c;
 }
 
@@ -351,10 +355,13 @@ Command PolicyController::Decide(const Inputs& in) {
   features_.Compute(in, limits_, x_.data());
   const Eigen::VectorXd z = policy_.normalizer.Apply(x_);
   policy_.net.actor().ForwardOne(z, &logits_, &scratch_);
-  int actions[2];
+  int actions[kActionHeads];
   rl::Argmax(policy_.net.heads(), logits_.data(), actions);
-  Command c = CommandFromActions(limits_, actions, in.concurrency);
-  if (policy_.group_size_only) c.concurrency.reset();
+  Command c = CommandFromActions(limits_, actions, in.concurrency, in.budget_w);
+  if (policy_.group_size_only) {
+    c.concurrency.reset();
+    c.power_limit_w.reset();
+  }
   return c;
 }
 

@@ -21,7 +21,7 @@
 namespace headroom::control {
 
 inline constexpr std::string_view kPolicyFormat = "headroom-policy";
-inline constexpr int kPolicyVersion = 2;  // 2: phases and the shield recorded
+inline constexpr int kPolicyVersion = 3;  // 2: phases and the shield; 3: the power-limit head
 // Policies that steer a GRPO job's generation: they need a rollout phase to act on.
 inline constexpr std::string_view kPolicyFamily = "grpo-generation";
 
@@ -60,7 +60,9 @@ class PolicyController final : public Controller {
   std::vector<Eigen::VectorXd> scratch_;
 };
 
-// Maps the actions of the heads to a command, given the concurrency in force.
-Command CommandFromActions(const ActuatorLimits& limits, const int* actions, int concurrency);
+// Maps the actions of the kActionHeads heads to a command, given the concurrency and the budget
+// per GPU in force.
+Command CommandFromActions(const ActuatorLimits& limits, const int* actions, int concurrency,
+                           double budget_w);
 
 }  // namespace headroom::control

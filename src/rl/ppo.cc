@@ -75,57 +75,218 @@ LossParts PpoLoss(const ActorCritic& ac, const Batch& batch, const std::vector<E
   return parts;
 }
 
-void Adam::Step(const Eigen::VectorXd& grad, double learning_rate, Eigen::VectorXd* params) {
-  ++t_;
-  m_ = beta1_ * m_ + (1.0 - beta1_) * grad;
-  v_ = beta2_ * v_ + (1.0 - beta2_) * grad.array().square().matrix();
-  const double c1 = 1.0 - std::pow(beta1_, t_);
-  const double c2 = 1.0 - std::pow(beta2_, t_);
-  *params -= (learning_rate * (m_.array() / c1) / ((v_.array() / c2).sqrt() + eps_)).matrix();
+LossParts PpoLossF(const kernels::Set& k, const FloatMlp& actor, const FloatMlp& critic,
+                   const std::vector<int>& heads, const MinibatchF& batch, const PpoConfig& config,
+                   PpoWork* work, float* grad_actor, float* grad_critic) {
+  const int m = batch.m;
+  const size_t mz = static_cast<size_t>(m);
+  const int nh = static_cast<int>(heads.size());
+  const int nl = actor.outputs();
+  actor.Forward(k, batch.obs, m, &work->actor);
+  critic.Forward(k, batch.obs, m, &work->critic);
+  const std::vector<float>& logits = work->actor.a.back();
+  const std::vector<float>& values = work->critic.a.back();
+  work->dz.resize(mz * static_cast<size_t>(nl));
+  work->dv.resize(mz);
+  LossParts parts;
+  const double inv_m = 1.0 / static_cast<double>(m);
+  const float inv_mf = static_cast<float>(inv_m);
+  const float entropy_scale = static_cast<float>(config.entropy_coef) * inv_mf;
+  const float lo = static_cast<float>(1.0 - config.clip);
+  const float hi = static_cast<float>(1.0 + config.clip);
+  // Every head's log-softmax, probabilities and entropy, for all samples: the logits shifted by
+  // their head's maximum, exponentiated in one vectorised pass, then normalised.
+  const size_t cells = mz * static_cast<size_t>(nl);
+  work->shifted.resize(cells);
+  work->p.resize(cells);
+  work->entropy.resize(mz * static_cast<size_t>(nh));
+  work->log_ratio.resize(mz);
+  work->ratio.resize(mz);
+  for (size_t i = 0; i < mz; ++i) {
+    const float* z = logits.data() + i * static_cast<size_t>(nl);
+    float* sh = work->shifted.data() + i * static_cast<size_t>(nl);
+    int offset = 0;
+    for (int h = 0; h < nh; ++h) {
+      const int kk = heads[static_cast<size_t>(h)];
+      float zmax = z[offset];
+      for (int j = 1; j < kk; ++j) zmax = std::max(zmax, z[offset + j]);
+      for (int j = 0; j < kk; ++j) sh[offset + j] = z[offset + j] - zmax;
+      offset += kk;
+    }
+  }
+  k.exp(static_cast<long>(cells), work->shifted.data(), work->p.data());
+  for (size_t i = 0; i < mz; ++i) {
+    float* sh = work->shifted.data() + i * static_cast<size_t>(nl);  // becomes log p
+    float* pr = work->p.data() + i * static_cast<size_t>(nl);
+    const int* act = batch.actions + i * static_cast<size_t>(nh);
+    float logp = 0.0f;
+    int offset = 0;
+    for (int h = 0; h < nh; ++h) {
+      const int kk = heads[static_cast<size_t>(h)];
+      float sum = 0.0f;
+      for (int j = 0; j < kk; ++j) sum += pr[offset + j];
+      const float log_sum = std::log(sum);
+      const float inv_sum = 1.0f / sum;
+      float entropy = 0.0f;
+      for (int j = 0; j < kk; ++j) {
+        sh[offset + j] -= log_sum;
+        pr[offset + j] *= inv_sum;
+        entropy -= pr[offset + j] * sh[offset + j];
+      }
+      work->entropy[i * static_cast<size_t>(nh) + static_cast<size_t>(h)] = entropy;
+      parts.entropy += entropy * inv_m;
+      logp += sh[offset + act[h]];
+      offset += kk;
+    }
+    work->log_ratio[i] = logp - batch.logp_old[i];
+  }
+  k.exp(static_cast<long>(mz), work->log_ratio.data(), work->ratio.data());
+  for (size_t i = 0; i < mz; ++i) {
+    const float* logp_j = work->shifted.data() + i * static_cast<size_t>(nl);
+    const float* pr = work->p.data() + i * static_cast<size_t>(nl);
+    const int* act = batch.actions + i * static_cast<size_t>(nh);
+    const float adv = batch.advantages[i];
+    const float log_ratio = work->log_ratio[i];
+    const float ratio = work->ratio[i];
+    const float unclipped = ratio * adv;
+    const float clipped = std::clamp(ratio, lo, hi) * adv;
+    parts.policy += -std::min(unclipped, clipped) * inv_m;
+    parts.approx_kl += ((ratio - 1.0) - log_ratio) * inv_m;
+    const bool clip_active = (adv >= 0.0f && ratio > hi) || (adv < 0.0f && ratio < lo);
+    if (std::abs(ratio - 1.0f) > static_cast<float>(config.clip)) parts.clip_fraction += inv_m;
+    const float dlogp = clip_active ? 0.0f : -ratio * adv * inv_mf;
+    float* dz = work->dz.data() + i * static_cast<size_t>(nl);
+    int offset = 0;
+    for (int h = 0; h < nh; ++h) {
+      const int kk = heads[static_cast<size_t>(h)];
+      const float entropy = work->entropy[i * static_cast<size_t>(nh) + static_cast<size_t>(h)];
+      for (int j = 0; j < kk; ++j) {
+        const float p = pr[offset + j];
+        // Policy term: dlogp * (onehot - p). Entropy term: -ent * dH/dz = ent p (log p + H).
+        dz[offset + j] = dlogp * ((j == act[h] ? 1.0f : 0.0f) - p) +
+                         entropy_scale * p * (logp_j[offset + j] + entropy);
+      }
+      offset += kk;
+    }
+    const float err = values[i] - batch.returns[i];
+    parts.value += 0.5 * static_cast<double>(err) * err * inv_m;
+    work->dv[i] = static_cast<float>(config.value_coef) * err * inv_mf;
+  }
+  parts.total =
+      parts.policy + config.value_coef * parts.value - config.entropy_coef * parts.entropy;
+  actor.Backward(k, work->dz.data(), &work->actor, grad_actor);
+  critic.Backward(k, work->dv.data(), &work->critic, grad_critic);
+  return parts;
 }
 
-PpoTrainer::PpoTrainer(ActorCritic* ac, PpoConfig config, uint64_t seed)
+void Adam::Step(const Eigen::VectorXf& grad, double learning_rate,
+                Eigen::Ref<Eigen::VectorXf> params) {
+  ++t_;
+  const float b1 = static_cast<float>(beta1_);
+  const float b2 = static_cast<float>(beta2_);
+  m_ = b1 * m_ + (1.0f - b1) * grad;
+  v_ = b2 * v_ + (1.0f - b2) * grad.array().square().matrix();
+  const float c1 = static_cast<float>(1.0 - std::pow(beta1_, t_));
+  const float c2 = static_cast<float>(1.0 - std::pow(beta2_, t_));
+  const float lr = static_cast<float>(learning_rate);
+  params -= (lr * (m_.array() / c1) / ((v_.array() / c2).sqrt() + eps_)).matrix();
+}
+
+PpoTrainer::PpoTrainer(ActorCritic* ac, PpoConfig config, uint64_t seed, const kernels::Set& k)
     : ac_(ac),
       config_(config),
       rng_(seed),
+      kernels_(&k),
       adam_actor_(ac->actor().ParameterCount(), config.adam_eps),
       adam_critic_(ac->critic().ParameterCount(), config.adam_eps) {}
 
 UpdateStats PpoTrainer::Update(const Batch& batch) {
   const Eigen::Index n = batch.size();
-  std::vector<Eigen::Index> order(static_cast<size_t>(n));
+  const int dims = static_cast<int>(batch.obs.rows());
+  const int nh = static_cast<int>(batch.actions.rows());
+  const size_t nz = static_cast<size_t>(n);
+  // The batch as float rows.
+  obs_.resize(nz * static_cast<size_t>(dims));
+  actions_.resize(nz * static_cast<size_t>(nh));
+  logp_old_.resize(nz);
+  advantages_.resize(nz);
+  returns_.resize(nz);
+  for (Eigen::Index s = 0; s < n; ++s) {
+    const size_t r = static_cast<size_t>(s);
+    for (int d = 0; d < dims; ++d) {
+      obs_[r * static_cast<size_t>(dims) + static_cast<size_t>(d)] =
+          static_cast<float>(batch.obs(d, s));
+    }
+    for (int h = 0; h < nh; ++h)
+      actions_[r * static_cast<size_t>(nh) + static_cast<size_t>(h)] = batch.actions(h, s);
+    logp_old_[r] = static_cast<float>(batch.logp_old(s));
+    advantages_[r] = static_cast<float>(batch.advantages(s));
+    returns_[r] = static_cast<float>(batch.returns(s));
+  }
+  actor_f_.Load(ac_->actor());
+  critic_f_.Load(ac_->critic());
+  Eigen::Map<Eigen::VectorXf> pa(actor_f_.params().data(),
+                                 static_cast<Eigen::Index>(actor_f_.params().size()));
+  Eigen::Map<Eigen::VectorXf> pc(critic_f_.params().data(),
+                                 static_cast<Eigen::Index>(critic_f_.params().size()));
+  Eigen::VectorXf ga(pa.size());
+  Eigen::VectorXf gc(pc.size());
+
+  std::vector<Eigen::Index> order(nz);
   std::iota(order.begin(), order.end(), 0);
   UpdateStats stats;
-  Eigen::VectorXd pa = ac_->actor().Parameters();
-  Eigen::VectorXd pc = ac_->critic().Parameters();
-  Eigen::VectorXd ga(pa.size());
-  Eigen::VectorXd gc(pc.size());
   const Eigen::Index mb = std::min<Eigen::Index>(config_.minibatch, n);
+  const size_t mbz = static_cast<size_t>(mb);
+  mb_obs_.resize(mbz * static_cast<size_t>(dims));
+  mb_actions_.resize(mbz * static_cast<size_t>(nh));
+  mb_logp_old_.resize(mbz);
+  mb_advantages_.resize(mbz);
+  mb_returns_.resize(mbz);
   for (int epoch = 0; epoch < config_.epochs; ++epoch) {
     std::shuffle(order.begin(), order.end(), rng_);
     for (Eigen::Index start = 0; start + mb <= n; start += mb) {
-      std::vector<Eigen::Index> index(order.begin() + start, order.begin() + start + mb);
-      Eigen::VectorXd adv(mb);
-      for (Eigen::Index i = 0; i < mb; ++i) adv(i) = batch.advantages(index[i]);
+      double mean = 0.0;
+      for (size_t i = 0; i < mbz; ++i) {
+        const size_t s = static_cast<size_t>(order[static_cast<size_t>(start) + i]);
+        std::copy_n(obs_.begin() + static_cast<std::ptrdiff_t>(s * static_cast<size_t>(dims)), dims,
+                    mb_obs_.begin() + static_cast<std::ptrdiff_t>(i * static_cast<size_t>(dims)));
+        std::copy_n(actions_.begin() + static_cast<std::ptrdiff_t>(s * static_cast<size_t>(nh)), nh,
+                    mb_actions_.begin() + static_cast<std::ptrdiff_t>(i * static_cast<size_t>(nh)));
+        mb_logp_old_[i] = logp_old_[s];
+        mb_advantages_[i] = advantages_[s];
+        mb_returns_[i] = returns_[s];
+        mean += advantages_[s];
+      }
       if (config_.normalize_advantages && mb > 1) {
-        const double mean = adv.mean();
-        const double sd =
-            std::sqrt((adv.array() - mean).square().sum() / static_cast<double>(mb - 1));
-        adv = (adv.array() - mean) / (sd + 1e-8);
+        mean /= static_cast<double>(mb);
+        double ss = 0.0;
+        for (size_t i = 0; i < mbz; ++i)
+          ss += (mb_advantages_[i] - mean) * (mb_advantages_[i] - mean);
+        const double sd = std::sqrt(ss / static_cast<double>(mb - 1));
+        for (size_t i = 0; i < mbz; ++i) {
+          mb_advantages_[i] = static_cast<float>((mb_advantages_[i] - mean) / (sd + 1e-8));
+        }
       }
       ga.setZero();
       gc.setZero();
-      const LossParts parts = PpoLoss(*ac_, batch, index, adv, config_, &ga, &gc);
-      const double norm = std::sqrt(ga.squaredNorm() + gc.squaredNorm());
+      MinibatchF view;
+      view.m = static_cast<int>(mb);
+      view.obs = mb_obs_.data();
+      view.actions = mb_actions_.data();
+      view.logp_old = mb_logp_old_.data();
+      view.advantages = mb_advantages_.data();
+      view.returns = mb_returns_.data();
+      const LossParts parts = PpoLossF(*kernels_, actor_f_, critic_f_, ac_->heads(), view, config_,
+                                       &work_, ga.data(), gc.data());
+      const double norm =
+          std::sqrt(static_cast<double>(ga.squaredNorm()) + static_cast<double>(gc.squaredNorm()));
       if (norm > config_.max_grad_norm) {
-        const double scale = config_.max_grad_norm / (norm + 1e-6);
+        const float scale = static_cast<float>(config_.max_grad_norm / (norm + 1e-6));
         ga *= scale;
         gc *= scale;
       }
-      adam_actor_.Step(ga, config_.learning_rate, &pa);
-      adam_critic_.Step(gc, config_.learning_rate, &pc);
-      ac_->actor().SetParameters(pa);
-      ac_->critic().SetParameters(pc);
+      adam_actor_.Step(ga, config_.learning_rate, pa);
+      adam_critic_.Step(gc, config_.learning_rate, pc);
       stats.policy_loss += parts.policy;
       stats.value_loss += parts.value;
       stats.entropy += parts.entropy;
@@ -134,6 +295,8 @@ UpdateStats PpoTrainer::Update(const Batch& batch) {
       ++stats.minibatches;
     }
   }
+  actor_f_.Store(&ac_->actor());
+  critic_f_.Store(&ac_->critic());
   if (stats.minibatches > 0) {
     const double k = 1.0 / stats.minibatches;
     stats.policy_loss *= k;

@@ -31,6 +31,7 @@ control::ActuatorLimits LimitsOf(const twin::Scenario& s) {
   l.group_size = {s.group_size_range.lo, s.group_size_range.hi};
   l.nameplate_w = s.nameplate_w;
   l.power_limit_min_w = s.power_limit_min_w;
+  l.power_limit_rise_w = control::kPowerLimitRisePerS * s.nameplate_w * s.interval_s;
   return l;
 }
 

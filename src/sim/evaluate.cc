@@ -199,7 +199,7 @@ PidChoice SearchPid(const twin::Scenario& s, double budget_w, double target, int
   std::vector<control::PidGains> grid;
   for (double kp : {0.5, 1.0, 2.0, 4.0, 8.0}) {
     for (double ki : {0.1, 0.3, 1.0, 3.0}) {
-      for (double margin : {0.0, 0.03, 0.06, 0.1, 0.15}) grid.push_back({kp, ki, margin});
+      for (double margin : {0.0, 0.03, 0.06, 0.1, 0.15}) grid.push_back({kp, ki, margin, {}});
     }
   }
   std::vector<Score> scores(grid.size());
@@ -208,7 +208,7 @@ PidChoice SearchPid(const twin::Scenario& s, double budget_w, double target, int
         s, budget_w, horizons, window,
         [&] {
           return std::make_unique<control::Pid>(grid[static_cast<size_t>(k)], range, s.concurrency,
-                                                group_size);
+                                                group_size, s.nameplate_w, s.power_limit_min_w);
         },
         schedule != nullptr ? &plans : nullptr);
   });

@@ -189,6 +189,9 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
       } else {
         cs.kind = "pid";
         cs.pid = control::PidGains{};
+        // The fleet's jobs steer the workload only: the power limit there is the guard's
+        // (guard_power_limit), sized by the coordinator's grants (docs/FLEET.md).
+        cs.pid.assist.enabled = false;
         cs.concurrency = job.scenario.concurrency_range.lo;
         cs.group_size = job.scenario.group_size;
       }

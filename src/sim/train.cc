@@ -51,7 +51,11 @@ ScenarioInfo Measure(const twin::Scenario& base, std::pair<double, double> budge
   return info;
 }
 
-twin::Scenario Randomize(const twin::Scenario& base, std::mt19937_64& rng) {
+// Per episode: the scenario with its powers, lengths and noise drawn around their values. The
+// family (TrainConfig::family) widens every range and adds decode speed and the update's length,
+// so that one policy meets machines it has not seen (docs/CONTROL.md, "One policy for new
+// machines").
+twin::Scenario Randomize(const twin::Scenario& base, std::mt19937_64& rng, bool family) {
   auto u = [&](double lo, double hi) {
     return std::uniform_real_distribution<double>(lo, hi)(rng);
   };
@@ -59,15 +63,23 @@ twin::Scenario Randomize(const twin::Scenario& base, std::mt19937_64& rng) {
   s.idle_before_s = 0.0;
   s.startup_s = 0.0;
   s.stop_at_s.reset();
-  const double decode = u(0.96, 1.04);
+  const double decode = family ? u(0.85, 1.15) : u(0.96, 1.04);
   s.decode.power_w.b0 *= decode;
   s.decode.power_w.l *= decode;
-  const double compute = u(0.97, 1.03);
+  const double compute = family ? u(0.9, 1.1) : u(0.97, 1.03);
   s.logprob_power_w = std::min(s.nameplate_w, s.logprob_power_w * compute);
   s.train_power_w = std::min(s.nameplate_w, s.train_power_w * compute);
   s.prefill_power_w = std::min(s.nameplate_w, s.prefill_power_w * compute);
-  s.length_median_tokens *= u(0.8, 1.25);
-  s.noise_w *= u(0.5, 1.5);
+  s.length_median_tokens *= family ? u(0.6, 1.6) : u(0.8, 1.25);
+  s.noise_w *= family ? u(0.5, 2.0) : u(0.5, 1.5);
+  if (family) {
+    const double speed = u(0.8, 1.25);  // decode throughput at every occupancy
+    s.decode.tokens_per_s.b0 *= speed;
+    s.decode.tokens_per_s.l *= speed;
+    const double update = u(0.7, 1.4);  // the update's length: its throughput divided
+    s.logprob_tokens_per_s /= update;
+    s.train_tokens_per_s /= update;
+  }
   return s;
 }
 
@@ -106,7 +118,8 @@ control::Policy Train(const TrainConfig& config, const std::function<double()>& 
   const int T = config.steps_per_env;
   const Eigen::Index N = static_cast<Eigen::Index>(E) * T;
   const int F = control::kFeatureCount;
-  const std::vector<int> heads{control::kConcurrencyMoves, control::kGroupLevels};
+  const std::vector<int> heads{control::kConcurrencyMoves, control::kGroupLevels,
+                               control::kPowerLimitLevels};
 
   control::Policy policy;
   policy.net = rl::ActorCritic(F, heads, config.hidden, config.seed);
@@ -121,7 +134,7 @@ control::Policy Train(const TrainConfig& config, const std::function<double()>& 
   auto start_episode = [&](Env& e) {
     e.scenario_index = std::uniform_int_distribution<size_t>(0, config.scenarios.size() - 1)(rng);
     const ScenarioInfo& si = info[e.scenario_index];
-    e.scenario = Randomize(config.scenarios[e.scenario_index], rng);
+    e.scenario = Randomize(config.scenarios[e.scenario_index], rng, config.family);
     const auto uniform = [&](double lo, double hi) {
       return std::uniform_real_distribution<double>(lo, hi)(rng);
     };
@@ -173,7 +186,7 @@ control::Policy Train(const TrainConfig& config, const std::function<double()>& 
   Eigen::MatrixXd raw(F, N);
   rl::Batch batch;
   batch.obs.resize(F, N);
-  batch.actions.resize(2, N);
+  batch.actions.resize(control::kActionHeads, N);
   batch.logp_old.resize(N);
   batch.values_old.resize(N);
   batch.advantages.resize(N);
@@ -215,13 +228,16 @@ control::Policy Train(const TrainConfig& config, const std::function<double()>& 
         const Eigen::Index k = static_cast<Eigen::Index>(i) * T + t;
         raw.col(k) = x.col(i);
         batch.obs.col(k) = xn.col(i);
-        int a[2];
+        int a[control::kActionHeads];
         batch.logp_old(k) = rl::Sample(heads, ac.a.back().col(i).data(), sample_rng, a);
-        batch.actions(0, k) = a[0];
-        batch.actions(1, k) = a[1];
+        for (int h = 0; h < control::kActionHeads; ++h) batch.actions(h, k) = a[h];
         batch.values_old(k) = cc.a.back()(0, i);
-        e.sampled.command = control::CommandFromActions(e.limits, a, e.obs.concurrency);
-        if (config.group_size_only) e.sampled.command.concurrency.reset();
+        e.sampled.command =
+            control::CommandFromActions(e.limits, a, e.obs.concurrency, e.obs.budget_w);
+        if (config.group_size_only) {
+          e.sampled.command.concurrency.reset();
+          e.sampled.command.power_limit_w.reset();
+        }
         const control::Inputs in = ToInputs(e.obs, e.scenario.interval_s);
         e.applied = control::ApplyLimits(e.limits, e.applied,
                                          e.shield ? e.shield->Decide(in) : e.sampled.Decide(in));

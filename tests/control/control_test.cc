@@ -5,6 +5,7 @@
 #include "control/actuators.h"
 #include "control/baselines.h"
 #include "control/features.h"
+#include "control/limit_assist.h"
 
 namespace headroom::control {
 namespace {
@@ -50,6 +51,80 @@ TEST(Actuators, ClampRateLimitAndPowerLimit) {
   EXPECT_EQ(ApplyLimits(l, cur, {16, {}, {}}).concurrency, 2);  // +1 at least
 }
 
+TEST(Actuators, APowerLimitFallsAtOnceAndRisesAtItsRate) {
+  ActuatorLimits l;
+  l.concurrency = {1, 16};
+  l.group_size = {4, 16};
+  l.nameplate_w = 400.0;
+  l.power_limit_min_w = 100.0;
+  l.power_limit_rise_w = 20.0;
+  Applied cur;
+  cur.concurrency = 4;
+  cur.group_size = 8;
+  // From none to 250 W: a fall, at once.
+  Applied a = ApplyLimits(l, cur, {{}, {}, 250.0});
+  EXPECT_EQ(a.power_limit_w, 250.0);
+  EXPECT_FALSE(a.power_limit_clamped);
+  // Up to 300 W: 20 W per interval.
+  a = ApplyLimits(l, a, {{}, {}, 300.0});
+  EXPECT_EQ(a.power_limit_w, 270.0);
+  EXPECT_TRUE(a.power_limit_clamped);
+  // Lifting (0) is a rise to nameplate: 290 W, then at 390 W the next step reaches nameplate.
+  a = ApplyLimits(l, a, {{}, {}, 0.0});
+  EXPECT_EQ(a.power_limit_w, 290.0);
+  a.power_limit_w = 385.0;
+  a = ApplyLimits(l, a, {{}, {}, 0.0});
+  EXPECT_EQ(a.power_limit_w, 0.0);
+  // Down again at once; unset keeps it.
+  a = ApplyLimits(l, a, {{}, {}, 150.0});
+  EXPECT_EQ(a.power_limit_w, 150.0);
+  EXPECT_EQ(ApplyLimits(l, a, {}).power_limit_w, 150.0);
+}
+
+TEST(LimitAssist, HoldsAnUpdateAboveTheBudgetAndRemembersItPerPhase) {
+  LimitAssistRule rule;  // margin 4 %, gain 1, 20 W/s
+  LimitAssist assist(rule, 400.0, 100.0);
+  const double budget_w = 300.0;
+  const double target_w = 288.0;  // 300 x 0.96
+  // A train phase at 380 W: the first excess sets the limit at the target less the excess.
+  EXPECT_NEAR(assist.Decide(At(0.0, 380.0, Phase::kTrain, 4, budget_w), false), 288.0 - 92.0, 1e-9);
+  // Under that limit the power reads 196 W: below the target, the limit rises by 10 W a
+  // 0.5 s interval; at 290 W (2 over) it falls by 2.
+  EXPECT_NEAR(assist.Decide(At(0.5, 196.0, Phase::kTrain, 4, budget_w), false), 206.0, 1e-9);
+  EXPECT_NEAR(assist.Decide(At(1.0, 290.0, Phase::kTrain, 4, budget_w), false), 204.0, 1e-9);
+  for (int i = 0; i < 40; ++i) assist.Decide(At(1.5 + 0.5 * i, target_w, Phase::kTrain, 4), false);
+  // Rollout above the floor: the workload has authority; the limit is lifted (the actuators
+  // raise it at their rate).
+  EXPECT_EQ(assist.Decide(At(30.0, 250.0, Phase::kRollout, 8, budget_w), true), 0.0);
+  // The next train phase starts at the limit the last one ended with, before any excess (the
+  // power read on entering is still the rollout's); then the loop runs again.
+  EXPECT_NEAR(assist.Decide(At(50.0, 250.0, Phase::kTrain, 8, budget_w), false), 204.0, 1e-9);
+  EXPECT_NEAR(assist.Decide(At(50.5, 250.0, Phase::kTrain, 8, budget_w), false), 214.0, 1e-9);
+  // A phase that never needed one gets none; Reset forgets.
+  EXPECT_EQ(assist.Decide(At(60.0, 100.0, Phase::kSync, 8, budget_w), false), 0.0);
+  assist.Reset();
+  EXPECT_EQ(assist.Decide(At(70.0, 250.0, Phase::kTrain, 8, budget_w), false), 0.0);
+}
+
+TEST(LimitAssist, APidWithANameplateUsesItOutsideRolloutOnly) {
+  PidGains g{2.0, 1.0, 0.0, {}};
+  Pid hybrid(g, {1, 16}, 8, 8, 400.0, 100.0);
+  Pid workload_only(g, {1, 16}, 8, 8);
+  EXPECT_GT(*hybrid.Decide(At(0.0, 380.0, Phase::kTrain, 8)).power_limit_w, 0.0);
+  EXPECT_EQ(*workload_only.Decide(At(0.0, 380.0, Phase::kTrain, 8)).power_limit_w, 0.0);
+  hybrid.Reset();
+  // In rollout above the floor the PID cuts concurrency instead.
+  const Command c = hybrid.Decide(At(0.0, 380.0, Phase::kRollout, 8));
+  EXPECT_EQ(*c.power_limit_w, 0.0);
+  EXPECT_LT(*c.concurrency, 8);
+  // At the floor it may use the limit.
+  hybrid.Reset();
+  EXPECT_GT(*hybrid.Decide(At(0.0, 380.0, Phase::kRollout, 1)).power_limit_w, 0.0);
+  g.assist.enabled = false;
+  Pid disabled(g, {1, 16}, 8, 8, 400.0, 100.0);
+  EXPECT_EQ(*disabled.Decide(At(0.0, 380.0, Phase::kTrain, 8)).power_limit_w, 0.0);
+}
+
 TEST(Baselines, UncontrolledStaticAndPowerCapIgnorePower) {
   Uncontrolled u(256, 8);
   PowerCap cap(256, 8);
@@ -66,7 +141,7 @@ TEST(Baselines, UncontrolledStaticAndPowerCapIgnorePower) {
 
 // PI on log2 concurrency, by hand: kp 2, ki 1/s, margin 0, range [1, 16], start 16 (I = 4).
 TEST(Pid, ScriptedPowerSequence) {
-  Pid pid({2.0, 1.0, 0.0}, {1, 16}, 16, 8);
+  Pid pid({2.0, 1.0, 0.0, {}}, {1, 16}, 16, 8);
   // Over budget in rollout: e = (300 - 330) / 300 = -0.1; I = 4 - 0.1 x 0.5 = 3.95;
   // u = 3.95 - 0.2 = 3.75; 2^3.75 = 13.45 -> 13.
   EXPECT_EQ(*pid.Decide(At(0.0, 330.0, Phase::kRollout, 16)).concurrency, 13);
@@ -83,7 +158,7 @@ TEST(Pid, ScriptedPowerSequence) {
 }
 
 TEST(Pid, AntiWindupStopsIntegratingWhenTheOutputSaturates) {
-  Pid pid({1.0, 4.0, 0.0}, {2, 16}, 16, 8);  // log2 range [1, 4], I starts at 4
+  Pid pid({1.0, 4.0, 0.0, {}}, {2, 16}, 16, 8);  // log2 range [1, 4], I starts at 4
   // Far over budget, e = -1. First interval: I + kp e = 3 is inside: I = 4 - 4 x 0.5 = 2.
   // From then on I + kp e = 1 is saturated low with e < 0: I stays 2 however long it lasts.
   for (int i = 0; i < 100; ++i) {
@@ -198,7 +273,39 @@ TEST(Features, HeadroomHistoryPhaseAndPositions) {
   EXPECT_EQ(x[kHistory + 1 + static_cast<int>(Phase::kRollout)], 0.0);
   EXPECT_NEAR(x[kHistory + 1 + kPhaseCount + 1], 0.5, 1e-12);         // log2 4 / log2 16
   EXPECT_NEAR(x[kHistory + 1 + kPhaseCount + 2], 4.0 / 12.0, 1e-12);  // group 8 in [4, 16]
-  EXPECT_NEAR(x[kFeatureCount - 1], 0.75, 1e-12);                     // 300 / 400
+  const int budget = kHistory + 1 + kPhaseCount + 4;
+  EXPECT_NEAR(x[budget], 0.75, 1e-12);      // 300 / 400
+  EXPECT_EQ(x[budget + 1], 1.0);            // no power limit
+  EXPECT_NEAR(x[budget + 2], -0.1, 1e-12);  // the update under way: 270 / 300 - 1
+  EXPECT_EQ(x[budget + 3], 0.0);            // concurrency has not moved in rollout
+}
+
+TEST(Features, AuthorityFeatures) {
+  ActuatorLimits l;
+  l.concurrency = {1, 64};
+  l.group_size = {4, 16};
+  l.nameplate_w = 400.0;
+  FeatureState f;
+  double x[kFeatureCount];
+  const int limit = kHistory + 1 + kPhaseCount + 5;
+  // The last update: two train intervals at 360 and 390 W against 300 W; then rollout.
+  f.Compute(At(0.0, 360.0, Phase::kTrain, 4), l, x);
+  f.Compute(At(0.5, 390.0, Phase::kTrain, 4), l, x);
+  EXPECT_NEAR(x[limit + 1], 375.0 / 300.0 - 1.0, 1e-12);
+  // Rollout with power = 200 + 25 log2(c) W: the slope on log2 c is 25 / 300 per doubling.
+  for (int i = 0; i < 12; ++i) {
+    const int c = 1 << (i % 6);
+    Inputs in = At(1.0 + 0.5 * i, 200.0 + 25.0 * (i % 6), Phase::kRollout, c);
+    in.power_limit_w = 320.0;
+    f.Compute(in, l, x);
+  }
+  EXPECT_NEAR(x[limit], 0.8, 1e-12);                      // 320 / 400
+  EXPECT_NEAR(x[limit + 1], 375.0 / 300.0 - 1.0, 1e-12);  // kept after the update ended
+  EXPECT_NEAR(x[limit + 2], 25.0 / 300.0, 1e-9);
+  f.Reset();
+  f.Compute(At(9.0, 300.0, Phase::kRollout, 4), l, x);
+  EXPECT_EQ(x[limit + 1], 0.0);
+  EXPECT_EQ(x[limit + 2], 0.0);
 }
 
 }  // namespace

@@ -14,7 +14,8 @@ using ::testing::HasSubstr;
 
 Policy Small() {
   Policy p;
-  p.net = rl::ActorCritic(kFeatureCount, {kConcurrencyMoves, kGroupLevels}, {8}, 3);
+  p.net =
+      rl::ActorCritic(kFeatureCount, {kConcurrencyMoves, kGroupLevels, kPowerLimitLevels}, {8}, 3);
   p.normalizer = rl::Normalizer(kFeatureCount);
   p.trained_on = {"a100-7b-tp1"};
   return p;
@@ -33,11 +34,12 @@ TEST(Policy, JsonRoundTripKeepsEveryDecision) {
 
 TEST(Policy, ControllerMapsTheArgmaxToLevels) {
   Policy p = Small();
-  // Zero weights; biases pick the move -1 level and group level 4.
+  // Zero weights; biases pick the move -1 level, group level 4 and power-limit level 2.
   Eigen::VectorXd params = Eigen::VectorXd::Zero(p.net.actor().ParameterCount());
   p.net.actor().SetParameters(params);
   p.net.actor().biases().back()(1) = 1.0;
   p.net.actor().biases().back()(kConcurrencyMoves + 4) = 1.0;
+  p.net.actor().biases().back()(kConcurrencyMoves + kGroupLevels + 2) = 1.0;
   ActuatorLimits l;
   l.concurrency = {1, 16};
   l.group_size = {4, 16};
@@ -52,6 +54,30 @@ TEST(Policy, ControllerMapsTheArgmaxToLevels) {
   const Command cmd = c.Decide(in);
   EXPECT_EQ(*cmd.concurrency, 11);  // 16 is level 8 of 9 on log2 [1, 16]; one down: 2^3.5
   EXPECT_EQ(*cmd.group_size, 16);   // level 4 of 5 on [4, 16]
+  EXPECT_NEAR(*cmd.power_limit_w, 0.96 * 300.0, 1e-9);  // level 2: 0.96 x the budget
+}
+
+TEST(Policy, PowerLimitLevelZeroIsNoLimitAndAGroupOnlyPolicySetsNone) {
+  ActuatorLimits l;
+  l.concurrency = {1, 16};
+  l.group_size = {4, 16};
+  const int none[kActionHeads] = {2, 0, 0};
+  EXPECT_EQ(*CommandFromActions(l, none, 4, 300.0).power_limit_w, 0.0);
+  const int deepest[kActionHeads] = {2, 0, kPowerLimitLevels - 1};
+  EXPECT_NEAR(*CommandFromActions(l, deepest, 4, 300.0).power_limit_w, 0.86 * 300.0, 1e-9);
+  Policy p = Small();
+  p.group_size_only = true;
+  p.net.actor().SetParameters(Eigen::VectorXd::Zero(p.net.actor().ParameterCount()));
+  p.net.actor().biases().back()(kConcurrencyMoves + kGroupLevels + 3) = 1.0;
+  PolicyController c(p, l);
+  std::vector<double> power{250.0};
+  Inputs in;
+  in.budget_w = 300.0;
+  in.smoothed_power_w = power;
+  in.concurrency = 4;
+  const Command cmd = c.Decide(in);
+  EXPECT_FALSE(cmd.concurrency.has_value());
+  EXPECT_FALSE(cmd.power_limit_w.has_value());
 }
 
 TEST(Policy, RefusesOtherVersionsFamiliesAndShapes) {
@@ -64,7 +90,7 @@ TEST(Policy, RefusesOtherVersionsFamiliesAndShapes) {
   auto r = edit([](nlohmann::json& j) { j["version"] = 1; });
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.error().message(),
-              HasSubstr("p.json: key 'version': 1; this headroom reads version 2"));
+              HasSubstr("p.json: key 'version': 1; this headroom reads version 3"));
   r = edit([](nlohmann::json& j) { j["family"] = "training-clock"; });
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.error().message(), HasSubstr("key 'family'"));
@@ -84,8 +110,17 @@ TEST(Policy, RefusesOtherVersionsFamiliesAndShapes) {
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.error().message(), HasSubstr("p.json: not JSON"));
   r = edit([](nlohmann::json& j) {
-    j["actor"]["sizes"] = {
-        kFeatureCount, 4, 4, 4, 4, 4, 4, 4, 4, 4, kConcurrencyMoves + kGroupLevels};
+    j["actor"]["sizes"] = {kFeatureCount,
+                           4,
+                           4,
+                           4,
+                           4,
+                           4,
+                           4,
+                           4,
+                           4,
+                           4,
+                           kConcurrencyMoves + kGroupLevels + kPowerLimitLevels};
   });
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.error().message(), HasSubstr("at most 8 hidden layers"));

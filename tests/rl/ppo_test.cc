@@ -106,10 +106,10 @@ TEST(PpoLoss, GradientMatchesFiniteDifferences) {
 TEST(Adam, FirstStepMovesEachParameterByTheLearningRate) {
   // With bias correction the first step is lr x g / (|g| + eps) ~ lr x sign(g).
   Adam adam(2, 1e-8);
-  Eigen::VectorXd p(2), g(2);
+  Eigen::VectorXf p(2), g(2);
   p << 1.0, 1.0;
   g << 4.0, -0.5;
-  adam.Step(g, 0.1, &p);
+  adam.Step(g, 0.1, p);
   EXPECT_NEAR(p(0), 0.9, 1e-6);
   EXPECT_NEAR(p(1), 1.1, 1e-6);
 }

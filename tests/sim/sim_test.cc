@@ -43,7 +43,7 @@ TEST(Episode, HalfSecondViolationsAreTheIntervalsOverBudget) {
 
 TEST(Episode, SameSeedSameResult) {
   const twin::Scenario s = Load("a100-72b-tp4");
-  control::Pid a({2.0, 1.0, 0.05}, {2, 8}, 8, 8), b({2.0, 1.0, 0.05}, {2, 8}, 8, 8);
+  control::Pid a({2.0, 1.0, 0.05, {}}, {2, 8}, 8, 8), b({2.0, 1.0, 0.05, {}}, {2, 8}, 8, 8);
   EpisodeOptions o;
   o.horizon_s = 120.0;
   const EpisodeResult x = RunEpisode(s, 149.8, 3, a, o), y = RunEpisode(s, 149.8, 3, b, o);

@@ -12,7 +12,7 @@ HEADROOM := build/bin/headroom
 
 CHAOS_FAULTS ?= 1000
 
-.PHONY: bench-diloco diloco-results diloco-results-warm calibration-results sites-results fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile demo policies results clean format
+.PHONY: bench-diloco diloco-results diloco-results-warm calibration-results hybrid-results universal-results sites-results fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile demo policies results clean format
 
 all: build
 
@@ -175,6 +175,16 @@ diloco-results-warm: build
 # against the real scenario's own policy (about 15 minutes here).
 calibration-results: build
 	./scripts/calibration_loop.sh $(HEADROOM) build/calibration-loop
+
+# Issue 18: the shipped policies against static-safe, power-cap and pid at the default budget and
+# under demand-response (docs/RESULTS.md, "Hybrid actuation"; about 5 minutes here).
+hybrid-results: build
+	./scripts/hybrid_results.sh $(HEADROOM) build/hybrid-results
+
+# Issue 18: one policy across every scenario (train --family) and leave-one-scenario-out
+# (docs/RESULTS.md, "The universal policy"; about 25 minutes on 2 cores).
+universal-results: build
+	./scripts/universal_results.sh $(HEADROOM) build/universal-results
 
 # Three sites' spare power, one DiLoCo run (docs/FLEET.md, "Several sites"): carbon per token
 # by placement over a simulated day, and the loss by replay (about 10 minutes here).

@@ -7,6 +7,8 @@
 # five (docs/RESULTS.md, "Seed robustness"). The generalisation and null-result policies train one
 # seed. Two jobs at a time, one core each.
 # Usage: train_policies.sh HEADROOM_BINARY [SEEDS]
+# ONLY="NAME ..." in the environment retrains those recipes alone (no extras); the table is
+# remade from every recipe's evaluations on disk.
 set -euo pipefail
 headroom="$1"
 seeds="${2:-5}"
@@ -21,11 +23,19 @@ wait_slot() {
 # static-safe, power-cap and pid): 0.1 % and 0.05 % where static-safe has 0.15 % and 0.01 %.
 recipes=(
   "a100-7b-tp1|500|--scenario a100-7b-tp1 --timesteps 6000000 --violation-target 0.001"
-  "a100-72b-tp4|8|--scenario a100-72b-tp4 --timesteps 1500000 --violation-target 0.002 --cost-window-s 30"
+  "a100-72b-tp4|8|--scenario a100-72b-tp4 --timesteps 1500000 --violation-target 0.001 --cost-window-s 30"
   "h100-8b-tp1|100|--scenario h100-8b-tp1 --timesteps 3000000 --violation-target 0.0005"
-  "a100-14b-tp2|100|--scenario a100-14b-tp2 --timesteps 2000000"
-  "h100-70b-tp4|100|--scenario h100-70b-tp4 --timesteps 1500000"
+  "a100-14b-tp2|100|--scenario a100-14b-tp2 --timesteps 2000000 --violation-target 0.003"
+  "h100-70b-tp4|100|--scenario h100-70b-tp4 --timesteps 1500000 --violation-target 0.003"
 )
+all_names=("${recipes[@]%%|*}")
+if [ -n "${ONLY:-}" ]; then
+  kept=()
+  for r in "${recipes[@]}"; do
+    for o in $ONLY; do [ "${r%%|*}" = "$o" ] && kept+=("$r"); done
+  done
+  recipes=("${kept[@]}")
+fi
 for r in "${recipes[@]}"; do
   IFS='|' read -r name _ options <<< "$r"
   for k in $(seq 1 "$seeds"); do
@@ -35,6 +45,7 @@ for r in "${recipes[@]}"; do
     "$headroom" train $options --seed "$k" --out "policies/seeds/$name-seed$k.json" > /dev/null &
   done
 done
+if [ -z "${ONLY:-}" ]; then
 # The paper's null result: at 72B a policy that may only move group size.
 wait_slot
 "$headroom" train --scenario a100-72b-tp4 --actuators group_size --timesteps 500000 --seed 1 \
@@ -49,6 +60,7 @@ wait_slot
 wait_slot
 "$headroom" train --scenario a100-7b-tp1 --budget-w 314.6 --timesteps 4000000 --seed 1 \
   --out policies/a100-7b-tp1-at-314.6w.json > /dev/null &
+fi
 wait
 
 # Every seed on the evaluation episodes; the median by tokens is shipped.
@@ -62,4 +74,4 @@ for r in "${recipes[@]}"; do
   done
 done
 wait
-/usr/bin/python3 scripts/seed_spread.py policies/seeds "$seeds" "${recipes[@]%%|*}"
+/usr/bin/python3 scripts/seed_spread.py policies/seeds "$seeds" "${all_names[@]}"

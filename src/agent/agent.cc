@@ -98,6 +98,7 @@ const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& samp
   in.concurrency = applied_.concurrency;
   in.group_size = applied_.group_size;
   in.next_group_size = applied_.group_size;
+  in.power_limit_w = applied_.power_limit_w;
   const bool fresh_report = report_ && now_s - report_t_s_ <= config_.report_timeout_s;
   std::string reason;
   if (fresh_report) {
@@ -117,6 +118,10 @@ const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& samp
                           budget_w_, *config_.floor_w);
   }
   applied_ = control::ApplyLimits(config_.limits, applied_, controller_.Decide(in));
+  if (applied_.power_limit_w != actuation_.power_limit_w) {
+    actuation_.power_limit_w = applied_.power_limit_w;
+    ++actuation_.seq;
+  }
   Set(applied_.concurrency, applied_.group_size, std::move(reason), now_s);
   Remember(now_s, /*good=*/true);
   return actuation_;

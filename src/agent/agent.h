@@ -55,6 +55,9 @@ struct Actuation {
   // hold_id (0: none). The trainer honours it at its step boundary (clients/python: take_hold).
   double hold_s = 0.0;
   int64_t hold_id = 0;
+  // Hybrid actuation (docs/CONTROL.md): the controller's hardware power limit per GPU; 0: none.
+  // The twin source applies it; on GPUs, --guard-power-limit lets the agent write it (guard.h).
+  double power_limit_w = 0.0;
 };
 
 struct TrainerReport {

@@ -22,6 +22,7 @@ void PowerLimitGuard::SetBudget(double budget_w,
   if (budget_w == budget_w_) return;
   budget_w_ = budget_w;
   excess_.Reset();
+  if (!engaged_) return;  // the controller's limit (Follow) does not follow the budget
   for (int gpu : changed_) {
     const double limit_w = std::min(budget_w_, *original_w_[static_cast<size_t>(gpu)]);
     if (auto st = set_limit_(gpu, limit_w); !st) {
@@ -30,6 +31,7 @@ void PowerLimitGuard::SetBudget(double budget_w,
     }
     log(fmt::format("guard: GPU {}: power limit -> {:.0f} W (the budget moved)", gpu, limit_w));
   }
+  written_w_ = budget_w_;
 }
 
 void PowerLimitGuard::Observe(const telemetry::Sample& sample,
@@ -61,17 +63,58 @@ void PowerLimitGuard::Observe(const telemetry::Sample& sample,
     }
   }
   for (const auto& [gpu, original_w] : originals) {
-    if (auto st = set_limit_(gpu, budget_w_); !st) {
+    const double limit_w = std::min(budget_w_, original_w);  // never above the original
+    if (auto st = set_limit_(gpu, limit_w); !st) {
       log(fmt::format("guard: {}", st.error().message()));
       continue;
     }
-    changed_.push_back(gpu);
+    if (std::find(changed_.begin(), changed_.end(), gpu) == changed_.end()) {
+      changed_.push_back(gpu);
+    }
     log(
         fmt::format("guard: GPU {}: power limit {:.0f} W -> {:.0f} W (power over budget for {} "
                     "intervals)",
-                    gpu, original_w, budget_w_, sustain_));
+                    gpu, original_w, limit_w, sustain_));
   }
+  written_w_ = budget_w_;  // what the GPUs hold now (Follow lowers it to the controller's)
   if (changed_.empty() && clear_ && persist_ && !originals.empty()) clear_();  // none changed
+}
+
+void PowerLimitGuard::Follow(double limit_w, const std::function<void(const std::string&)>& log) {
+  follow_w_ = limit_w > 0.0 ? limit_w : 0.0;
+  if (original_w_.empty()) return;  // no sample yet: the originals are unknown
+  // What each GPU should hold: the controller's limit, the backstop's budget, or its original.
+  double want_w = follow_w_;
+  if (engaged_) want_w = want_w > 0.0 ? std::min(want_w, budget_w_) : budget_w_;
+  if (want_w == written_w_) return;
+  std::vector<std::pair<int, double>> originals;
+  for (size_t i = 0; i < original_w_.size(); ++i) {
+    if (original_w_[i]) originals.emplace_back(static_cast<int>(i), *original_w_[i]);
+  }
+  if (originals.empty()) return;
+  if (want_w > 0.0 && !persisted_ && !engaged_ && persist_) {
+    if (auto st = persist_(originals); !st) {
+      log(fmt::format("guard: {}; the controller's power limit is not written",
+                      st.error().message()));
+      return;
+    }
+    persisted_ = true;
+  }
+  for (const auto& [gpu, original_w] : originals) {
+    const double w = want_w > 0.0 ? std::min(want_w, original_w) : original_w;
+    if (auto st = set_limit_(gpu, w); !st) {
+      log(fmt::format("guard: {}", st.error().message()));
+      continue;
+    }
+    if (std::find(changed_.begin(), changed_.end(), gpu) == changed_.end()) {
+      changed_.push_back(gpu);
+    }
+  }
+  if (written_w_ == 0.0 || want_w == 0.0) {
+    log(want_w > 0.0 ? fmt::format("guard: power limit {:.0f} W per GPU (the controller's)", want_w)
+                     : "guard: power limits back to their originals (the controller lifted its)");
+  }
+  written_w_ = want_w;
 }
 
 Status PowerLimitGuard::Restore(const std::function<void(const std::string&)>& log) {
@@ -86,7 +129,10 @@ Status PowerLimitGuard::Restore(const std::function<void(const std::string&)>& l
     log(fmt::format("guard: GPU {}: power limit restored to {:.0f} W", gpu, w));
   }
   changed_.clear();
-  if (first && engaged_ && clear_) clear_();  // every limit is back: nothing left to restore
+  // Every limit is back: nothing left to restore.
+  if (first && (engaged_ || persisted_) && clear_) clear_();
+  written_w_ = 0.0;
+  persisted_ = false;
   return first;
 }
 

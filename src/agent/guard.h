@@ -36,6 +36,11 @@ class PowerLimitGuard {
   void SetBudget(double budget_w, const std::function<void(const std::string&)>& log);
   // One interval's sample; `log` gets one line per action or failure.
   void Observe(const telemetry::Sample& sample, const std::function<void(const std::string&)>& log);
+  // Hybrid actuation: the controller's power limit per GPU from now on (0: none). Written to
+  // every GPU whose original limit is known, never above that original, when it changes (the
+  // originals persisted first, as for the backstop); while the backstop is engaged the lower of
+  // the two holds; 0 puts the originals back unless the backstop holds them. Call after Observe.
+  void Follow(double limit_w, const std::function<void(const std::string&)>& log);
   // Restores every limit changed. Returns the first failure, after trying them all.
   Status Restore(const std::function<void(const std::string&)>& log);
   bool engaged() const { return engaged_; }
@@ -49,6 +54,9 @@ class PowerLimitGuard {
   double margin_;
   control::SustainedExcess excess_;
   bool engaged_ = false;
+  double follow_w_ = 0.0;                          // the controller's limit (0: none)
+  double written_w_ = 0.0;                         // what Follow last wrote (0: the originals)
+  bool persisted_ = false;                         // the originals are in the state file
   std::vector<std::optional<double>> original_w_;  // per GPU, read before any change
   std::vector<int> changed_;
 };

@@ -63,6 +63,7 @@ RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared, Rec
       end_failure(/*back=*/true);
     }
     if (options.observe && sample.ok()) options.observe(*sample, budget_w);
+    if (options.power_limit) options.power_limit(a.power_limit_w);
     if (link != nullptr) link->Apply(a);
     if (recorder != nullptr && sample.ok()) {
       std::vector<double> power;

@@ -21,6 +21,9 @@ struct RunnerOptions {
   // Sees every good sample after the decision, with the budget per GPU in force (the power-limit
   // guard).
   std::function<void(const telemetry::Sample&, double budget_per_gpu_w)> observe;
+  // Gets the decision's power limit per GPU (0: none; hybrid actuation) every interval, after
+  // observe: where the GPUs' limits are written (--guard-power-limit).
+  std::function<void(double power_limit_per_gpu_w)> power_limit;
   // Asked before every decision; a change is handed to the agent, so it takes effect at that
   // decision. Null: the agent's configured budget throughout.
   BudgetSource* budget = nullptr;

@@ -661,6 +661,18 @@ Status RunAgent(const AgentArgs& args) {
   options.budget = &budget;
   if (fleet_budget) options.budget = &*fleet_budget;
   double last_energy_j = 0.0;
+  bool limit_unwritten_said = false;
+  options.power_limit = [&](double limit_w) {
+    if (guard) {
+      guard->Follow(limit_w, log);
+    } else if (limit_w > 0.0 && twin == nullptr && !limit_unwritten_said) {
+      log(
+          fmt::format("{} asks for a power limit of {:.0f} W per GPU; not written: "
+                      "--guard-power-limit lets the agent write the GPUs' limits",
+                      args.controller, limit_w));
+      limit_unwritten_said = true;
+    }
+  };
   options.observe = [&](const telemetry::Sample& s, double budget_w) {
     if (guard) {
       guard->SetBudget(budget_w, log);

@@ -267,6 +267,92 @@ TEST(Guard, SetsTheBudgetAfterSustainedExcessAndRestoresTheOriginals) {
   EXPECT_THAT(log.back(), HasSubstr("GPU 1: power limit restored to 350 W"));
 }
 
+// Hybrid actuation in the agent: a PID given the power limit's range holds an update above the
+// budget with the limit; the actuation carries it (and its change is a new decision), and the
+// controller sees the limit in force.
+TEST(Agent, AHybridControllersPowerLimitIsInTheActuation) {
+  AgentConfig config = Config();
+  config.limits.nameplate_w = 400.0;
+  config.limits.power_limit_min_w = 100.0;
+  control::Pid pid({2.0, 1.0, 0.0, {}}, config.limits.concurrency, 8, 8, 400.0, 100.0);
+  Agent a(config, pid);
+  a.Report({3, control::Phase::kTrain, 0.0, 0, 1.0, std::nullopt}, 0.0);
+  a.Tick(0.0, At(0.0, {380.0}));
+  const double limit_w = a.actuation().power_limit_w;
+  EXPECT_GT(limit_w, 100.0);
+  EXPECT_LT(limit_w, 300.0);
+  const uint64_t seq = a.actuation().seq;
+  a.Report({3, control::Phase::kRollout, 0.0, 0, 0.1, std::nullopt}, 0.4);
+  a.Tick(0.5, At(0.5, {250.0}));  // rollout: concurrency has authority, the limit is lifted
+  EXPECT_EQ(a.actuation().power_limit_w, 0.0);
+  EXPECT_GT(a.actuation().seq, seq);
+}
+
+TEST(Guard, FollowsTheControllersLimitPersistingFirstAndTheBackstopWinsWhenLower) {
+  std::vector<std::string> events;
+  const auto set = [&](int gpu, double w) -> Status {
+    events.push_back(fmt::format("set {} {}", gpu, w));
+    return OkStatus();
+  };
+  const auto persist = [&](const std::vector<std::pair<int, double>>& originals) -> Status {
+    std::string e = "persist";
+    for (const auto& [gpu, w] : originals) e += fmt::format(" {}:{}", gpu, w);
+    events.push_back(e);
+    return OkStatus();
+  };
+  const auto clear = [&] { events.push_back("clear"); };
+  const auto quiet = [](const std::string&) {};
+  PowerLimitGuard guard(set, 300.0, /*sustain=*/1, /*margin=*/0.0, persist, clear);
+  guard.Follow(250.0, quiet);  // no sample yet: the originals are unknown, nothing written
+  EXPECT_TRUE(events.empty());
+  telemetry::Sample s = At(0.0, {240.0, 240.0});
+  s.gpus[0].power_limit_w = 400.0;
+  s.gpus[1].power_limit_w = 260.0;
+  guard.Observe(s, quiet);
+  guard.Follow(280.0, quiet);  // never above a GPU's original: 260 on GPU 1
+  EXPECT_EQ(events, (std::vector<std::string>{"persist 0:400 1:260", "set 0 280", "set 1 260"}));
+  events.clear();
+  guard.Follow(280.0, quiet);     // unchanged: nothing
+  guard.SetBudget(290.0, quiet);  // the backstop is not engaged: the budget moves no limit
+  EXPECT_TRUE(events.empty());
+  guard.Follow(270.0, quiet);
+  EXPECT_EQ(events, (std::vector<std::string>{"set 0 270", "set 1 260"}));
+  events.clear();
+  // The backstop engages at the budget (290); the controller's lower limit holds.
+  s.gpus[0].power_w = s.gpus[1].power_w = 320.0;
+  guard.Observe(s, quiet);
+  ASSERT_TRUE(guard.engaged());
+  guard.Follow(270.0, quiet);
+  EXPECT_EQ(events.back(), "set 1 260");
+  EXPECT_EQ(events[events.size() - 2], "set 0 270");
+  events.clear();
+  guard.Follow(0.0, quiet);  // lifted by the controller: the backstop's budget holds
+  EXPECT_EQ(events, (std::vector<std::string>{"set 0 290", "set 1 260"}));
+  events.clear();
+  ASSERT_TRUE(guard.Restore(quiet).ok());
+  EXPECT_EQ(events, (std::vector<std::string>{"set 0 400", "set 1 260", "clear"}));
+}
+
+TEST(Guard, ALimitLiftedByTheControllerPutsTheOriginalsBack) {
+  std::vector<std::pair<int, double>> calls;
+  PowerLimitGuard guard(
+      [&](int gpu, double w) -> Status {
+        calls.emplace_back(gpu, w);
+        return OkStatus();
+      },
+      300.0, /*sustain=*/4, /*margin=*/0.02);
+  telemetry::Sample s = At(0.0, {200.0});
+  s.gpus[0].power_limit_w = 350.0;
+  const auto quiet = [](const std::string&) {};
+  guard.Observe(s, quiet);
+  guard.Follow(280.0, quiet);
+  guard.Follow(0.0, quiet);
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[1], std::make_pair(0, 350.0));
+  ASSERT_TRUE(guard.Restore(quiet).ok());
+  EXPECT_EQ(calls.back(), std::make_pair(0, 350.0));
+}
+
 TEST(Guard, EngagedLimitsFollowAMovingBudgetNeverAboveTheOriginal) {
   std::vector<std::pair<int, double>> calls;
   PowerLimitGuard guard(

@@ -7,7 +7,7 @@
 set -euo pipefail
 headroom="$1"
 out="$2"
-timesteps="${3:-6000000}"
+timesteps="${3:-4000000}"
 cd "$(dirname "$0")/.."
 mkdir -p "$out" policies
 all=(a100-7b-tp1 a100-72b-tp4 a100-14b-tp2 h100-8b-tp1 h100-70b-tp4)

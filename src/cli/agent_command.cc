@@ -665,7 +665,9 @@ Status RunAgent(const AgentArgs& args) {
   options.power_limit = [&](double limit_w) {
     if (guard) {
       guard->Follow(limit_w, log);
-    } else if (limit_w > 0.0 && twin == nullptr && !limit_unwritten_said) {
+    } else if (twin != nullptr) {
+      twin->SetPowerLimit(limit_w);  // the twin's GPUs, as a hardware limit
+    } else if (limit_w > 0.0 && !limit_unwritten_said) {
       log(
           fmt::format("{} asks for a power limit of {:.0f} W per GPU; not written: "
                       "--guard-power-limit lets the agent write the GPUs' limits",

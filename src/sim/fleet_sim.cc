@@ -403,6 +403,15 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
         j.guard->SetBudget(j.agent->budget_w(), quiet);
         j.guard->Observe(*sample, quiet);
       }
+      // The controller's own power limit (hybrid actuation: a policy's third head, the shield's
+      // decrease backstop): through the guard where there is one, else straight to the GPUs.
+      if (config.job_control) {
+        if (j.guard) {
+          j.guard->Follow(a.power_limit_w, quiet);
+        } else if (mode != Mode::kUncontrolled) {
+          j.link->SetPowerLimit(a.power_limit_w);
+        }
+      }
       if (j.member) {
         double power_w = 0.0;
         for (double p : j.link->twin().power_w()) power_w += p;

@@ -36,8 +36,8 @@ void TwinLink::Apply(const agent::Actuation& actuation) {
   twin_.SetGroupSize(actuation.group_size);
   // The site's hold, as a trainer honours it at the step boundary (0 clears one not begun).
   twin_.HoldNextStep(actuation.hold_s);
-  // The controller's power limit (hybrid actuation), as the GPUs would apply it.
-  twin_.SetPowerLimit(actuation.power_limit_w);
+  // actuation.power_limit_w is not applied here: whoever owns the GPUs' limits does (the agent's
+  // guard, or SetPowerLimit), as on real GPUs.
 }
 
 agent::TrainerState TwinLink::State() const {

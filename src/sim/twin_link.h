@@ -30,7 +30,8 @@ class TwinLink final : public telemetry::Source, public agent::TrainerLink {
   agent::TrainerState State() const override;
 
   const twin::Twin& twin() const { return twin_; }
-  // The hardware power limit per GPU (fleet-sim without job control); <= 0: none.
+  // The hardware power limit per GPU (a controller's, or fleet-sim's without job control);
+  // <= 0: none.
   double SetPowerLimit(double per_gpu_w) { return twin_.SetPowerLimit(per_gpu_w); }
   // A site's hold before the next step (Twin::HoldNextStep), as a trainer honours hold_s.
   double HoldNextStep(double hold_s) { return twin_.HoldNextStep(hold_s); }

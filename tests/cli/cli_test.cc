@@ -441,7 +441,8 @@ TEST_F(Cli, TrainThenEvalWithThePolicy) {
                                "violation_rate,approx_kl,clip_fraction,explained_variance"));
   const auto pj = nlohmann::json::parse(Slurp(policy));
   EXPECT_EQ(pj["format"], "headroom-policy");
-  EXPECT_EQ(pj["version"], 2);
+  EXPECT_EQ(pj["version"], 3);
+  EXPECT_EQ(pj["heads"], nlohmann::json::array({5, 5, 5}));
   EXPECT_EQ(pj["phases"][1], "startup");
   EXPECT_EQ(pj["shield"]["sustain"], 2);
   EXPECT_THAT(pj["command"].get<std::string>(), HasSubstr("--timesteps 2000"));

@@ -93,9 +93,11 @@ void PowerLimitGuard::Follow(double limit_w, const std::function<void(const std:
   }
   if (originals.empty()) return;
   if (want_w > 0.0 && !persisted_ && !engaged_ && persist_) {
+    if (follow_off_) return;  // said once
     if (auto st = persist_(originals); !st) {
-      log(fmt::format("guard: {}; the controller's power limit is not written",
+      log(fmt::format("guard: {}; the controller's power limits are not written (this run)",
                       st.error().message()));
+      follow_off_ = true;
       return;
     }
     persisted_ = true;

@@ -54,9 +54,10 @@ class PowerLimitGuard {
   double margin_;
   control::SustainedExcess excess_;
   bool engaged_ = false;
-  double follow_w_ = 0.0;                          // the controller's limit (0: none)
-  double written_w_ = 0.0;                         // what Follow last wrote (0: the originals)
-  bool persisted_ = false;                         // the originals are in the state file
+  double follow_w_ = 0.0;    // the controller's limit (0: none)
+  double written_w_ = 0.0;   // what Follow last wrote (0: the originals)
+  bool persisted_ = false;   // the originals are in the state file
+  bool follow_off_ = false;  // the state file could not be written: Follow writes nothing
   std::vector<std::optional<double>> original_w_;  // per GPU, read before any change
   std::vector<int> changed_;
 };

@@ -333,6 +333,22 @@ TEST(Guard, FollowsTheControllersLimitPersistingFirstAndTheBackstopWinsWhenLower
   EXPECT_EQ(events, (std::vector<std::string>{"set 0 400", "set 1 260", "clear"}));
 }
 
+TEST(Guard, WithoutItsStateFileTheControllersLimitIsNotWrittenAndThatIsSaidOnce) {
+  int sets = 0;
+  PowerLimitGuard guard(
+      [&](int, double) -> Status { return ++sets, OkStatus(); }, 300.0, 4, 0.02,
+      [](const std::vector<std::pair<int, double>>&) -> Status { return Error::Io("disk full"); });
+  telemetry::Sample s = At(0.0, {200.0});
+  s.gpus[0].power_limit_w = 350.0;
+  std::vector<std::string> log;
+  const auto logger = [&](const std::string& l) { log.push_back(l); };
+  guard.Observe(s, logger);
+  for (double w : {280.0, 270.0, 260.0}) guard.Follow(w, logger);
+  EXPECT_EQ(sets, 0);
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_THAT(log[0], HasSubstr("disk full; the controller's power limits are not written"));
+}
+
 TEST(Guard, ALimitLiftedByTheControllerPutsTheOriginalsBack) {
   std::vector<std::pair<int, double>> calls;
   PowerLimitGuard guard(

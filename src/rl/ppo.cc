@@ -211,18 +211,12 @@ UpdateStats PpoTrainer::Update(const Batch& batch) {
   logp_old_.resize(nz);
   advantages_.resize(nz);
   returns_.resize(nz);
-  for (Eigen::Index s = 0; s < n; ++s) {
-    const size_t r = static_cast<size_t>(s);
-    for (int d = 0; d < dims; ++d) {
-      obs_[r * static_cast<size_t>(dims) + static_cast<size_t>(d)] =
-          static_cast<float>(batch.obs(d, s));
-    }
-    for (int h = 0; h < nh; ++h)
-      actions_[r * static_cast<size_t>(nh) + static_cast<size_t>(h)] = batch.actions(h, s);
-    logp_old_[r] = static_cast<float>(batch.logp_old(s));
-    advantages_[r] = static_cast<float>(batch.advantages(s));
-    returns_[r] = static_cast<float>(batch.returns(s));
-  }
+  // Column-major dims x n (a sample per column) is the row-major n x dims layout of the kernels.
+  Eigen::Map<Eigen::MatrixXf>(obs_.data(), dims, n) = batch.obs.cast<float>();
+  Eigen::Map<Eigen::MatrixXi>(actions_.data(), nh, n) = batch.actions;
+  Eigen::Map<Eigen::VectorXf>(logp_old_.data(), n) = batch.logp_old.cast<float>();
+  Eigen::Map<Eigen::VectorXf>(advantages_.data(), n) = batch.advantages.cast<float>();
+  Eigen::Map<Eigen::VectorXf>(returns_.data(), n) = batch.returns.cast<float>();
   actor_f_.Load(ac_->actor());
   critic_f_.Load(ac_->critic());
   Eigen::Map<Eigen::VectorXf> pa(actor_f_.params().data(),

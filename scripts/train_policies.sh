@@ -21,6 +21,8 @@ wait_slot() {
 # NAME|EVAL_STEPS|TRAIN_OPTIONS. The targets are set so that a policy that meets its own has no
 # more violations than static-safe in the scenario's scoring window, or close (issue 18: ppo
 # dominates static-safe, power-cap and pid; docs/RESULTS.md).
+# Each recipe keeps the best of 8 checkpoints of its last half on validation episodes (seeds
+# 2001-2005, never the evaluation seeds): sim/checkpoint_select.h.
 recipes=(
   "a100-7b-tp1|500|--scenario a100-7b-tp1 --timesteps 6000000 --violation-target 0.003"
   "a100-72b-tp4|8|--scenario a100-72b-tp4 --timesteps 1500000 --violation-target 0.001 --cost-window-s 30"
@@ -28,6 +30,9 @@ recipes=(
   "a100-14b-tp2|100|--scenario a100-14b-tp2 --timesteps 2000000 --violation-target 0.003"
   "h100-70b-tp4|100|--scenario h100-70b-tp4 --timesteps 1500000 --violation-target 0.003"
 )
+select_options() {  # EVAL_STEPS
+  echo "--select-checkpoints 8 --select-seeds 5 --select-steps $1"
+}
 all_names=("${recipes[@]%%|*}")
 if [ -n "${ONLY:-}" ]; then
   kept=()
@@ -37,12 +42,13 @@ if [ -n "${ONLY:-}" ]; then
   recipes=("${kept[@]}")
 fi
 for r in "${recipes[@]}"; do
-  IFS='|' read -r name _ options <<< "$r"
+  IFS='|' read -r name steps options <<< "$r"
   for k in $(seq 1 "$seeds"); do
     wait_slot
     echo "== $name seed $k"
     # shellcheck disable=SC2086
-    "$headroom" train $options --seed "$k" --out "policies/seeds/$name-seed$k.json" > /dev/null &
+    "$headroom" train $options $(select_options "$steps") --seed "$k" \
+      --out "policies/seeds/$name-seed$k.json" > "policies/seeds/$name-seed$k.train.txt" &
   done
 done
 if [ -z "${ONLY:-}" ]; then

@@ -2,7 +2,9 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "cli/budget_options.h"
@@ -14,6 +16,7 @@
 #include "common/paths.h"
 #include "control/policy.h"
 #include "report/eval_report.h"
+#include "sim/checkpoint_select.h"
 #include "sim/evaluate.h"
 #include "sim/train.h"
 #include "twin/scenario.h"
@@ -177,6 +180,9 @@ struct TrainArgs {
   double entropy_coef = 0.001;
   std::string actuators = "concurrency,group_size";
   double learning_rate = 3e-4;
+  int select_checkpoints = 0;
+  int select_seeds = 4;
+  int select_steps = 100;
 };
 
 Status RunTrain(const TrainArgs& args, const std::string& command_line) {
@@ -197,6 +203,16 @@ Status RunTrain(const TrainArgs& args, const std::string& command_line) {
     config.scenarios.push_back(std::move(*s));
   }
   if (config.scenarios.empty()) return Error::Usage("--scenario: give at least one scenario");
+  if (args.select_checkpoints > 0 && (config.scenarios.size() != 1 || args.budget_w)) {
+    return Error::Usage(
+        "--select-checkpoints: validates on one scenario at its own budgets: give one --scenario "
+        "and no --budget-w");
+  }
+  if (args.select_checkpoints > 0 && std::abs(args.cost_window_s - 0.5) > 1e-9 &&
+      std::abs(args.cost_window_s - 30.0) > 1e-9 && std::abs(args.cost_window_s - 300.0) > 1e-9) {
+    return Error::Usage(
+        "--select-checkpoints: scores in eval's windows: --cost-window-s must be 0.5, 30 or 300");
+  }
   config.timesteps = args.timesteps;
   config.seed = args.seed;
   config.violation_target = args.violation_target;
@@ -242,16 +258,66 @@ Status RunTrain(const TrainArgs& args, const std::string& command_line) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   sim::IterationLog last;
-  control::Policy policy = sim::Train(config, now_s, [&](const sim::IterationLog& l) {
-    curve += fmt::format("{},{},{:.1f},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}\n",
-                         l.iteration, l.timesteps, l.steps_per_s, l.mean_reward, l.mean_tokens,
-                         l.violation_rate, l.approx_kl, l.clip_fraction, l.explained_variance,
-                         l.entropy, l.multiplier);
-    progress.UpdateCount(static_cast<double>(l.timesteps), static_cast<double>(args.timesteps),
-                         fmt::format("steps, violations {:.2f}%, lambda {:.2f}",
-                                     100.0 * l.violation_rate, l.multiplier));
-    last = l;
-  });
+  config.checkpoints = args.select_checkpoints;
+  std::vector<control::Policy> snapshots;
+  std::vector<sim::CheckpointScore> scores;
+  std::vector<sim::ValidationBaseline> baselines;
+  Status validation = OkStatus();
+  const sim::ValidationConfig validation_config{args.select_seeds, args.select_steps, 1};
+  const auto on_checkpoint = [&](const control::Policy& p, long long timesteps) {
+    if (!validation) return;
+    if (snapshots.empty()) {
+      auto b = sim::ValidateBaselines(config.scenarios.front(), p, validation_config);
+      if (!b) {
+        validation = std::move(b).error();
+        return;
+      }
+      baselines = std::move(*b);
+    }
+    auto score = sim::ValidateCheckpoint(config.scenarios.front(), p, timesteps, baselines,
+                                         validation_config);
+    if (!score) {
+      validation = std::move(score).error();
+      return;
+    }
+    snapshots.push_back(p);
+    scores.push_back(*score);
+  };
+  control::Policy policy = sim::Train(
+      config, now_s,
+      [&](const sim::IterationLog& l) {
+        curve += fmt::format(
+            "{},{},{:.1f},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}\n", l.iteration,
+            l.timesteps, l.steps_per_s, l.mean_reward, l.mean_tokens, l.violation_rate, l.approx_kl,
+            l.clip_fraction, l.explained_variance, l.entropy, l.multiplier);
+        progress.UpdateCount(static_cast<double>(l.timesteps), static_cast<double>(args.timesteps),
+                             fmt::format("steps, violations {:.2f}%, lambda {:.2f}",
+                                         100.0 * l.violation_rate, l.multiplier));
+        last = l;
+      },
+      args.select_checkpoints > 0
+          ? std::function<void(const control::Policy&, long long)>(on_checkpoint)
+          : nullptr);
+  if (!validation) return validation;
+  std::string selection;
+  if (!scores.empty()) {
+    const size_t kept = sim::SelectCheckpoint(scores, config.violation_target);
+    for (const sim::ValidationBaseline& b : baselines) {
+      selection += fmt::format("  {:<18} {:<15} tokens {:>10.0f}, violations {:.3f}%\n", b.name,
+                               sim::kValidationBudgets[b.budget], b.score.tokens,
+                               100.0 * b.score.violation_fraction);
+    }
+    for (size_t i = 0; i < scores.size(); ++i) {
+      const sim::CheckpointScore& c = scores[i];
+      selection += fmt::format(
+          "  ppo {:>11} steps: tokens {:.0f} / {:.0f}, violations {:.3f}% / {:.3f}%, dominates "
+          "{}/{}{}\n",
+          c.timesteps, c.budgets[0].tokens, c.budgets[1].tokens,
+          100.0 * c.budgets[0].violation_fraction, 100.0 * c.budgets[1].violation_fraction,
+          c.dominated, baselines.size(), i == kept ? "  <- kept" : "");
+    }
+    policy = std::move(snapshots[kept]);
+  }
   policy.command = command_line;
   policy.trained_budget =
       (args.budget_w ? fmt::format("{} W", *args.budget_w)
@@ -267,6 +333,12 @@ Status RunTrain(const TrainArgs& args, const std::string& command_line) {
              last.iteration);
   fmt::print("last       violations {:.2f}% of intervals, tokens reward {:.3f}, lambda {:.2f}\n",
              100.0 * last.violation_rate, last.mean_tokens, last.multiplier);
+  if (!selection.empty()) {
+    fmt::print("validation seeds {}..{}, --steps {}, default budget / demand-response:\n{}",
+               sim::kValidationSeed0,
+               sim::kValidationSeed0 + static_cast<uint64_t>(args.select_seeds) - 1,
+               args.select_steps, selection);
+  }
   fmt::print("wrote      {}\ncurve      {}\n", args.out, curve_path);
   return OkStatus();
 }
@@ -339,6 +411,18 @@ Command SetupTrain(CLI::App& app) {
   app.add_option("--entropy-coef", args->entropy_coef, "PPO entropy bonus")->check(Real(0.0, 1.0));
   app.add_option("--learning-rate", args->learning_rate, "Adam learning rate")
       ->check(Real(1e-7, 1.0));
+  app.add_option("--select-checkpoints", args->select_checkpoints,
+                 "Checkpoint selection: score this many snapshots of the last half of training on "
+                 "validation episodes (seeds 2001.., default budget and demand-response) beside "
+                 "static-safe, power-cap and pid; keep, within the violation target, the one "
+                 "that dominates the most of them, then the most tokens; else the fewest "
+                 "violations (0: keep the last)")
+      ->check(Integer(0, 64));
+  app.add_option("--select-seeds", args->select_seeds, "Validation episodes per budget")
+      ->check(Integer(1, 100));
+  app.add_option("--select-steps", args->select_steps,
+                 "Validation horizon: the uncontrolled trainer's time for this many steps")
+      ->check(Integer(1, 100000));
   return [args, &app] {
     std::string line = "headroom train";
     for (const auto& o : app.get_options()) {

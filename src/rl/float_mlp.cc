@@ -46,8 +46,9 @@ void FloatMlp::Forward(const kernels::Set& k, const float* x, int m, Work* work)
     }
     std::vector<float>& z = work->a[l + 1];
     z.resize(static_cast<size_t>(m) * static_cast<size_t>(out));
-    k.gemm(m, out, in, l == 0 ? x : work->a[l].data(), in, wt.data(), out, z.data(), out, false);
-    k.bias_tanh(m, out, z.data(), out, b, l + 1 < layers);
+    // z = x W^T + b, through the tanh on hidden layers: the bias and the tanh in the gemm's store.
+    k.gemm_bias_tanh(m, out, in, l == 0 ? x : work->a[l].data(), in, wt.data(), out, z.data(), out,
+                     b, l + 1 < layers);
   }
 }
 
@@ -55,24 +56,45 @@ void FloatMlp::Backward(const kernels::Set& k, const float* dy, Work* work, floa
   const size_t layers = sizes_.size() - 1;
   const int m = work->m;
   const size_t mz = static_cast<size_t>(m);
-  work->delta.assign(dy, dy + mz * static_cast<size_t>(sizes_.back()));
+  // The gradient with respect to each layer's pre-activation: dy for the last, then in delta and
+  // back by turns (sized once here for the widest hidden layer, so that neither moves).
+  int widest = 0;
+  for (size_t l = 1; l < layers; ++l) widest = std::max(widest, sizes_[l]);
+  work->delta.resize(mz * static_cast<size_t>(widest));
+  work->back.resize(mz * static_cast<size_t>(widest));
+  const float* delta = dy;
   for (size_t l = layers; l-- > 0;) {
     const int in = sizes_[l];
     const int out = sizes_[l + 1];
+    const size_t in_z = static_cast<size_t>(in);
+    const size_t out_z = static_cast<size_t>(out);
     float* gw = grad + offset_[l];
-    float* gb = gw + static_cast<size_t>(out) * static_cast<size_t>(in);
+    float* gb = gw + out_z * in_z;
     // dW (out x in) += delta^T (out x m) * a[l] (m x in); db += the column sums of delta.
     const float* input = l == 0 ? work->x : work->a[l].data();
-    k.gemm_tn(out, in, m, work->delta.data(), out, input, in, gw, in, true);
-    k.column_sums(m, out, work->delta.data(), out, gb);
+    if (out > in) {
+      // As dW^T (in x out) += a[l]^T delta, when that puts W's longer side along the kernels'
+      // vectors: the same products (a x b is b x a), summed over the samples in the same order,
+      // so the same bits as the line below.
+      work->gwt.resize(in_z * out_z);
+      for (size_t o = 0; o < out_z; ++o) {
+        for (size_t i = 0; i < in_z; ++i) work->gwt[i * out_z + o] = gw[o * in_z + i];
+      }
+      k.gemm_tn(in, out, m, input, in, delta, out, work->gwt.data(), out, true);
+      for (size_t o = 0; o < out_z; ++o) {
+        for (size_t i = 0; i < in_z; ++i) gw[o * in_z + i] = work->gwt[i * out_z + o];
+      }
+    } else {
+      k.gemm_tn(out, in, m, delta, out, input, in, gw, in, true);
+    }
+    k.column_sums(m, out, delta, out, gb);
     if (l == 0) break;
-    // back (m x in) = delta (m x out) * W (out x in); through the tanh of layer l's input.
-    const float* w = params_.data() + offset_[l];
-    work->back.resize(mz * static_cast<size_t>(in));
-    k.gemm(m, in, out, work->delta.data(), out, w, in, work->back.data(), in, false);
-    work->delta.resize(mz * static_cast<size_t>(in));
-    k.tanh_backward(static_cast<long>(mz * static_cast<size_t>(in)), work->back.data(),
-                    work->a[l].data(), work->delta.data());
+    // The next delta (m x in) = delta (m x out) * W (out x in), through the tanh of layer l's
+    // output, in the gemm's store.
+    float* next = delta == work->delta.data() ? work->back.data() : work->delta.data();
+    k.gemm_tanh_backward(m, in, out, delta, out, params_.data() + offset_[l], in, next, in,
+                         work->a[l].data(), in);
+    delta = next;
   }
 }
 

@@ -29,7 +29,8 @@ class FloatMlp {
     const float* x = nullptr;            // the input (m x inputs), the caller's
     std::vector<std::vector<float>> a;   // a[l] = layer l's output (a[0] unused)
     std::vector<std::vector<float>> wt;  // each weight transposed (in x out)
-    std::vector<float> delta, back;
+    std::vector<float> delta, back;      // the backward pass's gradients, by turns
+    std::vector<float> gwt;              // a weight gradient transposed (in x out)
     int m = 0;
   };
   // Forward pass of m samples `x` (m x inputs); the outputs are work->a.back() (m x outputs).

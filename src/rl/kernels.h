@@ -29,6 +29,14 @@ struct Set {
   void (*tanh_backward)(long count, const float* back, const float* a, float* delta);
   // out[i] = exp(in[i]), in clamped to [-40, 40]. out may be in.
   void (*exp)(long count, const float* in, float* out);
+  // gemm (not accumulating), then bias_tanh on C, in one pass: the same results, without C's
+  // round trip through memory in between.
+  void (*gemm_bias_tanh)(int m, int n, int k, const float* a, int lda, const float* b, int ldb,
+                         float* c, int ldc, const float* bias, bool tanh);
+  // gemm (not accumulating), then tanh_backward with C as `back` and as `delta`, in one pass:
+  // C = (A B) * (1 - y^2), y m x n (stride ldy), element for element as the two calls give.
+  void (*gemm_tanh_backward)(int m, int n, int k, const float* a, int lda, const float* b, int ldb,
+                             float* c, int ldc, const float* y, int ldy);
 };
 
 const Set& Portable();

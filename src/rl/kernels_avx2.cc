@@ -5,7 +5,8 @@
 namespace headroom::rl::kernels {
 
 const Set& Avx2Unchecked() {
-  static constexpr Set kSet{"avx2", &Gemm, &GemmTn, &ColumnSums, &BiasTanh, &TanhBackward, &ExpAll};
+  static constexpr Set kSet{"avx2",        &Gemm,   &GemmTn,       &ColumnSums,      &BiasTanh,
+                            &TanhBackward, &ExpAll, &GemmBiasTanh, &GemmTanhBackward};
   return kSet;
 }
 

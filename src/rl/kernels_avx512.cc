@@ -7,8 +7,8 @@
 namespace headroom::rl::kernels {
 
 const Set& Avx512Unchecked() {
-  static constexpr Set kSet{"avx512",  &Gemm,         &GemmTn, &ColumnSums,
-                            &BiasTanh, &TanhBackward, &ExpAll};
+  static constexpr Set kSet{"avx512",      &Gemm,   &GemmTn,       &ColumnSums,      &BiasTanh,
+                            &TanhBackward, &ExpAll, &GemmBiasTanh, &GemmTanhBackward};
   return kSet;
 }
 

@@ -5,8 +5,8 @@
 namespace headroom::rl::kernels {
 
 const Set& Portable() {
-  static constexpr Set kSet{"portable", &Gemm,         &GemmTn, &ColumnSums,
-                            &BiasTanh,  &TanhBackward, &ExpAll};
+  static constexpr Set kSet{"portable",    &Gemm,   &GemmTn,       &ColumnSums,      &BiasTanh,
+                            &TanhBackward, &ExpAll, &GemmBiasTanh, &GemmTanhBackward};
   return kSet;
 }
 

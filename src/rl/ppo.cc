@@ -88,7 +88,9 @@ LossParts PpoLossF(const kernels::Set& k, const FloatMlp& actor, const FloatMlp&
   const std::vector<float>& values = work->critic.a.back();
   work->dz.resize(mz * static_cast<size_t>(nl));
   work->dv.resize(mz);
-  LossParts parts;
+  // The sums in locals, not in the returned struct, which the compiler must keep in memory
+  // across the calls to log; the same additions in the same order.
+  double policy = 0.0, value = 0.0, entropy_sum = 0.0, approx_kl = 0.0, clip_fraction = 0.0;
   const double inv_m = 1.0 / static_cast<double>(m);
   const float inv_mf = static_cast<float>(inv_m);
   const float entropy_scale = static_cast<float>(config.entropy_coef) * inv_mf;
@@ -134,7 +136,7 @@ LossParts PpoLossF(const kernels::Set& k, const FloatMlp& actor, const FloatMlp&
         entropy -= pr[offset + j] * sh[offset + j];
       }
       work->entropy[i * static_cast<size_t>(nh) + static_cast<size_t>(h)] = entropy;
-      parts.entropy += entropy * inv_m;
+      entropy_sum += entropy * inv_m;
       logp += sh[offset + act[h]];
       offset += kk;
     }
@@ -150,10 +152,10 @@ LossParts PpoLossF(const kernels::Set& k, const FloatMlp& actor, const FloatMlp&
     const float ratio = work->ratio[i];
     const float unclipped = ratio * adv;
     const float clipped = std::clamp(ratio, lo, hi) * adv;
-    parts.policy += -std::min(unclipped, clipped) * inv_m;
-    parts.approx_kl += ((ratio - 1.0) - log_ratio) * inv_m;
+    policy += -std::min(unclipped, clipped) * inv_m;
+    approx_kl += ((ratio - 1.0) - log_ratio) * inv_m;
     const bool clip_active = (adv >= 0.0f && ratio > hi) || (adv < 0.0f && ratio < lo);
-    if (std::abs(ratio - 1.0f) > static_cast<float>(config.clip)) parts.clip_fraction += inv_m;
+    if (std::abs(ratio - 1.0f) > static_cast<float>(config.clip)) clip_fraction += inv_m;
     const float dlogp = clip_active ? 0.0f : -ratio * adv * inv_mf;
     float* dz = work->dz.data() + i * static_cast<size_t>(nl);
     int offset = 0;
@@ -169,9 +171,15 @@ LossParts PpoLossF(const kernels::Set& k, const FloatMlp& actor, const FloatMlp&
       offset += kk;
     }
     const float err = values[i] - batch.returns[i];
-    parts.value += 0.5 * static_cast<double>(err) * err * inv_m;
+    value += 0.5 * static_cast<double>(err) * err * inv_m;
     work->dv[i] = static_cast<float>(config.value_coef) * err * inv_mf;
   }
+  LossParts parts;
+  parts.policy = policy;
+  parts.value = value;
+  parts.entropy = entropy_sum;
+  parts.approx_kl = approx_kl;
+  parts.clip_fraction = clip_fraction;
   parts.total =
       parts.policy + config.value_coef * parts.value - config.entropy_coef * parts.entropy;
   actor.Backward(k, work->dz.data(), &work->actor, grad_actor);
@@ -200,11 +208,16 @@ PpoTrainer::PpoTrainer(ActorCritic* ac, PpoConfig config, uint64_t seed, const k
       adam_actor_(ac->actor().ParameterCount(), config.adam_eps),
       adam_critic_(ac->critic().ParameterCount(), config.adam_eps) {}
 
+// How far ahead of the row it copies the minibatch's gather asks for a row.
+constexpr size_t kPrefetchRows = 32;
+
 UpdateStats PpoTrainer::Update(const Batch& batch) {
   const Eigen::Index n = batch.size();
   const int dims = static_cast<int>(batch.obs.rows());
   const int nh = static_cast<int>(batch.actions.rows());
   const size_t nz = static_cast<size_t>(n);
+  const size_t dims_z = static_cast<size_t>(dims);
+  const size_t nh_z = static_cast<size_t>(nh);
   // The batch as float rows.
   obs_.resize(nz * static_cast<size_t>(dims));
   actions_.resize(nz * static_cast<size_t>(nh));
@@ -242,10 +255,21 @@ UpdateStats PpoTrainer::Update(const Batch& batch) {
       double mean = 0.0;
       for (size_t i = 0; i < mbz; ++i) {
         const size_t s = static_cast<size_t>(order[static_cast<size_t>(start) + i]);
-        std::copy_n(obs_.begin() + static_cast<std::ptrdiff_t>(s * static_cast<size_t>(dims)), dims,
-                    mb_obs_.begin() + static_cast<std::ptrdiff_t>(i * static_cast<size_t>(dims)));
-        std::copy_n(actions_.begin() + static_cast<std::ptrdiff_t>(s * static_cast<size_t>(nh)), nh,
-                    mb_actions_.begin() + static_cast<std::ptrdiff_t>(i * static_cast<size_t>(nh)));
+        // Rows in random order from a batch that the update's other data keep pushing out of
+        // cache: ask for a row some way ahead, so that the loads overlap.
+        if (i + kPrefetchRows < mbz) {
+          const size_t ahead =
+              static_cast<size_t>(order[static_cast<size_t>(start) + i + kPrefetchRows]);
+          __builtin_prefetch(obs_.data() + ahead * dims_z);
+          __builtin_prefetch(obs_.data() + ahead * dims_z + dims_z - 1);
+        }
+        // Element by element: rows this short cost less so than through a call to memmove.
+        const float* obs_row = obs_.data() + s * dims_z;
+        float* mb_obs_row = mb_obs_.data() + i * dims_z;
+        for (size_t d = 0; d < dims_z; ++d) mb_obs_row[d] = obs_row[d];
+        const int* actions_row = actions_.data() + s * nh_z;
+        int* mb_actions_row = mb_actions_.data() + i * nh_z;
+        for (size_t h = 0; h < nh_z; ++h) mb_actions_row[h] = actions_row[h];
         mb_logp_old_[i] = logp_old_[s];
         mb_advantages_[i] = advantages_[s];
         mb_returns_[i] = returns_[s];

@@ -252,7 +252,8 @@ Result<EvalResult> Evaluate(const EvalConfig& config) {
   };
 
   progress("horizons", 0, 1);
-  out.horizon_s = Horizons(s, config.budget_w, 1, config.seeds, config.steps, config.threads);
+  out.horizon_s =
+      Horizons(s, config.budget_w, config.first_seed, config.seeds, config.steps, config.threads);
   const int search_steps = std::min(config.steps, config.search_steps);
   const BudgetPlanSpec* schedule = config.schedule ? &*config.schedule : nullptr;
   if (schedule != nullptr) {
@@ -262,7 +263,7 @@ Result<EvalResult> Evaluate(const EvalConfig& config) {
     for (int i = 0; i < config.seeds; ++i) {
       BudgetPlan plan = MakeBudgetPlan(*schedule, config.budget_w, s.budget_range_w,
                                        out.horizon_s[static_cast<size_t>(i)],
-                                       static_cast<uint64_t>(i) + 1, s.interval_s);
+                                       config.first_seed + static_cast<uint64_t>(i), s.interval_s);
       info.notice_s = plan.notice_s;
       info.clipped += plan.clipped;
       const analysis::BudgetSchedule& b = plan.per_gpu_w;
@@ -286,11 +287,16 @@ Result<EvalResult> Evaluate(const EvalConfig& config) {
     }
     out.schedule = std::move(info);
   }
-  progress("static-safe search", 0, 1);
-  out.static_safe = SearchStaticSafe(s, config.budget_w, config.violation_target,
-                                     config.calibration_seeds, search_steps, config.threads);
-  const bool want_pid = std::find(config.controllers.begin(), config.controllers.end(), "pid") !=
-                        config.controllers.end();
+  const auto wants = [&](std::string_view name) {
+    return std::find(config.controllers.begin(), config.controllers.end(), name) !=
+           config.controllers.end();
+  };
+  const bool want_pid = wants("pid");
+  if (config.references || want_pid || wants("static-safe")) {
+    progress("static-safe search", 0, 1);
+    out.static_safe = SearchStaticSafe(s, config.budget_w, config.violation_target,
+                                       config.calibration_seeds, search_steps, config.threads);
+  }
   if (want_pid) {
     progress("pid gain search", 0, 1);
     // Like for like: with a policy, PID is tuned to the constraint the policy was trained for.
@@ -299,15 +305,13 @@ Result<EvalResult> Evaluate(const EvalConfig& config) {
     out.pid = SearchPid(s, config.budget_w, out.pid_target, config.calibration_seeds, search_steps,
                         out.static_safe.group_size, config.threads, out.pid_window_s, schedule);
   }
-  const auto wants = [&](std::string_view name) {
-    return std::find(config.controllers.begin(), config.controllers.end(), name) !=
-           config.controllers.end();
-  };
-  if (out.schedule) {
+  if (out.schedule && (config.references || wants("static-safe-lowest"))) {
     progress("static-safe search at the lowest budget", 0, 1);
     out.static_safe_lowest =
         SearchStaticSafe(s, out.schedule->lowest_w, config.violation_target,
                          config.calibration_seeds, search_steps, config.threads);
+  }
+  if (out.schedule) {
     if (wants("static-oracle")) {
       // Every level of every seed's schedule, or quantiles of them (the lowest and the highest
       // among them).
@@ -335,8 +339,11 @@ Result<EvalResult> Evaluate(const EvalConfig& config) {
 
   // Every controller asked for, plus the two every comparison is made against.
   std::vector<std::string> names = config.controllers;
-  std::vector<std::string> bases = {"uncontrolled", "static-safe"};
-  if (out.schedule) bases.push_back("static-safe-lowest");
+  std::vector<std::string> bases;
+  if (config.references) {
+    bases = {"uncontrolled", "static-safe"};
+    if (out.schedule) bases.push_back("static-safe-lowest");
+  }
   for (const std::string& base : bases) {
     if (std::find(names.begin(), names.end(), base) == names.end()) names.push_back(base);
   }
@@ -388,7 +395,7 @@ Result<EvalResult> Evaluate(const EvalConfig& config) {
     o.record_power = config.record_power && seed == 0;
     if (out.schedule) o.budget = &out.schedule->per_seed[static_cast<size_t>(seed)];
     runs[static_cast<size_t>(ci)][static_cast<size_t>(seed)] =
-        RunEpisode(s, config.budget_w, static_cast<uint64_t>(seed) + 1, c, o);
+        RunEpisode(s, config.budget_w, config.first_seed + static_cast<uint64_t>(seed), c, o);
     progress("episodes", ++done, n * config.seeds);
   });
 
@@ -479,11 +486,13 @@ Result<EvalResult> Evaluate(const EvalConfig& config) {
     return 100.0 * (a / b - 1.0);
   };
   for (auto& e : out.controllers) {
-    e.tokens_vs_uncontrolled_pct = pct(e.tokens.mean, unc->tokens.mean);
-    e.tokens_vs_static_safe_pct = pct(e.tokens.mean, safe->tokens.mean);
-    e.violations_vs_uncontrolled_pct =
-        pct(e.violation_fraction[0].mean, unc->violation_fraction[0].mean);
-    e.tokens_per_mwh_vs_uncontrolled_pct = pct(e.tokens_per_mwh.mean, unc->tokens_per_mwh.mean);
+    if (unc != nullptr) {
+      e.tokens_vs_uncontrolled_pct = pct(e.tokens.mean, unc->tokens.mean);
+      e.violations_vs_uncontrolled_pct =
+          pct(e.violation_fraction[0].mean, unc->violation_fraction[0].mean);
+      e.tokens_per_mwh_vs_uncontrolled_pct = pct(e.tokens_per_mwh.mean, unc->tokens_per_mwh.mean);
+    }
+    if (safe != nullptr) e.tokens_vs_static_safe_pct = pct(e.tokens.mean, safe->tokens.mean);
     if (lowest != nullptr)
       e.tokens_vs_static_safe_lowest_pct = pct(e.tokens.mean, lowest->tokens.mean);
     if (oracle != nullptr) e.tokens_vs_static_oracle_pct = pct(e.tokens.mean, oracle->tokens.mean);

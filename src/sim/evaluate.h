@@ -68,6 +68,9 @@ struct EvalConfig {
   Horizon horizon = Horizon::kTime;
   double budget_w = 0.0;
   int seeds = 10;
+  // The episodes are seeds first_seed .. first_seed + seeds - 1 (1: the evaluation seeds;
+  // checkpoint selection validates on others, kValidationSeed0).
+  uint64_t first_seed = 1;
   int steps = 500;
   std::vector<std::string> controllers;
   const control::Policy* policy = nullptr;  // needed for "ppo"
@@ -78,6 +81,9 @@ struct EvalConfig {
   std::optional<BudgetPlanSpec> schedule;
   int threads = 2;
   bool record_power = true;
+  // false: only the controllers asked for run -- no uncontrolled and static-safe beside them, no
+  // search they do not need, no comparisons (checkpoint selection's validation).
+  bool references = true;
   std::function<void(const std::string& what, int done, int total)> progress;
 };
 
@@ -139,6 +145,10 @@ struct EvalResult {
   std::vector<OracleLevel> oracle;               // with a schedule, lowest level first
   std::vector<ControllerEval> controllers;       // in the order asked
 };
+
+// Checkpoint selection's episodes: apart from the evaluation seeds (1, 2, ...) and the
+// calibration seeds of the searches (1001, ...).
+inline constexpr uint64_t kValidationSeed0 = 2001;
 
 // Checks names and the budget range before anything runs.
 Result<EvalResult> Evaluate(const EvalConfig& config);

@@ -105,8 +105,25 @@ struct Env {
 
 }  // namespace
 
-control::Policy Train(const TrainConfig& config, const std::function<double()>& now_s,
-                      const std::function<void(const IterationLog&)>& log) {
+std::vector<int> CheckpointIterations(int iterations, int checkpoints) {
+  std::vector<int> out;
+  if (checkpoints <= 0 || iterations <= 0) return out;
+  const int half = std::max(1, iterations / 2);
+  for (int j = checkpoints - 1; j >= 0; --j) {
+    // j = 0 is the last iteration; j = checkpoints - 1 is `half` iterations before it.
+    const int at =
+        iterations - (checkpoints > 1
+                          ? static_cast<int>(static_cast<long long>(half) * j / (checkpoints - 1))
+                          : 0);
+    if (at >= 1 && (out.empty() || at > out.back())) out.push_back(at);
+  }
+  return out;
+}
+
+control::Policy Train(
+    const TrainConfig& config, const std::function<double()>& now_s,
+    const std::function<void(const IterationLog&)>& log,
+    const std::function<void(const control::Policy&, long long timesteps)>& checkpoint) {
   std::mt19937_64 rng(config.seed);
   std::vector<ScenarioInfo> info;
   for (size_t i = 0; i < config.scenarios.size(); ++i) {
@@ -212,6 +229,20 @@ control::Policy Train(const TrainConfig& config, const std::function<double()>& 
     return value_out(0);
   };
 
+  const auto describe = [&](control::Policy& p, long long timesteps) {
+    p.trained_on.clear();
+    for (const auto& s : config.scenarios) p.trained_on.push_back(s.name);
+    p.violation_target = config.violation_target;
+    p.cost_window_s = config.cost_window_s;
+    p.group_size_only = config.group_size_only;
+    p.shield = config.shield;
+    p.timesteps = timesteps;
+    p.seed = config.seed;
+  };
+  const std::vector<int> checkpoint_at =
+      checkpoint ? CheckpointIterations(iterations, config.checkpoints) : std::vector<int>{};
+  size_t next_checkpoint = 0;
+
   for (int it = 0; it < iterations; ++it) {
     const double t0 = now_s();
     for (int t = 0; t < T; ++t) {
@@ -311,14 +342,14 @@ control::Policy Train(const TrainConfig& config, const std::function<double()>& 
     l.multiplier = lambda;
     lambda = std::clamp(config.lagrange_kp * err + integral, 0.0, config.lagrange_max);
     if (log) log(l);
+    if (next_checkpoint < checkpoint_at.size() && checkpoint_at[next_checkpoint] == it + 1) {
+      ++next_checkpoint;
+      control::Policy snapshot = policy;
+      describe(snapshot, l.timesteps);
+      checkpoint(snapshot, l.timesteps);
+    }
   }
-  for (const auto& s : config.scenarios) policy.trained_on.push_back(s.name);
-  policy.violation_target = config.violation_target;
-  policy.cost_window_s = config.cost_window_s;
-  policy.group_size_only = config.group_size_only;
-  policy.shield = config.shield;
-  policy.timesteps = per_iteration * iterations;
-  policy.seed = config.seed;
+  describe(policy, per_iteration * iterations);
   return policy;
 }
 

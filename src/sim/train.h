@@ -64,6 +64,9 @@ struct TrainConfig {
   double lagrange_init = 1.0;
   double lagrange_max = 30.0;
   control::ShieldRule shield;
+  // Checkpoints handed to `checkpoint` (0: none): evenly spaced over the last half of training,
+  // the last at the end. What is done with them (checkpoint selection) is the caller's.
+  int checkpoints = 0;
 };
 
 struct IterationLog {
@@ -80,8 +83,16 @@ struct IterationLog {
   double multiplier = 0.0;
 };
 
-// `now_s` is the injected clock (seconds, monotonic) for steps/s; `log` is called per iteration.
-control::Policy Train(const TrainConfig& config, const std::function<double()>& now_s,
-                      const std::function<void(const IterationLog&)>& log);
+// Which iterations (1-based) of `iterations` are checkpoints: `checkpoints` of them evenly
+// spaced over the last half, the last iteration always among them; ascending, no repeats.
+std::vector<int> CheckpointIterations(int iterations, int checkpoints);
+
+// `now_s` is the injected clock (seconds, monotonic) for steps/s; `log` is called per iteration;
+// `checkpoint` with the policy as it stands at each of CheckpointIterations (complete: it can be
+// written or evaluated as the returned one). The returned policy is the last.
+control::Policy Train(
+    const TrainConfig& config, const std::function<double()>& now_s,
+    const std::function<void(const IterationLog&)>& log,
+    const std::function<void(const control::Policy&, long long timesteps)>& checkpoint = {});
 
 }  // namespace headroom::sim

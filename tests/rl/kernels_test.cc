@@ -150,6 +150,80 @@ TEST(Kernels, BiasWithoutTanhTheTanhGradientAndColumnSums) {
   }
 }
 
+// The fused passes are there for speed only: the update's results (and the policies trained on
+// them) must not change, so they give the bits of the gemm followed by the separate pass.
+TEST(Kernels, FusedPassesGiveTheBitsOfTheSeparateOnes) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (const kernels::Set* k : Sets()) {
+    for (int m : {1, 5, 8, 17, 130}) {
+      for (int n : {1, 3, 15, 16, 17, 22, 33, 64}) {
+        for (int kk : {0, 1, 15, 22, 64}) {
+          const int lda = kk + 1, ldb = n == 1 ? 1 : n + 2, ldc = n + 3;
+          const size_t mn = static_cast<size_t>(m * n);
+          std::vector<float> a(static_cast<size_t>(m * lda)), b(static_cast<size_t>(kk * ldb + 1));
+          std::vector<float> bias(static_cast<size_t>(n)), y(mn);
+          for (std::vector<float>* v : {&a, &b, &bias, &y}) {
+            for (float& x : *v) x = uniform(rng);
+          }
+          for (bool tanh : {false, true}) {
+            std::vector<float> want(mn), got(static_cast<size_t>(m * ldc), 7.0f);
+            k->gemm(m, n, kk, a.data(), lda, b.data(), ldb, want.data(), n, false);
+            k->bias_tanh(m, n, want.data(), n, bias.data(), tanh);
+            k->gemm_bias_tanh(m, n, kk, a.data(), lda, b.data(), ldb, got.data(), ldc, bias.data(),
+                              tanh);
+            for (int i = 0; i < m; ++i) {
+              for (int j = 0; j < ldc; ++j) {
+                const float g = got[static_cast<size_t>(i * ldc + j)];
+                ASSERT_EQ(g, j < n ? want[static_cast<size_t>(i * n + j)] : 7.0f)
+                    << k->name << " m" << m << " n" << n << " k" << kk << " tanh " << tanh << " at "
+                    << i << "," << j;
+              }
+            }
+          }
+          std::vector<float> back(mn), want(mn), got(static_cast<size_t>(m * ldc), 7.0f);
+          k->gemm(m, n, kk, a.data(), lda, b.data(), ldb, back.data(), n, false);
+          k->tanh_backward(static_cast<long>(mn), back.data(), y.data(), want.data());
+          k->gemm_tanh_backward(m, n, kk, a.data(), lda, b.data(), ldb, got.data(), ldc, y.data(),
+                                n);
+          for (int i = 0; i < m; ++i) {
+            for (int j = 0; j < ldc; ++j) {
+              ASSERT_EQ(got[static_cast<size_t>(i * ldc + j)],
+                        j < n ? want[static_cast<size_t>(i * n + j)] : 7.0f)
+                  << k->name << " tanh_backward m" << m << " n" << n << " k" << kk;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Column sums are taken row by row, in order, whatever the width: the same bits as that loop.
+TEST(Kernels, ColumnSumsAddRowByRowAtEveryWidth) {
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (const kernels::Set* k : Sets()) {
+    for (int m : {1, 2, 37, 512}) {
+      for (int n : {1, 3, 15, 16, 22, 64, 70}) {
+        for (int lda : {n, n + 5}) {
+          std::vector<float> a(static_cast<size_t>((m - 1) * lda + n));
+          for (float& x : a) x = uniform(rng);
+          std::vector<float> got(static_cast<size_t>(n) + 1, 0.25f), want = got;
+          k->column_sums(m, n, a.data(), lda, got.data());
+          for (int j = 0; j < n; ++j) {
+            for (int i = 0; i < m; ++i)
+              want[static_cast<size_t>(j)] += a[static_cast<size_t>(i * lda + j)];
+          }
+          for (size_t j = 0; j <= static_cast<size_t>(n); ++j) {
+            ASSERT_EQ(got[j], want[j]) << k->name << " m" << m << " n" << n << " lda" << lda;
+          }
+        }
+      }
+    }
+  }
+}
+
 // A minibatch with probabilities far from uniform and half the ratios outside the clip range.
 struct Fixture {
   ActorCritic ac{6, {5, 3}, {32, 16}, 4};

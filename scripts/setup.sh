@@ -22,6 +22,8 @@ packages=(
   python3 python3-pandas python3-numpy  # independent reference computations and the pandas peer
   chromium                           # the dashboard test (headless)
   wrk                                # the agent's API load benchmark
+  prometheus                         # power from Prometheus (tests start their own) and promtool
+  python3-yaml                       # the alert rules' checks (tests/deploy/check_monitoring.py)
 )
 # Node.js and npm: the machine's own where it has them, else Debian's.
 if ! command -v npm >/dev/null 2>&1; then

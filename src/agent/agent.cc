@@ -158,6 +158,7 @@ void Agent::Report(const TrainerReport& report, double now_s) {
   }
   report_ = report;
   report_t_s_ = now_s;
+  ++reports_;
   tokens_at_report_ = report.tokens;
 }
 
@@ -186,6 +187,9 @@ AgentStatus Agent::Status(double now_s) const {
   s.safe_decisions = safe_decisions_;
   s.report = report_;
   s.report_age_s = report_ ? now_s - report_t_s_ : -1.0;
+  s.reports = reports_;
+  s.concurrency_at_minimum = actuation_.concurrency <= config_.limits.concurrency.lo;
+  s.budget_below_floor = config_.floor_w && budget_w_ < *config_.floor_w;
   s.tokens_per_s = tokens_per_s_;
   s.latency_samples = latency_samples_;
   s.latency_sum_s = latency_sum_s_;
@@ -205,6 +209,7 @@ AgentStatus Agent::Status(double now_s) const {
   for (size_t i = 0; i < stats_.size(); ++i) {
     // Windows decided so far (the open one is not counted until it closes).
     s.windows[i] = stats_[i].counted();
+    s.windows_over[i] = stats_[i].over_budget();
     if (stats_[i].counted() > 0) {
       s.violation_fraction[i] =
           static_cast<double>(stats_[i].over_budget()) / static_cast<double>(stats_[i].counted());

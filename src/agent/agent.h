@@ -87,9 +87,17 @@ struct AgentStatus {
   uint64_t safe_decisions = 0;
   std::optional<TrainerReport> report;
   double report_age_s = -1.0;  // -1: never
+  uint64_t reports = 0;        // trainer reports taken
   // Per kWindowsS, on the telemetry the agent saw; none before the first window closes.
   std::array<std::optional<double>, 3> violation_fraction{};
-  std::array<uint64_t, 3> windows{};
+  std::array<uint64_t, 3> windows{};       // closed
+  std::array<uint64_t, 3> windows_over{};  // closed over the budget in force over them
+  // The decision's concurrency is the lowest its range allows: steering the workload has
+  // nothing left to lower (docs/AGENT.md, "Monitoring").
+  bool concurrency_at_minimum = false;
+  // The floor is known and the budget in force is below it: the budget cannot be met by steering
+  // the workload.
+  bool budget_below_floor = false;
   double tokens_per_s = 0.0;
   // Decision latency (telemetry read + decision + publication) over the last kLatencyKeep
   // decisions, nearest-rank quantiles; 0 with none recorded.
@@ -159,6 +167,7 @@ class Agent {
   double report_t_s_ = -1.0;
   double tokens_at_report_ = 0.0;
   double tokens_per_s_ = 0.0;
+  uint64_t reports_ = 0;
   uint64_t decisions_ = 0;
   uint64_t telemetry_errors_ = 0;
   uint64_t safe_decisions_ = 0;

@@ -237,7 +237,7 @@ std::string StatusJson(const AgentStatus& s, const std::optional<ConnectionCount
   return Dump(j) + "\n";
 }
 
-std::string MetricsText(const AgentStatus& s) {
+std::string MetricsText(const AgentStatus& s, const std::optional<FleetHealth>& fleet) {
   std::string out;
   out +=
       "# HELP headroom_power_watts Telemetry power per GPU.\n# TYPE headroom_power_watts gauge\n";
@@ -282,6 +282,50 @@ std::string MetricsText(const AgentStatus& s) {
       "headroom_decision_latency_seconds_sum {}\n"
       "headroom_decision_latency_seconds_count {}\n",
       kLatencyKeep, s.decision_p50_s, s.decision_p99_s, s.latency_sum_s, s.latency_samples);
+  // What the alerts of deploy/prometheus/headroom.rules.yml need (docs/AGENT.md, "Monitoring").
+  out +=
+      "# HELP headroom_windows_total Windows closed and scored, per window length.\n"
+      "# TYPE headroom_windows_total counter\n";
+  for (size_t i = 0; i < 3; ++i) {
+    out += fmt::format("headroom_windows_total{{window=\"{}\"}} {}\n", names[i], s.windows[i]);
+  }
+  out +=
+      "# HELP headroom_windows_over_budget_total Windows closed whose mean power was over the "
+      "budget in force over them, per window length.\n"
+      "# TYPE headroom_windows_over_budget_total counter\n";
+  for (size_t i = 0; i < 3; ++i) {
+    out += fmt::format("headroom_windows_over_budget_total{{window=\"{}\"}} {}\n", names[i],
+                       s.windows_over[i]);
+  }
+  out += fmt::format(
+      "# HELP headroom_concurrency_at_minimum 1 while the decided concurrency is the lowest its "
+      "range allows (nothing left to lower by steering the workload), else 0.\n"
+      "# TYPE headroom_concurrency_at_minimum gauge\nheadroom_concurrency_at_minimum {}\n"
+      "# HELP headroom_budget_below_floor 1 while the budget in force is below the job's known "
+      "floor (it cannot be met by steering the workload), else 0.\n"
+      "# TYPE headroom_budget_below_floor gauge\nheadroom_budget_below_floor {}\n",
+      s.concurrency_at_minimum ? 1 : 0, s.budget_below_floor ? 1 : 0);
+  out += fmt::format(
+      "# HELP headroom_trainer_reports_total Trainer reports taken (POST /v1/report, or the "
+      "twin's).\n"
+      "# TYPE headroom_trainer_reports_total counter\nheadroom_trainer_reports_total {}\n"
+      "# HELP headroom_trainer_last_report_age_seconds Agent seconds since the trainer's last "
+      "report (NaN before the first).\n"
+      "# TYPE headroom_trainer_last_report_age_seconds gauge\n"
+      "headroom_trainer_last_report_age_seconds {}\n",
+      s.reports, s.report_age_s < 0.0 ? std::string("NaN") : fmt::format("{}", s.report_age_s));
+  if (fleet) {
+    out += fmt::format(
+        "# HELP headroom_fleet_fenced 1 while the job acts on its floor because its site lease "
+        "was not renewed in time, else 0.\n"
+        "# TYPE headroom_fleet_fenced gauge\nheadroom_fleet_fenced {}\n"
+        "# HELP headroom_fleet_fences_total Times the job began acting on its floor, fenced.\n"
+        "# TYPE headroom_fleet_fences_total counter\nheadroom_fleet_fences_total {}\n"
+        "# HELP headroom_fleet_lease_lost_total Site lease renewals the store answered with the "
+        "lease gone (expired).\n"
+        "# TYPE headroom_fleet_lease_lost_total counter\nheadroom_fleet_lease_lost_total {}\n",
+        fleet->fenced ? 1 : 0, fleet->fences, fleet->leases_lost);
+  }
   return out;
 }
 
@@ -703,7 +747,9 @@ ApiResponse Api::Handle(const ApiRequest& request) {
   if (path == "/v1/status") return Json(200, StatusJson(status, connections));
   ApiResponse r;
   r.content_type = "text/plain; version=0.0.4";
-  r.body = MetricsText(status);
+  std::optional<FleetHealth> fleet;
+  if (shared_.fleet) fleet = shared_.fleet();
+  r.body = MetricsText(status, fleet);
   return r;
 }
 

@@ -55,6 +55,13 @@ struct ConnectionCounters {
   uint64_t requests = 0;
 };
 
+// A site member's health, as /metrics reports it (with --fleet; docs/FLEET.md).
+struct FleetHealth {
+  bool fenced = false;       // the budget acted on is the floor: the lease not renewed in time
+  uint64_t fences = 0;       // times the member began acting on its floor, fenced
+  uint64_t leases_lost = 0;  // renewals the store answered "lease gone" (expired)
+};
+
 // What the runner and the server share. The runner ticks the agent under `mu` and then calls
 // NotifyDecision(); every handler reads under `mu` (checked by clang's thread-safety analysis:
 // the `thread-safety` preset).
@@ -65,6 +72,9 @@ struct Shared {
   int long_polls GUARDED_BY(mu) = 0;          // waiting now
   std::function<void()> wake GUARDED_BY(mu);  // set by a serving server: wakes its long-polls
   std::function<ConnectionCounters()> connections GUARDED_BY(mu);  // set by a serving server
+  // A site member's health (null: not in a site). Set before serving, constant after;
+  // thread-safe, called without `mu`.
+  std::function<FleetHealth()> fleet;
   // Set before serving, constant after. POST /v1/budget sets `budget` (null: the route is 404);
   // a job budget is shared over `gpus`; a policy takes budgets in `budget_range_w` only.
   PostedBudget* budget = nullptr;
@@ -145,7 +155,8 @@ bool IsLoopbackHost(std::string_view host);
 std::string ActuationJson(const Actuation& a);
 std::string StatusJson(const AgentStatus& s,
                        const std::optional<ConnectionCounters>& connections = std::nullopt);
-std::string MetricsText(const AgentStatus& s);
+std::string MetricsText(const AgentStatus& s,
+                        const std::optional<FleetHealth>& fleet = std::nullopt);
 std::string HistoryJson(const std::vector<HistoryPoint>& points, double budget_w);
 // Parses a trainer report; the error names the field.
 Result<TrainerReport> ParseReport(std::string_view body);

@@ -583,6 +583,11 @@ Status RunAgent(const AgentArgs& args) {
     fleet_store.emplace("http://" + args.fleet.substr(std::string_view("etcd://").size()));
     member.emplace(*fleet_store, *member_config, SteadyNowS,
                    [&log](const std::string& line) { log(line); });
+    shared.fleet = [&member] {
+      const coord::MemberStatus st = member->status();
+      return agent::FleetHealth{st.acting == coord::Acting::State::kFenced, st.fences,
+                                st.leases_lost};
+    };
     // Every change of what the job acts on, for an auditor: steady-clock times (the machine's
     // CLOCK_MONOTONIC), one JSON object per line, flushed at once.
     const std::string job = args.job;

@@ -55,8 +55,11 @@ void Coordinator::PlanStagger(const Ledger& ledger, PlanInput* in) {
   }
 }
 
-void Coordinator::StepDown(const std::string& why) {
-  if (term_ != 0) log_(fmt::format("leadership of term {} lost: {}", term_, why));
+void Coordinator::StepDown(const std::string& why, bool lost) {
+  if (term_ != 0) {
+    log_(fmt::format("leadership of term {} lost: {}", term_, why));
+    if (lost) ++status_.leadership_lost;
+  }
   term_ = 0;
   status_.role = "candidate";
   status_.term = 0;
@@ -128,6 +131,7 @@ void Coordinator::Step() {
     }
     status_.role = "leader";
     status_.term = term_;
+    ++status_.elections_won;
     status_.leader = config_.id;
     gone_since_s_.clear();  // a new leader counts absences afresh (later, never sooner)
   }
@@ -417,7 +421,7 @@ void Coordinator::Resign() {
     if (auto st = store_.LeaseRevoke(lease_); !st) status_.last_error = st.error().message();
   }
   lease_ = 0;
-  StepDown("resigned");
+  StepDown("resigned", /*lost=*/false);
 }
 
 }  // namespace headroom::coord

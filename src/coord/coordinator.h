@@ -58,6 +58,8 @@ struct CoordinatorStatus {
   uint64_t write_conflicts = 0;  // transactions that lost a race
   uint64_t unknown_outcomes = 0;
   uint64_t invariant_refusals = 0;        // plans refused for breaking the invariant (a bug if > 0)
+  uint64_t elections_won = 0;             // times this replica began leading
+  uint64_t leadership_lost = 0;           // times it stopped leading other than by resigning
   std::vector<double> txn_latency_s;      // the last 1024
   std::vector<double> decrease_settle_s;  // per site budget decrease, from request to in force
   // The last staggering plan's prediction (with --max-hold-s).
@@ -91,7 +93,8 @@ class Coordinator {
   bool leading() const { return term_ != 0; }
 
  private:
-  void StepDown(const std::string& why);
+  // `lost`: leadership lost (counted), not given up by Resign.
+  void StepDown(const std::string& why, bool lost = true);
   void PlanStagger(const Ledger& ledger, PlanInput* in);
   void Lead(double now_s);
   bool KeepLease(double now_s);

@@ -189,6 +189,8 @@ std::string CoordinatorStatusJson(const CoordinatorStatus& s, const CoordinatorC
   j["write_conflicts"] = s.write_conflicts;
   j["unknown_outcomes"] = s.unknown_outcomes;
   j["invariant_refusals"] = s.invariant_refusals;
+  j["elections_won"] = s.elections_won;
+  j["leadership_lost"] = s.leadership_lost;
   j["malformed_values"] = s.malformed_values;
   j["txn_latency_p50_s"] = OrNull(Quantile(s.txn_latency_s, 0.5));
   j["txn_latency_p99_s"] = OrNull(Quantile(s.txn_latency_s, 0.99));
@@ -231,6 +233,13 @@ std::string CoordinatorMetricsText(const CoordinatorStatus& s) {
   metric("headroom_coordinator_term", "gauge",
          "The leader's term (its election revision) while this replica leads, else 0.");
   sample("headroom_coordinator_term", static_cast<double>(s.term));
+  metric("headroom_coordinator_elections_won_total", "counter",
+         "Times this replica began leading its site.");
+  sample("headroom_coordinator_elections_won_total", static_cast<double>(s.elections_won));
+  metric("headroom_coordinator_leadership_lost_total", "counter",
+         "Times this replica stopped leading other than by resigning (lease expired, store "
+         "unreachable for a lease TTL, leader key no longer its own).");
+  sample("headroom_coordinator_leadership_lost_total", static_cast<double>(s.leadership_lost));
 
   if (Leading(s)) {
     const Ledger& l = *s.ledger;

@@ -72,6 +72,10 @@ Acting FleetMember::Current() {
   MutexLock lock(mu_);
   Acting a = CurrentLocked(now_s);
   if (a.state == Acting::State::kGranted && a.seq > served_seq_) served_seq_ = a.seq;
+  if (a.state == Acting::State::kFenced && status_.acting != Acting::State::kFenced) {
+    ++status_.fences;
+  }
+  status_.acting = a.state;
   served_ = a;
   return a;
 }
@@ -357,6 +361,7 @@ void FleetMember::Step() {
       if (*kept > 0) lease_ttl_s_ = std::min<int64_t>(*kept, config_.lease_ttl_s);
     } else if (IsLeaseGone(kept.error())) {
       log_(fmt::format("fleet: lease {:x} gone: fenced at the floor, registering again", lease));
+      ++status_.leases_lost;
       registered_ = false;
       status_.registered = false;
       lease_ = 0;

@@ -87,6 +87,10 @@ struct MemberStatus {
   std::string last_error;  // of the store
   uint64_t stale_grants_ignored = 0;
   uint64_t acks = 0;
+  // What Current() last served, and how often it began serving the floor, fenced.
+  Acting::State acting = Acting::State::kLocal;
+  uint64_t fences = 0;
+  uint64_t leases_lost = 0;  // renewals the store answered "lease gone" (expired)
 };
 
 class FleetMember {

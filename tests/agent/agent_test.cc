@@ -8,8 +8,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "agent/guard.h"
@@ -192,6 +195,125 @@ TEST(Agent, ViolationFractionsOnTheJobPowerItSaw) {
   const auto j = nlohmann::json::parse(StatusJson(s));
   EXPECT_TRUE(j["violation_fraction"]["30s"].is_null());
   EXPECT_THAT(MetricsText(s), HasSubstr("headroom_violation_fraction{window=\"5min\"} NaN"));
+}
+
+// Prometheus text -> {"name{labels}": value}; every sample's family has a # TYPE before it.
+std::map<std::string, double> ParseMetrics(const std::string& text,
+                                           std::map<std::string, std::string>* types) {
+  std::map<std::string, double> samples;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.starts_with("# HELP ")) continue;
+    if (line.starts_with("# TYPE ")) {
+      const std::string rest = line.substr(7);
+      const size_t space = rest.find(' ');
+      EXPECT_NE(space, std::string::npos) << line;
+      (*types)[rest.substr(0, space)] = rest.substr(space + 1);
+      continue;
+    }
+    const size_t space = line.rfind(' ');
+    EXPECT_NE(space, std::string::npos) << line;
+    if (space == std::string::npos) continue;
+    const std::string key = line.substr(0, space);
+    std::string family = key.substr(0, key.find('{'));
+    for (const std::string suffix : {"_sum", "_count"}) {
+      if (!types->contains(family) && family.ends_with(suffix)) {
+        family.resize(family.size() - suffix.size());
+      }
+    }
+    EXPECT_TRUE(types->contains(family)) << "no # TYPE before: " << line;
+    const std::string value = line.substr(space + 1);
+    samples[key] = value == "NaN" ? std::nan("") : std::stod(value);
+  }
+  return samples;
+}
+
+// Always the lowest concurrency and group size its ranges allow: a controller at its floor.
+class Lowest final : public control::Controller {
+ public:
+  std::string_view name() const override { return "lowest"; }
+  control::Command Decide(const control::Inputs&) override { return {1, 4, {}}; }
+};
+
+TEST(Agent, MetricsForAlertsCountWindowsReportsAndTheFloor) {
+  Lowest lowest;
+  AgentConfig config = Config();
+  config.floor_w = 250.0;
+  Agent a(config, lowest);
+  std::map<std::string, std::string> types;
+  auto m = ParseMetrics(MetricsText(a.Status(0.0)), &types);
+  EXPECT_EQ(m.at("headroom_trainer_reports_total"), 0.0);
+  EXPECT_TRUE(std::isnan(m.at("headroom_trainer_last_report_age_seconds")));  // never reported
+  EXPECT_EQ(m.at("headroom_windows_total{window=\"0.5s\"}"), 0.0);
+  EXPECT_FALSE(m.contains("headroom_fleet_fenced"));  // not in a site: no fleet metrics
+
+  // 65 s at 0.5 s: 30 s over the 300 W budget, 30 s under, 5 s over. Counted by hand: the
+  // 0.5 s windows are the samples but the last (still open): 129 closed, 60 + 9 over; the 30 s
+  // windows [0, 30) at 320 W (over) and [30, 60) at 280 W (not), [60, 65) open.
+  for (int i = 0; i < 130; ++i) {
+    const double t = 0.5 * i;
+    const double w = i < 60 ? 320.0 : (i < 120 ? 280.0 : 320.0);
+    a.Tick(t, At(t, {w, w}));
+    if (i == 20) a.Report({1, control::Phase::kRollout, 10.0, 4, 0.0, std::nullopt}, t);
+    if (i == 40) a.Report({1, control::Phase::kTrain, 20.0, 0, 0.0, std::nullopt}, t);
+  }
+  m = ParseMetrics(MetricsText(a.Status(64.5)), &types);
+  EXPECT_EQ(m.at("headroom_windows_total{window=\"0.5s\"}"), 129.0);
+  EXPECT_EQ(m.at("headroom_windows_over_budget_total{window=\"0.5s\"}"), 69.0);
+  EXPECT_EQ(m.at("headroom_windows_total{window=\"30s\"}"), 2.0);
+  EXPECT_EQ(m.at("headroom_windows_over_budget_total{window=\"30s\"}"), 1.0);
+  EXPECT_EQ(m.at("headroom_windows_total{window=\"5min\"}"), 0.0);
+  EXPECT_EQ(m.at("headroom_windows_over_budget_total{window=\"5min\"}"), 0.0);
+  // The fraction the gauge shows is the counters' ratio.
+  EXPECT_NEAR(m.at("headroom_violation_fraction{window=\"0.5s\"}"), 69.0 / 129.0, 1e-12);
+  EXPECT_EQ(m.at("headroom_trainer_reports_total"), 2.0);
+  EXPECT_DOUBLE_EQ(m.at("headroom_trainer_last_report_age_seconds"), 64.5 - 20.0);
+  EXPECT_EQ(m.at("headroom_concurrency_at_minimum"), 1.0);  // concurrency 1 of [1, 16]
+  EXPECT_EQ(m.at("headroom_budget_below_floor"), 0.0);      // 300 W over a 250 W floor
+  a.SetBudget(200.0, "test");
+  m = ParseMetrics(MetricsText(a.Status(64.5)), &types);
+  EXPECT_EQ(m.at("headroom_budget_below_floor"), 1.0);  // 200 W under the 250 W floor
+  for (const char* counter : {"headroom_windows_total", "headroom_windows_over_budget_total",
+                              "headroom_trainer_reports_total"}) {
+    EXPECT_EQ(types.at(counter), "counter") << counter;
+  }
+  for (const char* gauge : {"headroom_concurrency_at_minimum", "headroom_budget_below_floor",
+                            "headroom_trainer_last_report_age_seconds"}) {
+    EXPECT_EQ(types.at(gauge), "gauge") << gauge;
+  }
+
+  // Above its minimum the gauge says 0.
+  Probe probe;
+  Agent b(Config(), probe);
+  b.Tick(0.0, At(0.0, {100.0}));  // under budget: the probe asks 8, x2 from 1 gives 2
+  EXPECT_EQ(ParseMetrics(MetricsText(b.Status(0.0)), &types).at("headroom_concurrency_at_minimum"),
+            0.0);
+}
+
+TEST(Api, MetricsCarryTheSiteMembersHealth) {
+  Served served;
+  int calls = 0;
+  served.shared.fleet = [&calls] {
+    ++calls;
+    return FleetHealth{true, 3, 2};
+  };
+  Api api(served.shared, ApiConfig{});
+  ApiRequest request;
+  request.method = "GET";
+  request.target = "/metrics";
+  request.host = "127.0.0.1:9400";
+  const ApiResponse r = api.Handle(request);
+  ASSERT_EQ(r.status, 200);
+  std::map<std::string, std::string> types;
+  const auto m = ParseMetrics(r.body, &types);
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(m.at("headroom_fleet_fenced"), 1.0);
+  EXPECT_EQ(m.at("headroom_fleet_fences_total"), 3.0);
+  EXPECT_EQ(m.at("headroom_fleet_lease_lost_total"), 2.0);
+  EXPECT_EQ(types.at("headroom_fleet_fenced"), "gauge");
+  EXPECT_EQ(types.at("headroom_fleet_fences_total"), "counter");
+  EXPECT_EQ(types.at("headroom_fleet_lease_lost_total"), "counter");
 }
 
 TEST(Agent, ABudgetSetNowIsTheBudgetOfTheVeryNextDecision) {

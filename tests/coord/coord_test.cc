@@ -1069,6 +1069,25 @@ TEST(Protocol, FailoverOfTheCoordinatorKeepsGrantsAndRaisesTheTerm) {
   site.members_[0]->Current();
   EXPECT_TRUE(site.FullyAllocated());
   EXPECT_EQ(site.violations_, 0);
+  // The counters behind /metrics: one election each, no loss seen yet (the stopped one has not
+  // run since).
+  EXPECT_EQ(site.coordinators_[first]->status().elections_won, 1u);
+  EXPECT_EQ(site.coordinators_[1 - first]->status().elections_won, 1u);
+  EXPECT_EQ(site.coordinators_[first]->status().leadership_lost, 0u);
+  // SIGCONT: the old leader finds its lease gone and steps down, once.
+  site.coord_up_[first] = true;
+  site.Run(4);
+  EXPECT_FALSE(site.coordinators_[first]->leading());
+  EXPECT_EQ(site.coordinators_[first]->status().leadership_lost, 1u);
+  EXPECT_EQ(site.coordinators_[1 - first]->status().leadership_lost, 0u);
+  // A resignation (SIGTERM) is not a loss; the other replica is elected a second time.
+  site.coordinators_[1 - first]->Resign();
+  site.coord_up_[1 - first] = false;
+  site.Run(4);
+  EXPECT_EQ(site.coordinators_[1 - first]->status().leadership_lost, 0u);
+  EXPECT_TRUE(site.coordinators_[first]->leading());
+  EXPECT_EQ(site.coordinators_[first]->status().elections_won, 2u);
+  EXPECT_EQ(site.violations_, 0);
 }
 
 TEST(Protocol, AStoppedMemberIsFencedBeforeItsWattsMove) {
@@ -1084,9 +1103,18 @@ TEST(Protocol, AStoppedMemberIsFencedBeforeItsWattsMove) {
   site.running_[1] = true;  // SIGCONT: fenced at once, then registers again
   site.Tick();
   EXPECT_EQ(site.acting_[1].state, Acting::State::kFenced);
+  EXPECT_EQ(site.members_[1]->status().acting, Acting::State::kFenced);
   site.Run(10);
   EXPECT_TRUE(site.FullyAllocated());
   EXPECT_EQ(site.violations_, 0);
+  // The counters behind the agent's /metrics: the stopped member was fenced once and its lease
+  // was lost once; the others neither.
+  for (size_t j = 0; j < site.members_.size(); ++j) {
+    const MemberStatus st = site.members_[j]->status();
+    EXPECT_EQ(st.fences, j == 1 ? 1u : 0u) << j;
+    EXPECT_EQ(st.leases_lost, j == 1 ? 1u : 0u) << j;
+    EXPECT_EQ(st.acting, Acting::State::kGranted) << j;
+  }
 }
 
 TEST(Protocol, SiteBudgetDecreaseSettlesDownFirst) {

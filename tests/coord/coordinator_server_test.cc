@@ -371,6 +371,10 @@ TEST_F(CoordinatorServerTest, MetricsCarryTheGrantOfEveryJob) {
   EXPECT_EQ(m.at("headroom_coordinator_leader"), 1.0);
   EXPECT_GT(m.at("headroom_coordinator_term"), 0.0);
   EXPECT_GE(m.at("headroom_coordinator_ledger_writes_total"), 1.0);
+  EXPECT_EQ(m.at("headroom_coordinator_elections_won_total"), 1.0);  // one replica, elected once
+  EXPECT_EQ(m.at("headroom_coordinator_leadership_lost_total"), 0.0);
+  EXPECT_EQ(types["headroom_coordinator_elections_won_total"], "counter");
+  EXPECT_EQ(types["headroom_coordinator_leadership_lost_total"], "counter");
   EXPECT_TRUE(m.contains("headroom_site_reassignments_total"));
   EXPECT_TRUE(m.contains("headroom_coordinator_txn_latency_seconds{quantile=\"0.5\"}"));
   EXPECT_TRUE(m.contains("headroom_coordinator_txn_latency_seconds{quantile=\"0.99\"}"));
@@ -502,6 +506,7 @@ TEST_F(CoordinatorServerTest, AFollowerRefusesWritesAndNamesTheLeader) {
   std::map<std::string, std::string> types;
   const auto m = ParseMetrics(metrics->body, &types);
   EXPECT_EQ(m.at("headroom_coordinator_leader"), 0.0);
+  EXPECT_EQ(m.at("headroom_coordinator_elections_won_total"), 0.0);  // never led
   EXPECT_FALSE(m.contains("headroom_site_budget_watts"));  // a follower's ledger is not current
 }
 

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/output_files.h"
 #include "cli/progress.h"
+#include "cli/trace_input.h"
 #include "cli/trace_options.h"
 #include "common/atomic_file.h"
 #include "common/paths.h"
@@ -29,6 +30,7 @@ struct AnalyzeArgs {
   bool json = false;
   std::string report;
   TraceOptions trace_options;
+  PrometheusOptions prometheus;
 };
 
 constexpr double kMaxBandHz = 1e6;
@@ -79,19 +81,31 @@ Status RunAnalyze(const AnalyzeArgs& args) {
   auto read_options = args.trace_options.ToReadOptions();
   if (!read_options) return std::move(read_options).error();
 
+  if (auto st = args.prometheus.Check(IsPrometheusUrl(args.trace) ? 1 : 0); !st) return st;
   std::vector<std::string> warnings;
-  auto meta = trace::LoadMetaFor(args.trace, &warnings);
-  if (!meta) return std::move(meta).error();
+  std::optional<trace::TraceMeta> meta;
+  if (!IsPrometheusUrl(args.trace)) {
+    auto m = trace::LoadMetaFor(args.trace, &warnings);
+    if (!m) return std::move(m).error();
+    meta = std::move(*m);
+  }
   options.nameplate_w = args.trace_options.nameplate_w;
-  if (!options.nameplate_w && *meta) options.nameplate_w = (*meta)->nameplate_w;
+  if (!options.nameplate_w && meta) options.nameplate_w = meta->nameplate_w;
 
-  auto source = trace::FileSource::Open(args.trace);
+  std::optional<Progress> asking;
+  if (IsPrometheusUrl(args.trace)) asking.emplace("querying " + args.trace, std::nullopt);
+  auto source = OpenTrace(args.trace, 0, args.prometheus, [&](size_t done, size_t total) {
+    if (asking)
+      asking->UpdateCount(static_cast<double>(done), static_cast<double>(total), "queries");
+  });
   if (!source) return std::move(source).error();
-  Progress progress("reading " + args.trace, (*source)->SizeBytes());
+  asking.reset();
+  if (source->made_in_memory) read_options->format = trace::TraceFormat::kLong;
+  Progress progress("reading " + args.trace, source->source->SizeBytes());
   read_options->on_progress = [&progress](uint64_t bytes) { progress.Update(bytes); };
 
   analysis::Analyzer analyzer(options);
-  auto summary = trace::ReadTrace(**source, args.trace, *read_options, analyzer);
+  auto summary = trace::ReadTrace(*source->source, args.trace, *read_options, analyzer);
   if (!summary) return std::move(summary).error();
   warnings.insert(warnings.end(), summary->warnings.begin(), summary->warnings.end());
   auto result = analyzer.Finish(summary->schema);
@@ -99,7 +113,10 @@ Status RunAnalyze(const AnalyzeArgs& args) {
   PrintWarnings(warnings);
 
   const report::TraceInfo info{args.trace,
-                               std::string(trace::TraceFormatName(summary->schema.format))};
+                               source->format.empty()
+                                   ? std::string(trace::TraceFormatName(summary->schema.format))
+                                   : source->format,
+                               source->resolution};
   const auto& r = *result;
   return EmitResult(args.report, args.json,
                     {[&] { return report::AnalyzeReportHtml(r, info); },
@@ -111,7 +128,9 @@ Status RunAnalyze(const AnalyzeArgs& args) {
 
 Command SetupAnalyze(CLI::App& app) {
   auto args = std::make_shared<AnalyzeArgs>();
-  app.add_option("TRACE", args->trace, "Trace file (long CSV, wide CSV or nvidia-smi log)")
+  app.add_option("TRACE", args->trace,
+                 "Trace file (long CSV, wide CSV or nvidia-smi log), a saved Prometheus range "
+                 "answer (FILE.json), or prometheus://HOST:PORT with --query, --start, --end")
       ->required();
   app.add_option("--budget-w", args->budget_w,
                  "Power budget in W, of one GPU (scope gpu) or of the sum (scope sum)")
@@ -131,6 +150,7 @@ Command SetupAnalyze(CLI::App& app) {
   app.add_flag("--json", args->json, "Print one JSON object instead of tables");
   app.add_option("--report", args->report, "Write a self-contained HTML report to this file");
   args->trace_options.Register(app);
+  args->prometheus.Register(app);
   return [args] { return RunAnalyze(*args); };
 }
 

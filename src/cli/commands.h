@@ -22,5 +22,6 @@ Command SetupAgent(CLI::App& app);
 Command SetupFleetSim(CLI::App& app);
 Command SetupSitesSim(CLI::App& app);
 Command SetupCoordinator(CLI::App& app);
+Command SetupPilot(CLI::App& app);
 
 }  // namespace headroom::cli

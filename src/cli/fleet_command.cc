@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "cli/output_files.h"
 #include "cli/progress.h"
+#include "cli/trace_input.h"
 #include "cli/trace_options.h"
 #include "common/atomic_file.h"
 #include "common/paths.h"
@@ -40,13 +41,18 @@ struct FleetArgs {
   bool json = false;
   std::string report;
   TraceOptions trace_options;
+  PrometheusOptions prometheus;
 };
 
 // "path[:COPIES]": a trailing ":COPIES" that starts with a digit or a sign is the copy count,
 // an integer in [1, kMaxCopies]; anything else after the last ':' is part of the path.
+// In prometheus://HOST:PORT[/PREFIX][:COPIES] the colon of the port is not one.
 Result<std::pair<std::string, uint32_t>> SplitCopies(const std::string& arg) {
   const size_t colon = arg.rfind(':');
   if (colon == std::string::npos || colon + 1 == arg.size()) return std::pair{arg, 1u};
+  if (IsPrometheusUrl(arg) && arg.find(':', std::string_view("prometheus://").size()) == colon) {
+    return std::pair{arg, 1u};
+  }
   const std::string_view suffix = std::string_view(arg).substr(colon + 1);
   const char first = suffix.front();
   if (!(first == '+' || first == '-' || (first >= '0' && first <= '9'))) {
@@ -87,27 +93,49 @@ Status RunFleet(FleetArgs& args) {
     RemoveTempFilesOnSignals();
   }
 
+  size_t urls = 0;
+  for (const auto& trace : traces) urls += IsPrometheusUrl(trace.first) ? 1 : 0;
+  if (auto st = args.prometheus.Check(urls); !st) return st;
   std::vector<std::string> warnings;
   std::vector<planning::Job> jobs;
+  size_t url_index = 0;
   for (const auto& [path, copies] : traces) {
-    // The file first: a missing trace is "cannot open", whatever else is missing.
-    auto source = trace::FileSource::Open(path);
+    const bool url = IsPrometheusUrl(path);
+    if (url && !args.trace_options.nameplate_w) {
+      return Error::Usage(fmt::format("{}: no nameplate: give --nameplate-w", path));
+    }
+    // The trace first: a missing trace is "cannot open", whatever else is missing.
+    std::optional<Progress> asking;
+    if (url) asking.emplace("querying " + path, std::nullopt);
+    auto source =
+        OpenTrace(path, url ? url_index++ : 0, args.prometheus, [&](size_t done, size_t total) {
+          if (asking) {
+            asking->UpdateCount(static_cast<double>(done), static_cast<double>(total), "queries");
+          }
+        });
     if (!source) return std::move(source).error();
-    auto meta = trace::LoadMetaFor(path, &warnings);
-    if (!meta) return std::move(meta).error();
+    asking.reset();
+    if (!source->resolution.empty()) {
+      warnings.push_back(fmt::format("{}: {}", path, source->resolution));
+    }
     std::optional<double> nameplate_w = args.trace_options.nameplate_w;
-    if (!nameplate_w && *meta) nameplate_w = (*meta)->nameplate_w;
+    if (!url) {
+      auto meta = trace::LoadMetaFor(path, &warnings);
+      if (!meta) return std::move(meta).error();
+      if (!nameplate_w && *meta) nameplate_w = (*meta)->nameplate_w;
+    }
     if (!nameplate_w) {
       return Error::Usage(
           fmt::format("{}: no nameplate: give --nameplate-w or a {} with "
                       "nameplate_w",
                       path, trace::MetaPathFor(path)));
     }
-    Progress progress("reading " + path, (*source)->SizeBytes());
+    Progress progress("reading " + path, source->source->SizeBytes());
     trace::ReadOptions options = *read_options;
+    if (source->made_in_memory) options.format = trace::TraceFormat::kLong;
     options.on_progress = [&progress](uint64_t bytes) { progress.Update(bytes); };
     trace::CollectingSink sink;
-    auto summary = trace::ReadTrace(**source, path, options, sink);
+    auto summary = trace::ReadTrace(*source->source, path, options, sink);
     if (!summary) return std::move(summary).error();
     warnings.insert(warnings.end(), summary->warnings.begin(), summary->warnings.end());
     auto job = planning::MakeJob(path, copies, std::move(sink.series()),
@@ -150,8 +178,9 @@ Command SetupFleet(CLI::App& app) {
   auto args = std::make_shared<FleetArgs>();
   auto& o = args->options;
   app.add_option("TRACE[:COPIES]", args->traces,
-                 "Job traces; each is one job (all its GPUs), repeated COPIES times (1 to "
-                 "100000; copies x trials x grid points at most 1e10)")
+                 "Job traces (files, saved Prometheus answers FILE.json, or "
+                 "prometheus://HOST:PORT with --query); each is one job (all its GPUs), repeated "
+                 "COPIES times (1 to 100000; copies x trials x grid points at most 1e10)")
       ->required();
   app.add_option("--seed", o.seed, "Seed of the random offsets")
       ->check(Integer(0, kMaxSeed))
@@ -195,6 +224,7 @@ Command SetupFleet(CLI::App& app) {
   app.add_flag("--json", args->json, "Print one JSON object instead of tables");
   app.add_option("--report", args->report, "Write a self-contained HTML report to this file");
   args->trace_options.Register(app);
+  args->prometheus.Register(app);
   return [args] { return RunFleet(*args); };
 }
 

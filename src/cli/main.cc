@@ -86,6 +86,8 @@ int main(int argc, char** argv) {
       headroom::cli::SetupFleetSim);
   add("sites-sim", "One DiLoCo run on several sites' spare power, placed by carbon, price or spare",
       headroom::cli::SetupSitesSim);
+  add("pilot", "Design and judge a site pilot of the controller: plan, report, validate",
+      headroom::cli::SetupPilot);
   // Listed for --help only: `headroom diloco` is taken before parsing (ExecDiloco).
   app.add_subcommand("diloco",
                      "Elastic low-communication training on etcd and Gloo (worker, ddp, eval, "

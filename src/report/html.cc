@@ -108,6 +108,9 @@ std::string AnalyzeReportHtml(const analysis::AnalyzeResult& r, const TraceInfo&
       "budget {} W, nameplate {} W.</p>\n",
       HtmlEscape(info.path), info.format, r.samples, r.gpus, r.duration_s,
       analysis::ScopeName(r.scope), Watts(r.budget_w), Watts(r.nameplate_w));
+  if (!info.resolution.empty()) {
+    body += fmt::format("<p>Resolution: {}.</p>\n", HtmlEscape(info.resolution));
+  }
   if (r.moving_budget) {
     const analysis::MovingBudgetResult& m = *r.moving_budget;
     body += fmt::format(

@@ -26,6 +26,7 @@ nlohmann::ordered_json AnalyzeToJson(const analysis::AnalyzeResult& r, const Tra
   nlohmann::ordered_json j;
   j["trace"] = info.path;
   j["format"] = info.format;
+  if (!info.resolution.empty()) j["resolution"] = info.resolution;
   j["samples"] = r.samples;
   j["gpus"] = r.gpus;
   j["duration_s"] = r.duration_s;

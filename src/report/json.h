@@ -13,6 +13,9 @@ namespace headroom::report {
 struct TraceInfo {
   std::string path;
   std::string format;
+  // What the numbers are when they are not the recorded samples (a Prometheus range: its step);
+  // empty for a trace file.
+  std::string resolution;
 };
 
 // settle_s as every report writes it: p50, p99, max (null when no event settled), events,

@@ -57,6 +57,7 @@ std::string SettleText(const analysis::SettleSummary& s) {
 std::string AnalyzeToText(const analysis::AnalyzeResult& r, const TraceInfo& info) {
   std::string out;
   out += fmt::format("trace      {} ({} format)\n", info.path, info.format);
+  if (!info.resolution.empty()) out += fmt::format("resolution {}\n", info.resolution);
   out += fmt::format("samples    {} from {} GPU{}, {:.1f} s, dt {} s, {} gap{}\n", r.samples,
                      r.gpus, r.gpus == 1 ? "" : "s", r.duration_s, Num(r.dt_s, 4), r.gaps,
                      r.gaps == 1 ? "" : "s");

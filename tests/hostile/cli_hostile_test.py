@@ -139,6 +139,8 @@ def base_commands(d):
         ("train",): ["--scenario", "a100-7b-tp1", "--timesteps", "10", "--out", out + ".json"],
         ("eval",): ["--scenario", "a100-7b-tp1", "--seeds", "1", "--steps", "1"],
         ("agent",): ["--speed", "0", "--duration-s", "1", "--listen", "127.0.0.1:0"],
+        ("pilot", "plan"): ["--baseline", trace, "--effect", "10%"],
+        ("pilot", "report"): ["--blocks", os.path.join(d, "blocks.csv"), "--traces", trace],
         ("fleet-sim",): ["--site-budget-w", "3840", "--speed", "0", "--duration-s", "1"],
         # Options are checked before etcd is reached (it is not here: exit 1 if they pass).
         ("coordinator",): ["--etcd", "http://127.0.0.1:1", "--site", "s", "--site-budget-w",
@@ -308,6 +310,20 @@ class BudgetSchedules(HostileTest):
         self.assert_one_line_error(
             headroom(["analyze", t, "--budget-schedule", good, "--budget-w", "300"], self.dir),
             2, "--budget-w and --budget-schedule")
+
+    def test_checkpoint_selection_needs_one_scenario_at_its_own_budgets(self):
+        base = ["train", "--timesteps", "10", "--select-checkpoints", "2",
+                "--out", self.path("p.json")]
+        self.assert_one_line_error(
+            headroom(base + ["--scenario", "a100-7b-tp1,h100-8b-tp1"],
+                     self.dir), 2, "--select-checkpoints", "one --scenario")
+        self.assert_one_line_error(
+            headroom(base + ["--scenario", "a100-7b-tp1", "--budget-w", "300"], self.dir), 2,
+            "--select-checkpoints", "--budget-w")
+        self.assert_one_line_error(
+            headroom(base + ["--scenario", "a100-7b-tp1", "--cost-window-s", "7"], self.dir), 2,
+            "--select-checkpoints", "--cost-window-s")
+        self.assertFalse(os.path.exists(self.path("p.json")))
 
     def test_eval_generators_and_references_are_checked_before_anything_runs(self):
         base = ["eval", "--scenario", "a100-7b-tp1", "--seeds", "1", "--steps", "1"]

@@ -30,7 +30,7 @@ analysis::AnalyzeResult SmallResult(bool plot_data) {
 }
 
 TEST(AnalyzeJson, HasEveryKeyOfTheInterface) {
-  const auto j = AnalyzeToJson(SmallResult(false), {"s.csv", "long"});
+  const auto j = AnalyzeToJson(SmallResult(false), {"s.csv", "long", ""});
   for (const char* key :
        {"samples", "gpus", "duration_s", "scope", "budget_w", "energy_j", "mean_power_w",
         "peak_power_w", "gaps", "windows", "max_ramp_w_per_s", "tokens", "tokens_per_mwh",
@@ -80,7 +80,7 @@ TEST(FleetJson, HasEveryKeyOfTheInterface) {
 }
 
 TEST(Html, SelfContainedWithPlotsAndTables) {
-  const std::string html = AnalyzeReportHtml(SmallResult(true), {"a<b>.csv", "long"});
+  const std::string html = AnalyzeReportHtml(SmallResult(true), {"a<b>.csv", "long", ""});
   EXPECT_THAT(html, HasSubstr("<!DOCTYPE html>"));
   EXPECT_THAT(html, HasSubstr("<svg"));
   EXPECT_THAT(html, HasSubstr("Violations against window length"));

@@ -34,17 +34,13 @@
 #include <thread>
 #include <vector>
 
+#include "../support/spawn.h"
+
 namespace headroom::coord::etcd_test {
 
 inline constexpr const char* kEtcdBinary = "/usr/bin/etcd";
 
-// Concatenation by appending: g++ 12 warns falsely (-Wrestrict) on "literal" + std::string&&.
-template <class... Parts>
-std::string Cat(const Parts&... parts) {
-  std::string out;
-  ((out += parts), ...);
-  return out;
-}
+using test_support::Cat;
 
 class EtcdCluster {
  public:
@@ -271,35 +267,8 @@ class EtcdCluster {
         "--logger=zap",
         "--log-outputs=stderr",
     };
-    std::vector<char*> argv;
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    const std::string log_path = m.dir + "/etcd.log";
-    const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (log < 0) {
-      *why = Cat("open ", log_path, ": ", std::strerror(errno));
-      return false;
-    }
-    const pid_t parent = getpid();
-    const pid_t pid = fork();
-    if (pid == 0) {
-      // Only async-signal-safe calls from here to exec.
-      prctl(PR_SET_PDEATHSIG, SIGKILL);  // no etcd outlives a crashed test
-      if (getppid() != parent) _exit(127);
-      dup2(log, STDOUT_FILENO);
-      dup2(log, STDERR_FILENO);
-      // Connections the test holds must not stay open in etcd.
-      if (syscall(SYS_close_range, 3U, ~0U, 0U) != 0) {
-        for (int fd = 3; fd < 1024; ++fd) close(fd);
-      }
-      execv(kEtcdBinary, argv.data());
-      _exit(127);
-    }
-    close(log);
-    if (pid < 0) {
-      *why = Cat("fork: ", std::strerror(errno));
-      return false;
-    }
+    const pid_t pid = test_support::SpawnLogged(kEtcdBinary, args, m.dir + "/etcd.log", why);
+    if (pid < 0) return false;
     members_[i].pid = pid;
     return true;
   }

@@ -38,6 +38,8 @@
 #include <thread>
 #include <vector>
 
+#include "../support/spawn.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -57,13 +59,7 @@ constexpr double kReadyTimeoutS = 30.0;
 constexpr double kIngestTimeoutS = 60.0;
 constexpr auto kPollInterval = std::chrono::milliseconds(100);
 
-// Concatenation by appending: g++ 12 warns falsely (-Wrestrict) on "literal" + std::string&&.
-template <class... Parts>
-std::string Cat(const Parts&... parts) {
-  std::string out;
-  ((out += parts), ...);
-  return out;
-}
+using headroom::test_support::Cat;
 
 Clock::time_point Deadline(double s) {
   return Clock::now() +
@@ -77,22 +73,7 @@ std::string Slurp(const fs::path& p) {
   return s.str();
 }
 
-// A port the kernel hands out for port 0, free when this returns (0 when none).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
-}
+int FreePort() { return headroom::test_support::FreeLoopbackPort(); }
 
 // ---------------------------------------------------------------------------------------------
 // The trace: kRows rows of kGpus GPUs, kSpacingMs apart, in decawatts (0.1 W), from a fixed
@@ -289,35 +270,9 @@ class PrometheusServer {
   PrometheusServer() = default;
 
   bool Launch(const std::vector<std::string>& args, std::string* why) {
-    std::vector<char*> argv;
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    const std::string log_path = dir_ + "/prometheus.log";
-    const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (log < 0) {
-      *why = Cat("open ", log_path, ": ", std::strerror(errno));
-      return false;
-    }
-    const pid_t parent = getpid();
-    const pid_t pid = fork();
-    if (pid == 0) {
-      // Only async-signal-safe calls from here to exec.
-      prctl(PR_SET_PDEATHSIG, SIGKILL);  // no Prometheus outlives a crashed test
-      if (getppid() != parent) _exit(127);
-      dup2(log, STDOUT_FILENO);
-      dup2(log, STDERR_FILENO);
-      // The exporter's listening socket and the test's connections stay the test's.
-      if (syscall(SYS_close_range, 3U, ~0U, 0U) != 0) {
-        for (int fd = 3; fd < 1024; ++fd) close(fd);
-      }
-      execv(kPrometheusBinary, argv.data());
-      _exit(127);
-    }
-    close(log);
-    if (pid < 0) {
-      *why = Cat("fork: ", std::strerror(errno));
-      return false;
-    }
+    const pid_t pid =
+        headroom::test_support::SpawnLogged(kPrometheusBinary, args, dir_ + "/prometheus.log", why);
+    if (pid < 0) return false;
     pid_ = pid;
     return true;
   }

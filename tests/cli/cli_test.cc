@@ -14,43 +14,21 @@
 #include <sstream>
 #include <thread>
 
+#include "../support/binary_test.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-struct Outcome {
-  int status;
-  std::string out;
-  std::string err;
-};
+using headroom::test_support::Outcome;
 
-class Cli : public ::testing::Test {
+class Cli : public headroom::test_support::BinaryTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("headroom_cli_" +
-            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string Write(const std::string& name, const std::string& text) {
-    const fs::path p = dir_ / name;
-    std::ofstream(p) << text;
-    return p.string();
-  }
-  static std::string Slurp(const fs::path& p) {
-    std::ifstream in(p);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
+  Cli() : BinaryTest("headroom_cli_") {}
   // `wrapped`: `args` is a whole command line (e.g. under `timeout`); HEADROOM_BINARY stands
   // for the binary when it starts with "timeout N ".
   Outcome Headroom(const std::string& args, bool wrapped = false) {
-    const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
     std::string line = std::string(HEADROOM_BINARY) + " " + args;
     if (wrapped) {
       line = args;
@@ -59,11 +37,8 @@ class Cli : public ::testing::Test {
         line = line.substr(0, after) + " " + HEADROOM_BINARY + line.substr(after);
       }
     }
-    const std::string cmd = line + " >" + out.string() + " 2>" + err.string();
-    const int raw = std::system(cmd.c_str());
-    return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, Slurp(out), Slurp(err)};
+    return Run(line);
   }
-  fs::path dir_;
 };
 
 TEST_F(Cli, VersionAndHelp) {

@@ -12,6 +12,8 @@
 #include <sstream>
 #include <string>
 
+#include "../support/binary_test.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -25,41 +27,12 @@ std::string Cat(const Parts&... parts) {
   return s;
 }
 
-struct Outcome {
-  int status;
-  std::string out;
-  std::string err;
-};
+using headroom::test_support::Outcome;
 
-class PilotCli : public ::testing::Test {
+class PilotCli : public headroom::test_support::BinaryTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           Cat("headroom_pilot_cli_",
-               std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string Write(const std::string& name, const std::string& text) {
-    const fs::path p = dir_ / name;
-    std::ofstream(p) << text;
-    return p.string();
-  }
-  static std::string Slurp(const fs::path& p) {
-    std::ifstream in(p);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-  Outcome Headroom(const std::string& args) {
-    const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-    const std::string cmd =
-        Cat(HEADROOM_BINARY, " ", args, " >", out.string(), " 2>", err.string());
-    const int raw = std::system(cmd.c_str());
-    return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, Slurp(out), Slurp(err)};
-  }
+  PilotCli() : BinaryTest("headroom_pilot_cli_") {}
+  Outcome Headroom(const std::string& args) { return Run(Cat(HEADROOM_BINARY, " ", args)); }
   // A long-CSV trace of `gpus` GPUs at 1 s for `seconds` s: power varies slowly around
   // `level_w`, `tokens` a row when > 0, scaled by `scale` from `scale_from_s` on.
   std::string Trace(const std::string& name, int seconds, double level_w, double tokens,
@@ -79,7 +52,6 @@ class PilotCli : public ::testing::Test {
     return !err.empty() && err.find('\n') == err.size() - 1 &&
            err.rfind("headroom: error: ", 0) == 0;
   }
-  fs::path dir_;
 };
 
 TEST_F(PilotCli, PlanJsonHasTheInterfaceKeys) {

@@ -24,7 +24,7 @@ wait_slot() {
 # Each recipe keeps the best of 8 checkpoints of its last half on validation episodes (seeds
 # 2001-2005, never the evaluation seeds): sim/checkpoint_select.h.
 recipes=(
-  "a100-7b-tp1|500|--scenario a100-7b-tp1 --timesteps 6000000 --violation-target 0.003"
+  "a100-7b-tp1|500|--scenario a100-7b-tp1 --timesteps 6000000 --violation-target 0.003 --entropy-coef 0.01"
   "a100-72b-tp4|8|--scenario a100-72b-tp4 --timesteps 1500000 --violation-target 0.001 --cost-window-s 30"
   "h100-8b-tp1|100|--scenario h100-8b-tp1 --timesteps 3000000 --violation-target 0.0001"
   "a100-14b-tp2|100|--scenario a100-14b-tp2 --timesteps 2000000 --violation-target 0.003"

@@ -7,6 +7,9 @@
 
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 15
+# libFuzzer's seed: fixed, so that `make test` explores the same inputs on every run (0: random,
+# for a longer hunt: make fuzz FUZZ_SEED=0 FUZZ_SECONDS=600).
+FUZZ_SEED ?= 1
 DEMO_DIR ?= build/demo
 HEADROOM := build/bin/headroom
 
@@ -71,15 +74,15 @@ fuzz: setup
 	cp tests/fuzz/policy_corpus/* build-fuzz/policy_corpus/
 	cp tests/fuzz/http_corpus/* build-fuzz/http_corpus/
 	cp tests/fuzz/contribution_corpus/* build-fuzz/contribution_corpus/
-	build-fuzz/bin/trace_reader_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	build-fuzz/bin/trace_reader_fuzz -seed=$(FUZZ_SEED) -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  -print_final_stats=1 build-fuzz/corpus
-	build-fuzz/bin/scenario_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
+	build-fuzz/bin/scenario_fuzz -seed=$(FUZZ_SEED) -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
 	  -print_final_stats=1 build-fuzz/scenario_corpus
-	build-fuzz/bin/policy_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -timeout=10 \
+	build-fuzz/bin/policy_fuzz -seed=$(FUZZ_SEED) -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -timeout=10 \
 	  -print_final_stats=1 build-fuzz/policy_corpus
-	build-fuzz/bin/http_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
+	build-fuzz/bin/http_fuzz -seed=$(FUZZ_SEED) -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
 	  -print_final_stats=1 build-fuzz/http_corpus
-	build-fuzz/bin/contribution_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 \
+	build-fuzz/bin/contribution_fuzz -seed=$(FUZZ_SEED) -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 \
 	  -print_final_stats=1 build-fuzz/contribution_corpus
 
 # The site against 1,000 faults (tests/fleet/chaos.py; about an hour), its table written into

@@ -189,6 +189,12 @@ Result<std::vector<Series>> ParseMatrix(std::string_view body, std::string_view 
         return Error::Input(fmt::format("{}: series {} at {}: value '{}' is not a finite number",
                                         name, LabelText(s.labels), t_s, text));
       }
+      // Unix seconds; the bound is the trace reader's (trace::kMaxTimeS) and keeps t_ms exact.
+      constexpr double kMaxUnixTimeS = 1e11;
+      if (!(t_s >= 0.0 && t_s <= kMaxUnixTimeS)) {
+        return Error::Input(fmt::format("{}: series {}: time {} is not Unix seconds in [0, {}]",
+                                        name, LabelText(s.labels), t_s, kMaxUnixTimeS));
+      }
       const int64_t t_ms = std::llround(t_s * 1000.0);
       if (!s.t_ms.empty() && t_ms <= s.t_ms.back()) {
         return Error::Input(

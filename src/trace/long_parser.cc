@@ -162,7 +162,8 @@ class LongParser final : public RowParser {
         q += *q == '\r';
         // At most 4 integer digits: below kMaxPowerW (10000 itself takes the checked path).
         if (*q != '\n' || total_digits == 0 || total_digits > kMaxPlainDigits ||
-            integer_digits > kMaxFastPowerIntegerDigits || dense < 0 || t_s < last_t[dense]) {
+            integer_digits > kMaxFastPowerIntegerDigits || dense < 0 || t_s < last_t[dense] ||
+            std::fabs(t_s) > kMaxTimeS) {
           break;
         }
         ++q;

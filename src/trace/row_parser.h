@@ -261,8 +261,14 @@ class RowParser {
     return index;
   }
 
-  // Time must not go backwards for a GPU. `gpu` < 0: not seen yet.
+  // Time must be within +-kMaxTimeS and must not go backwards for a GPU. `gpu` < 0: not seen
+  // yet.
   [[gnu::always_inline]] bool CheckTime(int64_t gpu, double t_s, size_t column) {
+    if (!(t_s >= -kMaxTimeS && t_s <= kMaxTimeS)) [[unlikely]] {
+      return Fail(column, fmt::format("time {} s is beyond {} s, the bound on a trace's times "
+                                      "(is it in ms or ns?)",
+                                      t_s, t_s < 0.0 ? -kMaxTimeS : kMaxTimeS));
+    }
     if (gpu >= 0 && t_s < last_t_[static_cast<size_t>(gpu)]) [[unlikely]] {
       return Fail(column, fmt::format("time goes backwards for gpu {}: {} s after {} s",
                                       summary_.schema.gpu_ids[static_cast<size_t>(gpu)], t_s,

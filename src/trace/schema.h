@@ -31,6 +31,12 @@ std::string_view TraceFormatName(TraceFormat format);
 // (mW written as W, a counter in the power column), not a reading.
 inline constexpr double kMaxPowerW = 10000.0;
 
+// The largest magnitude of a sample's time: 1e11 s is over 3,000 years, past any Unix time in
+// seconds (1.8e9 in 2027), so a larger value is a unit error (epoch milliseconds or nanoseconds
+// in the t_s column). The bound also keeps every window index of a trace within int64_t at the
+// shortest window (1 ms): 2e11 s / 1e-3 s = 2e14.
+inline constexpr double kMaxTimeS = 1e11;
+
 // The optional numeric columns of the long format, in their canonical order.
 enum class Field : uint8_t {
   kEnergyJ,      // cumulative energy counter [J]

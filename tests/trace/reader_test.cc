@@ -312,6 +312,27 @@ TEST(WideFormat, Errors) {
               HasSubstr("x.csv:3:1: column 't_s': time goes backwards"));
 }
 
+TEST(AllFormats, RefuseTimesBeyondTheBound) {
+  // Epoch milliseconds in t_s (1.7e12) are a unit error; 1e11 s itself passes. The fast path
+  // of the minimal long layout (plain decimals), its checked path (an exponent), the general
+  // layout and the wide format all refuse it with the same line. Found by the fuzzer: a time of
+  // 4e46 s overflowed the analyzer's window index.
+  EXPECT_THAT(ErrorOf("t_s,gpu,power_w\n0,0,5\n1700000000000,0,5\n"),
+              HasSubstr("x.csv:3:1: column 't_s': time 1700000000000 s is beyond 100000000000 s"));
+  EXPECT_THAT(ErrorOf("t_s,gpu,power_w\n4e46,0,5\n"),
+              HasSubstr("x.csv:2:1: column 't_s': time 4e+46 s is beyond 100000000000 s"));
+  EXPECT_THAT(ErrorOf("t_s,gpu,power_w\n-2e11,0,5\n"),
+              HasSubstr("x.csv:2:1: column 't_s': time -200000000000 s is beyond "
+                        "-100000000000 s"));
+  EXPECT_THAT(ErrorOf("t_s,gpu,power_w,step\n2e11,0,5,1\n"),
+              HasSubstr("x.csv:2:1: column 't_s': time 200000000000 s is beyond"));
+  EXPECT_THAT(ErrorOf("t_s,p0_w\n0,1\n2e11,1\n"),
+              HasSubstr("x.csv:3:1: column 't_s': time 200000000000 s is beyond"));
+  auto c = Read("t_s,gpu,power_w\n0,0,5\n100000000000,0,5\n");
+  ASSERT_TRUE(c.summary.ok()) << c.summary.error().message();
+  EXPECT_EQ(c.sink.series()[0].t_s, (std::vector<double>{0.0, 1e11}));
+}
+
 TEST(NvidiaSmiFormat, WithIndexColumn) {
   auto c = Read(
       "timestamp, index, power.draw [W], utilization.gpu [%]\n"

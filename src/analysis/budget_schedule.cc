@@ -8,6 +8,7 @@
 
 #include "common/text_lines.h"
 #include "trace/number_parse.h"
+#include "trace/schema.h"
 
 namespace headroom::analysis {
 
@@ -118,8 +119,9 @@ Result<BudgetSchedule> ParseBudgetSchedule(std::string_view text, std::string_vi
       return false;
     }
     const auto t_s = trace::ParseFieldNumber(line.substr(0, comma));
-    if (!t_s || *t_s < 0.0 || *t_s > 1e12) {
-      bad = Error::Input(fmt::format("{}:{}: field 't_s': expected seconds >= 0", name, line_no));
+    if (!t_s || *t_s < 0.0 || *t_s > trace::kMaxTimeS) {
+      bad = Error::Input(fmt::format("{}:{}: field 't_s': expected seconds in [0, {}]", name,
+                                     line_no, trace::kMaxTimeS));
       return false;
     }
     if (!schedule.empty() && !(*t_s > last_t_s)) {

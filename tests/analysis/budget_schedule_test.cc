@@ -55,6 +55,8 @@ TEST(BudgetSchedule, FileErrorsNameTheLineAndTheField) {
            Bad{"t_s,budget_w\n", "no change point"},
            Bad{"t_s,budget_w\n0,300\n0,200\n", "b.csv:3: field 't_s': 0 is not after"},
            Bad{"t_s,budget_w\n-1,300\n", "b.csv:2: field 't_s'"},
+           Bad{"t_s,budget_w\n2e11,300\n",
+               "b.csv:2: field 't_s': expected seconds in [0, 100000000000]"},
            Bad{"t_s,budget_w\nnan,300\n", "b.csv:2: field 't_s'"},
            Bad{"t_s,budget_w\n0,0\n", "b.csv:2: field 'budget_w': expected watts in (0, 1000]"},
            Bad{"t_s,budget_w\n0,1001\n", "field 'budget_w'"},

@@ -142,10 +142,19 @@ TEST_F(DilocoLocal, ChurnGoesOnWithinTwoLeasesAndEndsWhereTheCalmRunDoes) {
   const double ordinary = at[1] - at[0];
   const double after = s["churn"]["next_round_after_s"].get<double>();
   EXPECT_LE(after, ordinary + 2 * 3.0) << "ordinary round " << ordinary << " s";
-  // The joiner got the model (its resync checked against the recorded hash).
-  int resyncs = 0;
-  for (const auto& w : s["workers_detail"]) resyncs += w["resyncs"].get<int>();
-  EXPECT_EQ(resyncs, 1);
+  // The joiner (worker-4, the fifth process) got the model: it came in through a resync, checked
+  // against the recorded hash, and then contributed to a round whose hashes agreed. A survivor
+  // may resync too (under load it can arrive after a group closed: left out, back through a
+  // donor; seen once under ASan beside other tests), so the joiner's own count is what is
+  // checked, not the sum.
+  bool joiner_seen = false;
+  for (const auto& w : s["workers_detail"]) {
+    if (w["name"] != "worker-4") continue;
+    joiner_seen = true;
+    EXPECT_GE(w["resyncs"].get<int>(), 1);
+    EXPECT_GE(w["rounds_contributed"].get<int>(), 1);
+  }
+  EXPECT_TRUE(joiner_seen) << s["workers_detail"].dump();
   EXPECT_NEAR(Loss(churn), Loss(calm), 0.03 * Loss(calm));
 }
 

@@ -129,7 +129,9 @@ class LongParser final : public RowParser {
         double t_s;
         if (!time.Match(q, end, t_s)) {
           const char* after = ParsePlainDecimal(q, t_s);
-          if (after == nullptr || *after != ',') break;
+          // A time past the bound takes the checked path, which says so (a repeated time was
+          // checked when first read).
+          if (after == nullptr || *after != ',' || std::fabs(t_s) > kMaxTimeS) break;
           time.Remember(q, after, t_s);
           q = after;
         }
@@ -162,8 +164,7 @@ class LongParser final : public RowParser {
         q += *q == '\r';
         // At most 4 integer digits: below kMaxPowerW (10000 itself takes the checked path).
         if (*q != '\n' || total_digits == 0 || total_digits > kMaxPlainDigits ||
-            integer_digits > kMaxFastPowerIntegerDigits || dense < 0 || t_s < last_t[dense] ||
-            std::fabs(t_s) > kMaxTimeS) {
+            integer_digits > kMaxFastPowerIntegerDigits || dense < 0 || t_s < last_t[dense]) {
           break;
         }
         ++q;

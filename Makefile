@@ -1,7 +1,10 @@
 # headroom: the two commands of the README, and their parts.
 #
 #   make demo   install what is missing, build, run the main job on a built-in default
-#   make test   install what is missing, build, run every test (plain, ASan+UBSan, fuzzing)
+#   make test   install what is missing, build, run every test (every tier in release; unit and
+#               integration under ASan+UBSan; the tsan label under TSan; the fuzzers)
+#   make check  the two-minute loop: the dev build of the unit tests, and the unit tier
+#   make stress the integration and e2e tiers N times beside a CPU burner (flakes)
 #
 # Everything is installed by scripts/setup.sh (Debian packages via apt-get).
 
@@ -15,7 +18,7 @@ HEADROOM := build/bin/headroom
 
 CHAOS_FAULTS ?= 1000
 
-.PHONY: bench-diloco diloco-results diloco-results-warm calibration-results hybrid-results universal-results sites-results fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile demo policies results clean format
+.PHONY: check stress bench-diloco diloco-results diloco-results-warm calibration-results hybrid-results universal-results sites-results fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile demo policies results clean format
 
 all: build
 
@@ -32,24 +35,41 @@ test: build
 	$(MAKE) test-tsan
 	$(MAKE) fuzz
 
+# The developer loop (README, "Tests"): the dev preset (-O1, one file at a time, mold, no
+# libtorch or Gloo) builds the binaries with unit tests, then the unit tier runs, and the check
+# that every test has one tier. Configured once; ninja reconfigures when CMake files change.
+check: setup
+	@test -f build-dev/build.ninja || cmake --preset dev
+	cmake --build --preset dev -j $(JOBS) --target headroom_unit_tests
+	ctest --preset unit
+	ctest --test-dir build-dev -R '^tiers_are_labelled$$' --output-on-failure
+
+# Flakes: the integration and e2e tiers of the release build STRESS_RUNS times, beside a CPU
+# burner on every core; lists every test that failed once (scripts/stress.sh).
+STRESS_RUNS ?= 5
+stress: build
+	./scripts/stress.sh build $(STRESS_RUNS)
+
 # The dashboard test skips where Chromium is missing, except here: setup installs it.
 export HEADROOM_REQUIRE_BROWSER := 1
 
 test-release:
 	ctest --preset release
 
-# The whole suite again under AddressSanitizer + UBSan.
+# The unit and integration tiers again under AddressSanitizer + UBSan (the e2e tier runs once,
+# in release: its Python, browser and promtool drivers are not what the sanitizers check).
 test-asan: setup
 	cmake --preset asan
 	cmake --build --preset asan -j $(JOBS)
 	ctest --preset asan
 
-# The threaded code (the agent's runner, server and clients) under ThreadSanitizer.
+# The threaded code under ThreadSanitizer: the tests labelled tsan (the agent's runner, server
+# and guard, the coordinator's server, the site member's threads, the communicators, DiLoCo's
+# workers in one process, the simulated clock), and the binaries that hold them.
 test-tsan: setup
 	cmake --preset tsan
-	cmake --build --preset tsan -j $(JOBS) --target agent_test coord_test coord_server_test dist_comm_test \
-	  dist_fleet_test
-	ctest --preset tsan -R '^(Agent|Server|Guard|Runner|Recorder|MemberThreads|CoordinatorServerTest|CoordinatorMetrics|LocalGroup|Gloo|GlooEtcd|Sizes/LocalCollectives|Sizes/GlooCollectives|FleetPower)\.'
+	cmake --build --preset tsan -j $(JOBS) --target headroom_tsan_tests
+	ctest --preset tsan
 
 # clang's thread-safety analysis on the agent's shared state (common/thread_annotations.h):
 # a build with -Wthread-safety -Werror; a lock missing around annotated state fails it. In
@@ -198,4 +218,4 @@ format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz build-debug
+	rm -rf build build-asan build-tsan build-fuzz build-debug build-dev build-thread-safety

@@ -8,6 +8,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
+  ccache mold                        # the compiler cache of every preset, and the dev loop's linker
   clang libclang-rt-14-dev           # libFuzzer and sanitizer runtimes for clang
   nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev
   libfftw3-dev libfast-float-dev libeigen3-dev

@@ -36,6 +36,7 @@
 #include "dist/etcd_process.h"
 #include "dist/fleet_power.h"
 #include "dist/gloo_communicator.h"
+#include "dist/lm_model.h"
 #include "dist/replay.h"
 #include "dist/worker.h"
 #include "lm/corpus.h"
@@ -88,7 +89,22 @@ struct Args {
   std::string fleet_job;        // the member's name; default <run>.<name>
   std::string init_checkpoint;  // the run's starting model (a model.ckpt)
   dist::WorkerOptions w;
+  lm::AdamWConfig adamw;  // the inner optimizer (the model's)
+  int val_windows = 64;
 };
+
+// The byte-level model the worker options describe, on `corpus`.
+dist::ModelFactory ModelOf(const Args& a, const lm::Corpus& corpus) {
+  dist::LmModelOptions m;
+  m.model = a.w.model;
+  m.batch = a.w.batch;
+  m.seq_len = a.w.seq_len;
+  m.threads = a.w.threads;
+  m.seed = a.w.seed;
+  m.val_windows = a.val_windows;
+  m.adamw = a.adamw;
+  return dist::LmModelFactory(corpus, m);
+}
 
 void AddWorkerOptions(CLI::App& app, Args& a, bool need_etcd) {
   auto* etcd = app.add_option("--etcd", a.etcd, "etcd endpoints (http://127.0.0.1:2379,...)");
@@ -108,7 +124,7 @@ void AddWorkerOptions(CLI::App& app, Args& a, bool need_etcd) {
   app.add_option("--outer-lr", a.w.outer.lr, "Outer SGD learning rate")->capture_default_str();
   app.add_option("--outer-momentum", a.w.outer.momentum, "Outer Nesterov momentum")
       ->capture_default_str();
-  app.add_option("--inner-lr", a.w.adamw.lr, "Inner AdamW learning rate")->capture_default_str();
+  app.add_option("--inner-lr", a.adamw.lr, "Inner AdamW learning rate")->capture_default_str();
   app.add_option("--compress", a.compress, "Pseudo-gradients on the wire: int8 or none")
       ->capture_default_str();
   app.add_option("--batch", a.w.batch, "Windows per inner step")->capture_default_str();
@@ -126,7 +142,7 @@ void AddWorkerOptions(CLI::App& app, Args& a, bool need_etcd) {
   app.add_option("--start-workers", a.w.start_workers,
                  "Round 0 waits for this many members (up to the deadline)")
       ->capture_default_str();
-  app.add_option("--val-windows", a.w.val_windows, "Validation windows")->capture_default_str();
+  app.add_option("--val-windows", a.val_windows, "Validation windows")->capture_default_str();
   app.add_option("--eval-every", a.w.eval_every, "Rounds between validation losses")
       ->capture_default_str();
   app.add_option("--cpu-watts-per-core", a.w.cpu_watts_per_core,
@@ -317,7 +333,8 @@ Status RunWorkerCommand(Args& a, const std::string& mode) {
     };
     a.w.computing = [&power](bool computing) { power->SetComputing(computing); };
   }
-  auto report = dist::RunWorker(st, comm, *corpus, a.w, RealClock());
+  const dist::ModelFactory model = ModelOf(a, *corpus);
+  auto report = dist::RunWorker(st, comm, model, a.w, RealClock());
   power.reset();  // leaves the site
   if (!report) return report.error();
   json j = WorkerJson(*report, a.w);
@@ -365,7 +382,7 @@ Status RunReplay(Args& a, const std::string& schedule_path, int workers) {
   if (a.w.rounds > 0 && static_cast<size_t>(a.w.rounds) < o.members.size()) {
     o.members.resize(static_cast<size_t>(a.w.rounds));
   }
-  auto r = dist::ReplayRun(*corpus, o, [](int done, int total) {
+  auto r = dist::ReplayRun(ModelOf(a, *corpus), o, [](int done, int total) {
     std::fprintf(stderr, "\rheadroom diloco replay: round %d of %d", done, total);
     if (done == total) std::fprintf(stderr, "\n");
   });
@@ -460,7 +477,7 @@ std::vector<std::string> WorkerArgv(const Args& a, const std::string& mode, cons
   add("--rounds", std::to_string(w.rounds));
   add("--outer-lr", fmt::format("{}", w.outer.lr));
   add("--outer-momentum", fmt::format("{}", w.outer.momentum));
-  add("--inner-lr", fmt::format("{}", w.adamw.lr));
+  add("--inner-lr", fmt::format("{}", a.adamw.lr));
   add("--compress", a.compress);
   add("--batch", std::to_string(w.batch));
   add("--seq-len", std::to_string(w.seq_len));
@@ -476,7 +493,7 @@ std::vector<std::string> WorkerArgv(const Args& a, const std::string& mode, cons
   add("--collective-timeout-s", fmt::format("{}", w.collective_timeout_s));
   add("--round-deadline-s", fmt::format("{}", w.min_deadline_s));
   add("--start-workers", std::to_string(start_workers));
-  add("--val-windows", std::to_string(w.val_windows));
+  add("--val-windows", std::to_string(a.val_windows));
   add("--eval-every", std::to_string(w.eval_every));
   add("--cpu-watts-per-core", fmt::format("{}", w.cpu_watts_per_core));
   add("--network-j-per-byte", fmt::format("{}", w.network_j_per_byte));

@@ -7,6 +7,8 @@
 // buffers of the same size. A member that dies or stalls makes the others' call fail with an
 // error naming the peer (or the timeout), never hang past the group's timeout.
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -39,5 +41,10 @@ class Communicator {
 
   virtual TrafficCounters traffic() const = 0;
 };
+
+// Connects member `rank` of a group of `size` whose rendezvous is under `prefix` in the run's
+// store (Gloo), or in a test's registry (LocalGroup); the group's calls fail after timeout_s.
+using CommFactory = std::function<Result<std::unique_ptr<Communicator>>(
+    const std::string& prefix, int rank, int size, double timeout_s)>;
 
 }  // namespace headroom::dist

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <cassert>
-#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
@@ -43,8 +42,6 @@ TrafficCounters BroadcastTraffic(std::size_t bytes, int size, int rank, int root
 }
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 enum class Op { kAllGather, kAllReduce, kBroadcast };
 
@@ -95,15 +92,17 @@ std::vector<std::uint8_t> SumInRankOrder(const std::vector<std::vector<std::uint
 }  // namespace
 
 struct LocalGroup::State {
-  State(int n, double timeout)
+  State(int n, double timeout, Waiter& w)
       : size(n),
         timeout_s(timeout),
+        waiter(w),
         gone(static_cast<size_t>(n)),
         taken(static_cast<size_t>(n), false) {}
 
   // Constant after construction.
   const int size;
   const double timeout_s;
+  Waiter& waiter;
 
   Mutex mu;
   std::condition_variable_any cv;
@@ -179,9 +178,7 @@ class LocalCommunicator final : public Communicator {
     State& s = *state_;
     const size_t me = static_cast<size_t>(rank_);
     const std::uint64_t call = next_call_++;
-    const Clock::time_point deadline =
-        Clock::now() +
-        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s.timeout_s));
+    const double deadline_s = s.waiter.now_s() + s.timeout_s;
     MutexLock lock(s.mu);
     if (!s.gone[me].empty()) {
       return Error::Io(fmt::format("{}: this member is gone ({})", Where(op), s.gone[me]));
@@ -218,7 +215,7 @@ class LocalCommunicator final : public Communicator {
     }
     s.cv.notify_all();
 
-    WaitUntil(s.cv, s.mu, deadline, [&]() REQUIRES(s.mu) {
+    s.waiter.WaitUntil(s.cv, s.mu, deadline_s, [&]() REQUIRES(s.mu) {
       return round.done || round.failure.has_value() || gone_rank() >= 0;
     });
 
@@ -264,8 +261,8 @@ class LocalCommunicator final : public Communicator {
   TrafficCounters traffic_;
 };
 
-LocalGroup::LocalGroup(int size, double timeout_s)
-    : state_(std::make_shared<State>(size, timeout_s)) {
+LocalGroup::LocalGroup(int size, double timeout_s, Waiter& waiter)
+    : state_(std::make_shared<State>(size, timeout_s, waiter)) {
   assert(size >= 1 && timeout_s > 0);
 }
 

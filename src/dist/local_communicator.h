@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "common/waiter.h"
 #include "dist/communicator.h"
 
 namespace headroom::dist {
@@ -37,7 +38,8 @@ TrafficCounters BroadcastTraffic(std::size_t bytes, int size, int rank, int root
 //
 // Failures, as with Gloo (where a member that fails closes its connections):
 // - Kill(r) marks member r gone ("rank r is gone (killed)");
-// - a call that waits longer than the timeout fails ("timed out after T s waiting for rank(s)
+// - a call that waits longer than the timeout (on the group's Waiter: the steady clock, or a
+//   test's simulated time) fails ("timed out after T s waiting for rank(s)
 //   ...") and its member is gone from then on ("rank r is gone (timed out)");
 // - once a member is gone, every round not complete by then fails, pending calls at once and
 //   later ones when they are made (the gone member's own included): the group is broken;
@@ -49,8 +51,8 @@ TrafficCounters BroadcastTraffic(std::size_t bytes, int size, int rank, int root
 // time (its traffic() too); it may outlive the group.
 class LocalGroup {
  public:
-  // REQUIRES: size >= 1, timeout_s > 0.
-  LocalGroup(int size, double timeout_s);
+  // REQUIRES: size >= 1, timeout_s > 0; `waiter` outlives the group and its members.
+  LocalGroup(int size, double timeout_s, Waiter& waiter = SteadyWaiter());
   ~LocalGroup();
   LocalGroup(const LocalGroup&) = delete;
   LocalGroup& operator=(const LocalGroup&) = delete;

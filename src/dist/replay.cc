@@ -10,7 +10,6 @@
 #include "dist/compress.h"
 #include "dist/contribution.h"
 #include "dist/outer.h"
-#include "lm/lm.h"
 
 namespace headroom::dist {
 
@@ -52,31 +51,20 @@ Result<std::vector<int>> ParseMembershipSchedule(std::string_view text, std::str
   return out;
 }
 
-Result<ReplayResult> ReplayRun(const lm::Corpus& corpus, const ReplayOptions& options,
+Result<ReplayResult> ReplayRun(const ModelFactory& model, const ReplayOptions& options,
                                const std::function<void(int, int)>& progress) {
   const WorkerOptions& o = options.worker;
   if (options.workers < 1) return Error::Usage("replay: --workers must be 1 or more");
   if (options.members.empty()) return Error::Usage("replay: an empty schedule");
-  lm::ModelConfig config;
-  try {
-    config = lm::ModelByName(o.model);
-  } catch (const std::exception&) {
-    return Error::Usage(fmt::format("--model: '{}' is not a model (tiny, small)", o.model));
-  }
   const int k_max = options.workers;
-  std::vector<std::unique_ptr<lm::ByteLm>> models;
-  std::vector<std::unique_ptr<lm::BatchSampler>> samplers;
+  std::vector<std::unique_ptr<Model>> models;
   for (int i = 0; i < k_max; ++i) {
-    models.push_back(std::make_unique<lm::ByteLm>(config, o.adamw, o.seed, o.threads));
-    // The stream of a worker named worker-i (dist/worker.cc: FNV-1a of its name).
-    const std::string name = fmt::format("worker-{}", i);
-    std::uint64_t stream = 1469598103934665603ULL;
-    for (unsigned char ch : name) stream = (stream ^ ch) * 1099511628211ULL;
-    samplers.push_back(
-        std::make_unique<lm::BatchSampler>(corpus.train, o.batch, o.seq_len, o.seed, stream));
+    auto m = model();
+    if (!m) return m.error();
+    // The stream of a worker named worker-i (as `diloco local` names them).
+    (*m)->SetDataStream(NameStream(fmt::format("worker-{}", i)));
+    models.push_back(std::move(*m));
   }
-  const std::vector<lm::Batch> val =
-      lm::ValidationBatches(corpus.val, o.val_windows, 16, o.seq_len);
   std::vector<float> global;
   models[0]->GetParameters(global);
   const size_t n = global.size();
@@ -101,18 +89,22 @@ Result<ReplayResult> ReplayRun(const lm::Corpus& corpus, const ReplayOptions& op
     }
     for (int i = 0; i < k; ++i) {
       if (held[static_cast<size_t>(i)] == r || r == 0) continue;
-      if (donor >= 0)
-        models[static_cast<size_t>(i)]->SetOptimizerState(
-            models[static_cast<size_t>(donor)]->GetOptimizerState());
+      if (donor >= 0) {
+        if (auto st = models[static_cast<size_t>(i)]->SetOptimizerState(
+                models[static_cast<size_t>(donor)]->GetOptimizerState());
+            !st) {
+          return st.error();
+        }
+      }
       std::fill(error[static_cast<size_t>(i)].begin(), error[static_cast<size_t>(i)].end(), 0.0f);
       ++out.resyncs;
     }
     std::vector<std::vector<std::uint8_t>> frames;
     std::vector<std::uint64_t> ids;
     for (int i = 0; i < k; ++i) {
-      lm::ByteLm& m = *models[static_cast<size_t>(i)];
+      Model& m = *models[static_cast<size_t>(i)];
       m.SetParameters(global);
-      for (int s = 0; s < o.inner_steps; ++s) m.TrainStep(samplers[static_cast<size_t>(i)]->Next());
+      for (int s = 0; s < o.inner_steps; ++s) m.TrainStep();
       m.GetParameters(local);
       for (size_t p = 0; p < n; ++p) delta[p] = global[p] - local[p];
       const auto payload = Encode(o.codec, delta, error[static_cast<size_t>(i)]);
@@ -127,12 +119,11 @@ Result<ReplayResult> ReplayRun(const lm::Corpus& corpus, const ReplayOptions& op
     outer.Step(global, agg->mean);
     for (int i = 0; i < k; ++i) held[static_cast<size_t>(i)] = r + 1;
     out.tokens += static_cast<std::uint64_t>(agg->accepted.size()) *
-                  static_cast<std::uint64_t>(o.inner_steps) * static_cast<std::uint64_t>(o.batch) *
-                  static_cast<std::uint64_t>(o.seq_len);
+                  static_cast<std::uint64_t>(o.inner_steps) * models[0]->tokens_per_step();
     out.rounds = r + 1;
     if ((r + 1) % std::max(1, o.eval_every) == 0 || r + 1 == rounds) {
       models[0]->SetParameters(global);
-      out.loss_curve.push_back({out.tokens, lm::ValidationLoss(*models[0], val)});
+      out.loss_curve.push_back({out.tokens, models[0]->ValidationLoss()});
     }
     if (progress) progress(r + 1, rounds);
   }

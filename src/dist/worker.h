@@ -30,12 +30,13 @@
 
 #include "common/error.h"
 #include "coord/store.h"
+#include "dist/accounting.h"
 #include "dist/communicator.h"
 #include "dist/compress.h"
 #include "dist/contribution.h"
+#include "dist/model.h"
 #include "dist/outer.h"
-#include "lm/corpus.h"
-#include "lm/lm.h"
+#include "dist/round_group.h"
 
 namespace headroom::dist {
 
@@ -47,14 +48,13 @@ struct WorkerOptions {
   std::string run = "default";
   std::string name;             // shown in logs and the JSON; defaults to "worker-<pid>"
   std::string mode = "diloco";  // or "ddp"
-  std::string model = "tiny";
-  int inner_steps = 100;  // H
-  int rounds = 10;        // R (ddp: R x H steps)
+  std::string model = "tiny";   // the run's config names it; the factory builds it
+  int inner_steps = 100;        // H
+  int rounds = 10;              // R (ddp: R x H steps)
   int batch = 8;
   int seq_len = 128;
   int threads = 1;
   std::uint64_t seed = 1;
-  lm::AdamWConfig adamw;
   OuterOptions outer;
   Codec codec = Codec::kInt8;
   ScreenOptions screen;
@@ -65,8 +65,7 @@ struct WorkerOptions {
   double min_deadline_s = 5.0;   // a round's group closes at most this long after I arrive...
   double deadline_factor = 0.5;  // ...or this times my round's compute time, if longer
   int start_workers = 1;         // round 0 waits (up to min_deadline_s) for this many members
-  int val_windows = 64;
-  int eval_every = 1;  // rounds between validation losses (the donor's)
+  int eval_every = 1;            // rounds between validation losses (the donor's)
   double cpu_watts_per_core = 10.0;
   double network_j_per_byte = 2.16e-4;
   // The duty cycle a power grant allows now (docs/DILOCO.md, "On spare power"), given the
@@ -86,46 +85,9 @@ struct WorkerOptions {
   std::string out_dir;  // the worker's JSON and the final checkpoint (the donor's)
 };
 
-// Time and the process's CPU time, injected (tests and the CLI give the real ones).
-struct WorkerClock {
-  std::function<double()> now_s;
-  std::function<double()> cpu_s;
-  std::function<void(double)> sleep_s;
-};
-
-using CommFactory = std::function<Result<std::unique_ptr<Communicator>>(
-    const std::string& prefix, int rank, int size, double timeout_s)>;
-
-struct LossPoint {
-  std::uint64_t tokens = 0;
-  double val_loss = 0.0;
-};
-
-struct WorkerReport {
-  std::string name;
-  std::string member;  // hex lease id
-  std::string mode;
-  int rounds_done = 0;
-  int rounds_contributed = 0;
-  std::uint64_t tokens = 0;  // this worker's tokens in accepted contributions
-  double compute_s = 0, communicate_s = 0, wait_s = 0, recover_s = 0, wall_s = 0;
-  double throttled_s = 0;  // idle on purpose (duty cycle, asked to leave): not overhead
-  double compute_cpu_s = 0, other_cpu_s = 0;
-  TrafficCounters traffic;
-  int membership_changes = 0;  // rounds whose group differed from the previous one's
-  int evictions = 0;           // contributions rejected, hashes that disagreed (seen by me)
-  int resyncs = 0;             // times I fetched the model from a donor
-  int leaves = 0;              // times I left the run on request
-  bool hashes_agreed = true;
-  double final_val_loss = -1.0;       // the last donor's, when I was it
-  std::vector<LossPoint> loss_curve;  // the rounds I was the donor of
-  std::vector<float> final_params;    // the final model, when I was the last round's donor
-  std::vector<std::string> log;       // one line per notable event
-};
-
-// Runs the worker to the end of the run (or until asked to leave); the model is built here.
+// Runs the worker to the end of the run (or until asked to leave), on a model from `model`.
 Result<WorkerReport> RunWorker(coord::Store& store, const CommFactory& comm,
-                               const lm::Corpus& corpus, const WorkerOptions& options,
+                               const ModelFactory& model, const WorkerOptions& options,
                                const WorkerClock& clock);
 
 // The run's loss curve and totals as the store has them (for `diloco local`).
@@ -139,7 +101,5 @@ struct RunSummary {
   std::uint64_t tokens = 0;
 };
 Result<RunSummary> ReadRunSummary(coord::Store& store, const std::string& run);
-
-std::string RunPrefix(const std::string& run);
 
 }  // namespace headroom::dist

@@ -1,5 +1,6 @@
-// The Communicator's two implementations: LocalGroup (threads) and Gloo (threads of this process
-// over an in-memory store, a real etcd, and a child process that dies). Sums are checked against
+// The Communicator's two implementations: LocalGroup (threads; the unit tier) and Gloo (threads
+// of this process over an in-memory store, a real etcd, and a child process that dies; the
+// integration tier, built with HEADROOM_WITH_DILOCO). Sums are checked against
 // an independent computation in rank order, and across members byte for byte.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -19,11 +20,13 @@
 #include <thread>
 #include <vector>
 
+#include "coord/memory_store.h"
+#include "dist/local_communicator.h"
+#if HEADROOM_WITH_GLOO
 #include "../coord/etcd_cluster.h"
 #include "coord/etcd_store.h"
-#include "coord/memory_store.h"
 #include "dist/gloo_communicator.h"
-#include "dist/local_communicator.h"
+#endif
 
 namespace headroom::dist {
 namespace {
@@ -325,6 +328,7 @@ TEST(LocalGroup, BroadcastRootOutOfRangeIsAUsageError) {
 
 // ---------------------------------------------------------------------------------------------
 // Gloo, members on threads of this process, over a MemoryStore (thread-safe).
+#if HEADROOM_WITH_GLOO
 
 std::string TestPrefix() {
   return std::string("/headroom-diloco/test/gloo/") +
@@ -658,6 +662,8 @@ TEST_F(GlooEtcd, PeerProcessThatExitsMakesTheAllReduceFail) {
   EXPECT_NE(s.error().message().find("gloo allreduce (rank 0 of 2)"), std::string::npos)
       << s.error().message();
 }
+
+#endif  // HEADROOM_WITH_GLOO
 
 }  // namespace
 }  // namespace headroom::dist

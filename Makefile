@@ -18,7 +18,7 @@ HEADROOM := build/bin/headroom
 
 CHAOS_FAULTS ?= 1000
 
-.PHONY: check stress bench-diloco diloco-results diloco-results-warm calibration-results hybrid-results universal-results sites-results fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile demo policies results clean format
+.PHONY: check stress test-chaos bench-diloco diloco-results diloco-results-warm calibration-results hybrid-results universal-results sites-results fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile demo policies results clean format
 
 all: build
 
@@ -30,10 +30,7 @@ build: setup
 	cmake --build --preset release -j $(JOBS)
 
 test: build
-	$(MAKE) test-release
-	$(MAKE) test-asan
-	$(MAKE) test-tsan
-	$(MAKE) fuzz
+	./scripts/test.sh
 
 # The developer loop (README, "Tests"): the dev preset (-O1, one file at a time, mold, no
 # libtorch or Gloo) builds the binaries with unit tests, then the unit tier runs, and the check
@@ -53,8 +50,13 @@ stress: build
 # The dashboard test skips where Chromium is missing, except here: setup installs it.
 export HEADROOM_REQUIRE_BROWSER := 1
 
+# Every tier of the release build but the chaos test, which scripts/test.sh runs beside the
+# other stages (make test-chaos runs it alone).
 test-release:
-	ctest --preset release
+	ctest --preset release -E '^fleet_chaos$$'
+
+test-chaos:
+	ctest --preset release -R '^fleet_chaos$$'
 
 # The unit and integration tiers again under AddressSanitizer + UBSan (the e2e tier runs once,
 # in release: its Python, browser and promtool drivers are not what the sanitizers check).
@@ -81,29 +83,14 @@ test-thread-safety: setup
 # libFuzzer on the trace readers (with the analyzer behind them), on scenario files (with the
 # twin behind them), on policy files (with decisions behind them) and on the agent's HTTP
 # requests (Beast's parser, then the routes), and on DiLoCo's frames (authentication, decoding,
-# the screen), for a bounded time each. The build is clang's
+# the screen), for a bounded time each, as many at a time as there are cores (scripts/fuzz.sh).
+# The build is clang's
 # thread-safety analysis too (headroom_agent, headroom_coord).
 fuzz: setup
 	cmake --preset fuzz
 	cmake --build --preset fuzz -j $(JOBS) --target trace_reader_fuzz scenario_fuzz policy_fuzz http_fuzz \
 	  contribution_fuzz headroom_agent headroom_coord
-	mkdir -p build-fuzz/corpus build-fuzz/scenario_corpus build-fuzz/policy_corpus build-fuzz/http_corpus \
-	  build-fuzz/contribution_corpus
-	cp tests/fuzz/corpus/* build-fuzz/corpus/
-	cp tests/fuzz/scenario_corpus/* build-fuzz/scenario_corpus/
-	cp tests/fuzz/policy_corpus/* build-fuzz/policy_corpus/
-	cp tests/fuzz/http_corpus/* build-fuzz/http_corpus/
-	cp tests/fuzz/contribution_corpus/* build-fuzz/contribution_corpus/
-	build-fuzz/bin/trace_reader_fuzz -seed=$(FUZZ_SEED) -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
-	  -print_final_stats=1 build-fuzz/corpus
-	build-fuzz/bin/scenario_fuzz -seed=$(FUZZ_SEED) -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
-	  -print_final_stats=1 build-fuzz/scenario_corpus
-	build-fuzz/bin/policy_fuzz -seed=$(FUZZ_SEED) -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -timeout=10 \
-	  -print_final_stats=1 build-fuzz/policy_corpus
-	build-fuzz/bin/http_fuzz -seed=$(FUZZ_SEED) -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
-	  -print_final_stats=1 build-fuzz/http_corpus
-	build-fuzz/bin/contribution_fuzz -seed=$(FUZZ_SEED) -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 \
-	  -print_final_stats=1 build-fuzz/contribution_corpus
+	./scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_SEED)
 
 # The site against 1,000 faults (tests/fleet/chaos.py; about an hour), its table written into
 # docs/FLEET.md between the chaos markers.

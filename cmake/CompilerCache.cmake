@@ -8,6 +8,9 @@
 # is cached too (its sloppiness). The environment is set by a launcher script generated here,
 # not by the user's configuration, which it leaves alone.
 option(HEADROOM_CCACHE "Compile through ccache where it is installed" ON)
+# __FILE__ (in every assert) relative to the source tree: a unity batch includes its sources by
+# absolute path, and a second clone would otherwise preprocess to other bytes.
+add_compile_options(-fmacro-prefix-map=${PROJECT_SOURCE_DIR}/=)
 if(HEADROOM_CCACHE)
   find_program(HEADROOM_CCACHE_PROGRAM ccache)
   if(HEADROOM_CCACHE_PROGRAM)

@@ -477,7 +477,15 @@ class Chaos:
         # outside the invariant (docs/FLEET.md: it runs on its local budget until admitted;
         # the reserve is for it); the true-power windows below still count its power.
         admitted_by_time = [set(l["jobs"]) for _, _, l in revisions]
-        by_seq = sorted((l["seq"], l["site_budget_w"] - l["reserve_w"]) for _, _, l in revisions)
+        # The ledger that issued grant seq s: the first (by revision) whose last seq used is s or
+        # more (a ledger's seq is the last grant sequence it used; grants are numbered upwards).
+        issuing_limit = {}
+
+        def issued_by(s):
+            if s not in issuing_limit:
+                issuing_limit[s] = next((l["site_budget_w"] - l["reserve_w"]
+                                         for _, _, l in revisions if l["seq"] >= s), None)
+            return issuing_limit[s]
 
         events = []  # (t, job, record)
         stale = []
@@ -527,9 +535,8 @@ class Chaos:
             limit = self.budget_w - self.reserve_w
             if k >= 0:
                 limit = by_time[k][1]
-            ks = bisect.bisect_right([x[0] for x in by_seq], max_seq_acted) - 1
-            if ks >= 0:
-                limit = max(limit, by_seq[ks][1])
+            if max_seq_acted > 0 and issued_by(max_seq_acted) is not None:
+                limit = max(limit, issued_by(max_seq_acted))
             max_sum = max(max_sum, total - limit)
             if total > limit + 1e-3:
                 violations.append((t, total, limit))

@@ -534,6 +534,15 @@ Status RunAgent(const AgentArgs& args) {
       return Error::Usage(fmt::format("--nameplate-w {} W per GPU is below the floor {} W",
                                       nameplate_per_gpu_w, floor_per_gpu_w));
     }
+    // In a site the job acts on its floor until the site grants more: a local budget above
+    // it would draw watts no ledger holds (after a restart, or while etcd is unreachable).
+    if (args.budget_w && *args.budget_w > floor_per_gpu_w + 1e-9) {
+      return Error::Usage(fmt::format(
+          "--budget-w {} W per GPU is above the job's floor {} W per GPU: with --fleet the site "
+          "grants the budget and the job acts on its floor until then (drop --budget-w, or set "
+          "it at most the floor)",
+          *args.budget_w, floor_per_gpu_w));
+    }
     coord::MemberConfig mc;
     mc.site = args.site;
     mc.job = args.job;
@@ -541,7 +550,7 @@ Status RunAgent(const AgentArgs& args) {
     mc.node_overhead_w = overhead_w;
     mc.nameplate_w = nameplate_per_gpu_w * gpus + overhead_w;
     mc.floor_w = floor_per_gpu_w * gpus + overhead_w;
-    // With no grant: --budget-w when given, else the floor (the least the job can draw).
+    // With no grant: the floor, or --budget-w when lower.
     mc.local_budget_w = args.budget_w ? *args.budget_w * gpus + overhead_w : mc.floor_w;
     mc.lease_ttl_s = args.lease_ttl_s;
     mc.fence_margin_s = fence_margin_s;

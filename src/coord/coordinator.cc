@@ -192,13 +192,18 @@ void Coordinator::Lead(double now_s) {
     } else if (kv.key == keys_.ledger()) {
       ledger_kv = &kv;
     } else if (kv.key.starts_with(keys_.members())) {
+      // Unknown is not gone (docs/FLEET.md): a key alive on its lease whose value cannot be
+      // read keeps the watts its job holds.
+      const std::string job(JobOf(kv.key, keys_.members()));
       auto m = MemberFromJson(kv.value, kv.key);
       if (!m) {
         malformed(kv, m.error());
+        in.unreadable[job] = kv.lease;
         continue;
       }
-      if (m->job != JobOf(kv.key, keys_.members()) || m->lease != kv.lease) {
+      if (m->job != job || m->lease != kv.lease) {
         malformed(kv, Error::Input(fmt::format("{}: job or lease differs from the key's", kv.key)));
+        in.unreadable[job] = kv.lease;
         continue;
       }
       in.registered_at[m->job] = kv.create_revision;
@@ -269,7 +274,7 @@ void Coordinator::Lead(double now_s) {
   }
   // Absences, on our clock.
   for (const auto& [job, j] : ledger.jobs) {
-    if (in.members.contains(job)) {
+    if (in.members.contains(job) || in.unreadable.contains(job)) {
       gone_since_s_.erase(job);
     } else {
       auto [it, fresh] = gone_since_s_.try_emplace(job, now_s);
@@ -281,6 +286,8 @@ void Coordinator::Lead(double now_s) {
   status_.opportunistic_pool_w = plan.opportunistic_pool_w;
   for (const std::string& line : plan.log) log_(line);
   status_.members = in.members;
+  status_.unreadable.clear();
+  for (const auto& [job, lease] : in.unreadable) status_.unreadable.push_back(job);
   status_.refused.clear();
   for (const auto& [job, m] : in.members) {
     if (plan.ledger.jobs.contains(job)) continue;
@@ -385,7 +392,11 @@ void Coordinator::RepairGrants(const Ledger& ledger, const std::map<std::string,
   for (const auto& [job, j] : ledger.jobs) {
     if (j.lease == 0 || fresh.contains(job)) continue;
     const auto it = stored.find(job);
-    if (it != stored.end() && it->second.seq == j.seq && it->second.lease == j.lease) continue;
+    if (it != stored.end() && it->second.job == job && it->second.seq == j.seq &&
+        it->second.lease == j.lease && it->second.admitted &&
+        std::abs(it->second.job_budget_w - j.grant_w) <= 1e-6) {
+      continue;
+    }
     Grant g;
     g.job = job;
     g.term = ledger.term;

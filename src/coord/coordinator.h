@@ -66,6 +66,8 @@ struct CoordinatorStatus {
   double stagger_tokens_saved = 0.0;
   double stagger_peak_before_w = 0.0, stagger_peak_after_w = 0.0;
   uint64_t malformed_values = 0;
+  // Member keys alive whose values cannot be read: their jobs keep what they hold.
+  std::vector<std::string> unreadable;
   // The last plan's watts for opportunistic jobs: what the guaranteed targets leave, or the
   // loans when more (coord/plan.h).
   double opportunistic_pool_w = 0.0;

@@ -192,6 +192,7 @@ std::string CoordinatorStatusJson(const CoordinatorStatus& s, const CoordinatorC
   j["elections_won"] = s.elections_won;
   j["leadership_lost"] = s.leadership_lost;
   j["malformed_values"] = s.malformed_values;
+  j["unreadable_members"] = s.unreadable;
   j["txn_latency_p50_s"] = OrNull(Quantile(s.txn_latency_s, 0.5));
   j["txn_latency_p99_s"] = OrNull(Quantile(s.txn_latency_s, 0.99));
   j["decrease_settle_s"] = s.decrease_settle_s;

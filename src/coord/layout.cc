@@ -154,6 +154,17 @@ Result<json> Parse(std::string_view text, std::string_view where) {
   if (j.is_discarded() || !j.is_object()) {
     return Error::Input(fmt::format("{}: not a JSON object", where));
   }
+  // "v": this reader's version or the one before; absent: before versions.
+  if (auto v = j.find("v"); v != j.end()) {
+    if (!v->is_number_integer() || v->get<int64_t>() < 0) {
+      return Error::Input(fmt::format("{}: field 'v': expected a version (an integer >= 0)", where));
+    }
+    if (v->get<int64_t>() > kValueVersion) {
+      return Error::Input(fmt::format(
+          "{}: field 'v': version {} is newer than this reader's ({}): written by a newer headroom",
+          where, v->get<int64_t>(), kValueVersion));
+    }
+  }
   return j;
 }
 
@@ -167,7 +178,8 @@ std::string ToJson(const Member& m) {
   json curve = json::array();
   for (const ValuePoint& p : m.value_curve)
     curve.push_back(json::array({p.budget_w, p.tokens_per_s}));
-  json j{{"job", m.job},
+  json j{{"v", kValueVersion},
+         {"job", m.job},
          {"gpus", m.gpus},
          {"nameplate_w", m.nameplate_w},
          {"floor_w", m.floor_w},
@@ -199,7 +211,8 @@ std::string ToJson(const Member& m) {
 }
 
 std::string ToJson(const Grant& g) {
-  return json{{"job", g.job},
+  return json{{"v", kValueVersion},
+              {"job", g.job},
               {"term", g.term},
               {"seq", g.seq},
               {"lease", g.lease},
@@ -212,7 +225,8 @@ std::string ToJson(const Grant& g) {
 }
 
 std::string ToJson(const Ack& a) {
-  return json{{"job", a.job},
+  return json{{"v", kValueVersion},
+              {"job", a.job},
               {"term", a.term},
               {"seq", a.seq},
               {"lease", a.lease},
@@ -231,7 +245,8 @@ std::string ToJson(const Ledger& l) {
                   {"lease", j.lease},
                   {"class", JobClassName(j.job_class)}};
   }
-  return json{{"term", l.term},
+  return json{{"v", kValueVersion},
+              {"term", l.term},
               {"request_id", l.request_id},
               {"site_budget_w", l.site_budget_w},
               {"target_site_budget_w", l.target_site_budget_w},

@@ -40,6 +40,11 @@ Status CheckName(std::string_view name, std::string_view what);
 
 inline constexpr size_t kMaxValuePoints = 32;
 
+// Every value written carries "v": kValueVersion. A reader reads its own version and the one
+// before (absent "v": the values before versions, 0); a newer one is unreadable, and an unreadable
+// member keeps the watts it holds (docs/FLEET.md, "Unknown is not gone").
+inline constexpr int64_t kValueVersion = 1;
+
 // A job's class (docs/FLEET.md, "Job classes"): a guaranteed job (every job before this) is
 // granted from the site budget less the reserve; an opportunistic one (DiLoCo workers on spare
 // power) only from what every guaranteed job's target leaves, and shrinks first. An

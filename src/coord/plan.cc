@@ -67,7 +67,11 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
     const std::string& name = it->first;
     LedgerJob& j = it->second;
     const auto m = in.members.find(name);
-    if (m == in.members.end() || m->second.lease != j.lease) {
+    // Unknown is not gone: the key lives on the lease the ledger addresses, its value unread.
+    const auto u = in.unreadable.find(name);
+    const bool unread = m == in.members.end() && u != in.unreadable.end();
+    const bool unread_same_lease = unread && j.lease != 0 && u->second == j.lease;
+    if (!unread_same_lease && (m == in.members.end() || m->second.lease != j.lease)) {
       // The lease the ledger addresses is gone (a member key is created only once the previous
       // one is deleted): that agent has fenced itself to its floor.
       if (j.lease != 0) {
@@ -78,7 +82,9 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
         j.grant_w = j.floor_w;
         out.changed = true;
       }
-      if (m == in.members.end()) {
+      if (unread) {
+        // Another incarnation's key, unreadable: its floor stays held until it can be read.
+      } else if (m == in.members.end()) {
         const auto gone = in.gone_for_s.find(name);
         if (gone != in.gone_for_s.end() && gone->second >= in.forget_after_s) {
           log(fmt::format("{}: no member for {:.0f} s: forgotten, floor {:.1f} W released", name,
@@ -122,7 +128,7 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
         j.held_w = j.grant_w;
         out.changed = true;
       }
-      if (std::abs(m->second.demand_w - j.demand_w) > kEpsW) {
+      if (m != in.members.end() && std::abs(m->second.demand_w - j.demand_w) > kEpsW) {
         j.demand_w = std::max(m->second.demand_w, j.floor_w);
         out.changed = true;
       }
@@ -321,6 +327,28 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
     const bool same = stored != in.grants.end() && stored->second.lease == j.lease &&
                       std::abs(stored->second.hold_s - h.hold_s) < 1e-6 &&
                       stored->second.hold_step == h.hold_step;
+    if (!same) regrant[name] = true;
+  }
+  // Grant keys that differ from the ledger in any field it decides (a write lost with a
+  // leader, a hand edit, a forgery) are written again, with a sequence above every grant key's:
+  // an agent that took a key with a sequence above the ledger's (a rebuilt ledger, a forged
+  // key) follows the next grant instead of ignoring every later one.
+  for (const auto& [name, g] : in.grants) {
+    if (g.seq > l.seq) {
+      log(fmt::format("{}: grant key's seq {} is above the ledger's {}: the sequence goes on "
+                      "from it",
+                      name, g.seq, l.seq));
+      l.seq = g.seq;
+      out.changed = true;
+    }
+  }
+  for (const auto& [name, j] : l.jobs) {
+    if (j.lease == 0 || regrant.contains(name)) continue;
+    const auto stored = in.grants.find(name);
+    const bool same = stored != in.grants.end() && stored->second.job == name &&
+                      stored->second.lease == j.lease && stored->second.seq == j.seq &&
+                      stored->second.admitted &&
+                      std::abs(stored->second.job_budget_w - j.grant_w) <= kEpsW;
     if (!same) regrant[name] = true;
   }
   for (const auto& [name, yes] : regrant) {

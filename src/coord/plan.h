@@ -5,7 +5,8 @@
 //   1. A grant acknowledged (the agent acts on it from its next decision) lowers the job's held
 //      watts to it. A job whose lease is gone has fenced itself to its floor (the agent's own
 //      clock runs out before the store's lease does): held = grant = floor. Forgotten after
-//      `forget_after_s` without a member.
+//      `forget_after_s` without a member. A member key alive but unreadable is not gone: the
+//      job keeps its lease, demand and held watts.
 //   2. Admission, in order of registration: a member not in the ledger whose floor fits next to
 //      the floors of the jobs admitted (against the lower of the budget in force and the one
 //      asked for) is admitted at its floor once that much is not held; until then it waits,
@@ -53,6 +54,10 @@ struct PlanInput {
   std::map<std::string, Ack> acks;               // valid acks by job
   std::map<std::string, Grant> grants;           // as stored, by job
   std::map<std::string, double> gone_for_s;      // ledger jobs with no member, for how long
+  // Member keys that exist (their lease alive) but whose value cannot be read (a newer version,
+  // a hand edit, a non-finite number): job -> the key's lease. Unknown is not gone: a job whose
+  // ledger lease is the key's keeps what it holds and is never forgotten while the key lives.
+  std::map<std::string, LeaseId> unreadable;
   double forget_after_s = 60.0;
   Allocation allocation = Allocation::kProportional;
   Fairness fairness = Fairness::kNone;  // with kValue

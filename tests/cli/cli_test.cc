@@ -549,6 +549,21 @@ TEST_F(Cli, AgentRefusesBadConfigAndOptions) {
   EXPECT_THAT(r.err, HasSubstr("nvml: cannot load /nonexistent/libnvidia-ml.so.1"));
 }
 
+// Issue 32, F1: in a site a local budget above the floor is watts no ledger holds (an agent
+// restarted, or etcd unreachable, acted on it). Refused before anything starts, naming both.
+TEST_F(Cli, AgentInASiteRefusesALocalBudgetAboveItsFloor) {
+  const std::string site = "--fleet etcd://127.0.0.1:1 --site s --job j --node-overhead-w 0 ";
+  auto r = Headroom("agent --source twin --scenario a100-7b-tp1 --controller pid --speed 0 " +
+                    site + "--floor-w 200 --budget-w 314.6 --duration-s 1 --listen 127.0.0.1:0");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--budget-w 314.6 W per GPU is above the job's floor 200 W"));
+  // At or below the floor it runs (etcd unreachable: on that budget, retrying).
+  r = Headroom("agent --source twin --scenario a100-7b-tp1 --controller pid --speed 0 " + site +
+               "--floor-w 200 --budget-w 200 --duration-s 1 --listen 127.0.0.1:0");
+  EXPECT_EQ(r.status, 0) << r.err;
+}
+
 TEST_F(Cli, AgentGuardRestoresPowerLimitsOnExitAndOnSigterm) {
   const std::string log = (dir_ / "limits.log").string();
   const std::string env =

@@ -216,6 +216,31 @@ TEST(Layout, ValuesRoundTripAndBadOnesAreRefusedWithTheField) {
   EXPECT_TRUE(CheckName("job-1.x_y", "job"));
 }
 
+TEST(Layout, ValuesCarryTheirVersionAndANewerOneIsRefused) {
+  Grant g;
+  g.job = "a";
+  g.term = 1;
+  g.seq = 2;
+  const std::string text = ToJson(g);
+  EXPECT_NE(text.find(R"("v":1)"), std::string::npos) << text;
+  // The version before (no "v") reads; a newer one does not, saying so.
+  EXPECT_TRUE(GrantFromJson(
+      R"({"job":"a","term":1,"seq":1,"lease":1,"job_budget_w":5,"admitted":true,"reason":""})",
+      "g"));
+  auto newer = GrantFromJson(
+      R"({"v":2,"job":"a","term":1,"seq":1,"lease":1,"job_budget_w":5,"admitted":true,)"
+      R"("reason":""})",
+      "/headroom/s/grants/a");
+  ASSERT_FALSE(newer);
+  EXPECT_EQ(newer.error().message(),
+            "/headroom/s/grants/a: field 'v': version 2 is newer than this reader's (1): "
+            "written by a newer headroom");
+  EXPECT_FALSE(MemberFromJson(R"({"v":"1"})", "m"));
+  for (const std::string& t : {ToJson(Member{}), ToJson(Ack{}), ToJson(Ledger{})}) {
+    EXPECT_NE(t.find(R"("v":1)"), std::string::npos) << t;
+  }
+}
+
 // ---- Plan ----
 
 TEST(Allocate, FloorsThenProportionalToDemandAboveFloorCappedAtDemand) {
@@ -482,6 +507,73 @@ TEST(Plan, AGoneLeaseFallsToTheFloorAndANewIncarnationKeepsThePlace) {
   p = Plan(p.ledger, in, 5);
   EXPECT_FALSE(p.ledger.jobs.contains("a"));
   ASSERT_EQ(p.forgotten.size(), 1u);
+}
+
+// Unknown is not gone: a member key alive on the ledger's lease, its value unreadable, keeps
+// its lease and what it holds; never forgotten while the key lives; gone only with its lease.
+TEST(Plan, AnUnreadableMemberKeepsWhatItHolds) {
+  PlanInput in;
+  in.members = {{"a", M("a", 100, 500, 1)}, {"b", M("b", 100, 500, 2)}};
+  in.registered_at = {{"a", 1}, {"b", 2}};
+  PlanOutput p = Plan(Fresh(700, 0), in, 5);
+  for (const Grant& g : p.grants) in.grants[g.job] = g;
+  ASSERT_DOUBLE_EQ(p.ledger.jobs.at("b").held_w, 350);
+  in.members.erase("b");
+  in.unreadable["b"] = 2;
+  in.gone_for_s["b"] = 1000;  // a caller's mistake: still not forgotten
+  in.members["a"].demand_w = 600;
+  p = Plan(p.ledger, in, 5);
+  EXPECT_EQ(p.ledger.jobs.at("b").lease, 2);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("b").held_w, 350);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("a").grant_w, 350);  // no room: b holds its 350
+  EXPECT_TRUE(p.forgotten.empty());
+  EXPECT_GE(InvariantSlackW(p.ledger), 0.0);
+  // Another incarnation's key, unreadable: the old lease is gone (its agent fenced at the
+  // floor), the floor stays held, the job is not forgotten.
+  in.unreadable["b"] = 3;
+  p = Plan(p.ledger, in, 5);
+  EXPECT_EQ(p.ledger.jobs.at("b").lease, 0);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("b").held_w, 100);
+  EXPECT_TRUE(p.forgotten.empty());
+  // The key gone with its lease: forgotten after forget_after_s.
+  in.unreadable.clear();
+  p = Plan(p.ledger, in, 5);
+  EXPECT_FALSE(p.ledger.jobs.contains("b"));
+}
+
+// A grant key that differs from the ledger in any field it decides is granted again; one with a
+// seq above the ledger's moves the sequence past it.
+TEST(Plan, AGrantKeyUnlikeTheLedgerIsGrantedAgainPastTheHighestSeq) {
+  PlanInput in;
+  in.members = {{"a", M("a", 100, 500, 1)}, {"b", M("b", 100, 500, 2)}};
+  in.registered_at = {{"a", 1}, {"b", 2}};
+  PlanOutput p = Plan(Fresh(700, 0), in, 5);
+  for (const Grant& g : p.grants) in.grants[g.job] = g;
+  // As written: nothing to do.
+  PlanOutput same = Plan(p.ledger, in, 5);
+  EXPECT_FALSE(same.changed);
+  // Other watts at the same seq: a's grant again, at the ledger's watts, a new seq.
+  in.grants["a"].job_budget_w = 5000;
+  PlanOutput again = Plan(p.ledger, in, 5);
+  ASSERT_EQ(again.grants.size(), 1u);
+  EXPECT_EQ(again.grants[0].job, "a");
+  EXPECT_DOUBLE_EQ(again.grants[0].job_budget_w, 350);
+  EXPECT_GT(again.grants[0].seq, in.grants["a"].seq);
+  // A seq far above the ledger's (b's key): the sequence goes on from it.
+  in.grants["a"] = again.grants[0];
+  in.grants["b"].seq = 1000000;
+  PlanOutput past = Plan(again.ledger, in, 5);
+  ASSERT_EQ(past.grants.size(), 1u);
+  EXPECT_EQ(past.grants[0].job, "b");
+  EXPECT_EQ(past.grants[0].seq, 1000001);
+  EXPECT_EQ(past.ledger.seq, 1000001);
+  EXPECT_DOUBLE_EQ(past.grants[0].job_budget_w, 350);
+  // A missing key: granted again.
+  in.grants = {};
+  for (const Grant& g : past.grants) in.grants[g.job] = g;
+  PlanOutput missing = Plan(past.ledger, in, 5);
+  ASSERT_EQ(missing.grants.size(), 1u);
+  EXPECT_EQ(missing.grants[0].job, "a");
 }
 
 TEST(Plan, ALateComerIsAdmittedOnceTheOthersGaveUpItsFloor) {

@@ -31,6 +31,8 @@
 #include "coord/coordinator.h"
 #include "coord/layout.h"
 #include "coord/memory_store.h"
+#include "site_processes.h"
+#include "support/child_process.h"
 
 #if __has_include("etcd_cluster.h")
 #include "etcd_cluster.h"
@@ -42,6 +44,7 @@ namespace {
 
 using nlohmann::json;
 using SteadyClock = std::chrono::steady_clock;
+using test_support::Process;
 
 constexpr double kSiteW = 1000.0;
 constexpr double kReserveW = 100.0;
@@ -568,107 +571,13 @@ TEST(CoordinatorServerBind, ASecondServerOnAPortInUseFails) {
 
 // ---- The real binary ----
 
-// A child process of the binary, its stderr in a file; SIGKILLed and reaped when the object
-// goes, pass or fail.
-class Process {
- public:
-  explicit Process(const std::vector<std::string>& args) {
-    char dir[] = "/tmp/headroom-coord-test-XXXXXX";
-    if (mkdtemp(dir) != nullptr) dir_ = dir;
-    stderr_path_ = dir_ + "/stderr";
-    std::vector<std::string> all = {HEADROOM_BINARY};
-    all.insert(all.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const int err = open(stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    const int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-    const pid_t parent = getpid();
-    pid_ = fork();
-    if (pid_ == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(127);
-      dup2(null, STDIN_FILENO);
-      dup2(null, STDOUT_FILENO);
-      dup2(err, STDERR_FILENO);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    close(err);
-    close(null);
-  }
-  ~Process() {
-    Kill(SIGKILL);
-    Wait(std::chrono::seconds(10));
-    std::error_code ignored;
-    if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
-  }
-  Process(const Process&) = delete;
-  Process& operator=(const Process&) = delete;
-
-  pid_t pid() const { return pid_; }
-  void Kill(int signal) {
-    if (pid_ > 0 && !exited_) kill(pid_, signal);
-  }
-  // The exit status (waitpid's), or nullopt when still running at the deadline.
-  std::optional<int> Wait(SteadyClock::duration within) {
-    const auto deadline = SteadyClock::now() + within;
-    while (pid_ > 0 && !exited_) {
-      int status = 0;
-      const pid_t r = waitpid(pid_, &status, WNOHANG);
-      if (r == pid_) {
-        exited_ = true;
-        status_ = status;
-        break;
-      }
-      if (r < 0 && errno != EINTR) break;
-      if (SteadyClock::now() >= deadline) return std::nullopt;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return exited_ ? std::optional<int>(status_) : std::nullopt;
-  }
-  std::string Stderr() const {
-    std::ifstream in(stderr_path_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-  // The port of "listening on http://127.0.0.1:PORT/" on stderr; 0 when not there by the
-  // deadline (or the process ended).
-  int ListenPort(SteadyClock::duration within) {
-    const std::string marker = "listening on http://127.0.0.1:";
-    const auto deadline = SteadyClock::now() + within;
-    while (SteadyClock::now() < deadline) {
-      const std::string text = Stderr();
-      const size_t at = text.find(marker);
-      if (at != std::string::npos) {
-        const size_t digits = at + marker.size();
-        const size_t slash = text.find('/', digits);
-        if (slash != std::string::npos && slash > digits) {
-          return std::stoi(text.substr(digits, slash - digits));
-        }
-      }
-      if (Wait(std::chrono::seconds(0))) return 0;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return 0;
-  }
-
- private:
-  std::string dir_;
-  std::string stderr_path_;
-  pid_t pid_ = -1;
-  bool exited_ = false;
-  int status_ = 0;
-};
-
 struct Ran {
   int exit_code = -1;
   std::string err;
 };
 
 Ran RunToEnd(const std::vector<std::string>& args) {
-  Process p(args);
+  Process p(HEADROOM_BINARY, args);
   const std::optional<int> status = p.Wait(std::chrono::seconds(30));
   Ran r;
   r.err = p.Stderr();
@@ -728,17 +637,6 @@ TEST(CoordinatorCli, BadOptionsAreOneLineAndExit2) {
 
 #ifdef HEADROOM_HAVE_ETCD_CLUSTER
 
-std::optional<json> StatusOf(int port) {
-  httplib::Client c("127.0.0.1", port);
-  c.set_connection_timeout(1);
-  c.set_read_timeout(2);
-  httplib::Result res = c.Get("/v1/status");
-  if (!res || res->status != 200) return std::nullopt;
-  json j = json::parse(res->body, nullptr, false);
-  if (!j.is_object()) return std::nullopt;
-  return j;
-}
-
 std::string Base64(const std::string& in) {
   static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;
@@ -774,8 +672,8 @@ TEST(CoordinatorCli, TwoReplicasOneLeadsAndTheOtherTakesOverWhenItIsKilled) {
       "coordinator", "--etcd", etcd->endpoints(), "--site", site,       "--site-budget-w", "1000",
       "--period-s",  "0.2",    "--lease-ttl-s",   "2",      "--listen", "127.0.0.1:0"};
   std::vector<std::unique_ptr<Process>> replicas;
-  replicas.push_back(std::make_unique<Process>(args));
-  replicas.push_back(std::make_unique<Process>(args));
+  replicas.push_back(std::make_unique<Process>(HEADROOM_BINARY, args));
+  replicas.push_back(std::make_unique<Process>(HEADROOM_BINARY, args));
   std::vector<int> ports;
   for (auto& p : replicas) {
     ports.push_back(p->ListenPort(std::chrono::seconds(20)));

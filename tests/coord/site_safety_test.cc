@@ -1,0 +1,234 @@
+// Issue 32's findings against real processes: an etcd the test starts, the coordinator binary,
+// and members written as an agent writes them (each on its own lease, values in the store's
+// layout), read back from etcd -- the store, not the coordinator's memory, is what is checked.
+// Each test fails on the code before the fix it covers (named per test).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coord/etcd_store.h"
+#include "coord/layout.h"
+#include "etcd_cluster.h"
+#include "site_processes.h"
+#include "support/child_process.h"
+
+namespace headroom::coord {
+namespace {
+
+using etcd_test::EtcdCluster;
+using nlohmann::json;
+using test_support::Process;
+using Clock = std::chrono::steady_clock;
+
+constexpr double kWaitS = 20.0;  // every wait is for an event; this only bounds a failure
+
+Member AsAgent(const std::string& job, double floor_w, double demand_w, LeaseId lease) {
+  Member m;
+  m.job = job;
+  m.gpus = 1;
+  m.floor_w = floor_w;
+  m.demand_w = demand_w;
+  m.nameplate_w = demand_w;
+  m.lease = lease;
+  m.phase = "rollout";
+  return m;
+}
+
+class SiteSafety : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!EtcdCluster::Available()) GTEST_SKIP() << "no " << etcd_test::kEtcdBinary;
+    std::string why;
+    etcd_ = EtcdCluster::Start(1, &why);
+    ASSERT_TRUE(etcd_) << why;
+    auto store = EtcdStore::Open(etcd_->endpoints());
+    ASSERT_TRUE(store) << store.error().message();
+    store_ = std::move(*store);
+    site_ = "safety-" + std::to_string(getpid());
+    keys_.emplace(site_);
+  }
+
+  void StartCoordinator(double site_budget_w) {
+    coordinator_ = std::make_unique<Process>(
+        HEADROOM_BINARY,
+        std::vector<std::string>{"coordinator", "--etcd", etcd_->endpoints(), "--site", site_,
+                                 "--site-budget-w", std::to_string(site_budget_w), "--period-s",
+                                 "0.2", "--lease-ttl-s", "2", "--listen", "127.0.0.1:0"});
+    port_ = coordinator_->ListenPort(std::chrono::seconds(20));
+    ASSERT_GT(port_, 0) << coordinator_->Stderr();
+  }
+
+  // Registers `job` as its agent would: a lease of its own (long: the test keeps no lease
+  // alive), the member key on it.
+  LeaseId Join(const std::string& job, double floor_w, double demand_w) {
+    auto lease = store_->LeaseGrant(120);
+    EXPECT_TRUE(lease) << lease.error().message();
+    if (!lease) return 0;
+    Publish(AsAgent(job, floor_w, demand_w, *lease));
+    joined_[job] = *lease;
+    return *lease;
+  }
+  // What each joined agent does with its grant: acts on it, and acknowledges it.
+  void AckGrants() {
+    for (const auto& [job, lease] : joined_) {
+      const std::optional<Grant> g = ReadGrant(job);
+      if (!g || g->lease != lease || !g->admitted || g->seq <= acked_[job]) continue;
+      const Ack a{job, g->term, g->seq, lease, g->job_budget_w};
+      if (store_->Put(keys_->ack(job), ToJson(a), lease)) acked_[job] = g->seq;
+    }
+  }
+  void Publish(const Member& m) {
+    auto r = store_->Put(keys_->member(m.job), ToJson(m), m.lease);
+    ASSERT_TRUE(r) << r.error().message();
+  }
+
+  std::optional<Ledger> ReadLedger() {
+    auto r = store_->Get(keys_->ledger());
+    if (!r || r->kvs.empty()) return std::nullopt;
+    auto l = LedgerFromJson(r->kvs[0].value, keys_->ledger());
+    EXPECT_TRUE(l) << l.error().message();
+    if (!l) return std::nullopt;
+    return *l;
+  }
+  std::optional<Grant> ReadGrant(const std::string& job) {
+    auto r = store_->Get(keys_->grant(job));
+    if (!r || r->kvs.empty()) return std::nullopt;
+    auto g = GrantFromJson(r->kvs[0].value, keys_->grant(job));
+    if (!g) return std::nullopt;
+    return *g;
+  }
+  std::optional<json> Status() { return StatusOf(port_); }
+
+  // Polls `done` until it holds (true) or kWaitS passes (false).
+  static bool WaitFor(const std::function<bool()>& done) {
+    const auto deadline = Clock::now() + std::chrono::duration<double>(kWaitS);
+    while (Clock::now() < deadline) {
+      if (done()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return done();
+  }
+  bool LedgerHas(const std::function<bool(const Ledger&)>& pred) {
+    return WaitFor([&] {
+      AckGrants();
+      const std::optional<Ledger> l = ReadLedger();
+      return l && pred(*l);
+    });
+  }
+  static double GrantOf(const Ledger& l, const std::string& job) {
+    const auto it = l.jobs.find(job);
+    return it == l.jobs.end() ? -1.0 : it->second.grant_w;
+  }
+
+  std::optional<EtcdCluster> etcd_;
+  std::unique_ptr<EtcdStore> store_;
+  std::string site_;
+  std::optional<Keys> keys_;
+  std::unique_ptr<Process> coordinator_;
+  std::map<std::string, LeaseId> joined_;  // job -> its lease
+  std::map<std::string, int64_t> acked_;   // job -> the seq acknowledged
+  int port_ = 0;
+};
+
+// F3: a live member whose value cannot be read (a newer version, a non-finite number written
+// as null) was treated as gone: its watts went to the others while its agent kept acting on
+// its grant. Unknown is not gone: it keeps what it holds until its key goes with its lease.
+TEST_F(SiteSafety, AnUnreadableMemberKeepsWhatItHolds) {
+  StartCoordinator(1000);
+  const LeaseId la = Join("a", 100, 600);
+  const LeaseId lb = Join("b", 100, 600);
+  ASSERT_TRUE(LedgerHas([](const Ledger& l) {
+    return std::abs(GrantOf(l, "a") - 500) < 1e-6 && std::abs(GrantOf(l, "b") - 500) < 1e-6;
+  })) << coordinator_->Stderr() << ToJson(ReadLedger().value_or(Ledger{}));
+
+  // From here b's agent acknowledges nothing (a slow agent, or one whose acknowledgements are
+  // lost): what b holds can only be released by its lease going.
+  joined_.erase("b");
+  int demand = 600;
+  for (const std::string& unreadable :
+       {std::string(R"({"v":2,"job":"b","shape":"of a newer headroom"})"),
+        [&] {
+          json j = json::parse(ToJson(AsAgent("b", 100, 600, lb)));
+          j["demand_w"] = nullptr;  // a non-finite number, as a JSON writer writes it
+          return j.dump();
+        }()}) {
+    ASSERT_TRUE(store_->Put(keys_->member("b"), unreadable, lb));
+    ASSERT_TRUE(WaitFor([&] {
+      const std::optional<json> s = Status();
+      return s && s->contains("unreadable_members") &&
+             (*s)["unreadable_members"] == json::array({"b"});
+    })) << coordinator_->Stderr();
+    // A plan after it: a asks for more.
+    demand += 50;
+    Publish(AsAgent("a", 100, demand, la));
+    ASSERT_TRUE(LedgerHas([&](const Ledger& l) {
+      return l.jobs.contains("a") && std::abs(l.jobs.at("a").demand_w - demand) < 1e-6;
+    })) << coordinator_->Stderr();
+    const Ledger l = *ReadLedger();
+    ASSERT_TRUE(l.jobs.contains("b"));
+    EXPECT_EQ(l.jobs.at("b").lease, lb) << unreadable;
+    EXPECT_DOUBLE_EQ(l.jobs.at("b").held_w, 500) << unreadable;
+    EXPECT_DOUBLE_EQ(GrantOf(l, "a"), 500) << unreadable;  // b's watts are not a's
+    EXPECT_LE(GrantOf(l, "b"), 500) << unreadable;
+    EXPECT_LE(l.HeldW(), 1000 + 1e-6);
+  }
+  // Gone with its lease: then its watts move (b fenced at its floor; a up to its demand).
+  ASSERT_TRUE(store_->LeaseRevoke(lb));
+  EXPECT_TRUE(LedgerHas([&](const Ledger& l) {
+    return l.jobs.contains("b") && l.jobs.at("b").lease == 0 &&
+           std::abs(GrantOf(l, "a") - demand) < 1e-6;
+  })) << coordinator_->Stderr();
+}
+
+// F11: grant repair compared seq and lease only: a grant key with the ledger's seq and lease
+// but other watts stayed. F5: a grant key with a seq above the ledger's (a forged key, a
+// rebuilt ledger) made the agent ignore every later grant. Both are written again from the
+// ledger, the second with a seq past the forged one (an agent takes the higher seq).
+TEST_F(SiteSafety, AGrantKeyThatDiffersFromTheLedgerIsWrittenAgainPastItsSeq) {
+  StartCoordinator(1000);
+  Join("a", 100, 600);
+  Join("b", 100, 600);
+  ASSERT_TRUE(LedgerHas([](const Ledger& l) {
+    return std::abs(GrantOf(l, "a") - 500) < 1e-6 && std::abs(GrantOf(l, "b") - 500) < 1e-6;
+  })) << coordinator_->Stderr();
+  const auto repaired = [&](int64_t above_seq) {
+    return WaitFor([&] {
+      const std::optional<Grant> g = ReadGrant("a");
+      const std::optional<Ledger> l = ReadLedger();
+      return g && l && g->seq > above_seq && g->seq == l->jobs.at("a").seq &&
+             std::abs(g->job_budget_w - GrantOf(*l, "a")) < 1e-6 && g->admitted;
+    });
+  };
+
+  // The same seq and lease, other watts.
+  std::optional<Grant> g = ReadGrant("a");
+  ASSERT_TRUE(g);
+  Grant forged = *g;
+  forged.job_budget_w = 5000;
+  ASSERT_TRUE(store_->Put(keys_->grant("a"), ToJson(forged)));
+  EXPECT_TRUE(repaired(forged.seq - 1)) << coordinator_->Stderr();
+
+  // A seq far above the ledger's.
+  g = ReadGrant("a");
+  ASSERT_TRUE(g);
+  forged = *g;
+  forged.seq = ReadLedger()->seq + 1000000;
+  forged.job_budget_w = 5000;
+  ASSERT_TRUE(store_->Put(keys_->grant("a"), ToJson(forged)));
+  EXPECT_TRUE(repaired(forged.seq)) << coordinator_->Stderr();
+  const Ledger l = *ReadLedger();
+  EXPECT_GT(l.seq, forged.seq);
+  EXPECT_LE(l.HeldW(), 1000 + 1e-6);
+}
+
+}  // namespace
+}  // namespace headroom::coord

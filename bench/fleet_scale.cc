@@ -1042,7 +1042,7 @@ int Run(const Options& o) {
             api->Post("/v1/site-budget", fmt::format(R"({{"site_budget_w": {}}})", c.site_budget_w),
                       "application/json");
         c.status = r ? r->status : 0;
-        if (c.status != 200) {
+        if (c.status != 202) {  // 202: the target is in the store
           fmt::print(stderr, "fleet_scale: POST /v1/site-budget {}: {}\n", c.site_budget_w,
                      r ? r->body : std::string("no answer"));
         }

@@ -38,7 +38,8 @@ void Coordinator::PlanStagger(const Ledger& ledger, PlanInput* in) {
   }
   if (jobs.empty()) return;
   StaggerOptions o;
-  o.budget_w = std::min(ledger.site_budget_w, ledger.target_site_budget_w) - ledger.reserve_w;
+  o.budget_w = std::min(ledger.site_budget_w, ledger.target_site_budget_w) -
+               std::max(ledger.reserve_w, ledger.TargetReserveW());
   o.horizon_s = config_.stagger_horizon_s;
   o.max_hold_s = config_.max_hold_s;
   o.passes = config_.stagger_passes;
@@ -63,8 +64,7 @@ void Coordinator::StepDown(const std::string& why, bool lost) {
   term_ = 0;
   status_.role = "candidate";
   status_.term = 0;
-  requested_budget_w_.reset();  // the operator asks the next leader
-  decrease_since_s_.reset();
+  decrease_since_s_.reset();  // (a request is in the target key: the next leader applies it)
 }
 
 bool Coordinator::KeepLease(double now_s) {
@@ -171,6 +171,7 @@ void Coordinator::Lead(double now_s) {
   }
   const KeyValue* leader = nullptr;
   const KeyValue* ledger_kv = nullptr;
+  const KeyValue* target_kv = nullptr;
   PlanInput in;
   in.forget_after_s = config_.forget_after_s;
   in.allocation = config_.allocation;
@@ -191,6 +192,8 @@ void Coordinator::Lead(double now_s) {
       leader = &kv;
     } else if (kv.key == keys_.ledger()) {
       ledger_kv = &kv;
+    } else if (kv.key == keys_.target()) {
+      target_kv = &kv;
     } else if (kv.key.starts_with(keys_.members())) {
       // Unknown is not gone (docs/FLEET.md): a key alive on its lease whose value cannot be
       // read keeps the watts its job holds.
@@ -228,6 +231,17 @@ void Coordinator::Lead(double now_s) {
     StepDown("the leader key is no longer ours");
     return;
   }
+  // The operator's target (its own key, written by POST /v1/site-budget): one that cannot be
+  // read is ignored and logged, as every value.
+  std::optional<Target> target;
+  if (target_kv != nullptr) {
+    auto t = TargetFromJson(target_kv->value, target_kv->key);
+    if (t) {
+      target = std::move(*t);
+    } else {
+      malformed(*target_kv, t.error());
+    }
+  }
   Ledger ledger;
   int64_t ledger_rev = 0;
   if (ledger_kv != nullptr) {
@@ -240,36 +254,57 @@ void Coordinator::Lead(double now_s) {
     }
     ledger = std::move(*l);
     ledger_rev = ledger_kv->mod_revision;
-    if (std::abs(ledger.target_site_budget_w - config_.site_budget_w) > 1e-6 &&
-        !requested_budget_w_ && status_.conflict.empty() && ledger.term != term_) {
+    const bool budget_differs = std::abs(ledger.target_site_budget_w - config_.site_budget_w) > 1e-6;
+    const bool reserve_differs = std::abs(ledger.TargetReserveW() - config_.reserve_w) > 1e-6;
+    if ((budget_differs || reserve_differs) && status_.conflict.empty() && ledger.term != term_) {
       status_.conflict = fmt::format(
-          "the ledger's site budget is {:.1f} W, ours (--site-budget-w) {:.1f} W: following "
-          "the ledger",
-          ledger.target_site_budget_w, config_.site_budget_w);
+          "the ledger's site budget is {:.1f} W and reserve {:.1f} W, ours (--site-budget-w, "
+          "--reserve-w) {:.1f} W and {:.1f} W: following the ledger",
+          ledger.target_site_budget_w, ledger.TargetReserveW(), config_.site_budget_w,
+          config_.reserve_w);
       log_(status_.conflict);
     }
+  } else if (target && target_kv != nullptr) {
+    // A new ledger (the first, or one rebuilt after a loss) starts from the operator's last
+    // target, not from this replica's flags.
+    ledger.site_budget_w = target->site_budget_w;
+    ledger.target_site_budget_w = target->site_budget_w;
+    ledger.reserve_w = target->reserve_w;
+    ledger.target_revision = target_kv->mod_revision;
+    log_(fmt::format(
+        "a new ledger from the operator's last target (revision {}): site budget {:.1f} W, "
+        "reserve {:.1f} W",
+        target_kv->mod_revision, target->site_budget_w, target->reserve_w));
   } else {
     ledger.site_budget_w = config_.site_budget_w;
     ledger.target_site_budget_w = config_.site_budget_w;
     ledger.reserve_w = config_.reserve_w;
+    log_(fmt::format(
+        "a new ledger from the flags (no operator target): site budget {:.1f} W, reserve {:.1f} W",
+        config_.site_budget_w, config_.reserve_w));
   }
+  // A new target, once per revision of its key; checked again against the floors read now.
   bool target_changed = false;
-  if (requested_budget_w_) {
-    const double w = *requested_budget_w_;
-    requested_budget_w_.reset();
-    if (w - ledger.reserve_w < ledger.FloorsW() - 1e-6) {
+  if (target && target_kv->mod_revision > ledger.target_revision) {
+    ledger.target_revision = target_kv->mod_revision;
+    target_changed = true;
+    const double w = target->site_budget_w, r = target->reserve_w;
+    if (w - r < ledger.FloorsW() - 1e-6) {
       const std::string why = fmt::format(
-          "site budget {:.1f} W refused: below the floors of the running jobs {:.1f} W + "
-          "reserve {:.1f} W",
-          w, ledger.FloorsW(), ledger.reserve_w);
+          "target (revision {}) refused: site budget {:.1f} W - reserve {:.1f} W is below the "
+          "floors of the running jobs {:.1f} W",
+          target_kv->mod_revision, w, r, ledger.FloorsW());
       log_(why);
       status_.last_error = why;
     } else {
-      if (w < ledger.site_budget_w) decrease_since_s_ = now_s;
-      target_changed = ledger.target_site_budget_w != w;
+      if (w < ledger.site_budget_w || r > ledger.reserve_w) decrease_since_s_ = now_s;
       ledger.target_site_budget_w = w;
+      ledger.target_reserve_w = std::abs(r - ledger.reserve_w) > 1e-9 ? r : -1.0;
       status_.conflict.clear();
-      log_(fmt::format("site budget {:.1f} W asked (in force {:.1f} W)", w, ledger.site_budget_w));
+      log_(fmt::format(
+          "target (revision {}): site budget {:.1f} W, reserve {:.1f} W (in force {:.1f} W, "
+          "{:.1f} W)",
+          target_kv->mod_revision, w, r, ledger.site_budget_w, ledger.reserve_w));
     }
   }
   // Absences, on our clock.
@@ -361,7 +396,8 @@ void Coordinator::Lead(double now_s) {
   WriteGrantOps(std::vector<Op>(grant_ops.begin() + static_cast<std::ptrdiff_t>(inline_ops),
                                 grant_ops.end()));
   RepairGrants(plan.ledger, in.grants, fresh);
-  if (decrease_since_s_ && plan.ledger.site_budget_w <= plan.ledger.target_site_budget_w + 1e-9) {
+  if (decrease_since_s_ && plan.ledger.site_budget_w <= plan.ledger.target_site_budget_w + 1e-9 &&
+      plan.ledger.target_reserve_w < 0.0) {
     status_.decrease_settle_s.push_back(now_s - *decrease_since_s_);
     decrease_since_s_.reset();
   }
@@ -410,21 +446,46 @@ void Coordinator::RepairGrants(const Ledger& ledger, const std::map<std::string,
   WriteGrantOps(ops);
 }
 
-Status Coordinator::RequestSiteBudget(double site_budget_w) {
-  if (!(site_budget_w > 0.0) || !std::isfinite(site_budget_w)) {
-    return Error::Usage(fmt::format("site_budget_w: {} W: expected > 0", site_budget_w));
+Result<TargetWritten> Coordinator::RequestTarget(std::optional<double> site_budget_w,
+                                                 std::optional<double> reserve_w) {
+  if (term_ == 0) return Error::Io("not the leader");
+  const std::optional<Ledger>& l = status_.ledger;
+  TargetWritten t;
+  t.site_budget_w = site_budget_w ? *site_budget_w
+                    : l           ? l->target_site_budget_w
+                                  : config_.site_budget_w;
+  t.reserve_w = reserve_w ? *reserve_w : l ? l->TargetReserveW() : config_.reserve_w;
+  if (!(t.site_budget_w > 0.0) || !std::isfinite(t.site_budget_w)) {
+    return Error::Usage(fmt::format("site_budget_w: {} W: expected > 0", t.site_budget_w));
   }
-  if (status_.ledger) {
-    const Ledger& l = *status_.ledger;
-    if (site_budget_w - l.reserve_w < l.FloorsW() - 1e-6) {
-      return Error::Usage(fmt::format(
-          "site_budget_w: {:.1f} W is below the floors of the running jobs {:.1f} W + reserve "
-          "{:.1f} W",
-          site_budget_w, l.FloorsW(), l.reserve_w));
-    }
+  if (!(t.reserve_w >= 0.0) || !std::isfinite(t.reserve_w)) {
+    return Error::Usage(fmt::format("reserve_w: {} W: expected >= 0", t.reserve_w));
   }
-  requested_budget_w_ = site_budget_w;
-  return OkStatus();
+  if (t.reserve_w >= t.site_budget_w) {
+    return Error::Usage(fmt::format("reserve_w: {:.1f} W: expected below the site budget {:.1f} W",
+                                    t.reserve_w, t.site_budget_w));
+  }
+  if (l && t.site_budget_w - t.reserve_w < l->FloorsW() - 1e-6) {
+    return Error::Usage(fmt::format(
+        "{}: {:.1f} W - reserve {:.1f} W is below the floors of the running jobs {:.1f} W",
+        site_budget_w ? "site_budget_w" : "reserve_w", t.site_budget_w, t.reserve_w,
+        l->FloorsW()));
+  }
+  Target value;
+  value.site_budget_w = t.site_budget_w;
+  value.reserve_w = t.reserve_w;
+  value.request_id = fmt::format("{}:target:{}", config_.id, ++request_counter_);
+  TxnRequest txn;
+  txn.compare.push_back(Compare::CreateRevision(keys_.leader(), Compare::Result::kEqual, term_));
+  txn.success.push_back(Op::Put(keys_.target(), ToJson(value)));
+  auto r = store_.Txn(txn);
+  if (!r) return Error::Io(fmt::format("the target was not written: {}", r.error().message()));
+  if (!r->succeeded) return Error::Io("the target was not written: not the leader any more");
+  t.revision = r->revision;
+  ++status_.targets_written;
+  log_(fmt::format("target written (revision {}): site budget {:.1f} W, reserve {:.1f} W",
+                   t.revision, t.site_budget_w, t.reserve_w));
+  return t;
 }
 
 void Coordinator::Resign() {

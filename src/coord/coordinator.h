@@ -52,9 +52,10 @@ struct CoordinatorStatus {
   std::optional<Ledger> ledger;    // the last read or written
   std::map<std::string, Member> members;
   std::vector<std::string> refused;  // jobs not admitted, with reasons
-  std::string conflict;              // the ledger's budget differs from ours
+  std::string conflict;              // the ledger's budget or reserve differs from our flags
   std::string last_error;
   uint64_t ledger_writes = 0;
+  uint64_t targets_written = 0;  // operator requests written to the target key
   uint64_t write_conflicts = 0;  // transactions that lost a race
   uint64_t unknown_outcomes = 0;
   uint64_t invariant_refusals = 0;        // plans refused for breaking the invariant (a bug if > 0)
@@ -75,6 +76,13 @@ struct CoordinatorStatus {
   int64_t compacted_to = 0;    // the store's history is compacted up to this revision
 };
 
+// A target written: the store's revision, and the target.
+struct TargetWritten {
+  int64_t revision = 0;
+  double site_budget_w = 0.0;
+  double reserve_w = 0.0;
+};
+
 // Operations per transaction: etcd's default cap (--max-txn-ops) is 128.
 inline constexpr size_t kMaxTxnOps = 100;
 
@@ -85,9 +93,19 @@ class Coordinator {
 
   // One period. Never throws; store failures are logged and retried next period.
   void Step();
-  // An operator's (or demand response's) new site budget, applied by the leader down first.
-  // Refused (with the numbers) below the floors of the running jobs plus the reserve.
-  Status RequestSiteBudget(double site_budget_w);
+  // An operator's (or demand response's) new site budget and/or reserve (nullopt: unchanged),
+  // leader only: written to the target key (conditioned on our term) before this returns, so
+  // that it survives a change of leader; applied from the next period, down first. Refused
+  // (Error::Usage, with the numbers) when the budget less the reserve is below the floors of
+  // the running jobs; Error::Io when the store did not take it (not leading any more, or
+  // unreachable).
+  Result<TargetWritten> RequestTarget(std::optional<double> site_budget_w,
+                                      std::optional<double> reserve_w);
+  Status RequestSiteBudget(double site_budget_w) {
+    auto r = RequestTarget(site_budget_w, std::nullopt);
+    if (!r) return std::move(r).error();
+    return OkStatus();
+  }
   // Gives up the lease (a clean stop: another replica leads at once).
   void Resign();
 
@@ -113,7 +131,6 @@ class Coordinator {
   double lease_renewed_s_ = 0.0;
   int64_t term_ = 0;
   uint64_t request_counter_ = 0;
-  std::optional<double> requested_budget_w_;
   std::optional<double> decrease_since_s_;
   std::map<std::string, double> gone_since_s_;
   std::map<std::string, int64_t> malformed_seen_;          // key -> mod_revision logged

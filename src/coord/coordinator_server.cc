@@ -38,7 +38,8 @@ CoordinatorStatus CoordinatorHost::Snapshot() const {
   return snapshot_;
 }
 
-SiteBudgetAnswer CoordinatorHost::RequestSiteBudget(double site_budget_w) {
+SiteBudgetAnswer CoordinatorHost::RequestTarget(std::optional<double> site_budget_w,
+                                                std::optional<double> reserve_w) {
   MutexLock lock(mu_);
   SiteBudgetAnswer answer;
   if (!coordinator_.leading()) {
@@ -54,15 +55,16 @@ SiteBudgetAnswer CoordinatorHost::RequestSiteBudget(double site_budget_w) {
     }
     return answer;
   }
-  Status st = coordinator_.RequestSiteBudget(site_budget_w);
-  if (!st) {
-    answer.outcome = SiteBudgetAnswer::Outcome::kRefused;
-    answer.message = st.error().message();
+  auto written = coordinator_.RequestTarget(site_budget_w, reserve_w);
+  if (!written) {
+    answer.outcome = written.error().kind() == ErrorKind::kUsage
+                         ? SiteBudgetAnswer::Outcome::kRefused
+                         : SiteBudgetAnswer::Outcome::kUnavailable;
+    answer.message = written.error().message();
     return answer;
   }
   answer.outcome = SiteBudgetAnswer::Outcome::kAccepted;
-  const auto& ledger = coordinator_.status().ledger;
-  answer.in_force_w = ledger ? ledger->site_budget_w : 0.0;
+  answer.written = *written;
   return answer;
 }
 
@@ -193,6 +195,7 @@ std::string CoordinatorStatusJson(const CoordinatorStatus& s, const CoordinatorC
   j["leadership_lost"] = s.leadership_lost;
   j["malformed_values"] = s.malformed_values;
   j["unreadable_members"] = s.unreadable;
+  j["targets_written"] = s.targets_written;
   j["txn_latency_p50_s"] = OrNull(Quantile(s.txn_latency_s, 0.5));
   j["txn_latency_p99_s"] = OrNull(Quantile(s.txn_latency_s, 0.99));
   j["decrease_settle_s"] = s.decrease_settle_s;
@@ -312,27 +315,38 @@ std::string CoordinatorMetricsText(const CoordinatorStatus& s) {
   return out;
 }
 
-Result<double> ParseSiteBudgetBody(std::string_view body) {
+Result<TargetBody> ParseSiteBudgetBody(std::string_view body) {
   const json j = json::parse(body, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
-    return Error::Input("body: expected a JSON object, {\"site_budget_w\": W}");
+    return Error::Input(
+        "body: expected a JSON object, {\"site_budget_w\": W} and/or {\"reserve_w\": W}");
   }
   for (const auto& [key, value] : j.items()) {
-    if (key != "site_budget_w") {
-      return Error::Input(fmt::format("{}: unknown field (expected site_budget_w only)", key));
+    if (key != "site_budget_w" && key != "reserve_w") {
+      return Error::Input(
+          fmt::format("{}: unknown field (expected site_budget_w and/or reserve_w)", key));
     }
   }
-  if (!j.contains("site_budget_w")) return Error::Input("site_budget_w: missing");
-  const json& v = j["site_budget_w"];
-  if (!v.is_number()) return Error::Input("site_budget_w: expected a number of watts");
-  const double w = v.get<double>();
-  if (!std::isfinite(w)) return Error::Input("site_budget_w: expected a finite number");
-  if (!(w > 0.0)) return Error::Input(fmt::format("site_budget_w: {} W: expected > 0", w));
-  if (w > kMaxSiteBudgetW) {
-    return Error::Input(
-        fmt::format("site_budget_w: {} W: expected at most {} W", w, kMaxSiteBudgetW));
+  if (!j.contains("site_budget_w") && !j.contains("reserve_w")) {
+    return Error::Input("site_budget_w: missing (and no reserve_w)");
   }
-  return w;
+  TargetBody out;
+  for (const char* key : {"site_budget_w", "reserve_w"}) {
+    if (!j.contains(key)) continue;
+    const json& v = j[key];
+    if (!v.is_number()) return Error::Input(fmt::format("{}: expected a number of watts", key));
+    const double w = v.get<double>();
+    if (!std::isfinite(w)) return Error::Input(fmt::format("{}: expected a finite number", key));
+    const bool budget = std::string_view(key) == "site_budget_w";
+    if (budget ? !(w > 0.0) : !(w >= 0.0)) {
+      return Error::Input(fmt::format("{}: {} W: expected {}", key, w, budget ? "> 0" : ">= 0"));
+    }
+    if (w > kMaxSiteBudgetW) {
+      return Error::Input(fmt::format("{}: {} W: expected at most {} W", key, w, kMaxSiteBudgetW));
+    }
+    (budget ? out.site_budget_w : out.reserve_w) = w;
+  }
+  return out;
 }
 
 bool IsLoopbackHost(std::string_view host) {
@@ -474,7 +488,7 @@ void PostSiteBudget(CoordinatorHost& host, const CoordinatorApiConfig& config,
     ReplyError(res, 400, w.error().message());
     return;
   }
-  const SiteBudgetAnswer answer = host.RequestSiteBudget(*w);
+  const SiteBudgetAnswer answer = host.RequestTarget(w->site_budget_w, w->reserve_w);
   switch (answer.outcome) {
     case SiteBudgetAnswer::Outcome::kNotLeader: {
       const LeaderInfo leader = ParseLeader(host.Snapshot(), host.config());
@@ -487,11 +501,16 @@ void PostSiteBudget(CoordinatorHost& host, const CoordinatorApiConfig& config,
     case SiteBudgetAnswer::Outcome::kRefused:
       ReplyError(res, 400, answer.message);
       return;
+    case SiteBudgetAnswer::Outcome::kUnavailable:
+      ReplyError(res, 503, answer.message);
+      return;
     case SiteBudgetAnswer::Outcome::kAccepted:
-      Reply(res, 200,
-            Dump(json{{"site_budget_w", *w},
-                      {"in_force_w", answer.in_force_w},
-                      {"takes_effect", "at the next period, decreases down first"}}) +
+      // Written to the store: it survives a change of leader. In force from the next period
+      // (an increase at once, a decrease once the grants have come down).
+      Reply(res, 202,
+            Dump(json{{"revision", answer.written.revision},
+                      {"target_site_budget_w", answer.written.site_budget_w},
+                      {"reserve_w", answer.written.reserve_w}}) +
                 "\n");
       return;
   }

@@ -2,7 +2,8 @@
 //   GET  /                the fleet page (self-contained: polls /v1/status, draws with <canvas>)
 //   GET  /v1/status       the replica's role and, while it leads, the ledger and the members
 //   GET  /metrics         Prometheus text format 0.0.4
-//   POST /v1/site-budget  {"site_budget_w": W}: a new site budget, leader only (the ledger is the
+//   POST /v1/site-budget  {"site_budget_w": W} and/or {"reserve_w": W}: a new target, leader only,
+//                         answered 202 once written to the store (the ledger is the
 //                         one place the budget lives); bearer token when one is configured
 // Anything else is 404, a known path with another method 405.
 //
@@ -32,10 +33,11 @@ namespace headroom::coord {
 
 // A site budget request's outcome, decided under the coordinator's mutex.
 struct SiteBudgetAnswer {
-  enum class Outcome { kAccepted, kNotLeader, kRefused };
+  // kAccepted: written to the store; kUnavailable: the store did not take it (503).
+  enum class Outcome { kAccepted, kNotLeader, kRefused, kUnavailable };
   Outcome outcome = Outcome::kRefused;
-  std::string message;      // kRefused: why (names the field); kNotLeader: who leads
-  double in_force_w = 0.0;  // kAccepted: the ledger's budget in force now (0: no ledger yet)
+  std::string message;    // kRefused: why (names the field); kNotLeader: who leads
+  TargetWritten written;  // kAccepted: the target and the store's revision
 };
 
 // Thread-safe. `store` outlives the host.
@@ -51,7 +53,8 @@ class CoordinatorHost {
   // Accepted only while leading, and when the coordinator takes it (applied at the next Step,
   // where the leader checks it again against the ledger it reads). Waits for a Step in progress
   // (its store I/O).
-  SiteBudgetAnswer RequestSiteBudget(double site_budget_w) EXCLUDES(mu_);
+  SiteBudgetAnswer RequestTarget(std::optional<double> site_budget_w,
+                                 std::optional<double> reserve_w) EXCLUDES(mu_);
   // Gives up the lease (another replica leads at once), then publishes the status.
   void Resign() EXCLUDES(mu_, snapshot_mu_);
 
@@ -90,8 +93,13 @@ LeaderInfo ParseLeader(const CoordinatorStatus& s, const CoordinatorConfig& self
 // replica that does not lead has no current ledger): null in the JSON, absent from the metrics.
 std::string CoordinatorStatusJson(const CoordinatorStatus& s, const CoordinatorConfig& config);
 std::string CoordinatorMetricsText(const CoordinatorStatus& s);
-// {"site_budget_w": W}: a number in (0, 1e9] W; the error names the field.
-Result<double> ParseSiteBudgetBody(std::string_view body);
+// {"site_budget_w": W} and/or {"reserve_w": W}: the budget in (0, 1e9] W, the reserve in
+// [0, 1e9] W, at least one of them; the error names the field.
+struct TargetBody {
+  std::optional<double> site_budget_w;
+  std::optional<double> reserve_w;
+};
+Result<TargetBody> ParseSiteBudgetBody(std::string_view body);
 // A Prometheus label value, escaped (backslash, double quote, newline).
 std::string EscapeLabelValue(std::string_view value);
 // Nearest-rank quantile of `values` (unsorted); nullopt when empty. REQUIRES: 0 < q <= 1.

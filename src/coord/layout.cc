@@ -245,16 +245,41 @@ std::string ToJson(const Ledger& l) {
                   {"lease", j.lease},
                   {"class", JobClassName(j.job_class)}};
   }
+  json out{{"v", kValueVersion},
+           {"term", l.term},
+           {"request_id", l.request_id},
+           {"site_budget_w", l.site_budget_w},
+           {"target_site_budget_w", l.target_site_budget_w},
+           {"reserve_w", l.reserve_w},
+           {"seq", l.seq},
+           {"reassignments", l.reassignments},
+           {"jobs", jobs}};
+  if (l.target_reserve_w >= 0.0) out["target_reserve_w"] = l.target_reserve_w;
+  if (l.target_revision > 0) out["target_revision"] = l.target_revision;
+  return out.dump();
+}
+
+std::string ToJson(const Target& t) {
   return json{{"v", kValueVersion},
-              {"term", l.term},
-              {"request_id", l.request_id},
-              {"site_budget_w", l.site_budget_w},
-              {"target_site_budget_w", l.target_site_budget_w},
-              {"reserve_w", l.reserve_w},
-              {"seq", l.seq},
-              {"reassignments", l.reassignments},
-              {"jobs", jobs}}
+              {"site_budget_w", t.site_budget_w},
+              {"reserve_w", t.reserve_w},
+              {"request_id", t.request_id}}
       .dump();
+}
+
+Result<Target> TargetFromJson(std::string_view text, std::string_view where) {
+  auto j = Parse(text, where);
+  if (!j) return std::move(j).error();
+  Reader r(*j, where);
+  Target t;
+  t.site_budget_w = r.Watts("site_budget_w");
+  t.reserve_w = r.Watts("reserve_w");
+  t.request_id = r.String("request_id");
+  if (r.error().empty() && !(t.site_budget_w > t.reserve_w)) {
+    r.Fail("reserve_w", "expected below site_budget_w");
+  }
+  if (!r.error().empty()) return Error::Input(r.error());
+  return t;
 }
 
 Result<Member> MemberFromJson(std::string_view text, std::string_view where) {
@@ -377,6 +402,12 @@ Result<Ledger> LedgerFromJson(std::string_view text, std::string_view where) {
   l.reserve_w = r.Watts("reserve_w");
   l.seq = r.Integer("seq");
   l.reassignments = static_cast<uint64_t>(r.Integer("reassignments"));
+  if (r.error().empty() && j->contains("target_reserve_w")) {
+    l.target_reserve_w = r.Watts("target_reserve_w");
+  }
+  if (r.error().empty() && j->contains("target_revision")) {
+    l.target_revision = r.Integer("target_revision");
+  }
   const json* jobs = r.Object("jobs");
   if (jobs != nullptr) {
     for (const auto& [name, value] : jobs->items()) {

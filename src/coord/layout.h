@@ -1,6 +1,7 @@
 // The store's layout under /headroom/<site>/ and its JSON values (docs/FLEET.md, "The store"):
 //   leader          the leading coordinator (on its lease); its create_revision is the term
 //   ledger          the site's budget and every admitted job's floor, grant and held watts
+//   target          the operator's last site budget and reserve (POST /v1/site-budget)
 //   members/<job>   an agent's demand (on the agent's lease)
 //   grants/<job>    the leader's grant to the job (written with the ledger, in one transaction)
 //   acks/<job>      the grant the agent acts on (on the agent's lease)
@@ -27,6 +28,7 @@ struct Keys {
   std::string root;  // "/headroom/<site>/"
   std::string leader() const { return root + "leader"; }
   std::string ledger() const { return root + "ledger"; }
+  std::string target() const { return root + "target"; }
   std::string members() const { return root + "members/"; }
   std::string grants() const { return root + "grants/"; }
   std::string acks() const { return root + "acks/"; }
@@ -121,16 +123,33 @@ struct Ledger {
   std::string request_id;             // of the transaction that wrote it
   double site_budget_w = 0.0;         // in force: what the invariant holds against
   double target_site_budget_w = 0.0;  // asked for; below site_budget_w while a decrease settles
-  double reserve_w = 0.0;
+  double reserve_w = 0.0;             // in force
+  // Asked for while an increase of the reserve settles (in force once the held watts fit, as a
+  // budget decrease); below 0: none. JSON "target_reserve_w", optional.
+  double target_reserve_w = -1.0;
+  // The target key's mod_revision last applied (0: none). JSON "target_revision", optional.
+  int64_t target_revision = 0;
   int64_t seq = 0;             // the last grant sequence used
   uint64_t reassignments = 0;  // grants raised with watts another job gave up
   std::map<std::string, LedgerJob> jobs;
 
   double HeldW() const;
   double HeldW(JobClass c) const;  // of one class
+  // The reserve asked for: target_reserve_w while one settles, else the reserve in force.
+  double TargetReserveW() const { return target_reserve_w >= 0.0 ? target_reserve_w : reserve_w; }
   double FloorsW() const;
 };
 
+// The operator's last target, in a key of its own: it survives leader changes and a ledger
+// rebuilt after a loss (docs/FLEET.md, "Operator requests are durable").
+struct Target {
+  double site_budget_w = 0.0;
+  double reserve_w = 0.0;
+  std::string request_id;  // the replica and request that wrote it
+};
+
+std::string ToJson(const Target& t);
+Result<Target> TargetFromJson(std::string_view text, std::string_view where);
 std::string ToJson(const Member& m);
 std::string ToJson(const Grant& g);
 std::string ToJson(const Ack& a);

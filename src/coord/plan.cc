@@ -98,7 +98,8 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
         // A new incarnation takes the job's place: its floor was never released. A larger
         // floor than the ledger's (another configuration) needs the difference free first.
         const double more_w = m->second.floor_w - j.floor_w;
-        const double budget_w = std::min(l.site_budget_w, l.target_site_budget_w) - l.reserve_w;
+        const double budget_w = std::min(l.site_budget_w, l.target_site_budget_w) -
+                                std::max(l.reserve_w, l.TargetReserveW());
         if (more_w > kEpsW && (l.FloorsW() + more_w > budget_w + kEpsW ||
                                l.HeldW() + more_w > l.site_budget_w - l.reserve_w + kEpsW)) {
           log(
@@ -136,16 +137,24 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
     ++it;
   }
 
-  // An increase of the site budget is in force at once (a decrease once it fits: step 5).
+  // An increase of the site budget, or a decrease of the reserve, is in force at once (a
+  // decrease of the budget, or an increase of the reserve, once it fits: step 5).
   if (l.target_site_budget_w > l.site_budget_w) {
     l.site_budget_w = l.target_site_budget_w;
+    out.changed = true;
+  }
+  if (l.target_reserve_w >= 0.0 && l.target_reserve_w <= l.reserve_w) {
+    l.reserve_w = l.target_reserve_w;
+    l.target_reserve_w = -1.0;
     out.changed = true;
   }
 
   // 2. Admission, in order of registration. A newcomer whose floor fits beside the admitted
   // floors but not beside what they hold waits, its floor kept out of everyone's targets so
   // that grants come down to make room for it.
-  const double alloc_budget_w = std::min(l.site_budget_w, l.target_site_budget_w) - l.reserve_w;
+  const double alloc_reserve_w = std::max(l.reserve_w, l.TargetReserveW());
+  const double alloc_budget_w =
+      std::min(l.site_budget_w, l.target_site_budget_w) - alloc_reserve_w;
   double waiting_w = 0.0;
   std::vector<std::pair<int64_t, std::string>> newcomers;
   for (const auto& [name, m] : in.members) {
@@ -188,7 +197,7 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
       g.reason = fmt::format(
           "not admitted: floor {:.1f} W does not fit in site budget {:.1f} W - reserve {:.1f} W "
           "- floors of running jobs {:.1f} W = {:.1f} W",
-          m.floor_w, std::min(l.site_budget_w, l.target_site_budget_w), l.reserve_w, floors_w,
+          m.floor_w, std::min(l.site_budget_w, l.target_site_budget_w), alloc_reserve_w, floors_w,
           std::max(0.0, room_w));
       const auto stored = in.grants.find(name);
       if (stored == in.grants.end() || stored->second.admitted || stored->second.lease != g.lease ||
@@ -241,6 +250,7 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
   const double left_w = std::max(0.0, alloc_budget_w - waiting_w - guaranteed_w);
   double loans_w = 0.0;
   bool steady = waiting_w <= kEpsW && l.target_site_budget_w >= l.site_budget_w - kEpsW &&
+                l.target_reserve_w < 0.0 &&
                 in.loan_lead_s > 0.0;
   double expected_w = 0.0, largest_unused_w = 0.0;
   for (const auto& [name, j] : l.jobs) {
@@ -305,12 +315,19 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
     }
   }
 
-  // 5. A decrease in force once it fits.
-  if (l.target_site_budget_w < l.site_budget_w &&
-      l.HeldW() <= l.target_site_budget_w - l.reserve_w + kEpsW) {
-    log(fmt::format("site budget {:.1f} W -> {:.1f} W in force", l.site_budget_w,
-                    l.target_site_budget_w));
+  // 5. A decrease of the budget less the reserve in force once it fits.
+  if ((l.target_site_budget_w < l.site_budget_w || l.target_reserve_w > l.reserve_w) &&
+      l.HeldW() <= l.target_site_budget_w - l.TargetReserveW() + kEpsW) {
+    if (l.TargetReserveW() == l.reserve_w) {
+      log(fmt::format("site budget {:.1f} W -> {:.1f} W in force", l.site_budget_w,
+                      l.target_site_budget_w));
+    } else {
+      log(fmt::format("site budget {:.1f} W -> {:.1f} W, reserve {:.1f} W -> {:.1f} W in force",
+                      l.site_budget_w, l.target_site_budget_w, l.reserve_w, l.TargetReserveW()));
+    }
     l.site_budget_w = l.target_site_budget_w;
+    l.reserve_w = l.TargetReserveW();
+    l.target_reserve_w = -1.0;
     out.changed = true;
   }
   // Holds: a changed one rewrites the grant (the watts unchanged).

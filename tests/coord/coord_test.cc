@@ -241,6 +241,30 @@ TEST(Layout, ValuesCarryTheirVersionAndANewerOneIsRefused) {
   }
 }
 
+TEST(Layout, TheTargetAndTheLedgersPendingReserveRoundTrip) {
+  Target t{1200, 100, "c0:target:1"};
+  auto back = TargetFromJson(ToJson(t), "target");
+  ASSERT_TRUE(back) << back.error().message();
+  EXPECT_EQ(back->site_budget_w, 1200);
+  EXPECT_EQ(back->reserve_w, 100);
+  EXPECT_EQ(back->request_id, "c0:target:1");
+  auto bad = TargetFromJson(R"({"site_budget_w":100,"reserve_w":100,"request_id":""})", "t");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message(), "t: field 'reserve_w': expected below site_budget_w");
+  Ledger l;
+  l.reserve_w = 50;
+  auto plain = LedgerFromJson(ToJson(l), "ledger");
+  ASSERT_TRUE(plain);
+  EXPECT_LT(plain->target_reserve_w, 0.0);  // none pending
+  EXPECT_EQ(plain->TargetReserveW(), 50);
+  l.target_reserve_w = 200;
+  l.target_revision = 9;
+  auto pending = LedgerFromJson(ToJson(l), "ledger");
+  ASSERT_TRUE(pending);
+  EXPECT_EQ(pending->TargetReserveW(), 200);
+  EXPECT_EQ(pending->target_revision, 9);
+}
+
 // ---- Plan ----
 
 TEST(Allocate, FloorsThenProportionalToDemandAboveFloorCappedAtDemand) {

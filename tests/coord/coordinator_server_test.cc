@@ -428,6 +428,11 @@ TEST_F(CoordinatorServerTest, PostSiteBudgetNeedsTheTokenAndAGoodBody) {
   expect(PostBudget(r, "not json"), 400, "body");
   expect(PostBudget(r, "[1200]"), 400, "body");
   expect(PostBudget(r, "{}"), 400, "site_budget_w: missing");
+  expect(PostBudget(r, R"({"reserve_w": -1})"), 400, "reserve_w");
+  expect(PostBudget(r, R"({"reserve_w": null})"), 400, "reserve_w");
+  // A reserve at or above the budget; the budget less a larger reserve below the floors.
+  expect(PostBudget(r, R"({"site_budget_w": 1000, "reserve_w": 1000})"), 400, "reserve_w");
+  expect(PostBudget(r, R"({"reserve_w": 800})"), 400, "below the floors");
   expect(PostBudget(r, R"({"site_budget_w": "1200"})"), 400, "site_budget_w");
   expect(PostBudget(r, R"({"site_budget_w": true})"), 400, "site_budget_w");
   expect(PostBudget(r, R"({"site_budget_w": null})"), 400, "site_budget_w");
@@ -444,15 +449,66 @@ TEST_F(CoordinatorServerTest, PostSiteBudgetNeedsTheTokenAndAGoodBody) {
   Step(r, 2);
   EXPECT_DOUBLE_EQ(StoredLedger().target_site_budget_w, kSiteW);
 
+  // 202 once the target is in the store (its own key, with the revision that wrote it).
   httplib::Result ok = PostBudget(r, R"({"site_budget_w": 1200})");
   ASSERT_TRUE(ok);
-  ASSERT_EQ(ok->status, 200) << ok->body;
+  ASSERT_EQ(ok->status, 202) << ok->body;
   const json j = json::parse(ok->body);
-  EXPECT_DOUBLE_EQ(j["site_budget_w"].get<double>(), 1200.0);
-  EXPECT_DOUBLE_EQ(j["in_force_w"].get<double>(), kSiteW);
+  EXPECT_DOUBLE_EQ(j["target_site_budget_w"].get<double>(), 1200.0);
+  EXPECT_DOUBLE_EQ(j["reserve_w"].get<double>(), kReserveW);
+  auto target = store_.Get("/headroom/s/target", false);
+  ASSERT_TRUE(target && target->kvs.size() == 1u);
+  EXPECT_EQ(target->kvs[0].mod_revision, j["revision"].get<int64_t>());
+  auto t = TargetFromJson(target->kvs[0].value, "target");
+  ASSERT_TRUE(t) << t.error().message();
+  EXPECT_DOUBLE_EQ(t->site_budget_w, 1200.0);
   Step(r, 2);
   EXPECT_DOUBLE_EQ(StoredLedger().site_budget_w, 1200.0);  // an increase: in force at once
   EXPECT_DOUBLE_EQ(GetJson(r, "/v1/status")["site_budget_w"].get<double>(), 1200.0);
+  EXPECT_EQ(StoredLedger().target_revision, j["revision"].get<int64_t>());
+
+  // The reserve alone: a decrease is in force at once, an increase once the held watts fit.
+  ok = PostBudget(r, R"({"reserve_w": 50})");
+  ASSERT_TRUE(ok);
+  ASSERT_EQ(ok->status, 202) << ok->body;
+  EXPECT_DOUBLE_EQ(json::parse(ok->body)["target_site_budget_w"].get<double>(), 1200.0);
+  Step(r, 2);
+  EXPECT_DOUBLE_EQ(StoredLedger().reserve_w, 50.0);
+  ok = PostBudget(r, R"({"reserve_w": 300})");
+  ASSERT_TRUE(ok);
+  ASSERT_EQ(ok->status, 202) << ok->body;
+  Step(r, 2);
+  Ledger l = StoredLedger();
+  EXPECT_DOUBLE_EQ(l.TargetReserveW(), 300.0);
+  EXPECT_LE(l.HeldW(), l.site_budget_w - l.reserve_w + 1e-6);
+  AckGrants();
+  Step(r, 2);
+  l = StoredLedger();
+  EXPECT_DOUBLE_EQ(l.reserve_w, 300.0);
+  EXPECT_LT(l.target_reserve_w, 0.0);
+  EXPECT_LE(l.HeldW(), 1200.0 - 300.0 + 1e-6);
+}
+
+// Issue 32, F4: a request answered is not lost with the leader that took it. The target is in
+// the store before the answer; a new leader applies it.
+TEST_F(CoordinatorServerTest, ATargetWrittenSurvivesTheLeaderThatTookIt) {
+  TwoJobs();
+  Replica first = StartReplica("c0");
+  Step(first, 3);
+  AckGrants();
+  httplib::Result ok = PostBudget(first, R"({"site_budget_w": 700})");
+  ASSERT_TRUE(ok);
+  ASSERT_EQ(ok->status, 202) << ok->body;
+  // The leader goes before its next period (its lease revoked: no resignation of its own).
+  first.host->Resign();
+  Replica second = StartReplica("c1");
+  Step(second, 2);
+  AckGrants();
+  Step(second, 2);
+  const Ledger l = StoredLedger();
+  EXPECT_DOUBLE_EQ(l.target_site_budget_w, 700.0);
+  EXPECT_DOUBLE_EQ(l.site_budget_w, 700.0);
+  EXPECT_LE(l.HeldW(), 700.0 - kReserveW + 1e-6);
 }
 
 TEST_F(CoordinatorServerTest, ADecreaseIsInForceOnceTheMembersAcknowledge) {
@@ -463,7 +519,7 @@ TEST_F(CoordinatorServerTest, ADecreaseIsInForceOnceTheMembersAcknowledge) {
   Step(r, 2);
   httplib::Result ok = PostBudget(r, R"({"site_budget_w": 700})");
   ASSERT_TRUE(ok);
-  ASSERT_EQ(ok->status, 200) << ok->body;
+  ASSERT_EQ(ok->status, 202) << ok->body;
   Step(r, 2);
   Ledger l = StoredLedger();
   EXPECT_DOUBLE_EQ(l.target_site_budget_w, 700.0);
@@ -556,7 +612,7 @@ TEST_F(CoordinatorServerTest, RoutesMethodsAndHosts) {
   EXPECT_EQ(allowed->status, 200);
   httplib::Result open = PostBudget(r, R"({"site_budget_w": 1500})", "");
   ASSERT_TRUE(open);
-  EXPECT_EQ(open->status, 200) << open->body;
+  EXPECT_EQ(open->status, 202) << open->body;
 }
 
 TEST(CoordinatorServerBind, ASecondServerOnAPortInUseFails) {

@@ -3,6 +3,8 @@
 // layout), read back from etcd -- the store, not the coordinator's memory, is what is checked.
 // Each test fails on the code before the fix it covers (named per test).
 #include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -57,13 +59,19 @@ class SiteSafety : public ::testing::Test {
     keys_.emplace(site_);
   }
 
-  void StartCoordinator(double site_budget_w) {
-    coordinator_ = std::make_unique<Process>(
+  // A replica of the coordinator binary; its API's port in *port (0: it did not start).
+  std::unique_ptr<Process> StartReplica(double site_budget_w, const std::string& period_s,
+                                        int* port) {
+    auto p = std::make_unique<Process>(
         HEADROOM_BINARY,
         std::vector<std::string>{"coordinator", "--etcd", etcd_->endpoints(), "--site", site_,
                                  "--site-budget-w", std::to_string(site_budget_w), "--period-s",
-                                 "0.2", "--lease-ttl-s", "2", "--listen", "127.0.0.1:0"});
-    port_ = coordinator_->ListenPort(std::chrono::seconds(20));
+                                 period_s, "--lease-ttl-s", "2", "--listen", "127.0.0.1:0"});
+    *port = p->ListenPort(std::chrono::seconds(20));
+    return p;
+  }
+  void StartCoordinator(double site_budget_w) {
+    coordinator_ = StartReplica(site_budget_w, "0.2", &port_);
     ASSERT_GT(port_, 0) << coordinator_->Stderr();
   }
 
@@ -228,6 +236,59 @@ TEST_F(SiteSafety, AGrantKeyThatDiffersFromTheLedgerIsWrittenAgainPastItsSeq) {
   const Ledger l = *ReadLedger();
   EXPECT_GT(l.seq, forged.seq);
   EXPECT_LE(l.HeldW(), 1000 + 1e-6);
+}
+
+// F4: a POST /v1/site-budget answered 200 was lost when its leader went before its next
+// write. Now it is answered 202 once the target is in the store, and the next leader applies
+// it. F6 (in part): a ledger rebuilt after it was deleted starts from the operator's target,
+// not from the leading replica's --site-budget-w.
+TEST_F(SiteSafety, ASiteBudgetAnsweredSurvivesItsLeaderKilledAtOnce) {
+  // Periods of 1 s: the leader is killed well before it would have applied the request.
+  std::vector<std::unique_ptr<Process>> replicas;
+  std::vector<int> ports(2, 0);
+  for (int i = 0; i < 2; ++i) {
+    replicas.push_back(StartReplica(1000, "1", &ports[i]));
+    ASSERT_GT(ports[i], 0) << replicas.back()->Stderr();
+  }
+  Join("a", 100, 600);
+  Join("b", 100, 600);
+  ASSERT_TRUE(LedgerHas([](const Ledger& l) {
+    return std::abs(GrantOf(l, "a") - 500) < 1e-6 && std::abs(GrantOf(l, "b") - 500) < 1e-6;
+  })) << replicas[0]->Stderr() << replicas[1]->Stderr();
+  int leader = -1;
+  ASSERT_TRUE(WaitFor([&] {
+    for (int i = 0; i < 2; ++i) {
+      const std::optional<json> st = StatusOf(ports[i]);
+      if (st && (*st)["role"] == "leader") leader = i;
+    }
+    return leader >= 0;
+  }));
+
+  httplib::Client c("127.0.0.1", ports[leader]);
+  c.set_read_timeout(5);
+  httplib::Result res = c.Post("/v1/site-budget", R"({"site_budget_w": 700})", "application/json");
+  replicas[leader]->Kill(SIGKILL);
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 202) << res->body;
+  const json answer = json::parse(res->body, nullptr, false);
+  EXPECT_DOUBLE_EQ(answer.value("target_site_budget_w", 0.0), 700.0) << res->body;
+  EXPECT_GT(answer.value("revision", int64_t{0}), 0) << res->body;
+
+  // The other replica leads once the lease runs out, and applies it: the grants come down
+  // (acknowledged), then 700 W is in force.
+  const int other = 1 - leader;
+  EXPECT_TRUE(LedgerHas([](const Ledger& l) {
+    return std::abs(l.site_budget_w - 700) < 1e-6 && l.HeldW() <= 700 + 1e-6;
+  })) << replicas[other]->Stderr();
+
+  // The ledger deleted (an operator's `etcdctl del`): the new one starts from the target.
+  ASSERT_TRUE(store_->Delete(keys_->ledger()));
+  EXPECT_TRUE(LedgerHas([](const Ledger& l) {
+    return std::abs(l.target_site_budget_w - 700) < 1e-6 && l.jobs.size() == 2;
+  })) << replicas[other]->Stderr();
+  EXPECT_NE(replicas[other]->Stderr().find("a new ledger from the operator's last target"),
+            std::string::npos)
+      << replicas[other]->Stderr();
 }
 
 }  // namespace

@@ -302,9 +302,18 @@ TEST_F(DilocoLocal, ASlurmWorkerIsSuspendedAndResumedByTheCoordinator) {
     }
     return out;
   };
-  const std::string stopped = states();
-  EXPECT_FALSE(stopped.empty());
-  EXPECT_EQ(stopped.find_first_not_of('T'), std::string::npos) << stopped;
+  // slurmctld says SUSPENDED when it has told slurmd to stop the job: the SIGSTOPs follow, so
+  // wait for every process to be stopped (seen once with one still 'S' under ASan on a loaded
+  // machine).
+  std::string stopped;
+  EXPECT_TRUE(headroom::coord::slurm_test::SlurmCluster::WaitFor(
+      [&] {
+        stopped = states();
+        return !stopped.empty() && stopped.find_first_not_of('T') == std::string::npos;
+      },
+      10))
+      << "process states: " << stopped;
+  EXPECT_EQ(slurm->State(id), "SUSPENDED");
   // Back to little: resumed, and granted again.
   phase = "train";
   ASSERT_TRUE(step_until([&] { return slurm->State(id) == "RUNNING"; }, 30)) << slurm->State(id);

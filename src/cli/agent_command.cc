@@ -29,6 +29,7 @@
 #include "agent/runner.h"
 #include "agent/server.h"
 #include "cli/commands.h"
+#include "cli/etcd_options.h"
 #include "cli/stop_signal.h"
 #include "cli/token_options.h"
 #include "common/paths.h"
@@ -92,6 +93,7 @@ struct AgentArgs {
   bool restore_limits = false;
   // A member of a site (docs/FLEET.md).
   std::string fleet;
+  EtcdOptions etcd_options;  // --etcd-cacert, --etcd-cert, --etcd-key, --etcd-user, ...
   std::string site;
   std::string job;
   int64_t lease_ttl_s = 3;
@@ -150,7 +152,10 @@ Status RestoreFromStateFile(const std::string& path, const std::string& library,
 // is unreachable at start runs on its local budget and keeps trying (docs/FLEET.md).
 class LazyStore final : public coord::Store {
  public:
-  explicit LazyStore(std::string endpoints) : endpoints_(std::move(endpoints)) {}
+  LazyStore(std::string endpoints, coord::EtcdCredentials credentials, coord::EtcdTls tls)
+      : endpoints_(std::move(endpoints)),
+        credentials_(std::move(credentials)),
+        tls_(std::move(tls)) {}
   Result<coord::RangeResult> Get(const std::string& key, bool prefix) override {
     auto s = Open();
     if (!s) return std::move(s).error();
@@ -204,12 +209,14 @@ class LazyStore final : public coord::Store {
   // Only the fleet thread calls the store.
   Result<coord::Store*> Open() {
     if (store_) return store_.get();
-    auto opened = coord::EtcdStore::Open(endpoints_);
+    auto opened = coord::EtcdStore::Open(endpoints_, 2.0, credentials_, tls_);
     if (!opened) return std::move(opened).error();
     store_ = std::move(*opened);
     return store_.get();
   }
   const std::string endpoints_;
+  const coord::EtcdCredentials credentials_;
+  const coord::EtcdTls tls_;
   std::unique_ptr<coord::EtcdStore> store_;
 };
 
@@ -244,9 +251,24 @@ Status RunAgent(const AgentArgs& args) {
     if (!fleet || args.site.empty() || args.job.empty()) {
       return Error::Usage("--fleet, --site and --job: give all three to join a site");
     }
-    if (args.fleet.rfind("etcd://", 0) != 0) {
-      return Error::Usage(
-          fmt::format("--fleet '{}': expected etcd://HOST:PORT[,HOST:PORT...]", args.fleet));
+    if (args.fleet.rfind("etcd://", 0) != 0 && args.fleet.rfind("etcds://", 0) != 0) {
+      return Error::Usage(fmt::format(
+          "--fleet '{}': expected etcd://HOST:PORT[,HOST:PORT...] (etcds:// with TLS)",
+          args.fleet));
+    }
+    const coord::EtcdTls tls{args.etcd_options.cacert, args.etcd_options.cert,
+                             args.etcd_options.key};
+    if (auto st = coord::CheckEtcdAccess(args.fleet, tls); !st) {
+      const Error& e = st.error();
+      if (e.kind() == ErrorKind::kUsage) {
+        return Error::Usage(fmt::format("--fleet: {}", e.message()));
+      }
+      return e;
+    }
+    if (auto c = coord::ReadEtcdCredentials(args.etcd_options.user,
+                                            args.etcd_options.password_file);
+        !c) {
+      return std::move(c).error();
     }
     if (auto st = coord::CheckName(args.site, "--site"); !st) return st;
     if (auto st = coord::CheckName(args.job, "--job"); !st) return st;
@@ -589,7 +611,10 @@ Status RunAgent(const AgentArgs& args) {
   std::optional<agent::FleetBudget> fleet_budget;
   if (member_config) {
     shared.budget = nullptr;  // the site sets the budget: POST /v1/budget is not served
-    fleet_store.emplace("http://" + args.fleet.substr(std::string_view("etcd://").size()));
+    fleet_store.emplace(
+        args.fleet,
+        *coord::ReadEtcdCredentials(args.etcd_options.user, args.etcd_options.password_file),
+        coord::EtcdTls{args.etcd_options.cacert, args.etcd_options.cert, args.etcd_options.key});
     member.emplace(*fleet_store, *member_config, SteadyNowS,
                    [&log](const std::string& line) { log(line); });
     shared.fleet = [&member] {
@@ -884,7 +909,9 @@ Command SetupAgent(CLI::App& app) {
                "Only restore the power limits a killed agent left in --guard-state, and exit "
                "(systemd's ExecStopPost)");
   app.add_option("--fleet", a->fleet,
-                 "Join a site: its etcd, etcd://HOST:PORT[,HOST:PORT...] (docs/FLEET.md)");
+                 "Join a site: its etcd, etcd://HOST:PORT[,HOST:PORT...] (etcds:// with TLS; "
+                 "docs/FLEET.md)");
+  AddEtcdOptions(app, &a->etcd_options);
   app.add_option("--site", a->site, "The site's name (with --fleet)");
   app.add_option("--job", a->job, "This job's name at the site, unique there (with --fleet)");
   app.add_option("--lease-ttl-s", a->lease_ttl_s, "The membership lease's TTL (with --fleet)")

@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/etcd_options.h"
 #include "cli/scheduling_options.h"
 #include "cli/stop_signal.h"
 #include "cli/token_options.h"
@@ -51,6 +52,7 @@ struct CoordinatorArgs {
   std::string site;
   double site_budget_w = 0.0;
   double reserve_w = 0.0;
+  EtcdOptions etcd_options;
   double period_s = 1.0;
   int64_t lease_ttl_s = 3;
   std::string listen = "127.0.0.1:9500";
@@ -155,12 +157,9 @@ Status RunCoordinator(const CoordinatorArgs& args) {
 
   // From here on, signals stop the loop; the server's threads inherit their mask.
   StopSignal signals(log, "resigning the lead first");
-  auto store = coord::EtcdStore::Open(args.etcd, kEtcdTimeoutS);
-  if (!store) {
-    const Error& e = store.error();
-    if (e.kind() == ErrorKind::kUsage) return Error::Usage(fmt::format("--etcd: {}", e.message()));
-    return Error::Io(fmt::format("cannot reach etcd at start: {}", e.message()));
-  }
+  auto store = OpenEtcd(args.etcd, "--etcd", kEtcdTimeoutS, args.etcd_options,
+                        coord::Keys(args.site).root);
+  if (!store) return std::move(store).error();
 
   coord::CoordinatorApiConfig api;
   api.token = *token;
@@ -235,7 +234,9 @@ Status RunCoordinator(const CoordinatorArgs& args) {
 
 Command SetupCoordinator(CLI::App& app) {
   auto a = std::make_shared<CoordinatorArgs>();
-  app.add_option("--etcd", a->etcd, "etcd members, URL[,URL...] (http://host:port)")->required();
+  app.add_option("--etcd", a->etcd, "etcd members, URL[,URL...] (http(s)://host:port)")
+      ->required();
+  AddEtcdOptions(app, &a->etcd_options);
   app.add_option("--site", a->site, "The site's name (letters, digits, '.', '_', '-')")->required();
   app.add_option("--site-budget-w", a->site_budget_w,
                  "The site budget (whole jobs: GPUs and node overhead), used when the site has "

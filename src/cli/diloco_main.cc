@@ -29,6 +29,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/etcd_options.h"
 #include "common/atomic_file.h"
 #include "coord/batch_scheduler.h"
 #include "coord/etcd_store.h"
@@ -79,9 +80,9 @@ struct Args {
   std::string key_file;
   std::string compress = "int8";
   std::string hostile = "none";
-  std::string etcd_user;
-  std::string etcd_password_file;
+  headroom::cli::EtcdOptions etcd_options;  // --etcd-cacert ... --etcd-password-file
   headroom::coord::EtcdCredentials credentials;
+  headroom::coord::EtcdTls tls;
   bool json_out = false;
   // An opportunistic member of a site's coordinator (docs/DILOCO.md, "On spare power").
   std::string fleet;  // etcd://HOST:PORT[,HOST:PORT...]
@@ -109,9 +110,7 @@ dist::ModelFactory ModelOf(const Args& a, const lm::Corpus& corpus) {
 void AddWorkerOptions(CLI::App& app, Args& a, bool need_etcd) {
   auto* etcd = app.add_option("--etcd", a.etcd, "etcd endpoints (http://127.0.0.1:2379,...)");
   if (need_etcd) etcd->required();
-  app.add_option("--etcd-user", a.etcd_user, "etcd user (its v3 auth)");
-  app.add_option("--etcd-password-file", a.etcd_password_file,
-                 "The file whose first line is the etcd user's password");
+  headroom::cli::AddEtcdOptions(app, &a.etcd_options);
   app.add_option("--run", a.w.run, "The run's name (its keys in etcd)")->capture_default_str();
   app.add_option("--data", a.data, "Corpus directory (train.txt, val.txt)")->capture_default_str();
   app.add_option("--out", a.out, "Directory for the worker's JSON and the final checkpoint");
@@ -181,13 +180,17 @@ Status Resolve(Args& a, const std::string& mode) {
     if (key.size() < 16) return Error::Input(a.key_file + ": a key of at least 16 bytes, please");
     a.w.key.assign(key.begin(), key.end());
   }
-  auto credentials = headroom::coord::ReadEtcdCredentials(a.etcd_user, a.etcd_password_file);
+  auto credentials = headroom::coord::ReadEtcdCredentials(a.etcd_options.user,
+                                                          a.etcd_options.password_file);
   if (!credentials) return credentials.error();
   a.credentials = *credentials;
+  a.tls = {a.etcd_options.cacert, a.etcd_options.cert, a.etcd_options.key};
   if (a.fleet.empty() != a.site.empty()) return Error::Usage("--fleet and --site go together");
   if (!a.fleet.empty()) {
-    if (!a.fleet.starts_with("etcd://") || a.fleet.size() == 7) {
-      return Error::Usage("--fleet '" + a.fleet + "': expected etcd://HOST:PORT[,HOST:PORT...]");
+    if (!(a.fleet.starts_with("etcd://") && a.fleet.size() > 7) &&
+        !(a.fleet.starts_with("etcds://") && a.fleet.size() > 8)) {
+      return Error::Usage("--fleet '" + a.fleet +
+                          "': expected etcd://HOST:PORT[,HOST:PORT...] (etcds:// with TLS)");
     }
     if (auto st = headroom::coord::CheckName(a.site, "--site"); !st) return st;
     if (!a.fleet_job.empty()) {
@@ -284,7 +287,7 @@ Status RunWorkerCommand(Args& a, const std::string& mode) {
   if (auto s = Resolve(a, mode); !s) return s;
   auto corpus = lm::LoadCorpus(a.data, static_cast<std::size_t>(a.w.seq_len) + 1);
   if (!corpus) return corpus.error();
-  auto store = headroom::coord::EtcdStore::Open(a.etcd, kEtcdTimeoutS, a.credentials);
+  auto store = headroom::coord::EtcdStore::Open(a.etcd, kEtcdTimeoutS, a.credentials, a.tls);
   if (!store) return store.error();
   headroom::coord::Store& st = **store;
   dist::CommFactory comm = [&st](const std::string& prefix, int rank, int size, double timeout_s) {
@@ -299,7 +302,11 @@ Status RunWorkerCommand(Args& a, const std::string& mode) {
   std::unique_ptr<headroom::coord::EtcdStore> fleet_store;
   std::unique_ptr<dist::FleetPower> power;
   if (!a.fleet.empty()) {
-    auto fs = headroom::coord::EtcdStore::Open(a.fleet, kEtcdTimeoutS, {});  // takes etcd://
+    // The site's etcd: plain (etcd://), or with the same TLS and user as the run's (etcds://).
+    const bool site_tls = a.fleet.starts_with("etcds://");
+    auto fs = headroom::coord::EtcdStore::Open(
+        a.fleet, kEtcdTimeoutS, site_tls ? a.credentials : headroom::coord::EtcdCredentials{},
+        site_tls ? a.tls : headroom::coord::EtcdTls{});
     if (!fs) return fs.error();
     fleet_store = std::move(*fs);
     dist::FleetPowerConfig fc;
@@ -484,9 +491,12 @@ std::vector<std::string> WorkerArgv(const Args& a, const std::string& mode, cons
   add("--threads", std::to_string(w.threads));
   if (!a.key_file.empty()) add("--key-file", a.key_file);
   if (!a.init_checkpoint.empty()) add("--init-checkpoint", a.init_checkpoint);
-  if (!a.etcd_user.empty()) {
-    add("--etcd-user", a.etcd_user);
-    add("--etcd-password-file", a.etcd_password_file);
+  const headroom::cli::EtcdOptions& eo = a.etcd_options;
+  for (const auto& [flag, value] :
+       {std::pair{"--etcd-user", eo.user}, std::pair{"--etcd-password-file", eo.password_file},
+        std::pair{"--etcd-cacert", eo.cacert}, std::pair{"--etcd-cert", eo.cert},
+        std::pair{"--etcd-key", eo.key}}) {
+    if (!value.empty()) add(flag, value);
   }
   add("--seed", std::to_string(w.seed));
   add("--lease-ttl-s", fmt::format("{}", w.lease_ttl_s));
@@ -634,7 +644,7 @@ Status RunLocal(Args& a, int workers, const std::string& mode, const std::string
   }
   std::error_code ec;
   std::filesystem::create_directories(out, ec);
-  auto store_r = headroom::coord::EtcdStore::Open(url, kEtcdTimeoutS, a.credentials);
+  auto store_r = headroom::coord::EtcdStore::Open(url, kEtcdTimeoutS, a.credentials, a.tls);
   if (!store_r) return store_r.error();
   auto& store = **store_r;
 
@@ -842,8 +852,7 @@ struct ControlArgs {
   double duty = -1;
   bool leave = false;
   bool rejoin = false;
-  std::string etcd_user;
-  std::string etcd_password_file;
+  headroom::cli::EtcdOptions etcd_options;
 };
 
 Status RunControl(const ControlArgs& c) {
@@ -852,9 +861,12 @@ Status RunControl(const ControlArgs& c) {
     return Error::Usage("--threads: 1 to 256");
   }
   if (c.duty != -1 && (c.duty <= 0 || c.duty > 1)) return Error::Usage("--duty: in (0, 1]");
-  auto credentials = headroom::coord::ReadEtcdCredentials(c.etcd_user, c.etcd_password_file);
+  auto credentials = headroom::coord::ReadEtcdCredentials(c.etcd_options.user,
+                                                          c.etcd_options.password_file);
   if (!credentials) return credentials.error();
-  auto store = headroom::coord::EtcdStore::Open(c.etcd, kEtcdTimeoutS, *credentials);
+  auto store = headroom::coord::EtcdStore::Open(
+      c.etcd, kEtcdTimeoutS, *credentials,
+      {c.etcd_options.cacert, c.etcd_options.cert, c.etcd_options.key});
   if (!store) return store.error();
   const std::string key = dist::RunPrefix(c.run) + "control/" + c.worker;
   auto old = (*store)->Get(key);
@@ -909,9 +921,7 @@ int main(int argc, char** argv) {
   control->add_option("--duty", control_args.duty, "Fraction of time computing, (0, 1]");
   control->add_flag("--leave", control_args.leave, "Leave at the next round boundary");
   control->add_flag("--rejoin", control_args.rejoin, "Come back (through a donor)");
-  control->add_option("--etcd-user", control_args.etcd_user, "etcd user");
-  control->add_option("--etcd-password-file", control_args.etcd_password_file,
-                      "The etcd user's password, first line");
+  headroom::cli::AddEtcdOptions(*control, &control_args.etcd_options);
   auto* replay = app.add_subcommand(
       "replay", "A run's arithmetic for a membership schedule (round,workers), in one process");
   Args replay_args;

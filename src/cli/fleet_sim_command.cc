@@ -4,6 +4,7 @@
 
 #include "cli/budget_options.h"
 #include "cli/commands.h"
+#include "cli/etcd_options.h"
 #include "cli/progress.h"
 #include "cli/scheduling_options.h"
 #include "cli/trace_options.h"
@@ -24,6 +25,7 @@ struct FleetSimArgs {
   double duration_s = 3600.0;
   uint64_t seed = 1;
   std::string etcd;
+  EtcdOptions etcd_options;
   bool json = false;
   std::string report;
   std::string policies = "policies";
@@ -101,7 +103,7 @@ Status RunFleetSimCommand(const FleetSimArgs& args) {
   }
   std::unique_ptr<coord::EtcdStore> etcd;
   if (!args.etcd.empty()) {
-    auto opened = coord::EtcdStore::Open(args.etcd);
+    auto opened = OpenEtcd(args.etcd, "--etcd", 2.0, args.etcd_options);
     if (!opened) return std::move(opened).error();
     etcd = std::move(*opened);
   }
@@ -152,6 +154,7 @@ Command SetupFleetSim(CLI::App& app) {
   app.add_option("--etcd", a->etcd,
                  "A real etcd (URL[,URL...]) instead of the in-memory store; its keys under "
                  "/headroom/fleet-sim/ are replaced");
+  AddEtcdOptions(app, &a->etcd_options);
   app.add_flag("--json", a->json, "Print the result as JSON");
   app.add_option("--report", a->report, "Write an HTML report");
   app.add_option("--policies", a->policies,

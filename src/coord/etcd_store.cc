@@ -5,12 +5,15 @@
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <charconv>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -354,6 +357,15 @@ std::pair<time_t, time_t> SecondsAndMicros(double t_s) {
   return {static_cast<time_t>(whole_s), static_cast<time_t>((t_s - whole_s) * 1e6)};
 }
 
+// A client for one member: with TLS, etcd's CA (else the system's) and our certificate.
+std::unique_ptr<httplib::Client> NewClient(const std::string& url, const EtcdTls& tls) {
+  auto client = tls.cert_file.empty()
+                    ? std::make_unique<httplib::Client>(url)
+                    : std::make_unique<httplib::Client>(url, tls.cert_file, tls.key_file);
+  if (!tls.cacert_file.empty()) client->set_ca_cert_path(tls.cacert_file);
+  return client;
+}
+
 void Configure(httplib::Client& client, double timeout_s, double read_timeout_s) {
   client.set_tcp_nodelay(true);  // without it each request waits ~40 ms on delayed ACKs
   const auto [s, us] = SecondsAndMicros(timeout_s);
@@ -463,19 +475,40 @@ bool Writes(const std::vector<Op>& ops) {
 Result<std::vector<std::string>> ParseEndpoints(const std::string& text) {
   std::string_view rest = text;
   constexpr std::string_view kEtcdScheme = "etcd://";
-  if (rest.substr(0, kEtcdScheme.size()) == kEtcdScheme) rest.remove_prefix(kEtcdScheme.size());
+  constexpr std::string_view kEtcdsScheme = "etcds://";
+  // etcd:// and etcds:// name the scheme once, for the whole list.
+  std::string scheme = "http";
+  if (rest.substr(0, kEtcdScheme.size()) == kEtcdScheme) {
+    rest.remove_prefix(kEtcdScheme.size());
+  } else if (rest.substr(0, kEtcdsScheme.size()) == kEtcdsScheme) {
+    rest.remove_prefix(kEtcdsScheme.size());
+    scheme = "https";
+  }
   std::vector<std::string> urls;
+  std::string first_scheme;
   while (true) {
     const size_t comma = rest.find(',');
     std::string_view item = rest.substr(0, comma);
     while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
     while (!item.empty() && (item.back() == ' ' || item.back() == '/')) item.remove_suffix(1);
-    for (const std::string_view scheme : {kEtcdScheme, std::string_view("http://")}) {
-      if (item.substr(0, scheme.size()) == scheme) item.remove_prefix(scheme.size());
+    std::string item_scheme = scheme;
+    if (item.substr(0, 7) == "http://") {
+      item.remove_prefix(7);
+      item_scheme = "http";
+    } else if (item.substr(0, 8) == "https://") {
+      item.remove_prefix(8);
+      item_scheme = "https";
+    }
+    if (first_scheme.empty()) first_scheme = item_scheme;
+    if (item_scheme != first_scheme) {
+      return Error::Usage(fmt::format(
+          "etcd endpoints '{}': mix http:// and https://; expected one scheme for all", text));
     }
     const size_t colon = item.rfind(':');
     if (item.find("://") != std::string_view::npos) {
-      return Error::Usage(fmt::format("etcd endpoint '{}': only plain http:// is supported", item));
+      return Error::Usage(
+          fmt::format("etcd endpoint '{}': expected http:// or https:// (etcd:// or etcds://)",
+                      item));
     }
     int port = 0;
     const std::string_view port_text =
@@ -485,9 +518,9 @@ Result<std::vector<std::string>> ParseEndpoints(const std::string& text) {
     if (colon == 0 || colon == std::string_view::npos || ec != std::errc() ||
         end != port_text.data() + port_text.size() || port <= 0 || port > 65535) {
       return Error::Usage(fmt::format(
-          "etcd endpoint '{}' in '{}': expected host:port or http://host:port", item, text));
+          "etcd endpoint '{}' in '{}': expected host:port or http(s)://host:port", item, text));
     }
-    urls.push_back(fmt::format("http://{}", item));
+    urls.push_back(fmt::format("{}://{}", item_scheme, item));
     if (comma == std::string_view::npos) break;
     rest.remove_prefix(comma + 1);
   }
@@ -514,14 +547,39 @@ Result<EtcdCredentials> ReadEtcdCredentials(const std::string& user,
   return EtcdCredentials{user, password};
 }
 
+Status CheckEtcdAccess(const std::string& endpoints, const EtcdTls& tls) {
+  Result<std::vector<std::string>> urls = ParseEndpoints(endpoints);
+  if (!urls.ok()) return std::move(urls).error();
+  const bool any_tls = !tls.cacert_file.empty() || !tls.cert_file.empty() || !tls.key_file.empty();
+  if (any_tls && urls->front().rfind("https://", 0) != 0) {
+    return Error::Usage(fmt::format(
+        "--etcd-cacert, --etcd-cert and --etcd-key need https:// (or etcds://) endpoints, not "
+        "'{}'",
+        endpoints));
+  }
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return Error::Usage("--etcd-cert and --etcd-key go together (the client's certificate and key)");
+  }
+  for (const auto& [file, flag] : {std::pair{tls.cacert_file, "--etcd-cacert"},
+                                   std::pair{tls.cert_file, "--etcd-cert"},
+                                   std::pair{tls.key_file, "--etcd-key"}}) {
+    if (!file.empty() && access(file.c_str(), R_OK) != 0) {
+      return Error::Input(fmt::format("{}: cannot read ({}): {}", file, flag, std::strerror(errno)));
+    }
+  }
+  return OkStatus();
+}
+
 Result<std::unique_ptr<EtcdStore>> EtcdStore::Open(const std::string& endpoints, double timeout_s,
-                                                   const EtcdCredentials& credentials) {
+                                                   const EtcdCredentials& credentials,
+                                                   const EtcdTls& tls) {
   if (!(timeout_s > 0)) {
     return Error::Usage(fmt::format("etcd timeout {} s: must be positive", timeout_s));
   }
+  if (Status st = CheckEtcdAccess(endpoints, tls); !st) return std::move(st).error();
   Result<std::vector<std::string>> urls = ParseEndpoints(endpoints);
   if (!urls.ok()) return std::move(urls).error();
-  std::unique_ptr<EtcdStore> store(new EtcdStore(std::move(*urls), timeout_s, credentials));
+  std::unique_ptr<EtcdStore> store(new EtcdStore(std::move(*urls), timeout_s, credentials, tls));
   Result<Answer> status = store->Post("/v3/maintenance/status", "{}", Resend::kHarmless);
   if (!status.ok()) return std::move(status).error();
   if (!credentials.user.empty()) {
@@ -531,11 +589,15 @@ Result<std::unique_ptr<EtcdStore>> EtcdStore::Open(const std::string& endpoints,
   return store;
 }
 
-EtcdStore::EtcdStore(std::vector<std::string> urls, double timeout_s, EtcdCredentials credentials)
-    : urls_(std::move(urls)), timeout_s_(timeout_s), credentials_(std::move(credentials)) {
+EtcdStore::EtcdStore(std::vector<std::string> urls, double timeout_s, EtcdCredentials credentials,
+                     EtcdTls tls)
+    : urls_(std::move(urls)),
+      timeout_s_(timeout_s),
+      credentials_(std::move(credentials)),
+      tls_(std::move(tls)) {
   MutexLock lock(mu_);
   for (const std::string& url : urls_) {
-    auto client = std::make_unique<httplib::Client>(url);
+    auto client = NewClient(url, tls_);
     Configure(*client, timeout_s_, timeout_s_);
     client->set_keep_alive(true);
     clients_.push_back(std::move(client));
@@ -894,7 +956,8 @@ Result<WatchResult> EtcdStore::Watch(const std::string& key, bool prefix, int64_
     const std::string& url = urls_[i];
     WatchStream stream(fmt::format("etcd at {}: /v3/watch", url));
     // Its own connection: the stream is stopped by closing it, and it must not hold mu_.
-    httplib::Client client(url);
+    const std::unique_ptr<httplib::Client> owned = NewClient(url, tls_);
+    httplib::Client& client = *owned;
     Configure(client, timeout_s_, read_timeout_s);
     int status = 0;
     httplib::Request request = JsonPost("/v3/watch", body_text);

@@ -33,21 +33,38 @@ struct EtcdCredentials {
   std::string password;
 };
 
+// TLS to etcd, for https:// (or etcds://) endpoints: the CA that signed etcd's certificate
+// (empty: the system's CAs), and this client's certificate and key, for an etcd started with
+// --client-cert-auth (both or neither). etcd's certificate is verified, its host name too.
+struct EtcdTls {
+  std::string cacert_file;  // --etcd-cacert
+  std::string cert_file;    // --etcd-cert
+  std::string key_file;     // --etcd-key
+};
+
 // "USER:PASSWORD_FILE" (a user and the file holding the password on its first line): what
 // --etcd-user takes. An input error naming the file when it cannot be read.
 Result<EtcdCredentials> ReadEtcdCredentials(const std::string& user,
                                             const std::string& password_file);
 
+// The endpoints and TLS files as Open checks them, without connecting (a command's options are
+// checked before anything starts): Error::Usage or Error::Input as Open's.
+Status CheckEtcdAccess(const std::string& endpoints, const EtcdTls& tls);
+
 class EtcdStore final : public Store {
  public:
   // `endpoints`: comma-separated members, "http://127.0.0.1:2379,http://127.0.0.1:22379",
-  // "127.0.0.1:2379" or "etcd://host:port,host:port". Checks that one of them answers (an
-  // Error::Io naming them when none does). `timeout_s` bounds connecting and each wait for an
-  // answer (Watch waits up to its wait_s instead); not positive: Error::Usage.
-  // With `credentials`, Open authenticates too (an Error::Io saying so when etcd refuses them).
+  // "127.0.0.1:2379" or "etcd://host:port,host:port"; with TLS "https://host:port,..." or
+  // "etcds://host:port,..." (one scheme for all). Checks that one of them answers (an Error::Io
+  // naming them when none does). `timeout_s` bounds connecting and each wait for an answer
+  // (Watch waits up to its wait_s instead); not positive: Error::Usage. `tls` files on plain
+  // http endpoints, or a certificate without its key: Error::Usage; a file that cannot be
+  // read: Error::Input naming it. With `credentials`, Open authenticates too (an Error::Io
+  // saying so when etcd refuses them).
   static Result<std::unique_ptr<EtcdStore>> Open(const std::string& endpoints,
                                                  double timeout_s = 2.0,
-                                                 const EtcdCredentials& credentials = {});
+                                                 const EtcdCredentials& credentials = {},
+                                                 const EtcdTls& tls = {});
   ~EtcdStore() override;
   EtcdStore(const EtcdStore&) = delete;
   EtcdStore& operator=(const EtcdStore&) = delete;
@@ -73,7 +90,8 @@ class EtcdStore final : public Store {
   // Whether a request may be sent again after it may have reached a member.
   enum class Resend { kHarmless, kNever };
 
-  EtcdStore(std::vector<std::string> urls, double timeout_s, EtcdCredentials credentials);
+  EtcdStore(std::vector<std::string> urls, double timeout_s, EtcdCredentials credentials,
+            EtcdTls tls);
   struct Answer {
     std::string url;  // the member that answered
     std::string body;
@@ -86,9 +104,10 @@ class EtcdStore final : public Store {
   Status AuthenticateLocked() REQUIRES(mu_);
 
   // Constant after construction.
-  const std::vector<std::string> urls_;  // "http://host:port"
+  const std::vector<std::string> urls_;  // "http://host:port" or "https://host:port"
   const double timeout_s_;
   const EtcdCredentials credentials_;
+  const EtcdTls tls_;
 
   mutable Mutex mu_;
   std::vector<std::unique_ptr<httplib::Client>> clients_ GUARDED_BY(mu_);  // one per url

@@ -685,37 +685,30 @@ TEST(CoordinatorCli, BadOptionsAreOneLineAndExit2) {
     EXPECT_EQ(Lines(r.err), 1) << c.names << ": " << r.err;
     EXPECT_NE(r.err.find(c.names), std::string::npos) << r.err;
   }
-  const Ran bad_etcd = RunToEnd({"coordinator", "--etcd", "https://127.0.0.1:2379", "--site", "s",
-                                 "--site-budget-w", "1000"});
-  EXPECT_EQ(bad_etcd.exit_code, 2) << bad_etcd.err;
-  EXPECT_NE(bad_etcd.err.find("--etcd"), std::string::npos) << bad_etcd.err;
+  // The endpoints and the TLS options, before anything is reached.
+  for (const std::vector<std::string>& etcd :
+       {std::vector<std::string>{"--etcd", "http://127.0.0.1:1,https://127.0.0.1:2"},
+        std::vector<std::string>{"--etcd", "ftp://127.0.0.1:2379"},
+        std::vector<std::string>{"--etcd", "http://127.0.0.1:1", "--etcd-cacert", "/etc/hostname"},
+        std::vector<std::string>{"--etcd", "https://127.0.0.1:1", "--etcd-cert", "/etc/hostname"},
+        std::vector<std::string>{"--etcd", "http://127.0.0.1:1", "--etcd-user", "u"}}) {
+    std::vector<std::string> args = {"coordinator", "--site", "s", "--site-budget-w", "1000"};
+    args.insert(args.end(), etcd.begin(), etcd.end());
+    const Ran bad_etcd = RunToEnd(args);
+    EXPECT_EQ(bad_etcd.exit_code, 2) << etcd.back() << ": " << bad_etcd.err;
+    EXPECT_EQ(Lines(bad_etcd.err), 1) << bad_etcd.err;
+    EXPECT_NE(bad_etcd.err.find("--etcd"), std::string::npos) << bad_etcd.err;
+  }
+  const Ran unreadable = RunToEnd({"coordinator", "--site", "s", "--site-budget-w", "1000",
+                                   "--etcd", "https://127.0.0.1:1", "--etcd-cacert",
+                                   "/nonexistent/ca.pem"});
+  EXPECT_EQ(unreadable.exit_code, 1) << unreadable.err;
+  EXPECT_NE(unreadable.err.find("/nonexistent/ca.pem: cannot read (--etcd-cacert)"),
+            std::string::npos)
+      << unreadable.err;
 }
 
 #ifdef HEADROOM_HAVE_ETCD_CLUSTER
-
-std::string Base64(const std::string& in) {
-  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    const uint32_t v =
-        (uint32_t(uint8_t(in[i])) << 16) | (uint32_t(uint8_t(in[i + 1])) << 8) | uint8_t(in[i + 2]);
-    for (int k = 18; k >= 0; k -= 6) out += kAlphabet[(v >> k) & 63];
-  }
-  if (i + 1 == in.size()) {
-    const uint32_t v = uint32_t(uint8_t(in[i])) << 16;
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += "==";
-  } else if (i + 2 == in.size()) {
-    const uint32_t v = (uint32_t(uint8_t(in[i])) << 16) | (uint32_t(uint8_t(in[i + 1])) << 8);
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += kAlphabet[(v >> 6) & 63];
-    out += '=';
-  }
-  return out;
-}
 
 TEST(CoordinatorCli, TwoReplicasOneLeadsAndTheOtherTakesOverWhenItIsKilled) {
   using etcd_test::EtcdCluster;

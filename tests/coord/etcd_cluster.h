@@ -57,12 +57,19 @@ class EtcdCluster {
 
   // Starts `members` members and waits until each answers; nullopt and *why on failure (with
   // the end of the log of the member that failed).
-  static std::optional<EtcdCluster> Start(int members, std::string* why) {
+  // With TLS: each member also listens on https://127.0.0.1:tls_port with these files and
+  // --client-cert-auth (the plain port stays, for the test's own health checks and setup).
+  struct Tls {
+    std::string cert_file, key_file, ca_file;
+  };
+  static std::optional<EtcdCluster> Start(int members, std::string* why,
+                                          std::optional<Tls> tls = std::nullopt) {
     EtcdCluster cluster;
+    cluster.tls_ = std::move(tls);
     static int started = 0;
     cluster.token_ =
         Cat("headroom-test-", std::to_string(getpid()), "-", std::to_string(++started));
-    std::vector<int> ports = FreePorts(2 * members);
+    std::vector<int> ports = FreePorts(3 * members);
     if (ports.empty()) {
       *why = Cat("cannot find free loopback ports: ", std::strerror(errno));
       return std::nullopt;
@@ -78,6 +85,7 @@ class EtcdCluster {
       m.dir = pattern;
       m.client_port = ports[2 * i];
       m.peer_port = ports[2 * i + 1];
+      m.tls_port = ports[2 * members + i];
       if (i > 0) cluster.initial_cluster_ += ',';
       cluster.initial_cluster_ += Cat(m.name, "=", Url(m.peer_port));
       cluster.members_.push_back(std::move(m));
@@ -96,7 +104,8 @@ class EtcdCluster {
   EtcdCluster(EtcdCluster&& other) noexcept
       : token_(std::move(other.token_)),
         initial_cluster_(std::move(other.initial_cluster_)),
-        members_(std::move(other.members_)) {
+        members_(std::move(other.members_)),
+        tls_(std::move(other.tls_)) {
     other.members_.clear();
   }
   EtcdCluster& operator=(EtcdCluster&& other) noexcept {
@@ -105,6 +114,7 @@ class EtcdCluster {
       token_ = std::move(other.token_);
       initial_cluster_ = std::move(other.initial_cluster_);
       members_ = std::move(other.members_);
+      tls_ = std::move(other.tls_);
       other.members_.clear();
     }
     return *this;
@@ -117,6 +127,15 @@ class EtcdCluster {
   int size() const { return static_cast<int>(members_.size()); }
   std::string endpoint(int i) const { return Url(members_[i].client_port); }
   // Every member's client URL, comma-separated, in member order.
+  // The members' TLS endpoints, "https://127.0.0.1:P,..." (with Tls).
+  std::string tls_endpoints() const {
+    std::string out;
+    for (int i = 0; i < size(); ++i) {
+      if (i > 0) out += ',';
+      out += Cat("https://127.0.0.1:", std::to_string(members_[i].tls_port));
+    }
+    return out;
+  }
   std::string endpoints() const {
     std::string out;
     for (int i = 0; i < size(); ++i) {
@@ -204,6 +223,7 @@ class EtcdCluster {
     std::string dir;  // the data directory is dir/data, the log dir/etcd.log
     int client_port = 0;
     int peer_port = 0;
+    int tls_port = 0;  // with Tls
     pid_t pid = -1;
   };
 
@@ -251,12 +271,15 @@ class EtcdCluster {
 
   bool Launch(int i, bool existing, std::string* why) {
     const Member& m = members_[i];
-    const std::vector<std::string> args = {
+    const std::string client_urls =
+        tls_ ? Cat(Url(m.client_port), ",https://127.0.0.1:", std::to_string(m.tls_port))
+             : Url(m.client_port);
+    std::vector<std::string> args = {
         kEtcdBinary,
         Cat("--name=", m.name),
         Cat("--data-dir=", m.dir, "/data"),
-        Cat("--listen-client-urls=", Url(m.client_port)),
-        Cat("--advertise-client-urls=", Url(m.client_port)),
+        Cat("--listen-client-urls=", client_urls),
+        Cat("--advertise-client-urls=", client_urls),
         Cat("--listen-peer-urls=", Url(m.peer_port)),
         Cat("--initial-advertise-peer-urls=", Url(m.peer_port)),
         Cat("--initial-cluster=", initial_cluster_),
@@ -267,6 +290,12 @@ class EtcdCluster {
         "--logger=zap",
         "--log-outputs=stderr",
     };
+    if (tls_) {
+      args.push_back(Cat("--cert-file=", tls_->cert_file));
+      args.push_back(Cat("--key-file=", tls_->key_file));
+      args.push_back(Cat("--trusted-ca-file=", tls_->ca_file));
+      args.push_back("--client-cert-auth");
+    }
     const pid_t pid = test_support::SpawnLogged(kEtcdBinary, args, m.dir + "/etcd.log", why);
     if (pid < 0) return false;
     members_[i].pid = pid;
@@ -346,6 +375,7 @@ class EtcdCluster {
   std::string token_;            // unique per cluster, so members of two never join
   std::string initial_cluster_;  // "m0=http://127.0.0.1:P,..."
   std::vector<Member> members_;
+  std::optional<Tls> tls_;
 };
 
 }  // namespace headroom::coord::etcd_test

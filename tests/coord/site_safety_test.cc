@@ -5,9 +5,13 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -15,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "coord/etcd_store.h"
@@ -289,6 +294,108 @@ TEST_F(SiteSafety, ASiteBudgetAnsweredSurvivesItsLeaderKilledAtOnce) {
   EXPECT_NE(replicas[other]->Stderr().find("a new ledger from the operator's last target"),
             std::string::npos)
       << replicas[other]->Stderr();
+}
+
+// F8: the coordinator and the agent spoke only plain http:// to etcd, with no auth; against an
+// auth-enabled etcd the coordinator stayed a candidate forever, logging nothing. Now both reach
+// an etcd with TLS (client certificates required) and auth, with the same flags; a coordinator
+// that cannot authenticate, or cannot verify etcd's certificate, exits 1 with one line.
+TEST(SiteEtcd, TheCoordinatorAndAnAgentReachEtcdOverTlsWithAuth) {
+  if (!EtcdCluster::Available()) GTEST_SKIP() << "no " << etcd_test::kEtcdBinary;
+  if (access("/usr/bin/openssl", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/openssl";
+  char pattern[] = "/tmp/headroom-tls-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const std::string dir = pattern;
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    }
+  } cleanup{dir};
+  // A CA, etcd's certificate (for 127.0.0.1) and a client's, by openssl: P-256 keys, one day.
+  const std::string key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+  const std::vector<std::string> steps = {
+      "openssl req -x509 " + key + " -keyout ca.key -out ca.pem -days 1 -subj /CN=headroom-ca",
+      "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,"
+      "clientAuth\n' > server.ext",
+      "printf 'extendedKeyUsage=clientAuth\n' > client.ext",
+      "openssl req " + key + " -keyout server.key -out server.csr -subj /CN=127.0.0.1",
+      "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 "
+      "-extfile server.ext -out server.pem",
+      // No CommonName: etcd's JSON gateway refuses a client certificate with one while auth
+      // is on ("CommonName of client sending a request against gateway will be ignored").
+      "openssl req " + key + " -keyout client.key -out client.csr -subj /O=headroom-client",
+      "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 "
+      "-extfile client.ext -out client.pem",
+      "printf 'pw-of-headroom\n' > password && chmod 600 password"};
+  for (const std::string& step : steps) {
+    const std::string command = "cd " + dir + " && " + step + " > /dev/null 2>&1";
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  }
+  std::string why;
+  std::optional<EtcdCluster> etcd =
+      EtcdCluster::Start(1, &why, EtcdCluster::Tls{dir + "/server.pem", dir + "/server.key",
+                                                   dir + "/ca.pem"});
+  ASSERT_TRUE(etcd) << why;
+  // Auth on: the user "headroom" may read and write /headroom/ only.
+  ASSERT_EQ(etcd->EnableAuth("headroom", "pw-of-headroom", Base64("/headroom/"),
+                             Base64("/headroom0")),
+            "");
+  const std::string site = "tls-" + std::to_string(getpid());
+  const std::vector<std::string> tls = {"--etcd-cacert", dir + "/ca.pem", "--etcd-cert",
+                                        dir + "/client.pem", "--etcd-key", dir + "/client.key"};
+  const std::vector<std::string> auth = {"--etcd-user", "headroom", "--etcd-password-file",
+                                         dir + "/password"};
+  const auto coordinator = [&](bool with_tls_ca, bool with_auth) {
+    std::vector<std::string> args = {"coordinator",     "--etcd", etcd->tls_endpoints(),
+                                     "--site",          site,     "--site-budget-w",
+                                     "1000",            "--period-s", "0.2",
+                                     "--lease-ttl-s",   "2",      "--listen",
+                                     "127.0.0.1:0"};
+    for (size_t i = with_tls_ca ? 0 : 2; i < tls.size(); ++i) args.push_back(tls[i]);
+    if (with_auth) args.insert(args.end(), auth.begin(), auth.end());
+    return std::make_unique<Process>(HEADROOM_BINARY, args);
+  };
+
+  // Not authenticated (no user), or etcd's certificate unverified: one line, exit 1.
+  for (const auto& [with_ca, with_auth, says] :
+       {std::tuple{true, false, "etcd refuses to read /headroom/"},
+        std::tuple{false, true, "cannot reach etcd at start"}}) {
+    auto p = coordinator(with_ca, with_auth);
+    const std::optional<int> status = p->Wait(std::chrono::seconds(30));
+    ASSERT_TRUE(status) << p->Stderr();
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << p->Stderr();
+    const std::string err = p->Stderr();
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+    EXPECT_NE(err.find(says), std::string::npos) << err;
+  }
+
+  // With both: it leads, and an agent joins over etcds:// with the same flags.
+  auto leader = coordinator(true, true);
+  const int port = leader->ListenPort(std::chrono::seconds(20));
+  ASSERT_GT(port, 0) << leader->Stderr();
+  std::vector<std::string> agent_args = {
+      "agent",   "--source", "twin",       "--scenario",   "a100-7b-tp1",
+      "--controller", "pid", "--speed",    "1",            "--duration-s",
+      "120",     "--listen", "127.0.0.1:0", "--fleet",     "etcds://" + etcd->tls_endpoints().substr(8),
+      "--site",  site,       "--job",      "j1",           "--node-overhead-w",
+      "0",       "--floor-w", "200",       "--lease-ttl-s", "3"};
+  agent_args.insert(agent_args.end(), tls.begin(), tls.end());
+  agent_args.insert(agent_args.end(), auth.begin(), auth.end());
+  Process agent(HEADROOM_BINARY, agent_args);
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  bool admitted = false;
+  while (!admitted && Clock::now() < deadline) {
+    const std::optional<json> st = StatusOf(port);
+    if (st && (*st)["role"] == "leader") {
+      for (const json& j : (*st)["jobs"]) {
+        if (j.value("job", "") == "j1" && j.value("admitted", false)) admitted = true;
+      }
+    }
+    if (!admitted) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(admitted) << leader->Stderr() << agent.Stderr();
 }
 
 }  // namespace

@@ -1,0 +1,61 @@
+// The flags of every command that talks to etcd, the same everywhere (docs/FLEET.md, "etcd with
+// TLS and auth"): --etcd-cacert, --etcd-cert, --etcd-key (https:// or etcds:// endpoints),
+// --etcd-user, --etcd-password-file. Header-only: `headroom` and `headroom-diloco` both take them.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <memory>
+#include <string>
+
+#include "common/error.h"
+#include "coord/etcd_store.h"
+
+namespace headroom::cli {
+
+struct EtcdOptions {
+  std::string cacert, cert, key;
+  std::string user, password_file;
+};
+
+inline void AddEtcdOptions(CLI::App& app, EtcdOptions* o) {
+  app.add_option("--etcd-cacert", o->cacert,
+                 "CA certificate that signed etcd's (https:// endpoints; default: the system's)");
+  app.add_option("--etcd-cert", o->cert,
+                 "This client's certificate, for an etcd with --client-cert-auth (with --etcd-key)");
+  app.add_option("--etcd-key", o->key, "This client's private key (with --etcd-cert)");
+  app.add_option("--etcd-user", o->user, "etcd user (its v3 auth; with --etcd-password-file)");
+  app.add_option("--etcd-password-file", o->password_file,
+                 "File holding the etcd user's password on its first line (chmod 600)");
+}
+
+// Opens etcd at `endpoints` with the options; a usage error names `flag` (the endpoints' own).
+// With `probe_prefix`, reads it once: an etcd that refuses (auth on and no user, or a user
+// without the permission) is an error at start, not a replica that waits forever.
+inline Result<std::unique_ptr<coord::EtcdStore>> OpenEtcd(const std::string& endpoints,
+                                                          std::string_view flag, double timeout_s,
+                                                          const EtcdOptions& o,
+                                                          const std::string& probe_prefix = "") {
+  auto credentials = coord::ReadEtcdCredentials(o.user, o.password_file);
+  if (!credentials) return std::move(credentials).error();
+  const coord::EtcdTls tls{o.cacert, o.cert, o.key};
+  auto store = coord::EtcdStore::Open(endpoints, timeout_s, *credentials, tls);
+  if (!store) {
+    const Error& e = store.error();
+    if (e.kind() == ErrorKind::kUsage) return Error::Usage(fmt::format("{}: {}", flag, e.message()));
+    if (e.kind() == ErrorKind::kInput) return e;
+    return Error::Io(fmt::format("cannot reach etcd at start: {}", e.message()));
+  }
+  if (!probe_prefix.empty()) {
+    if (auto r = (*store)->Get(probe_prefix, /*prefix=*/true); !r) {
+      return Error::Io(fmt::format("etcd refuses to read {}: {}{}", probe_prefix,
+                                   r.error().message(),
+                                   o.user.empty() ? " (--etcd-user and --etcd-password-file)"
+                                                  : ""));
+    }
+  }
+  return store;
+}
+
+}  // namespace headroom::cli

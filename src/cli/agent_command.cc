@@ -252,9 +252,9 @@ Status RunAgent(const AgentArgs& args) {
       return Error::Usage("--fleet, --site and --job: give all three to join a site");
     }
     if (args.fleet.rfind("etcd://", 0) != 0 && args.fleet.rfind("etcds://", 0) != 0) {
-      return Error::Usage(fmt::format(
-          "--fleet '{}': expected etcd://HOST:PORT[,HOST:PORT...] (etcds:// with TLS)",
-          args.fleet));
+      return Error::Usage(
+          fmt::format("--fleet '{}': expected etcd://HOST:PORT[,HOST:PORT...] (etcds:// with TLS)",
+                      args.fleet));
     }
     const coord::EtcdTls tls{args.etcd_options.cacert, args.etcd_options.cert,
                              args.etcd_options.key};
@@ -265,8 +265,8 @@ Status RunAgent(const AgentArgs& args) {
       }
       return e;
     }
-    if (auto c = coord::ReadEtcdCredentials(args.etcd_options.user,
-                                            args.etcd_options.password_file);
+    if (auto c =
+            coord::ReadEtcdCredentials(args.etcd_options.user, args.etcd_options.password_file);
         !c) {
       return std::move(c).error();
     }

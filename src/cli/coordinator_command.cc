@@ -157,8 +157,8 @@ Status RunCoordinator(const CoordinatorArgs& args) {
 
   // From here on, signals stop the loop; the server's threads inherit their mask.
   StopSignal signals(log, "resigning the lead first");
-  auto store = OpenEtcd(args.etcd, "--etcd", kEtcdTimeoutS, args.etcd_options,
-                        coord::Keys(args.site).root);
+  auto store =
+      OpenEtcd(args.etcd, "--etcd", kEtcdTimeoutS, args.etcd_options, coord::Keys(args.site).root);
   if (!store) return std::move(store).error();
 
   coord::CoordinatorApiConfig api;
@@ -234,8 +234,7 @@ Status RunCoordinator(const CoordinatorArgs& args) {
 
 Command SetupCoordinator(CLI::App& app) {
   auto a = std::make_shared<CoordinatorArgs>();
-  app.add_option("--etcd", a->etcd, "etcd members, URL[,URL...] (http(s)://host:port)")
-      ->required();
+  app.add_option("--etcd", a->etcd, "etcd members, URL[,URL...] (http(s)://host:port)")->required();
   AddEtcdOptions(app, &a->etcd_options);
   app.add_option("--site", a->site, "The site's name (letters, digits, '.', '_', '-')")->required();
   app.add_option("--site-budget-w", a->site_budget_w,

@@ -180,8 +180,8 @@ Status Resolve(Args& a, const std::string& mode) {
     if (key.size() < 16) return Error::Input(a.key_file + ": a key of at least 16 bytes, please");
     a.w.key.assign(key.begin(), key.end());
   }
-  auto credentials = headroom::coord::ReadEtcdCredentials(a.etcd_options.user,
-                                                          a.etcd_options.password_file);
+  auto credentials =
+      headroom::coord::ReadEtcdCredentials(a.etcd_options.user, a.etcd_options.password_file);
   if (!credentials) return credentials.error();
   a.credentials = *credentials;
   a.tls = {a.etcd_options.cacert, a.etcd_options.cert, a.etcd_options.key};
@@ -861,8 +861,8 @@ Status RunControl(const ControlArgs& c) {
     return Error::Usage("--threads: 1 to 256");
   }
   if (c.duty != -1 && (c.duty <= 0 || c.duty > 1)) return Error::Usage("--duty: in (0, 1]");
-  auto credentials = headroom::coord::ReadEtcdCredentials(c.etcd_options.user,
-                                                          c.etcd_options.password_file);
+  auto credentials =
+      headroom::coord::ReadEtcdCredentials(c.etcd_options.user, c.etcd_options.password_file);
   if (!credentials) return credentials.error();
   auto store = headroom::coord::EtcdStore::Open(
       c.etcd, kEtcdTimeoutS, *credentials,

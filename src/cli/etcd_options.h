@@ -3,8 +3,8 @@
 // --etcd-user, --etcd-password-file. Header-only: `headroom` and `headroom-diloco` both take them.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <memory>
 #include <string>
@@ -22,8 +22,9 @@ struct EtcdOptions {
 inline void AddEtcdOptions(CLI::App& app, EtcdOptions* o) {
   app.add_option("--etcd-cacert", o->cacert,
                  "CA certificate that signed etcd's (https:// endpoints; default: the system's)");
-  app.add_option("--etcd-cert", o->cert,
-                 "This client's certificate, for an etcd with --client-cert-auth (with --etcd-key)");
+  app.add_option(
+      "--etcd-cert", o->cert,
+      "This client's certificate, for an etcd with --client-cert-auth (with --etcd-key)");
   app.add_option("--etcd-key", o->key, "This client's private key (with --etcd-cert)");
   app.add_option("--etcd-user", o->user, "etcd user (its v3 auth; with --etcd-password-file)");
   app.add_option("--etcd-password-file", o->password_file,
@@ -43,16 +44,16 @@ inline Result<std::unique_ptr<coord::EtcdStore>> OpenEtcd(const std::string& end
   auto store = coord::EtcdStore::Open(endpoints, timeout_s, *credentials, tls);
   if (!store) {
     const Error& e = store.error();
-    if (e.kind() == ErrorKind::kUsage) return Error::Usage(fmt::format("{}: {}", flag, e.message()));
+    if (e.kind() == ErrorKind::kUsage)
+      return Error::Usage(fmt::format("{}: {}", flag, e.message()));
     if (e.kind() == ErrorKind::kInput) return e;
     return Error::Io(fmt::format("cannot reach etcd at start: {}", e.message()));
   }
   if (!probe_prefix.empty()) {
     if (auto r = (*store)->Get(probe_prefix, /*prefix=*/true); !r) {
-      return Error::Io(fmt::format("etcd refuses to read {}: {}{}", probe_prefix,
-                                   r.error().message(),
-                                   o.user.empty() ? " (--etcd-user and --etcd-password-file)"
-                                                  : ""));
+      return Error::Io(
+          fmt::format("etcd refuses to read {}: {}{}", probe_prefix, r.error().message(),
+                      o.user.empty() ? " (--etcd-user and --etcd-password-file)" : ""));
     }
   }
   return store;

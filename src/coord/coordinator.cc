@@ -254,7 +254,8 @@ void Coordinator::Lead(double now_s) {
     }
     ledger = std::move(*l);
     ledger_rev = ledger_kv->mod_revision;
-    const bool budget_differs = std::abs(ledger.target_site_budget_w - config_.site_budget_w) > 1e-6;
+    const bool budget_differs =
+        std::abs(ledger.target_site_budget_w - config_.site_budget_w) > 1e-6;
     const bool reserve_differs = std::abs(ledger.TargetReserveW() - config_.reserve_w) > 1e-6;
     if ((budget_differs || reserve_differs) && status_.conflict.empty() && ledger.term != term_) {
       status_.conflict = fmt::format(
@@ -468,8 +469,7 @@ Result<TargetWritten> Coordinator::RequestTarget(std::optional<double> site_budg
   if (l && t.site_budget_w - t.reserve_w < l->FloorsW() - 1e-6) {
     return Error::Usage(fmt::format(
         "{}: {:.1f} W - reserve {:.1f} W is below the floors of the running jobs {:.1f} W",
-        site_budget_w ? "site_budget_w" : "reserve_w", t.site_budget_w, t.reserve_w,
-        l->FloorsW()));
+        site_budget_w ? "site_budget_w" : "reserve_w", t.site_budget_w, t.reserve_w, l->FloorsW()));
   }
   Target value;
   value.site_budget_w = t.site_budget_w;

@@ -9,9 +9,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -506,9 +506,8 @@ Result<std::vector<std::string>> ParseEndpoints(const std::string& text) {
     }
     const size_t colon = item.rfind(':');
     if (item.find("://") != std::string_view::npos) {
-      return Error::Usage(
-          fmt::format("etcd endpoint '{}': expected http:// or https:// (etcd:// or etcds://)",
-                      item));
+      return Error::Usage(fmt::format(
+          "etcd endpoint '{}': expected http:// or https:// (etcd:// or etcds://)", item));
     }
     int port = 0;
     const std::string_view port_text =
@@ -558,13 +557,15 @@ Status CheckEtcdAccess(const std::string& endpoints, const EtcdTls& tls) {
         endpoints));
   }
   if (tls.cert_file.empty() != tls.key_file.empty()) {
-    return Error::Usage("--etcd-cert and --etcd-key go together (the client's certificate and key)");
+    return Error::Usage(
+        "--etcd-cert and --etcd-key go together (the client's certificate and key)");
   }
-  for (const auto& [file, flag] : {std::pair{tls.cacert_file, "--etcd-cacert"},
-                                   std::pair{tls.cert_file, "--etcd-cert"},
-                                   std::pair{tls.key_file, "--etcd-key"}}) {
+  for (const auto& [file, flag] :
+       {std::pair{tls.cacert_file, "--etcd-cacert"}, std::pair{tls.cert_file, "--etcd-cert"},
+        std::pair{tls.key_file, "--etcd-key"}}) {
     if (!file.empty() && access(file.c_str(), R_OK) != 0) {
-      return Error::Input(fmt::format("{}: cannot read ({}): {}", file, flag, std::strerror(errno)));
+      return Error::Input(
+          fmt::format("{}: cannot read ({}): {}", file, flag, std::strerror(errno)));
     }
   }
   return OkStatus();

@@ -157,7 +157,8 @@ Result<json> Parse(std::string_view text, std::string_view where) {
   // "v": this reader's version or the one before; absent: before versions.
   if (auto v = j.find("v"); v != j.end()) {
     if (!v->is_number_integer() || v->get<int64_t>() < 0) {
-      return Error::Input(fmt::format("{}: field 'v': expected a version (an integer >= 0)", where));
+      return Error::Input(
+          fmt::format("{}: field 'v': expected a version (an integer >= 0)", where));
     }
     if (v->get<int64_t>() > kValueVersion) {
       return Error::Input(fmt::format(
@@ -211,26 +212,17 @@ std::string ToJson(const Member& m) {
 }
 
 std::string ToJson(const Grant& g) {
-  return json{{"v", kValueVersion},
-              {"job", g.job},
-              {"term", g.term},
-              {"seq", g.seq},
-              {"lease", g.lease},
-              {"job_budget_w", g.job_budget_w},
-              {"admitted", g.admitted},
-              {"reason", g.reason},
-              {"hold_s", g.hold_s},
-              {"hold_step", g.hold_step}}
+  return json{{"v", kValueVersion},     {"job", g.job},
+              {"term", g.term},         {"seq", g.seq},
+              {"lease", g.lease},       {"job_budget_w", g.job_budget_w},
+              {"admitted", g.admitted}, {"reason", g.reason},
+              {"hold_s", g.hold_s},     {"hold_step", g.hold_step}}
       .dump();
 }
 
 std::string ToJson(const Ack& a) {
-  return json{{"v", kValueVersion},
-              {"job", a.job},
-              {"term", a.term},
-              {"seq", a.seq},
-              {"lease", a.lease},
-              {"job_budget_w", a.job_budget_w}}
+  return json{{"v", kValueVersion}, {"job", a.job},     {"term", a.term},
+              {"seq", a.seq},       {"lease", a.lease}, {"job_budget_w", a.job_budget_w}}
       .dump();
 }
 

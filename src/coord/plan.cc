@@ -153,8 +153,7 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
   // floors but not beside what they hold waits, its floor kept out of everyone's targets so
   // that grants come down to make room for it.
   const double alloc_reserve_w = std::max(l.reserve_w, l.TargetReserveW());
-  const double alloc_budget_w =
-      std::min(l.site_budget_w, l.target_site_budget_w) - alloc_reserve_w;
+  const double alloc_budget_w = std::min(l.site_budget_w, l.target_site_budget_w) - alloc_reserve_w;
   double waiting_w = 0.0;
   std::vector<std::pair<int64_t, std::string>> newcomers;
   for (const auto& [name, m] : in.members) {
@@ -250,8 +249,7 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
   const double left_w = std::max(0.0, alloc_budget_w - waiting_w - guaranteed_w);
   double loans_w = 0.0;
   bool steady = waiting_w <= kEpsW && l.target_site_budget_w >= l.site_budget_w - kEpsW &&
-                l.target_reserve_w < 0.0 &&
-                in.loan_lead_s > 0.0;
+                l.target_reserve_w < 0.0 && in.loan_lead_s > 0.0;
   double expected_w = 0.0, largest_unused_w = 0.0;
   for (const auto& [name, j] : l.jobs) {
     if (j.job_class != JobClass::kGuaranteed || !steady) continue;
@@ -352,7 +350,8 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
   // key) follows the next grant instead of ignoring every later one.
   for (const auto& [name, g] : in.grants) {
     if (g.seq > l.seq) {
-      log(fmt::format("{}: grant key's seq {} is above the ledger's {}: the sequence goes on "
+      log(
+          fmt::format("{}: grant key's seq {} is above the ledger's {}: the sequence goes on "
                       "from it",
                       name, g.seq, l.seq));
       l.seq = g.seq;

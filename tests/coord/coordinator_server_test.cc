@@ -699,9 +699,9 @@ TEST(CoordinatorCli, BadOptionsAreOneLineAndExit2) {
     EXPECT_EQ(Lines(bad_etcd.err), 1) << bad_etcd.err;
     EXPECT_NE(bad_etcd.err.find("--etcd"), std::string::npos) << bad_etcd.err;
   }
-  const Ran unreadable = RunToEnd({"coordinator", "--site", "s", "--site-budget-w", "1000",
-                                   "--etcd", "https://127.0.0.1:1", "--etcd-cacert",
-                                   "/nonexistent/ca.pem"});
+  const Ran unreadable =
+      RunToEnd({"coordinator", "--site", "s", "--site-budget-w", "1000", "--etcd",
+                "https://127.0.0.1:1", "--etcd-cacert", "/nonexistent/ca.pem"});
   EXPECT_EQ(unreadable.exit_code, 1) << unreadable.err;
   EXPECT_NE(unreadable.err.find("/nonexistent/ca.pem: cannot read (--etcd-cacert)"),
             std::string::npos)

@@ -661,9 +661,8 @@ TEST(EtcdStoreOpen, ReportsUnreachableEndpointsAndBadOnes) {
   EXPECT_NE(store.error().message().find("http://127.0.0.1:" + port), std::string::npos)
       << store.error().message();
 
-  for (const char* bad : {"", "localhost", "ftp://127.0.0.1:2379", "127.0.0.1:0",
-                          "127.0.0.1:2379,", "127.0.0.1:x",
-                          "http://127.0.0.1:2379,https://127.0.0.1:2380"}) {
+  for (const char* bad : {"", "localhost", "ftp://127.0.0.1:2379", "127.0.0.1:0", "127.0.0.1:2379,",
+                          "127.0.0.1:x", "http://127.0.0.1:2379,https://127.0.0.1:2380"}) {
     store = EtcdStore::Open(bad);
     ASSERT_FALSE(store.ok()) << bad;
     EXPECT_EQ(store.error().kind(), ErrorKind::kUsage) << bad << ": " << store.error().message();

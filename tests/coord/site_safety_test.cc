@@ -161,15 +161,15 @@ TEST_F(SiteSafety, AnUnreadableMemberKeepsWhatItHolds) {
   const LeaseId lb = Join("b", 100, 600);
   ASSERT_TRUE(LedgerHas([](const Ledger& l) {
     return std::abs(GrantOf(l, "a") - 500) < 1e-6 && std::abs(GrantOf(l, "b") - 500) < 1e-6;
-  })) << coordinator_->Stderr() << ToJson(ReadLedger().value_or(Ledger{}));
+  })) << coordinator_->Stderr()
+      << ToJson(ReadLedger().value_or(Ledger{}));
 
   // From here b's agent acknowledges nothing (a slow agent, or one whose acknowledgements are
   // lost): what b holds can only be released by its lease going.
   joined_.erase("b");
   int demand = 600;
   for (const std::string& unreadable :
-       {std::string(R"({"v":2,"job":"b","shape":"of a newer headroom"})"),
-        [&] {
+       {std::string(R"({"v":2,"job":"b","shape":"of a newer headroom"})"), [&] {
           json j = json::parse(ToJson(AsAgent("b", 100, 600, lb)));
           j["demand_w"] = nullptr;  // a non-finite number, as a JSON writer writes it
           return j.dump();
@@ -259,7 +259,8 @@ TEST_F(SiteSafety, ASiteBudgetAnsweredSurvivesItsLeaderKilledAtOnce) {
   Join("b", 100, 600);
   ASSERT_TRUE(LedgerHas([](const Ledger& l) {
     return std::abs(GrantOf(l, "a") - 500) < 1e-6 && std::abs(GrantOf(l, "b") - 500) < 1e-6;
-  })) << replicas[0]->Stderr() << replicas[1]->Stderr();
+  })) << replicas[0]->Stderr()
+      << replicas[1]->Stderr();
   int leader = -1;
   ASSERT_TRUE(WaitFor([&] {
     for (int i = 0; i < 2; ++i) {
@@ -334,24 +335,23 @@ TEST(SiteEtcd, TheCoordinatorAndAnAgentReachEtcdOverTlsWithAuth) {
     ASSERT_EQ(std::system(command.c_str()), 0) << command;
   }
   std::string why;
-  std::optional<EtcdCluster> etcd =
-      EtcdCluster::Start(1, &why, EtcdCluster::Tls{dir + "/server.pem", dir + "/server.key",
-                                                   dir + "/ca.pem"});
+  std::optional<EtcdCluster> etcd = EtcdCluster::Start(
+      1, &why, EtcdCluster::Tls{dir + "/server.pem", dir + "/server.key", dir + "/ca.pem"});
   ASSERT_TRUE(etcd) << why;
   // Auth on: the user "headroom" may read and write /headroom/ only.
-  ASSERT_EQ(etcd->EnableAuth("headroom", "pw-of-headroom", Base64("/headroom/"),
-                             Base64("/headroom0")),
-            "");
+  ASSERT_EQ(
+      etcd->EnableAuth("headroom", "pw-of-headroom", Base64("/headroom/"), Base64("/headroom0")),
+      "");
   const std::string site = "tls-" + std::to_string(getpid());
-  const std::vector<std::string> tls = {"--etcd-cacert", dir + "/ca.pem", "--etcd-cert",
-                                        dir + "/client.pem", "--etcd-key", dir + "/client.key"};
+  const std::vector<std::string> tls = {"--etcd-cacert",     dir + "/ca.pem", "--etcd-cert",
+                                        dir + "/client.pem", "--etcd-key",    dir + "/client.key"};
   const std::vector<std::string> auth = {"--etcd-user", "headroom", "--etcd-password-file",
                                          dir + "/password"};
   const auto coordinator = [&](bool with_tls_ca, bool with_auth) {
-    std::vector<std::string> args = {"coordinator",     "--etcd", etcd->tls_endpoints(),
-                                     "--site",          site,     "--site-budget-w",
-                                     "1000",            "--period-s", "0.2",
-                                     "--lease-ttl-s",   "2",      "--listen",
+    std::vector<std::string> args = {"coordinator",   "--etcd",     etcd->tls_endpoints(),
+                                     "--site",        site,         "--site-budget-w",
+                                     "1000",          "--period-s", "0.2",
+                                     "--lease-ttl-s", "2",          "--listen",
                                      "127.0.0.1:0"};
     for (size_t i = with_tls_ca ? 0 : 2; i < tls.size(); ++i) args.push_back(tls[i]);
     if (with_auth) args.insert(args.end(), auth.begin(), auth.end());
@@ -375,12 +375,31 @@ TEST(SiteEtcd, TheCoordinatorAndAnAgentReachEtcdOverTlsWithAuth) {
   auto leader = coordinator(true, true);
   const int port = leader->ListenPort(std::chrono::seconds(20));
   ASSERT_GT(port, 0) << leader->Stderr();
-  std::vector<std::string> agent_args = {
-      "agent",   "--source", "twin",       "--scenario",   "a100-7b-tp1",
-      "--controller", "pid", "--speed",    "1",            "--duration-s",
-      "120",     "--listen", "127.0.0.1:0", "--fleet",     "etcds://" + etcd->tls_endpoints().substr(8),
-      "--site",  site,       "--job",      "j1",           "--node-overhead-w",
-      "0",       "--floor-w", "200",       "--lease-ttl-s", "3"};
+  std::vector<std::string> agent_args = {"agent",
+                                         "--source",
+                                         "twin",
+                                         "--scenario",
+                                         "a100-7b-tp1",
+                                         "--controller",
+                                         "pid",
+                                         "--speed",
+                                         "1",
+                                         "--duration-s",
+                                         "120",
+                                         "--listen",
+                                         "127.0.0.1:0",
+                                         "--fleet",
+                                         "etcds://" + etcd->tls_endpoints().substr(8),
+                                         "--site",
+                                         site,
+                                         "--job",
+                                         "j1",
+                                         "--node-overhead-w",
+                                         "0",
+                                         "--floor-w",
+                                         "200",
+                                         "--lease-ttl-s",
+                                         "3"};
   agent_args.insert(agent_args.end(), tls.begin(), tls.end());
   agent_args.insert(agent_args.end(), auth.begin(), auth.end());
   Process agent(HEADROOM_BINARY, agent_args);

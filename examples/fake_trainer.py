@@ -62,12 +62,13 @@ async def main():
     held_s = 0.0
     while (args.steps == 0 and not stop.is_set()) or step < args.steps:
         a = client.actuation()  # read at the step boundary
-        hold = client.take_hold(a)  # a site's staggering: wait before the step, once per hold
-        if hold > 0:
+        # A site's holds: its staggering (once per hold), or not admitted yet (until it is).
+        while (hold := client.take_hold(a)) > 0:
             client.report(step, "idle", tokens[0], 0)
             await asyncio.sleep(hold)
             held_s += hold
             print("step %d: held %.1f s by the site" % (step, hold), flush=True)
+            a = client.actuation()
         group = a["group_size"]
         client.report(step, "rollout", tokens[0], gate.in_flight, group_size=group)
         await asyncio.gather(*(generate(gate, rng, tokens) for _ in range(args.prompts * group)))

@@ -7,7 +7,18 @@
     client.report(step=3, phase="rollout", tokens=12000, in_flight=7)
 
 Never raises on network errors: while the agent does not answer, the last decision is used until
-its `valid_for_s` runs out, and then the safe values (reason "fallback: ...").
+its `valid_for_s` runs out, and then the safe values (reason "fallback: ...") -- except in a site
+(the agent's answers say "site": true, or site=True here): there the trainer fails closed, and
+the fallback holds it at its step boundary (take_hold) until the agent answers again.
+
+At each step boundary, a trainer takes its holds (a site staggering its jobs, or not admitting
+one yet) before it starts the step:
+
+    a = client.actuation()
+    while (hold := client.take_hold(a)) > 0:
+        client.report(step, "idle", tokens, 0)
+        time.sleep(hold)
+        a = client.actuation()
 """
 
 import asyncio
@@ -19,6 +30,7 @@ import urllib.request
 
 MAX_WAIT_S = 30.0  # the agent's longest long-poll
 MAX_HOLD_S = 3600.0  # the longest hold a site may ask before a step
+STANDBY_WAIT_S = 1.0  # held until admitted (or until the agent answers): look again this often
 
 
 def _valid(a):
@@ -34,7 +46,7 @@ def _valid(a):
 
 class AgentClient:
     def __init__(self, base_url="http://127.0.0.1:9400", token=None, safe_concurrency=1,
-                 safe_group_size=1, timeout_s=2.0, clock=time.monotonic):
+                 safe_group_size=1, timeout_s=2.0, clock=time.monotonic, site=False):
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.safe = {"concurrency": int(safe_concurrency), "group_size": int(safe_group_size)}
@@ -44,6 +56,8 @@ class AgentClient:
         self._last_at = None    # when it was heard (client clock)
         self.reachable = None   # did the last request get an answer? (None: none made yet)
         self._held_id = 0       # the last hold honoured
+        # In a site (given, or said by an answer): fail closed when the agent is not heard.
+        self.site = bool(site)
 
     def _request(self, path, body=None, timeout_s=None):
         headers = {"Content-Type": "application/json"} if body is not None else {}
@@ -67,6 +81,8 @@ class AgentClient:
                 raise ValueError("the agent's answer is not a decision: %.200r" % (a,))
             self._last, self._last_at = a, self.clock()
             self.reachable = True
+            if a.get("site") is True:
+                self.site = True
             return dict(a)
         except (urllib.error.URLError, OSError, ValueError) as e:
             self.reachable = False
@@ -76,15 +92,24 @@ class AgentClient:
         if self._last is not None and self.clock() - self._last_at <= self._last["valid_for_s"]:
             return dict(self._last)
         seq = self._last["seq"] if self._last is not None else 0
+        if self.site:
+            # Fail closed: the site may have given this job's watts away meanwhile.
+            return dict(self.safe, seq=seq, valid_for_s=0.0, site=True, standby=True,
+                        reason="fallback, held (in a site): " + why)
         return dict(self.safe, seq=seq, valid_for_s=0.0, reason="fallback: " + why)
 
     def take_hold(self, actuation=None):
-        """Seconds to wait before starting the next step: a site's staggering (docs/FLEET.md).
+        """Seconds to wait before starting the next step (docs/FLEET.md); call it again after
+        the wait, with the actuation read then, until it returns 0 (see the module doc).
 
-        Call at the step boundary with the actuation read there (or none: it is read now). Each
-        hold the site asks for is returned once (by its hold_id), then 0; report the phase
-        "idle" while waiting. 0 when there is none, or the answer is not a hold."""
+        Call at the step boundary with the actuation read there (or none: it is read now).
+        While the site has not admitted the job ("standby": true), or, in a site, while the
+        agent cannot be heard: STANDBY_WAIT_S every time. A site's staggering: each hold it
+        asks for is returned once (by its hold_id), then 0. Report the phase "idle" while
+        waiting. 0 when there is none, or the answer is not a hold."""
         a = actuation if actuation is not None else self.actuation()
+        if a.get("standby") is True:
+            return STANDBY_WAIT_S
         hold_s, hold_id = a.get("hold_s"), a.get("hold_id")
         if (not isinstance(hold_s, (int, float)) or isinstance(hold_s, bool)
                 or not math.isfinite(hold_s) or hold_s <= 0 or not isinstance(hold_id, int)

@@ -44,6 +44,13 @@ void Agent::SetHold(double hold_s, int64_t hold_id) {
   ++actuation_.seq;
 }
 
+void Agent::SetSite(bool site, bool standby) {
+  if (site == actuation_.site && standby == actuation_.standby) return;
+  actuation_.site = site;
+  actuation_.standby = standby;
+  ++actuation_.seq;
+}
+
 void Agent::SetBudget(double budget_w, std::string from) {
   assert(budget_w > 0.0 && std::isfinite(budget_w));
   budget_w_ = budget_w;

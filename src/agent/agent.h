@@ -55,6 +55,12 @@ struct Actuation {
   // hold_id (0: none). The trainer honours it at its step boundary (clients/python: take_hold).
   double hold_s = 0.0;
   int64_t hold_id = 0;
+  // In a site: the trainer fails closed -- when it cannot hear the agent past valid_for_s it
+  // holds at its step boundary instead of running on safe values (docs/FLEET.md).
+  bool site = false;
+  // The site has not admitted the job: start no step until this is false (the trainer holds
+  // at its step boundary, reporting "idle"; clients/python: take_hold).
+  bool standby = false;
   // Hybrid actuation (docs/CONTROL.md): the controller's hardware power limit per GPU; 0: none.
   // The twin source applies it; on GPUs, --guard-power-limit lets the agent write it (guard.h).
   double power_limit_w = 0.0;
@@ -136,6 +142,8 @@ class Agent {
   void SetBudget(double budget_w, std::string from);
   // The site's hold before the next step (0: none); a change is a new actuation (seq).
   void SetHold(double hold_s, int64_t hold_id);
+  // In a site, and whether it holds the job at standby; a change is a new actuation (seq).
+  void SetSite(bool site, bool standby);
   double budget_w() const { return budget_w_; }
   const std::string& budget_from() const { return budget_from_; }
   void Report(const TrainerReport& report, double now_s);

@@ -186,7 +186,9 @@ std::string ActuationJson(const Actuation& a) {
                    {"valid_for_s", a.valid_for_s},
                    {"reason", a.reason},
                    {"hold_s", a.hold_s},
-                   {"hold_id", a.hold_id}}) +
+                   {"hold_id", a.hold_id},
+                   {"site", a.site},
+                   {"standby", a.standby}}) +
          "\n";
 }
 
@@ -201,7 +203,9 @@ std::string StatusJson(const AgentStatus& s, const std::optional<ConnectionCount
                     {"valid_for_s", s.actuation.valid_for_s},
                     {"reason", s.actuation.reason},
                     {"hold_s", s.actuation.hold_s},
-                    {"hold_id", s.actuation.hold_id}};
+                    {"hold_id", s.actuation.hold_id},
+                    {"site", s.actuation.site},
+                    {"standby", s.actuation.standby}};
   j["decisions"] = s.decisions;
   j["telemetry_errors"] = s.telemetry_errors;
   j["safe_decisions"] = s.safe_decisions;

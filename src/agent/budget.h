@@ -27,6 +27,10 @@ struct BudgetInForce {
   // A site's hold before the next step (FleetBudget), 0: none; hold_id names it.
   double hold_s = 0.0;
   int64_t hold_id = 0;
+  // In a site (FleetBudget): trainers fail closed (docs/FLEET.md, "Every job at the site").
+  bool site = false;
+  // Not admitted: the trainer starts no step until this is false.
+  bool standby = false;
 };
 
 class BudgetSource {

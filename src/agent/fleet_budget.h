@@ -45,7 +45,13 @@ class FleetBudget final : public BudgetSource {
       if (on_change_) on_change_(a, per_gpu_w);
     }
     const coord::HoldRequest hold = member_.PendingHold();
-    return {per_gpu_w, a.reason, version_, hold.hold_s, hold.step};
+    return {per_gpu_w,
+            a.reason,
+            version_,
+            hold.hold_s,
+            hold.step,
+            /*site=*/true,
+            a.hold_until_admitted};
   }
 
  private:
@@ -54,7 +60,7 @@ class FleetBudget final : public BudgetSource {
   std::function<double()> overhead_w_;
   const double lo_w_, hi_w_;
   std::function<void(const coord::Acting&, double)> on_change_;
-  coord::Acting last_{coord::Acting::State::kLocal, -1.0, -1, -1, 0, -1.0, {}};
+  coord::Acting last_{coord::Acting::State::kLocal, false, -1.0, -1, -1, 0, -1.0, {}};
   uint64_t version_ = 0;
 };
 

@@ -38,7 +38,10 @@ RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared, Rec
         log(fmt::format("budget {:.1f} W per GPU from {} at t={:.1f} s", budget->budget_per_gpu_w,
                         budget->from, t_s));
       }
-      if (budget) shared.agent->SetHold(budget->hold_s, budget->hold_id);
+      if (budget) {
+        shared.agent->SetHold(budget->hold_s, budget->hold_id);
+        shared.agent->SetSite(budget->site, budget->standby);
+      }
       budget_w = shared.agent->budget_w();
       if (link != nullptr) shared.agent->Report(link->Report(t_s), t_s);
       a = shared.agent->Tick(t_s, sample);

@@ -99,6 +99,8 @@ struct AgentArgs {
   int64_t lease_ttl_s = 3;
   std::optional<double> node_overhead_w;
   std::optional<double> nameplate_w;
+  std::optional<double> standby_w;  // per GPU
+  bool fleet_fail_open = false;
   std::string fleet_log;
 };
 
@@ -272,8 +274,11 @@ Status RunAgent(const AgentArgs& args) {
     }
     if (auto st = coord::CheckName(args.site, "--site"); !st) return st;
     if (auto st = coord::CheckName(args.job, "--job"); !st) return st;
-  } else if (!args.fleet_log.empty() || args.node_overhead_w || args.nameplate_w) {
-    return Error::Usage("--fleet-log, --node-overhead-w and --nameplate-w need --fleet");
+  } else if (!args.fleet_log.empty() || args.node_overhead_w || args.nameplate_w ||
+             args.standby_w || args.fleet_fail_open) {
+    return Error::Usage(
+        "--fleet-log, --node-overhead-w, --nameplate-w, --standby-w and --fleet-fail-open need "
+        "--fleet");
   }
   // A scenario only where something needs one: the twin runs it, and a PPO policy acts within
   // its ranges and trained budgets. Otherwise the agent's own keys and their defaults.
@@ -416,7 +421,14 @@ Status RunAgent(const AgentArgs& args) {
   sim::TwinLink* twin = nullptr;
   telemetry::NvmlSource* nvml = nullptr;
   if (args.source == "twin") {
-    auto t = std::make_unique<sim::TwinLink>(*scenario, args.seed);
+    twin::Scenario twin_scenario = *scenario;
+    if (fleet) {
+      // In a site the twin's trainer asks before its first step, as the client's trainer does
+      // (take_hold at the first step boundary): its model loads for a second first, so the
+      // site's answer -- held until admitted -- comes before any step begins.
+      twin_scenario.startup_s = std::max(twin_scenario.startup_s, 1.0);
+    }
+    auto t = std::make_unique<sim::TwinLink>(twin_scenario, args.seed);
     twin = t.get();
     source = std::move(t);
   } else if (args.source == "replay") {
@@ -565,8 +577,37 @@ Status RunAgent(const AgentArgs& args) {
           "it at most the floor)",
           *args.budget_w, floor_per_gpu_w));
     }
+    // Standby: the GPUs idle with the model loaded, what the job draws while the site holds it.
+    double standby_per_gpu_w = 0.0;
+    if (args.standby_w) {
+      standby_per_gpu_w = *args.standby_w;
+    } else if (twin != nullptr) {
+      standby_per_gpu_w = scenario->idle_loaded_w;
+    } else if (auto sample = source->Read(0.0); sample && !sample->gpus.empty()) {
+      // Measured at start: the GPUs' power now. A trainer already running makes this high,
+      // which errs on the safe side (capped at the floor).
+      double sum_w = 0.0;
+      bool all = true;
+      for (const auto& g : sample->gpus) {
+        if (!g.power_w || !std::isfinite(*g.power_w)) all = false;
+        if (all) sum_w += *g.power_w;
+      }
+      standby_per_gpu_w = all ? sum_w / static_cast<double>(sample->gpus.size()) : floor_per_gpu_w;
+      log(fmt::format("fleet: standby {:.1f} W per GPU, measured at start (--standby-w sets one)",
+                      std::min(standby_per_gpu_w, floor_per_gpu_w)));
+    } else {
+      standby_per_gpu_w = floor_per_gpu_w;
+      log("fleet: standby unknown (telemetry unread at start): counted at the floor");
+    }
+    standby_per_gpu_w = std::min(standby_per_gpu_w, floor_per_gpu_w);
     coord::MemberConfig mc;
     mc.site = args.site;
+    mc.standby_w = standby_per_gpu_w * gpus + overhead_w;
+    mc.fail_open = args.fleet_fail_open;
+    if (mc.fail_open) {
+      log("fleet: --fleet-fail-open: not admitted or etcd unreachable, the job runs on its local "
+          "budget outside the site's count (unsafe for the site budget)");
+    }
     mc.job = args.job;
     mc.gpus = gpus;
     mc.node_overhead_w = overhead_w;
@@ -736,8 +777,9 @@ Status RunAgent(const AgentArgs& args) {
         const double mean_w = (energy_j - last_energy_j) / args.interval_s;
         last_energy_j = energy_j;
         fmt::print(fleet_log,
-                   "{{\"t_mono_s\":{:.6f},\"pid\":{},\"job\":\"{}\",\"power_w\":{:.3f}}}\n",
-                   SteadyNowS(), getpid(), args.job, mean_w);
+                   "{{\"t_mono_s\":{:.6f},\"pid\":{},\"job\":\"{}\",\"power_w\":{:.3f},"
+                   "\"phase\":\"{}\"}}\n",
+                   SteadyNowS(), getpid(), args.job, mean_w, phase);
         std::fflush(fleet_log);
       }
     }
@@ -923,6 +965,13 @@ Command SetupAgent(CLI::App& app) {
   app.add_option("--nameplate-w", a->nameplate_w,
                  "Nameplate per GPU (default: the scenario's), with --fleet")
       ->check(Real(kMinGpuPowerW, kMaxGpuPowerW));
+  app.add_option("--standby-w", a->standby_w,
+                 "Per GPU, the job's GPUs idle with the model loaded: what it draws while the "
+                 "site holds it (default: the scenario's, else measured at start), with --fleet")
+      ->check(Real(0.0, kMaxGpuPowerW));
+  app.add_flag("--fleet-fail-open", a->fleet_fail_open,
+               "Not admitted, or etcd unreachable at start: run on the local budget instead of "
+               "holding at standby (UNSAFE: such a job draws outside the site budget)");
   app.add_option("--fleet-log", a->fleet_log,
                  "Append every change of the budget acted on, one JSON object per line (an "
                  "auditor's input)");

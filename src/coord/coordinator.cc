@@ -199,6 +199,18 @@ void Coordinator::Lead(double now_s) {
       // read keeps the watts its job holds.
       const std::string job(JobOf(kv.key, keys_.members()));
       auto m = MemberFromJson(kv.value, kv.key);
+      if (job.find('@') != std::string::npos) {
+        // A second agent under a taken name: counted at standby, never admitted.
+        if (m && kv.key == keys_.duplicate(m->job, kv.lease) && m->lease == kv.lease) {
+          in.duplicates[job] = std::move(*m);
+        } else {
+          malformed(kv,
+                    m ? Error::Input(fmt::format("{}: job or lease differs from the key's", kv.key))
+                      : m.error());
+          in.unreadable[job] = kv.lease;
+        }
+        continue;
+      }
       if (!m) {
         malformed(kv, m.error());
         in.unreadable[job] = kv.lease;
@@ -308,15 +320,17 @@ void Coordinator::Lead(double now_s) {
           target_kv->mod_revision, w, r, ledger.site_budget_w, ledger.reserve_w));
     }
   }
-  // Absences, on our clock.
-  for (const auto& [job, j] : ledger.jobs) {
-    if (in.members.contains(job) || in.unreadable.contains(job)) {
+  // Absences, on our clock: of admitted jobs and of jobs in standby.
+  const auto absent = [&](const std::string& job) {
+    if (in.members.contains(job) || in.duplicates.contains(job) || in.unreadable.contains(job)) {
       gone_since_s_.erase(job);
     } else {
       auto [it, fresh] = gone_since_s_.try_emplace(job, now_s);
       in.gone_for_s[job] = now_s - it->second;
     }
-  }
+  };
+  for (const auto& [job, j] : ledger.jobs) absent(job);
+  for (const auto& [job, s] : ledger.standby) absent(job);
   if (config_.max_hold_s > 0.0) PlanStagger(ledger, &in);
   PlanOutput plan = Plan(ledger, in, term_);
   status_.opportunistic_pool_w = plan.opportunistic_pool_w;
@@ -340,7 +354,25 @@ void Coordinator::Lead(double now_s) {
     status_.ledger = std::move(plan.ledger);
     return;
   }
-  if (InvariantSlackW(plan.ledger) < 0.0) {
+  // Over with a newcomer's standby (drawn without asking), a plan that raises nothing may
+  // still be written: it is how the grants come down to make room.
+  const double overcommitted_w = plan.ledger.OvercommittedW();
+  if (std::abs(overcommitted_w - status_.overcommitted_w) > 1e-6) {
+    if (overcommitted_w > 1e-6) {
+      log_(fmt::format(
+          "OVERCOMMITTED by {:.1f} W: the floors of the jobs admitted ({:.1f} W) and the standby "
+          "of "
+          "those not admitted ({:.1f} W) do not fit in site budget {:.1f} W - reserve {:.1f} W; "
+          "jobs that do not fit should not have been started",
+          overcommitted_w, plan.ledger.FloorsW(), plan.ledger.StandbyW(),
+          std::min(plan.ledger.site_budget_w, plan.ledger.target_site_budget_w),
+          std::max(plan.ledger.reserve_w, plan.ledger.TargetReserveW())));
+    } else if (status_.overcommitted_w > 1e-6) {
+      log_("no longer overcommitted");
+    }
+  }
+  status_.overcommitted_w = overcommitted_w;
+  if (InvariantSlackW(plan.ledger) < 0.0 && RaisedW(ledger, plan.ledger) > 1e-6) {
     ++status_.invariant_refusals;
     log_(
         fmt::format("BUG: a plan holding {:.3f} W > site budget {:.3f} W - reserve {:.3f} W was "

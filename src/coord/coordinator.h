@@ -72,6 +72,9 @@ struct CoordinatorStatus {
   // The last plan's watts for opportunistic jobs: what the guaranteed targets leave, or the
   // loans when more (coord/plan.h).
   double opportunistic_pool_w = 0.0;
+  // What cannot fit even with every admitted job at its floor (Ledger::OvercommittedW), as the
+  // last plan found it: > 0, jobs were started that the site cannot hold.
+  double overcommitted_w = 0.0;
   uint64_t grant_repairs = 0;  // grant keys written again from the ledger
   int64_t compacted_to = 0;    // the store's history is compacted up to this revision
 };

@@ -149,23 +149,46 @@ std::string CoordinatorStatusJson(const CoordinatorStatus& s, const CoordinatorC
     j["sum_grants_w"] = SumGrantsW(l);
     j["sum_held_w"] = l.HeldW();
     j["sum_floors_w"] = l.FloorsW();
+    j["sum_standby_w"] = l.StandbyW();
+    j["overcommitted_w"] = l.OvercommittedW();
     j["reassignments"] = l.reassignments;
-    // The ledger's jobs, then the members it has not admitted.
+    // The ledger's jobs, then those in its standby, then members it has not counted yet.
     std::vector<std::string> names;
     for (const auto& [job, lj] : l.jobs) names.push_back(job);
+    for (const auto& [job, sb] : l.standby) names.push_back(job);
     for (const auto& [job, m] : s.members) {
-      if (!l.jobs.contains(job)) names.push_back(job);
+      if (!l.jobs.contains(job) && !l.standby.contains(job)) names.push_back(job);
     }
     for (const std::string& name : names) {
       const auto lj = l.jobs.find(name);
+      const auto sb = l.standby.find(name);
       const auto m = s.members.find(name);
       const bool admitted = lj != l.jobs.end();
+      const bool standby = sb != l.standby.end();
       const bool member = m != s.members.end();
+      if (!admitted && !member) {  // a duplicate, or a job in standby whose key is gone
+        json o;
+        o["job"] = name;
+        o["admitted"] = false;
+        o["state"] = sb->second.duplicate ? "duplicate" : "standby";
+        o["class"] = JobClassName(JobClass::kGuaranteed);
+        o["floor_w"] = sb->second.floor_w;
+        o["standby_w"] = sb->second.standby_w;
+        for (const char* key : {"demand_w", "grant_w", "held_w", "power_w", "phase",
+                                "value_tokens_per_j", "budget_w"}) {
+          o[key] = nullptr;
+        }
+        o["lease"] = sb->second.lease != 0 ? json(LeaseHex(sb->second.lease)) : json(nullptr);
+        jobs.push_back(std::move(o));
+        continue;
+      }
       json o;
       o["job"] = name;
       o["admitted"] = admitted;
+      o["state"] = admitted ? "admitted" : "standby";
       o["class"] = JobClassName(admitted ? lj->second.job_class : m->second.job_class);
       o["floor_w"] = admitted ? lj->second.floor_w : m->second.floor_w;
+      o["standby_w"] = standby ? json(sb->second.standby_w) : json(nullptr);
       o["demand_w"] = member ? m->second.demand_w : lj->second.demand_w;
       o["grant_w"] = admitted ? json(lj->second.grant_w) : json(nullptr);
       o["held_w"] = admitted ? json(lj->second.held_w) : json(nullptr);
@@ -180,8 +203,9 @@ std::string CoordinatorStatusJson(const CoordinatorStatus& s, const CoordinatorC
     j["refused"] = s.refused;
     j["conflict"] = s.conflict;
   } else {
-    for (const char* key : {"site_budget_w", "target_site_budget_w", "reserve_w", "sum_grants_w",
-                            "sum_held_w", "sum_floors_w", "reassignments"}) {
+    for (const char* key :
+         {"site_budget_w", "target_site_budget_w", "reserve_w", "sum_grants_w", "sum_held_w",
+          "sum_floors_w", "sum_standby_w", "overcommitted_w", "reassignments"}) {
       j[key] = nullptr;
     }
     j["refused"] = json::array();
@@ -272,6 +296,18 @@ std::string CoordinatorMetricsText(const CoordinatorStatus& s) {
     for (const auto& [job, j] : l.jobs) job_sample("headroom_job_floor_watts", job, j.floor_w);
     metric("headroom_job_power_watts", "gauge", "The job's power as its member reports it.");
     for (const auto& [job, m] : s.members) job_sample("headroom_job_power_watts", job, m.power_w);
+    metric("headroom_site_standby_watts", "gauge",
+           "Sum of what the registered jobs not admitted may draw (their standby, or their "
+           "floor while a step may run): inside the held watts.");
+    sample("headroom_site_standby_watts", l.StandbyW());
+    metric("headroom_job_standby_watts", "gauge",
+           "What a registered job not admitted may draw (a duplicate by its key's name).");
+    for (const auto& [job, sb] : l.standby)
+      job_sample("headroom_job_standby_watts", job, sb.standby_w);
+    metric("headroom_site_overcommitted_watts", "gauge",
+           "Watts by which the admitted floors and every standby exceed the site budget less "
+           "the reserve (asked for): above 0, jobs were started that the site cannot hold.");
+    sample("headroom_site_overcommitted_watts", l.OvercommittedW());
     metric("headroom_site_reassignments_total", "counter",
            "Grants raised with watts another job gave up (the ledger's count).");
     sample("headroom_site_reassignments_total", static_cast<double>(l.reassignments));

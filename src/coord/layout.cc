@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -12,6 +13,19 @@ namespace headroom::coord {
 using nlohmann::json;
 
 Keys::Keys(std::string_view site) : root(fmt::format("/headroom/{}/", site)) {}
+
+std::string Keys::duplicate(std::string_view job, int64_t lease) const {
+  return fmt::format("{}{}@{:x}", members(), job, lease);
+}
+
+bool IsHeldPhase(std::string_view phase) {
+  return phase == "idle" || phase == "startup" || phase == "stopped";
+}
+
+double StandbyChargeW(const Member& m) {
+  if (!(m.standby_w >= 0.0) || !IsHeldPhase(m.phase)) return m.floor_w;
+  return std::min(m.standby_w, m.floor_w);
+}
 
 Status CheckName(std::string_view name, std::string_view what) {
   if (name.empty() || name.size() > 64) {
@@ -29,17 +43,29 @@ Status CheckName(std::string_view name, std::string_view what) {
 }
 
 double Ledger::HeldW() const {
-  double sum = 0.0;
+  double sum = StandbyW();
   for (const auto& [job, j] : jobs) sum += j.held_w;
   return sum;
 }
 
 double Ledger::HeldW(JobClass c) const {
-  double sum = 0.0;
+  double sum = c == JobClass::kGuaranteed ? StandbyW() : 0.0;
   for (const auto& [job, j] : jobs) {
     if (j.job_class == c) sum += j.held_w;
   }
   return sum;
+}
+
+double Ledger::StandbyW() const {
+  double sum = 0.0;
+  for (const auto& [job, s] : standby) sum += s.standby_w;
+  return sum;
+}
+
+double Ledger::OvercommittedW() const {
+  const double budget_w =
+      std::min(site_budget_w, target_site_budget_w) - std::max(reserve_w, TargetReserveW());
+  return std::max(0.0, FloorsW() + StandbyW() - budget_w);
 }
 
 double Ledger::FloorsW() const {
@@ -195,6 +221,7 @@ std::string ToJson(const Member& m) {
          {"value_curve", curve},
          {"class", JobClassName(m.job_class)}};
   if (!m.slurm_job.empty()) j["slurm_job"] = m.slurm_job;
+  if (m.standby_w >= 0.0) j["standby_w"] = m.standby_w;
   if (m.has_timeline) {
     const StepTimeline& t = m.timeline;
     j["timeline"] = {{"step", t.step},
@@ -248,6 +275,16 @@ std::string ToJson(const Ledger& l) {
            {"jobs", jobs}};
   if (l.target_reserve_w >= 0.0) out["target_reserve_w"] = l.target_reserve_w;
   if (l.target_revision > 0) out["target_revision"] = l.target_revision;
+  if (!l.standby.empty()) {
+    json standby = json::object();
+    for (const auto& [name, s] : l.standby) {
+      standby[name] = {{"standby_w", s.standby_w},
+                       {"floor_w", s.floor_w},
+                       {"lease", s.lease},
+                       {"duplicate", s.duplicate}};
+    }
+    out["standby"] = standby;
+  }
   return out.dump();
 }
 
@@ -292,6 +329,7 @@ Result<Member> MemberFromJson(std::string_view text, std::string_view where) {
   m.lease = r.Integer("lease");
   m.holder = r.OptionalString("holder");
   m.slurm_job = r.OptionalString("slurm_job");
+  if (r.error().empty() && j->contains("standby_w")) m.standby_w = r.Watts("standby_w");
   ReadJobClass(r, m.job_class);
   if (r.error().empty() && j->contains("value_curve")) {
     const json& c = (*j)["value_curve"];
@@ -419,6 +457,30 @@ Result<Ledger> LedgerFromJson(std::string_view text, std::string_view where) {
       ReadJobClass(jr, job.job_class);
       if (!jr.error().empty()) return Error::Input(jr.error());
       l.jobs[name] = job;
+    }
+  }
+  if (r.error().empty() && j->contains("standby")) {
+    const json* standby = r.Object("standby");
+    if (standby != nullptr) {
+      for (const auto& [name, value] : standby->items()) {
+        if (!value.is_object()) {
+          r.Fail("standby", fmt::format("'{}': expected an object", name));
+          break;
+        }
+        const std::string at = fmt::format("{}: standby.{}", where, name);
+        Reader sr(value, at);
+        StandbyJob s;
+        s.standby_w = sr.Watts("standby_w");
+        s.floor_w = sr.Watts("floor_w");
+        s.lease = sr.Integer("lease");
+        s.duplicate = sr.Bool("duplicate");
+        if (!sr.error().empty()) return Error::Input(sr.error());
+        if (l.jobs.contains(name)) {
+          return Error::Input(
+              fmt::format("{}: job '{}' both admitted and in standby", where, name));
+        }
+        l.standby[name] = s;
+      }
     }
   }
   if (!r.error().empty()) return Error::Input(r.error());

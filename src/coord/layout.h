@@ -3,6 +3,8 @@
 //   ledger          the site's budget and every admitted job's floor, grant and held watts
 //   target          the operator's last site budget and reserve (POST /v1/site-budget)
 //   members/<job>   an agent's demand (on the agent's lease)
+//   members/<job>@<lease hex>  a second agent under a name taken: counted at standby, never
+//                   admitted (docs/FLEET.md, "Every job at the site")
 //   grants/<job>    the leader's grant to the job (written with the ledger, in one transaction)
 //   acks/<job>      the grant the agent acts on (on the agent's lease)
 // Every value is a JSON object; one that does not parse, or lacks a field, is ignored by its
@@ -33,6 +35,8 @@ struct Keys {
   std::string grants() const { return root + "grants/"; }
   std::string acks() const { return root + "acks/"; }
   std::string member(std::string_view job) const { return members() + std::string(job); }
+  // A duplicate's key: the name taken, "@", its lease in hex ('@' is never in a name).
+  std::string duplicate(std::string_view job, int64_t lease) const;
   std::string grant(std::string_view job) const { return grants() + std::string(job); }
   std::string ack(std::string_view job) const { return acks() + std::string(job); }
 };
@@ -82,7 +86,19 @@ struct Member {
   // The Slurm job the member runs in (SLURM_JOB_ID), optional ("" when absent): a coordinator
   // with --slurm suspends and resumes it (coord/suspender.h).
   std::string slurm_job;
+  // Its GPUs idle plus the node overhead: what it draws while its trainer holds (docs/FLEET.md,
+  // "Every job at the site"). JSON "standby_w", optional; below 0 when absent (then the floor).
+  double standby_w = -1.0;
 };
+
+// The phases in which a job's trainer runs no step (it holds, loads, or has stopped): "idle",
+// "startup", "stopped".
+bool IsHeldPhase(std::string_view phase);
+
+// What a registered job not admitted may draw now: its standby (at most its floor) while its
+// trainer holds; its floor while a step may run (a trainer mid-step when its agent starts
+// finishes that step at the lowest actuation), or when it publishes no standby.
+double StandbyChargeW(const Member& m);
 
 struct Grant {
   std::string job;
@@ -118,6 +134,15 @@ struct LedgerJob {
   JobClass job_class = JobClass::kGuaranteed;  // JSON "class", optional as in Member
 };
 
+// A registered job not admitted (waiting, refused, or a duplicate name): counted at what it may
+// draw (StandbyChargeW) from its registration until it is admitted or forgotten.
+struct StandbyJob {
+  double standby_w = 0.0;  // the charge: counted in HeldW
+  double floor_w = 0.0;    // what admission needs
+  LeaseId lease = 0;
+  bool duplicate = false;  // a second agent under a taken name: never admitted
+};
+
 struct Ledger {
   int64_t term = 0;                   // of the leader that wrote it
   std::string request_id;             // of the transaction that wrote it
@@ -132,12 +157,20 @@ struct Ledger {
   int64_t seq = 0;             // the last grant sequence used
   uint64_t reassignments = 0;  // grants raised with watts another job gave up
   std::map<std::string, LedgerJob> jobs;
+  // Registered, not admitted, by job (a duplicate by its key's name, "<job>@<lease hex>").
+  // JSON "standby", optional (absent: none).
+  std::map<std::string, StandbyJob> standby;
 
+  // What every job may draw: the admitted jobs' held watts and the others' standby.
   double HeldW() const;
-  double HeldW(JobClass c) const;  // of one class
+  double HeldW(JobClass c) const;  // of one class (standby jobs are guaranteed)
+  double StandbyW() const;         // the standby jobs' alone
   // The reserve asked for: target_reserve_w while one settles, else the reserve in force.
   double TargetReserveW() const { return target_reserve_w >= 0.0 ? target_reserve_w : reserve_w; }
-  double FloorsW() const;
+  double FloorsW() const;  // the admitted jobs'
+  // What cannot fit even with every admitted job at its floor: the admitted floors and every
+  // standby over the budget asked for less the reserve asked for (0 when it fits).
+  double OvercommittedW() const;
 };
 
 // The operator's last target, in a key of its own: it survives leader changes and a ledger

@@ -19,6 +19,8 @@ std::string_view StateName(Acting::State s) {
       return "granted";
     case Acting::State::kFenced:
       return "fenced";
+    case Acting::State::kStandby:
+      return "standby";
   }
   return "?";
 }
@@ -54,12 +56,21 @@ Acting FleetMember::CurrentLocked(double now_s) const {
     a.reason = registered_ ? "fenced: waiting for a grant for the new lease"
                            : "fenced: the lease is gone, registering again";
   } else {
-    a.state = Acting::State::kLocal;
-    a.job_budget_w = config_.local_budget_w;
+    const std::string why = grant_ && !grant_->admitted ? grant_->reason
+                            : !status_.refused.empty()  ? status_.refused
+                                                        : std::string("no grant yet");
     a.valid_until_s = std::numeric_limits<double>::infinity();
-    a.reason = grant_ && !grant_->admitted ? grant_->reason
-               : !status_.refused.empty()  ? status_.refused
-                                           : "local budget: no grant yet";
+    if (config_.fail_open) {
+      a.state = Acting::State::kLocal;
+      a.job_budget_w = config_.local_budget_w;
+      a.reason = "local budget (--fleet-fail-open): " + why;
+      return a;
+    }
+    a.state = Acting::State::kStandby;
+    a.job_budget_w =
+        config_.standby_w >= 0.0 ? std::min(config_.standby_w, config_.floor_w) : config_.floor_w;
+    a.hold_until_admitted = true;
+    a.reason = "standby, held until admitted: " + why;
     return a;
   }
   a.job_budget_w = config_.floor_w;
@@ -160,6 +171,7 @@ Member FleetMember::DemandLocked(LeaseId lease) const {
   m.floor_w = config_.floor_w;
   m.job_class = config_.job_class;
   m.slurm_job = config_.slurm_job;
+  m.standby_w = config_.standby_w >= 0.0 ? std::min(config_.standby_w, config_.floor_w) : -1.0;
   // The nameplate (the first version), or by phase: the floor outside rollout.
   m.demand_w = demand_override_w_ >= 0.0                                      ? demand_override_w_
                : config_.phase_demand && phase_ != PhaseName(Phase::kRollout) ? config_.floor_w
@@ -261,25 +273,44 @@ double FleetMember::ValueTokensPerJ() const {
 
 bool FleetMember::Register(double now_s) {
   const double sent_s = now_s;
-  auto lease = store_.LeaseGrant(config_.lease_ttl_s);
-  if (!lease) {
-    MutexLock lock(mu_);
-    if (status_.last_error != lease.error().message()) {
-      log_(fmt::format("fleet: {} (on the local budget; retrying)", lease.error().message()));
+  // The lease kept from an earlier try, while it lives; else a new one.
+  if (spare_lease_ != 0 &&
+      now_s - spare_renewed_s_ >= static_cast<double>(config_.lease_ttl_s) / 3.0) {
+    if (auto kept = store_.LeaseKeepAlive(spare_lease_); kept) {
+      spare_renewed_s_ = sent_s;
+    } else {
+      spare_lease_ = 0;  // gone (or unknown: a new one is cheap, the old one expires)
     }
-    status_.last_error = lease.error().message();
-    return false;
   }
+  if (spare_lease_ == 0) {
+    auto lease = store_.LeaseGrant(config_.lease_ttl_s);
+    if (!lease) {
+      MutexLock lock(mu_);
+      if (status_.last_error != lease.error().message()) {
+        log_(fmt::format("fleet: {} ({}; retrying)", lease.error().message(),
+                         config_.fail_open ? "on the local budget" : "at standby, held"));
+      }
+      status_.last_error = lease.error().message();
+      return false;
+    }
+    spare_lease_ = *lease;
+    spare_renewed_s_ = sent_s;
+  }
+  const LeaseId lease = spare_lease_;
   Member m;
   {
     MutexLock lock(mu_);
-    m = DemandLocked(*lease);
+    m = DemandLocked(lease);
   }
+  // The name, or else a duplicate's key (counted at standby) on the same lease.
+  const std::string duplicate_key = keys_.duplicate(config_.job, lease);
   TxnRequest txn;
   txn.compare.push_back(
       Compare::CreateRevision(keys_.member(config_.job), Compare::Result::kEqual, 0));
-  txn.success.push_back(Op::Put(keys_.member(config_.job), ToJson(m), *lease));
+  txn.success.push_back(Op::Put(keys_.member(config_.job), ToJson(m), lease));
+  txn.success.push_back(Op::Delete(duplicate_key));
   txn.failure.push_back(Op::Get(keys_.member(config_.job)));
+  txn.failure.push_back(Op::Put(duplicate_key, ToJson(m), lease));
   auto r = store_.Txn(txn);
   // Taken by this job's previous agent on this machine, and that process is gone: its lease
   // goes now (it acts on nothing), and the registration is tried once more.
@@ -287,12 +318,19 @@ bool FleetMember::Register(double now_s) {
       config_.holder_gone && !config_.holder.empty()) {
     const KeyValue& taken = r->responses[0][0];
     auto before = MemberFromJson(taken.value, taken.key);
-    // Not before TTL - margin from our own start: the predecessor died before we started, so
-    // what it (and its trainer, whose actuations are valid no longer) may act on ends by then.
-    const bool past_its_deadline =
-        now_s >= started_s_ + static_cast<double>(config_.lease_ttl_s) - config_.fence_margin_s;
-    if (before && !before->holder.empty() && before->holder != config_.holder && taken.lease != 0 &&
-        past_its_deadline && config_.holder_gone(before->holder)) {
+    const bool gone = before && !before->holder.empty() && before->holder != config_.holder &&
+                      taken.lease != 0 && config_.holder_gone(before->holder);
+    // Not before TTL - margin from when we first saw it gone (at our start, for a restart): it
+    // died before that, so what it (and its trainer, whose actuations are valid no longer) may
+    // act on ends by then. A duplicate that saw it alive waits as long from its death.
+    if (gone && gone_holder_ != before->holder) {
+      gone_holder_ = before->holder;
+      gone_seen_s_ = now_s;
+    }
+    const bool past_its_deadline = gone && now_s >= std::max(started_s_, gone_seen_s_) +
+                                                        static_cast<double>(config_.lease_ttl_s) -
+                                                        config_.fence_margin_s;
+    if (gone && past_its_deadline) {
       if (auto revoked = store_.LeaseRevoke(taken.lease); revoked || IsLeaseGone(revoked.error())) {
         log_(fmt::format("fleet: job '{}': its previous agent ({}) is gone: lease {:x} revoked",
                          config_.job, before->holder, taken.lease));
@@ -302,30 +340,36 @@ bool FleetMember::Register(double now_s) {
   }
   if (!r || !r->succeeded) {
     std::string why;
+    bool duplicate = false;
     if (!r) {
       why = r.error().message();
+      if (IsLeaseGone(r.error())) spare_lease_ = 0;
     } else if (!r->responses.empty() && !r->responses[0].empty()) {
+      duplicate = true;
       why = fmt::format(
           "job name '{}' is taken at site '{}' by lease {:x} (another agent, or this job's "
-          "previous agent until its lease expires)",
-          config_.job, config_.site, r->responses[0][0].lease);
+          "previous agent until its lease expires): counted at standby as {}",
+          config_.job, config_.site, r->responses[0][0].lease,
+          duplicate_key.substr(keys_.members().size()));
     } else {
       why = "registration lost a race; retrying";
     }
-    (void)store_.LeaseRevoke(*lease);
     MutexLock lock(mu_);
     if (status_.refused != why) log_(fmt::format("fleet: {}", why));
     status_.refused = why;
+    status_.duplicate = duplicate;
     return false;
   }
+  spare_lease_ = 0;
   MutexLock lock(mu_);
-  lease_ = *lease;
+  lease_ = lease;
   lease_ttl_s_ = config_.lease_ttl_s;
-  renewed_sent_s_ = sent_s;
+  renewed_sent_s_ = spare_renewed_s_;
   registered_ = true;
   grant_.reset();
   published_s_ = now_s;
   status_.refused.clear();
+  status_.duplicate = false;
   status_.last_error.clear();
   status_.registered = true;
   status_.lease = lease_;
@@ -451,6 +495,8 @@ void FleetMember::Leave() {
     grant_.reset();
   }
   if (lease != 0) (void)store_.LeaseRevoke(lease);
+  if (spare_lease_ != 0) (void)store_.LeaseRevoke(spare_lease_);
+  spare_lease_ = 0;
 }
 
 MemberStatus FleetMember::status() const {

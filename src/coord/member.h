@@ -6,8 +6,11 @@
 //   - fenced: the lease has not been renewed for lease TTL - margin by our own monotonic clock
 //     (measured from when the last successful renewal was sent, so before the store's lease can
 //     expire): the floor, until a new lease is granted something;
-//   - local: never granted (the store unreachable, or not yet admitted), or refused admission:
-//     the local budget.
+//   - standby: never granted (the store unreachable, not yet admitted, refused, or the job's
+//     name taken by another agent): the job's standby draw, and a hold until it is admitted --
+//     its trainer runs no step (docs/FLEET.md, "Every job at the site");
+//   - local: the same, with MemberConfig::fail_open: the local budget and no hold (unsafe: the
+//     behaviour before standby).
 // Step() does the store's work; one thread calls it (the agent's fleet thread, or fleet-sim's
 // loop), while the runner calls Current() and Observe(). Thread-safe.
 #pragma once
@@ -28,9 +31,14 @@ struct MemberConfig {
   std::string site;
   std::string job;
   int gpus = 1;
-  double nameplate_w = 0.0;      // the job's GPUs' nameplate + node overhead
-  double floor_w = 0.0;          // the job's power at its lowest actuation + node overhead
-  double local_budget_w = 0.0;   // job budget with no grant (not admitted, store unreachable)
+  double nameplate_w = 0.0;     // the job's GPUs' nameplate + node overhead
+  double floor_w = 0.0;         // the job's power at its lowest actuation + node overhead
+  double local_budget_w = 0.0;  // job budget with no grant, with fail_open
+  // The job's GPUs idle plus the node overhead: what it acts on, held, until admitted; below 0:
+  // none known (the floor is published and acted on instead).
+  double standby_w = -1.0;
+  // Never granted: the local budget and no hold instead of standby (--fleet-fail-open).
+  bool fail_open = false;
   double node_overhead_w = 0.0;  // inside nameplate_w and floor_w: the node's other power
   int64_t lease_ttl_s = 3;
   double fence_margin_s = 1.0;    // fences at TTL - margin after the last renewal was sent
@@ -66,8 +74,10 @@ struct HoldRequest {
 };
 
 struct Acting {
-  enum class State { kLocal, kGranted, kFenced };
+  enum class State { kLocal, kGranted, kFenced, kStandby };
   State state = State::kLocal;
+  // Standby: the trainer must not start a step until this is false (a hold until admitted).
+  bool hold_until_admitted = false;
   double job_budget_w = 0.0;
   int64_t term = 0;  // of the grant (0: none)
   int64_t seq = 0;
@@ -84,6 +94,7 @@ struct MemberStatus {
   LeaseId lease = 0;
   int64_t max_term = 0;
   std::string refused;     // why the job is not admitted, or why registration is refused
+  bool duplicate = false;  // the name is taken: registered as a duplicate (counted at standby)
   std::string last_error;  // of the store
   uint64_t stale_grants_ignored = 0;
   uint64_t acks = 0;
@@ -149,6 +160,13 @@ class FleetMember {
 
   mutable Mutex mu_;
   LeaseId lease_ GUARDED_BY(mu_) = 0;
+  // A lease granted for a registration not (yet) made: kept alive, a duplicate's key on it,
+  // and used for the next try (Step's thread only).
+  LeaseId spare_lease_ = 0;
+  double spare_renewed_s_ = 0.0;
+  // The holder of the name last seen gone, and when (Step's thread only).
+  std::string gone_holder_;
+  double gone_seen_s_ = 0.0;
   int64_t lease_ttl_s_ GUARDED_BY(mu_) = 0;  // as granted
   double renewed_sent_s_ GUARDED_BY(mu_) = 0.0;
   bool registered_ GUARDED_BY(mu_) = false;

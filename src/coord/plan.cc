@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "coord/stagger.h"
 
@@ -32,7 +33,21 @@ std::map<std::string, double> Allocate(double available_w,
 
 double InvariantSlackW(const Ledger& ledger) {
   return ledger.site_budget_w - ledger.reserve_w - ledger.HeldW(JobClass::kGuaranteed) +
-         kEpsW * static_cast<double>(ledger.jobs.size() + 1);
+         kEpsW * static_cast<double>(ledger.jobs.size() + ledger.standby.size() + 1);
+}
+
+double RaisedW(const Ledger& before, const Ledger& after) {
+  double raised_w = 0.0;
+  for (const auto& [name, j] : after.jobs) {
+    double was_w = 0.0;
+    if (auto b = before.jobs.find(name); b != before.jobs.end()) {
+      was_w = b->second.held_w;
+    } else if (auto s = before.standby.find(name); s != before.standby.end()) {
+      was_w = s->second.standby_w;
+    }
+    if (j.held_w > was_w + kEpsW) raised_w += j.held_w - was_w;
+  }
+  return raised_w;
 }
 
 namespace {
@@ -100,7 +115,7 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
         const double more_w = m->second.floor_w - j.floor_w;
         const double budget_w = std::min(l.site_budget_w, l.target_site_budget_w) -
                                 std::max(l.reserve_w, l.TargetReserveW());
-        if (more_w > kEpsW && (l.FloorsW() + more_w > budget_w + kEpsW ||
+        if (more_w > kEpsW && (l.FloorsW() + l.StandbyW() + more_w > budget_w + kEpsW ||
                                l.HeldW() + more_w > l.site_budget_w - l.reserve_w + kEpsW)) {
           log(
               fmt::format("{}: lease {:x} waits: its floor {:.1f} W is {:.1f} W above the "
@@ -137,6 +152,56 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
     ++it;
   }
 
+  // 1b. Every registered job not admitted, counted at what it may draw from its registration.
+  std::set<LeaseId> member_leases;  // of the members under their own names
+  for (const auto& [name, m] : in.members) member_leases.insert(m.lease);
+  for (auto it = l.standby.begin(); it != l.standby.end();) {
+    const std::string& name = it->first;
+    const StandbyJob& s = it->second;
+    const auto m = in.members.find(name);
+    const auto d = in.duplicates.find(name);
+    const bool present = (m != in.members.end() && !l.jobs.contains(name)) ||
+                         d != in.duplicates.end() || in.unreadable.contains(name);
+    if (present) {
+      ++it;
+      continue;
+    }
+    // Its key is gone (or admitted under its name meanwhile): a duplicate whose lease took the
+    // name goes at once; any other after forget_after_s, as an admitted job.
+    const auto gone = in.gone_for_s.find(name);
+    const bool moved = s.duplicate && member_leases.contains(s.lease);
+    if (l.jobs.contains(name) || moved ||
+        (gone != in.gone_for_s.end() && gone->second >= in.forget_after_s)) {
+      if (!l.jobs.contains(name)) {
+        log(fmt::format("{}: standby {:.1f} W released ({})", name, s.standby_w,
+                        moved ? "its agent took the name" : "no member"));
+      }
+      it = l.standby.erase(it);
+      out.changed = true;
+      continue;
+    }
+    ++it;
+  }
+  const auto count_standby = [&](const std::string& name, const Member& m, bool duplicate) {
+    const double charge_w = StandbyChargeW(m);
+    auto [it, fresh] = l.standby.try_emplace(name);
+    StandbyJob& s = it->second;
+    if (fresh || s.lease != m.lease || std::abs(s.standby_w - charge_w) > kEpsW ||
+        std::abs(s.floor_w - m.floor_w) > kEpsW || s.duplicate != duplicate) {
+      if (fresh || s.lease != m.lease) {
+        log(fmt::format("{}: registered (lease {:x}){}: counted at {:.1f} W until admitted", name,
+                        m.lease, duplicate ? " under a name taken" : "", charge_w));
+      }
+      s = {charge_w, m.floor_w, m.lease, duplicate};
+      out.changed = true;
+    }
+  };
+  for (const auto& [name, m] : in.members) {
+    if (l.jobs.contains(name) || m.job_class != JobClass::kGuaranteed) continue;
+    count_standby(name, m, false);
+  }
+  for (const auto& [name, m] : in.duplicates) count_standby(name, m, true);
+
   // An increase of the site budget, or a decrease of the reserve, is in force at once (a
   // decrease of the budget, or an increase of the reserve, once it fits: step 5).
   if (l.target_site_budget_w > l.site_budget_w) {
@@ -164,16 +229,21 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
   std::sort(newcomers.begin(), newcomers.end());
   for (const auto& [at, name] : newcomers) {
     const Member& m = in.members.at(name);
+    const auto sb = l.standby.find(name);
+    const double charge_w = sb == l.standby.end() ? 0.0 : sb->second.standby_w;
     const double floors_w = l.FloorsW();
-    const double room_w = alloc_budget_w - floors_w - waiting_w;
-    // The floor must fit beside the others' floors and beside what they hold now (their
-    // acknowledged grants come down over the next periods; until then it waits).
+    const double others_standby_w = l.StandbyW() - charge_w;
+    const double room_w = alloc_budget_w - floors_w - others_standby_w - waiting_w;
+    // The floor must fit beside the others' floors and standby, and beside what they hold now
+    // (their acknowledged grants come down over the next periods; until then it waits). Its
+    // own standby is held already: admission needs floor - standby more.
     if (m.floor_w <= room_w + kEpsW) {
+      const double extra_w = std::max(0.0, m.floor_w - charge_w);
       const double free_w = l.site_budget_w - l.reserve_w - l.HeldW() - waiting_w;
-      if (m.floor_w > free_w + kEpsW) {
+      if (extra_w > free_w + kEpsW) {
         log(fmt::format("{}: floor {:.1f} W fits, waiting for {:.1f} W to be released", name,
-                        m.floor_w, m.floor_w - std::max(0.0, free_w)));
-        waiting_w += m.floor_w;
+                        m.floor_w, extra_w - std::max(0.0, free_w)));
+        waiting_w += extra_w;
         continue;
       }
       LedgerJob j;
@@ -184,6 +254,7 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
       j.lease = m.lease;
       j.job_class = m.job_class;
       l.jobs[name] = j;
+      if (sb != l.standby.end()) l.standby.erase(sb);
       regrant[name] = true;
       out.changed = true;
       log(fmt::format("{}: admitted at its floor {:.1f} W", name, m.floor_w));
@@ -195,9 +266,9 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
       g.admitted = false;
       g.reason = fmt::format(
           "not admitted: floor {:.1f} W does not fit in site budget {:.1f} W - reserve {:.1f} W "
-          "- floors of running jobs {:.1f} W = {:.1f} W",
+          "- floors of running jobs {:.1f} W - standby of jobs not admitted {:.1f} W = {:.1f} W",
           m.floor_w, std::min(l.site_budget_w, l.target_site_budget_w), alloc_reserve_w, floors_w,
-          std::max(0.0, room_w));
+          others_standby_w, std::max(0.0, room_w));
       const auto stored = in.grants.find(name);
       if (stored == in.grants.end() || stored->second.admitted || stored->second.lease != g.lease ||
           stored->second.reason != g.reason) {
@@ -241,12 +312,12 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
     return Allocate(available_w, alloc_jobs);
   };
   std::map<std::string, double> target =
-      targets_of(JobClass::kGuaranteed, alloc_budget_w - waiting_w);
+      targets_of(JobClass::kGuaranteed, alloc_budget_w - waiting_w - l.StandbyW());
   double guaranteed_w = 0.0;
   for (const auto& [name, t] : target) guaranteed_w += t;
   // What the guaranteed targets leave; and what the guaranteed jobs are expected to leave
   // undrawn (loans), in a steady site only.
-  const double left_w = std::max(0.0, alloc_budget_w - waiting_w - guaranteed_w);
+  const double left_w = std::max(0.0, alloc_budget_w - waiting_w - l.StandbyW() - guaranteed_w);
   double loans_w = 0.0;
   bool steady = waiting_w <= kEpsW && l.target_site_budget_w >= l.site_budget_w - kEpsW &&
                 l.target_reserve_w < 0.0 && in.loan_lead_s > 0.0;
@@ -263,7 +334,8 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
     largest_unused_w = std::max(largest_unused_w, cap_w - e);
   }
   if (steady) {
-    loans_w = std::max(0.0, alloc_budget_w - expected_w - in.loan_cover * largest_unused_w);
+    loans_w = std::max(
+        0.0, alloc_budget_w - l.StandbyW() - expected_w - in.loan_cover * largest_unused_w);
   }
   const bool lending = loans_w > left_w + kEpsW;
   out.opportunistic_pool_w = lending ? loans_w : left_w;

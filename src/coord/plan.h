@@ -7,11 +7,16 @@
 //      clock runs out before the store's lease does): held = grant = floor. Forgotten after
 //      `forget_after_s` without a member. A member key alive but unreadable is not gone: the
 //      job keeps its lease, demand and held watts.
+//   1b. Every registered job not admitted (waiting, refused, a duplicate name) is counted in the
+//      ledger's standby at what it may draw (StandbyChargeW), from its registration until it is
+//      admitted or forgotten; a duplicate's entry goes at once when its lease takes the name.
 //   2. Admission, in order of registration: a member not in the ledger whose floor fits next to
 //      the floors of the jobs admitted (against the lower of the budget in force and the one
 //      asked for) is admitted at its floor once that much is not held; until then it waits,
 //      its floor kept out of the others' targets so that their grants come down. One whose
 //      floor does not fit is refused, with the numbers. Running jobs' floors are never taken.
+//      Admission moves a job from its standby to its floor once floor - standby is free; the
+//      standby of every other job not admitted takes room as the floors do.
 //      (A site budget increase is in force before any of this.)
 //   3. Targets: every floor covered, the rest split in proportion to demand above floor (Allocate)
 //      or by value (AllocateByValue: the members' value curves; a member without one, a straight
@@ -20,8 +25,12 @@
 //      below it are raised only into room = budget - reserve - sum of held, shared in proportion
 //      to what each still wants; a raised grant is held at once.
 //   5. A site budget decrease is in force once the sum of held fits under it.
-// Invariant, checked before anything is written: sum of the guaranteed jobs' held_w <=
-// site_budget_w - reserve_w; without loans, the opportunistic jobs' held_w are inside it too.
+// Invariant, checked before anything is written: sum of the guaranteed jobs' held_w and every
+// standby <= site_budget_w - reserve_w; without loans, the opportunistic jobs' held_w are inside
+// it too. A newcomer's standby is drawn without asking (its GPUs are on): when it does not fit,
+// the ledger is over until grants come down (or, when even the floors cannot make room,
+// Ledger::OvercommittedW says by how much), and a plan may then be written only if it raises
+// nothing (RaisedW).
 #pragma once
 
 #include <map>
@@ -58,6 +67,9 @@ struct PlanInput {
   // a hand edit, a non-finite number): job -> the key's lease. Unknown is not gone: a job whose
   // ledger lease is the key's keeps what it holds and is never forgotten while the key lives.
   std::map<std::string, LeaseId> unreadable;
+  // Second agents under taken names (members/<job>@<lease hex>), by that key's name: counted at
+  // standby, never admitted.
+  std::map<std::string, Member> duplicates;
   double forget_after_s = 60.0;
   Allocation allocation = Allocation::kProportional;
   Fairness fairness = Fairness::kNone;  // with kValue
@@ -90,11 +102,14 @@ struct PlanOutput {
   double opportunistic_pool_w = 0.0;
 };
 
-// `ledger`: as read; `term`: the leader's. REQUIRES: ledger.site_budget_w - reserve_w >= the sum
-// of its held watts (the invariant, as the last write left it).
+// `ledger`: as read; `term`: the leader's.
 PlanOutput Plan(const Ledger& ledger, const PlanInput& in, int64_t term);
 
 // The invariant's slack (>= 0 when it holds), within a rounding tolerance of 1e-6 W per job.
 double InvariantSlackW(const Ledger& ledger);
+
+// What `after` holds for admitted jobs above what `before` held for them (admitted, or in
+// standby): 0 for a plan that only lowers, which may be written even while over.
+double RaisedW(const Ledger& before, const Ledger& after);
 
 }  // namespace headroom::coord

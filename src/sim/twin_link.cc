@@ -36,6 +36,8 @@ void TwinLink::Apply(const agent::Actuation& actuation) {
   twin_.SetGroupSize(actuation.group_size);
   // The site's hold, as a trainer honours it at the step boundary (0 clears one not begun).
   twin_.HoldNextStep(actuation.hold_s);
+  // Not admitted by its site: no step begins until it is (Twin::SetStandby).
+  twin_.SetStandby(actuation.standby);
   // actuation.power_limit_w is not applied here: whoever owns the GPUs' limits does (the agent's
   // guard, or SetPowerLimit), as on real GPUs.
 }

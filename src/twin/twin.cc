@@ -94,6 +94,10 @@ void Twin::BeginStep() {
     BeginFixedPhase(Phase::kIdle, hold_s, scenario_.idle_loaded_w);
     return;
   }
+  if (standby_) {
+    BeginFixedPhase(Phase::kIdle, kStandbySliceS, scenario_.idle_loaded_w);
+    return;
+  }
   step_group_size_ = group_size_;
   if (!scenario_.has_rollout) {
     step_tokens_ = scenario_.train_tokens_per_step * scenario_.gpus;

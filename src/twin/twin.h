@@ -45,6 +45,10 @@ class Twin {
   // step boundary the job waits in kIdle, its GPUs idle with the model loaded, then starts the
   // step. A later call replaces a hold not yet begun; 0 cancels it. Returns the hold pending.
   double HoldNextStep(double hold_s);
+  // While on, no step begins: at each step boundary the job holds (idle, model loaded) in
+  // slices of kStandbySliceS and looks again -- as a trainer whose site has not admitted it.
+  void SetStandby(bool on) { standby_ = on; }
+  static constexpr double kStandbySliceS = 0.5;
 
   // Advances one tick.
   void Tick();
@@ -126,6 +130,7 @@ class Twin {
   double tokens_total_ = 0.0;
   double drawn_tokens_ = 0.0;
   double pending_hold_s_ = 0.0;
+  bool standby_ = false;
   double held_s_ = 0.0;
 };
 

@@ -564,6 +564,41 @@ TEST_F(Cli, AgentInASiteRefusesALocalBudgetAboveItsFloor) {
   EXPECT_EQ(r.status, 0) << r.err;
 }
 
+// Fail closed (issue 32, item 1): etcd unreachable from the start, the job is never admitted,
+// so its trainer (the twin) never begins a step: 60 s at standby, held. --fleet-fail-open
+// restores the local budget, and the steps run outside the site's count.
+TEST_F(Cli, AgentInASiteNeverAdmittedHoldsItsTrainerAtStandby) {
+  const std::string site = "--fleet etcd://127.0.0.1:1 --site s --job j --node-overhead-w 0 ";
+  const auto steps_and_phases = [&](const std::string& extra) {
+    const std::string trace = (dir_ / "standby.csv").string();
+    auto r = Headroom("agent --source twin --scenario a100-7b-tp1 --controller pid --speed 0 " +
+                      site + "--floor-w 200 --duration-s 60 --listen 127.0.0.1:0 --trace-out " +
+                      trace + " " + extra);
+    EXPECT_EQ(r.status, 0) << r.err;
+    std::istringstream in(Slurp(trace));
+    std::string line;
+    std::getline(in, line);
+    EXPECT_EQ(line, "t_s,gpu,power_w,phase,step,tokens,concurrency,group_size,budget_w");
+    int max_step = 0;
+    std::set<std::string> phases;
+    while (std::getline(in, line)) {
+      std::vector<std::string> f;
+      std::istringstream fields(line);
+      for (std::string x; std::getline(fields, x, ',');) f.push_back(x);
+      if (f.size() < 9) continue;
+      phases.insert(f[3]);
+      max_step = std::max(max_step, std::stoi(f[4]));
+    }
+    return std::pair{max_step, phases};
+  };
+  auto [held_steps, held_phases] = steps_and_phases("--standby-w 60");
+  EXPECT_EQ(held_steps, 0);
+  EXPECT_EQ(held_phases, (std::set<std::string>{"startup", "idle"}));
+  auto [open_steps, open_phases] = steps_and_phases("--fleet-fail-open");
+  EXPECT_GE(open_steps, 1);
+  EXPECT_TRUE(open_phases.contains("rollout"));
+}
+
 TEST_F(Cli, AgentGuardRestoresPowerLimitsOnExitAndOnSigterm) {
   const std::string log = (dir_ / "limits.log").string();
   const std::string env =

@@ -161,7 +161,24 @@ for bad in [decision("null", 9), decision('"5"', 9), decision(-1, 9), decision(5
     check(c.take_hold() == 0.0, "not a hold: %s" % bad)
 Holding.body = decision(0, 0)
 check(c.take_hold() == 0.0, "no hold")
+# Standby (not admitted): held every time it is asked, until admitted.
+Holding.body = decision(0, 0).replace(b'"hold_id": 0', b'"hold_id": 0, "site": true, "standby": true')
+check(c.take_hold() == 1.0, "standby: held")
+check(c.take_hold() == 1.0, "standby: held again")
+check(c.site, "a site's answer says so")
+Holding.body = decision(0, 0).replace(b'"hold_id": 0', b'"hold_id": 0, "site": true, "standby": false')
+check(c.take_hold() == 0.0, "admitted: no hold")
 stub.shutdown()
+stub.server_close()
+# In a site, an agent unheard past valid_for_s holds the trainer (fail closed); outside one,
+# the safe values run.
+now = [0.0]
+for site, held in [(True, 1.0), (False, 0.0)]:
+    c = AgentClient("http://127.0.0.1:%d" % stub.server_port, clock=lambda: now[0], site=site,
+                    timeout_s=0.2)
+    a = c.actuation()
+    check(a["reason"].startswith("fallback"), "unreachable: fallback")
+    check(c.take_hold(a) == held, "site=%s: take_hold %s when unreachable" % (site, held))
 
 print("client_test:", "FAILED" if failures else "ok")
 sys.exit(1 if failures else 0)

@@ -74,12 +74,14 @@ class Trainer(threading.Thread):
     def run(self):
         while not self.stop.is_set():
             a = self.client.actuation()  # at the step boundary
-            hold = self.client.take_hold(a)
-            if hold > 0:
+            # Holds until there are none: standby until the first grant, then the site's.
+            while (hold := self.client.take_hold(a)) > 0 and not self.stop.is_set():
                 self.client.report(self.step, "idle", 0, 0)
                 t0 = time.monotonic()
                 self.stop.wait(hold)
-                self.holds.append((self.step, hold, time.monotonic() - t0))
+                if not a.get("standby"):
+                    self.holds.append((self.step, hold, time.monotonic() - t0))
+                a = self.client.actuation()
             self.client.report(self.step, "rollout", 0, a["concurrency"])
             self.stop.wait(ROLLOUT_S)
             self.client.report(self.step, "train", 0, 0)

@@ -285,6 +285,10 @@ Member M(const std::string& job, double floor_w, double demand_w, LeaseId lease)
   m.demand_w = demand_w;
   m.nameplate_w = demand_w;
   m.lease = lease;
+  // Held at its step boundary with no standby draw: counted at 0 W until admitted (the
+  // protocol before standby; tests of standby set their own).
+  m.phase = "idle";
+  m.standby_w = 0.0;
   return m;
 }
 
@@ -994,7 +998,132 @@ TEST(Slurm, AJobWhoseLeaseLapsedIsResumedWhenThePoolCoversAQuarterOfItsDemand) {
   EXPECT_EQ(s.Decide(zero, 26).size(), 1u);
 }
 
-// Random plans: held never above the budget in force, whatever the members do.
+Member Standby(Member m, double standby_w, std::string phase = "idle") {
+  m.standby_w = standby_w;
+  m.phase = std::move(phase);
+  return m;
+}
+
+// Every registered job is counted from its registration: at its standby while it holds, at its
+// floor while a step may run; admission moves it to its floor once floor - standby is free.
+TEST(PlanStandby, EveryRegisteredJobIsCountedAndAdmissionMovesStandbyToFloor) {
+  PlanInput in;
+  in.members = {{"a", M("a", 300, 800, 1)}};
+  in.registered_at = {{"a", 1}};
+  PlanOutput p = Plan(Fresh(1000, 100), in, 5);
+  AckAll(p, in);
+  ASSERT_NEAR(p.ledger.jobs.at("a").held_w, 800, 1e-9);  // raised to its demand
+  // b registers mid-step (counted at its floor 300) with standby 40 W.
+  in.members["b"] = Standby(M("b", 300, 800, 2), 40, "rollout");
+  in.registered_at["b"] = 2;
+  p = Plan(p.ledger, in, 5);
+  ASSERT_TRUE(p.ledger.standby.contains("b"));
+  EXPECT_NEAR(p.ledger.standby.at("b").standby_w, 300, 1e-9);
+  EXPECT_NEAR(p.ledger.HeldW(), 800 + 300, 1e-9);         // over 900: drawn without asking
+  EXPECT_NEAR(p.ledger.OvercommittedW(), 0, 1e-9);        // 300 + 300 fits in 900
+  EXPECT_NEAR(p.ledger.jobs.at("a").grant_w, 600, 1e-9);  // a comes down to make room
+  EXPECT_FALSE(p.ledger.jobs.contains("b"));
+  EXPECT_LE(RaisedW(Fresh(1000, 100), p.ledger), 800 + 1e-9);
+  // b holds at its boundary: 40 W.
+  in.members["b"] = Standby(M("b", 300, 800, 2), 40);
+  p = Plan(p.ledger, in, 5);
+  EXPECT_NEAR(p.ledger.standby.at("b").standby_w, 40, 1e-9);
+  // a acknowledges 600: b's floor - standby (260) is free now (900 - 600 - 40 = 260).
+  AckAll(p, in);
+  p = Plan(p.ledger, in, 5);
+  ASSERT_TRUE(p.ledger.jobs.contains("b"));
+  EXPECT_FALSE(p.ledger.standby.contains("b"));
+  EXPECT_NEAR(p.ledger.jobs.at("b").held_w, 300, 1e-9);
+  EXPECT_GE(InvariantSlackW(p.ledger), 0.0);
+}
+
+TEST(PlanStandby, WhatCannotFitEvenAtTheFloorsIsOvercommittedAndARefusedJobStaysCounted) {
+  PlanInput in;
+  in.members = {{"a", M("a", 500, 800, 1)}};
+  in.registered_at = {{"a", 1}};
+  PlanOutput p = Plan(Fresh(1000, 100), in, 5);
+  AckAll(p, in);
+  // b starts mid-step: 500 + 500 = 1000 > 900: b does not fit beside a's floor and is refused.
+  in.members["b"] = Standby(M("b", 500, 800, 2), 450, "rollout");
+  in.registered_at["b"] = 2;
+  p = Plan(p.ledger, in, 5);
+  ASSERT_TRUE(p.ledger.jobs.contains("a"));
+  ASSERT_TRUE(p.ledger.standby.contains("b"));
+  EXPECT_NEAR(p.ledger.OvercommittedW(), 500 + 500 - 900, 1e-9);
+  bool refused = false;
+  for (const Grant& g : p.grants) refused |= g.job == "b" && !g.admitted;
+  EXPECT_TRUE(refused);
+  EXPECT_NEAR(p.ledger.jobs.at("a").grant_w, 500, 1e-9);  // a at its floor, never below
+  // b holds: 450 W still does not fit: 50 W over; then the operator raises the budget.
+  in.members["b"] = Standby(M("b", 500, 800, 2), 450);
+  p = Plan(p.ledger, in, 5);
+  EXPECT_NEAR(p.ledger.OvercommittedW(), 50, 1e-9);
+  Ledger l = p.ledger;
+  l.target_site_budget_w = 1500;
+  p = Plan(l, in, 5);
+  EXPECT_NEAR(p.ledger.OvercommittedW(), 0, 1e-9);
+  EXPECT_TRUE(p.ledger.jobs.contains("b"));  // admitted once 1,400 W hold both floors
+}
+
+TEST(PlanStandby, ADuplicateIsCountedUntilItsLeaseTakesTheNameAndAGoneJobIsForgotten) {
+  PlanInput in;
+  in.forget_after_s = 60;
+  in.members = {{"a", M("a", 300, 400, 1)}};
+  in.registered_at = {{"a", 1}};
+  in.duplicates = {{"a@9", Standby(M("a", 300, 400, 9), 30)}};
+  PlanOutput p = Plan(Fresh(1000, 100), in, 5);
+  ASSERT_TRUE(p.ledger.standby.contains("a@9"));
+  EXPECT_TRUE(p.ledger.standby.at("a@9").duplicate);
+  EXPECT_NEAR(p.ledger.StandbyW(), 30, 1e-9);
+  EXPECT_FALSE(p.ledger.jobs.contains("a@9"));
+  // The first agent's lease goes; the duplicate's lease takes the name (its key goes with it).
+  in.members = {{"a", Standby(M("a", 300, 400, 9), 30)}};
+  in.duplicates.clear();
+  in.gone_for_s = {{"a@9", 0.0}};
+  p = Plan(p.ledger, in, 5);
+  EXPECT_FALSE(p.ledger.standby.contains("a@9"));  // at once: its lease is the member's now
+  ASSERT_TRUE(p.ledger.jobs.contains("a"));
+  EXPECT_EQ(p.ledger.jobs.at("a").lease, 9);
+  // A job in standby whose key goes is kept for forget_after_s, then released.
+  in.members["c"] = Standby(M("c", 900, 900, 10), 70);
+  in.registered_at["c"] = 3;
+  p = Plan(p.ledger, in, 5);
+  ASSERT_TRUE(p.ledger.standby.contains("c"));
+  in.members.erase("c");
+  in.gone_for_s = {{"c", 59.0}};
+  p = Plan(p.ledger, in, 5);
+  EXPECT_TRUE(p.ledger.standby.contains("c"));
+  in.gone_for_s = {{"c", 60.0}};
+  p = Plan(p.ledger, in, 5);
+  EXPECT_FALSE(p.ledger.standby.contains("c"));
+}
+
+TEST(Layout, TheLedgersStandbyRoundTripsAndAMemberWithoutStandbyCountsAtItsFloor) {
+  Ledger l = Fresh(1000, 100);
+  l.standby["b"] = {40, 300, 7, false};
+  l.standby["a@9"] = {30, 300, 9, true};
+  auto back = LedgerFromJson(ToJson(l), "ledger");
+  ASSERT_TRUE(back) << back.error().message();
+  EXPECT_EQ(back->standby.size(), 2u);
+  EXPECT_TRUE(back->standby.at("a@9").duplicate);
+  EXPECT_DOUBLE_EQ(back->StandbyW(), 70);
+  EXPECT_DOUBLE_EQ(back->HeldW(), 70);
+  Member m = M("x", 300, 400, 1);
+  m.standby_w = -1.0;  // a member written before standby
+  auto read = MemberFromJson(ToJson(m), "member");
+  ASSERT_TRUE(read);
+  EXPECT_LT(read->standby_w, 0.0);
+  EXPECT_DOUBLE_EQ(StandbyChargeW(*read), 300);
+  read->standby_w = 500;  // above the floor: at most the floor
+  EXPECT_DOUBLE_EQ(StandbyChargeW(*read), 300);
+  read->standby_w = 20;
+  EXPECT_DOUBLE_EQ(StandbyChargeW(*read), 20);
+  read->phase = "train";
+  EXPECT_DOUBLE_EQ(StandbyChargeW(*read), 300);
+}
+
+// Random plans: held never above the budget in force, whatever the members do -- except by a
+// newcomer's standby (drawn without asking), and then no plan raises anything.
 TEST(Plan, RandomSequencesKeepTheInvariant) {
   std::mt19937_64 rng(42);
   for (int trial = 0; trial < 50; ++trial) {
@@ -1012,6 +1141,9 @@ TEST(Plan, RandomSequencesKeepTheInvariant) {
             // Every third job opportunistic (floor 0).
             in.members[job] = pick(rng) % 3 == 0 ? Opportunistic(job, 800, next_lease++)
                                                  : M(job, 100 + 50 * pick(rng), 800, next_lease++);
+            // Some draw their standby, some are mid-step (counted at their floor).
+            in.members[job].standby_w = 10.0 * pick(rng);
+            if (pick(rng) % 4 == 0) in.members[job].phase = "rollout";
             in.registered_at[job] = step;
             in.gone_for_s.erase(job);
           }
@@ -1040,7 +1172,17 @@ TEST(Plan, RandomSequencesKeepTheInvariant) {
           }
       }
       PlanOutput p = Plan(l, in, 1);
-      ASSERT_GE(InvariantSlackW(p.ledger), 0.0) << "trial " << trial << " step " << step;
+      double standby_rise_w = 0.0;
+      for (const auto& [name, s] : p.ledger.standby) {
+        const auto before = l.standby.find(name);
+        standby_rise_w += std::max(
+            0.0, s.standby_w - (before == l.standby.end() ? 0.0 : before->second.standby_w));
+      }
+      if (InvariantSlackW(l) >= 0.0 && standby_rise_w == 0.0) {
+        ASSERT_GE(InvariantSlackW(p.ledger), 0.0) << "trial " << trial << " step " << step;
+      } else if (InvariantSlackW(p.ledger) < 0.0) {
+        ASSERT_LE(RaisedW(l, p.ledger), 0.0) << "trial " << trial << " step " << step;
+      }
       for (const auto& [name, j] : p.ledger.jobs) {
         ASSERT_GE(j.held_w + 1e-9, j.grant_w);
         ASSERT_GE(j.grant_w + 1e-9, j.floor_w);
@@ -1284,7 +1426,15 @@ TEST(Protocol, ASecondAgentWithATakenJobNameIsRefused) {
   dup.Step();
   EXPECT_NE(dup.status().refused.find("job name 'job0' is taken"), std::string::npos)
       << dup.status().refused;
-  EXPECT_EQ(dup.Current().state, Acting::State::kLocal);
+  // It acts on its standby, held, and is counted at standby under a key of its own.
+  const Acting a = dup.Current();
+  EXPECT_EQ(a.state, Acting::State::kStandby);
+  EXPECT_TRUE(a.hold_until_admitted);
+  EXPECT_TRUE(dup.status().duplicate);
+  auto dups = site.store_.Get("/headroom/s/members/job0@", true);
+  ASSERT_TRUE(dups);
+  ASSERT_EQ(dups->kvs.size(), 1u);
+  EXPECT_EQ(MemberFromJson(dups->kvs[0].value, "dup")->job, "job0");
 }
 
 TEST(Protocol, ARestartedAgentTakesItsGonePredecessorsPlaceAtOnce) {
@@ -1332,6 +1482,42 @@ TEST(Protocol, ARestartedAgentTakesItsGonePredecessorsPlaceAtOnce) {
   auto m = site.store_.Get("/headroom/s/members/job0", false);
   ASSERT_TRUE(m && m->kvs.size() == 1);
   EXPECT_EQ(MemberFromJson(m->kvs[0].value, "member")->holder, "pid=3");
+}
+
+// F9: a duplicate started long before the name's holder dies took the name at once, while the
+// dead agent's trainer could still act on its last grant. It waits TTL - margin from when it
+// first sees the holder gone.
+TEST(Protocol, ADuplicateTakesADeadHoldersNameOnlyOnceWhatItGrantedRunsOut) {
+  Site site(2, 1500, 100, 1);
+  site.configs_[0].holder = "pid=1";
+  site.members_[0] =
+      std::make_unique<FleetMember>(site.store_, site.configs_[0], site.clock_.fn(), [](auto&) {});
+  site.Run(8);
+  ASSERT_TRUE(site.FullyAllocated());
+  bool dead = false;
+  MemberConfig second = site.configs_[0];
+  second.holder = "pid=2";
+  second.holder_gone = [&dead](std::string_view h) { return dead && h == "pid=1"; };
+  FleetMember dup(site.store_, second, site.clock_.fn(), [](auto&) {});
+  dup.Step();
+  ASSERT_TRUE(dup.status().duplicate);
+  site.Run(30);  // long after the duplicate's start, pid 1 still running
+  dup.Step();
+  ASSERT_TRUE(dup.status().duplicate);
+  dead = true;  // pid 1 dies now
+  dup.Step();
+  EXPECT_FALSE(dup.status().registered);  // its trainer may act for TTL - margin more
+  site.clock_.t += 2 - 1e-3;
+  dup.Step();
+  EXPECT_FALSE(dup.status().registered);
+  site.clock_.t += 2e-3;
+  dup.Step();
+  EXPECT_TRUE(dup.status().registered);
+  EXPECT_FALSE(dup.status().duplicate);
+  // Its duplicate key went with the registration.
+  auto dups = site.store_.Get("/headroom/s/members/job0@", true);
+  ASSERT_TRUE(dups);
+  EXPECT_TRUE(dups->kvs.empty());
 }
 
 TEST(Protocol, MalformedValuesAreIgnoredNotTrusted) {

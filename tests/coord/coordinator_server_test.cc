@@ -65,6 +65,7 @@ struct FakeJob {
   double budget_w = 0.0;
   std::string phase;
   double value = 0.0;
+  double standby_w = -1.0;  // absent: counted at its floor until admitted
 };
 
 // One replica: the host, and its server on a free loopback port.
@@ -122,6 +123,7 @@ class CoordinatorServerTest : public ::testing::Test {
     m.value_tokens_per_j = f.value;
     m.budget_w = f.budget_w;
     m.lease = leases_[f.job];
+    m.standby_w = f.standby_w;
     ASSERT_TRUE(store_.Put(Keys("s").member(f.job), ToJson(m), m.lease).ok());
   }
 
@@ -243,21 +245,62 @@ TEST_F(CoordinatorServerTest, StatusReportsTheLedgerAndTheMembers) {
 
 TEST_F(CoordinatorServerTest, ARefusedMemberIsListed) {
   TwoJobs();
-  PutMember({"c", 700, 800, 0, 0, "rollout", 0});  // 300 + 700 > 900: does not fit
+  // 300 + 700 > 900: does not fit; held at its step boundary it draws its standby, 50 W.
+  PutMember({"c", 700, 800, 0, 0, "idle", 0, 50});
   Replica r = StartReplica("c0");
   Step(r, 3);
   const json s = GetJson(r, "/v1/status");
   ASSERT_EQ(s["refused"].size(), 1u) << s.dump();
   EXPECT_EQ(s["refused"][0].get<std::string>().rfind("c: ", 0), 0u) << s["refused"][0];
+  EXPECT_DOUBLE_EQ(s["sum_standby_w"].get<double>(), 50.0);
+  EXPECT_DOUBLE_EQ(s["overcommitted_w"].get<double>(), 0.0);  // 100 + 200 + 50 <= 900
   bool listed = false;
   for (const json& j : s["jobs"]) {
     if (j["job"] == "c") {
       listed = true;
       EXPECT_EQ(j["admitted"], false);
+      EXPECT_EQ(j["state"], "standby");
+      EXPECT_DOUBLE_EQ(j["standby_w"].get<double>(), 50.0);
       EXPECT_TRUE(j["grant_w"].is_null());
     }
   }
   EXPECT_TRUE(listed);
+}
+
+// Jobs started that the site cannot hold: a newcomer mid-step counts at its floor, and what
+// does not fit with everyone at their floors is reported at once, in the status, the metrics
+// and the log -- while grants still come down (a plan that raises nothing is written).
+TEST_F(CoordinatorServerTest, AnOvercommittedSiteSaysSoWithTheNumbers) {
+  TwoJobs();
+  Replica r = StartReplica("c0");
+  Step(r, 3);
+  AckGrants();
+  Step(r, 1);
+  // c, mid-rollout when its agent started: 700 W on top of floors 300 W, budget 900 W.
+  PutMember({"c", 700, 800, 650, 0, "rollout", 0, 60});
+  Step(r, 1);
+  json s = GetJson(r, "/v1/status");
+  EXPECT_NEAR(s["overcommitted_w"].get<double>(), 100.0 + 200.0 + 700.0 - 900.0, 1e-6) << s.dump();
+  EXPECT_NEAR(s["sum_standby_w"].get<double>(), 700.0, 1e-6);
+  // The others come down to their floors (never below).
+  for (const json& j : s["jobs"]) {
+    if (j["job"] == "a") {
+      EXPECT_NEAR(j["grant_w"].get<double>(), 100.0, 1e-6);
+    } else if (j["job"] == "b") {
+      EXPECT_NEAR(j["grant_w"].get<double>(), 200.0, 1e-6);
+    }
+  }
+  httplib::Result got = r.Client().Get("/metrics");
+  ASSERT_TRUE(got);
+  const std::string metrics = got->body;
+  EXPECT_NE(metrics.find("headroom_site_overcommitted_watts 100"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("headroom_job_standby_watts{job=\"c\"} 700"), std::string::npos);
+  // At its step boundary c holds: 60 W, and the site fits again.
+  PutMember({"c", 700, 800, 60, 0, "idle", 0, 60});
+  Step(r, 1);
+  s = GetJson(r, "/v1/status");
+  EXPECT_DOUBLE_EQ(s["overcommitted_w"].get<double>(), 0.0);
+  EXPECT_NEAR(s["sum_standby_w"].get<double>(), 60.0, 1e-6);
 }
 
 // Prometheus text, line by line (without std::regex, which trips g++ 12's maybe-uninitialized

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -301,6 +302,163 @@ TEST_F(SiteSafety, ASiteBudgetAnsweredSurvivesItsLeaderKilledAtOnce) {
 // auth-enabled etcd the coordinator stayed a candidate forever, logging nothing. Now both reach
 // an etcd with TLS (client certificates required) and auth, with the same flags; a coordinator
 // that cannot authenticate, or cannot verify etcd's certificate, exits 1 with one line.
+// F2, F9: jobs the site could not admit ran on their local budgets, outside the site (8 jobs on
+// a budget admitting 5: the twins' true site power over the site budget in most 30 s windows),
+// and a duplicate name ran with no member key at all. Now every job registered is counted: a
+// job not admitted holds at its step boundary and draws its standby, which the ledger counts;
+// a duplicate is counted at standby under a key of its own.
+TEST_F(SiteSafety, JobsTheSiteCannotAdmitHoldAtStandbyAndEveryOneIsCounted) {
+  // 890 W less a 100 W reserve: three floors of 200 W and three standbys of 60 W fit (780 W);
+  // a fourth floor never does (800 W), whatever the order the agents register in.
+  coordinator_ = std::make_unique<Process>(
+      HEADROOM_BINARY,
+      std::vector<std::string>{"coordinator", "--etcd", etcd_->endpoints(), "--site", site_,
+                               "--site-budget-w", "890", "--reserve-w", "100", "--period-s", "0.2",
+                               "--lease-ttl-s", "2", "--listen", "127.0.0.1:0"});
+  port_ = coordinator_->ListenPort(std::chrono::seconds(20));
+  ASSERT_GT(port_, 0) << coordinator_->Stderr();
+  const auto agent = [&](const std::string& job, const std::string& log) {
+    return std::make_unique<Process>(
+        HEADROOM_BINARY, std::vector<std::string>{"agent",
+                                                  "--source",
+                                                  "twin",
+                                                  "--scenario",
+                                                  "a100-7b-tp1",
+                                                  "--controller",
+                                                  "pid",
+                                                  "--speed",
+                                                  "20",
+                                                  "--listen",
+                                                  "127.0.0.1:0",
+                                                  "--fleet",
+                                                  "etcd://" + etcd_->endpoints().substr(7),
+                                                  "--site",
+                                                  site_,
+                                                  "--job",
+                                                  job,
+                                                  "--node-overhead-w",
+                                                  "0",
+                                                  "--floor-w",
+                                                  "200",
+                                                  "--standby-w",
+                                                  "60",
+                                                  "--lease-ttl-s",
+                                                  "2",
+                                                  "--fleet-log",
+                                                  log});
+  };
+  std::vector<std::unique_ptr<Process>> agents;
+  std::vector<std::string> logs;
+  for (int i = 0; i < 5; ++i) {
+    logs.push_back(coordinator_->dir() + "/j" + std::to_string(i) + ".jsonl");
+    agents.push_back(agent("j" + std::to_string(i), logs.back()));
+  }
+  // The duplicate: j0's name, once j0 holds it.
+  ASSERT_TRUE(WaitFor([&] {
+    auto m = store_->Get(keys_->member("j0"));
+    return m && !m->kvs.empty();
+  }));
+  logs.push_back(coordinator_->dir() + "/dup.jsonl");
+  agents.push_back(agent("j0", logs.back()));
+
+  // Three admitted, two in standby at 60 W, the duplicate at 60 W; nothing overcommitted.
+  json last;
+  const bool settled = WaitFor([&] {
+    const std::optional<json> st = Status();
+    if (!st || (*st)["role"] != "leader") return false;
+    last = *st;
+    int admitted = 0, standby = 0, duplicate = 0;
+    for (const json& j : (*st)["jobs"]) {
+      const std::string state = j.value("state", "");
+      admitted += state == "admitted";
+      standby += state == "standby" && j["standby_w"].is_number() && j["standby_w"] == 60.0;
+      duplicate += state == "duplicate" && j["standby_w"].is_number() && j["standby_w"] == 60.0;
+    }
+    return admitted == 3 && standby == 2 && duplicate == 1;
+  });
+  ASSERT_TRUE(settled) << last.dump() << coordinator_->Stderr();
+  EXPECT_DOUBLE_EQ(last["sum_standby_w"].get<double>(), 180.0);
+  EXPECT_DOUBLE_EQ(last["overcommitted_w"].get<double>(), 0.0);
+  // What the agents act on, from their own logs: three granted, three at standby.
+  int granted = 0, standby = 0;
+  ASSERT_TRUE(WaitFor([&] {
+    granted = standby = 0;
+    for (const std::string& path : logs) {
+      std::ifstream in(path);
+      std::string line, state;
+      while (std::getline(in, line)) {
+        const json r = json::parse(line, nullptr, false);
+        if (r.is_object() && r.contains("state")) state = r["state"];
+      }
+      granted += state == "granted";
+      standby += state == "standby";
+    }
+    return granted == 3 && standby == 3;
+  })) << granted
+      << " granted, " << standby << " at standby";
+  // Let the twins run 120 s of their time more (6 s of wall time) and stop them all.
+  const auto until = Clock::now() + std::chrono::milliseconds(6000);
+  while (Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (auto& a : agents) a->Kill(SIGTERM);
+  for (auto& a : agents) ASSERT_TRUE(a->Wait(std::chrono::seconds(20)));
+
+  // The auditor's part: the twins' true power, summed over every job -- admitted or not --
+  // on a grid of 0.5 s of twin time, in 30 s windows: never over the site budget. A job not
+  // admitted never began a step.
+  std::vector<std::vector<std::pair<double, double>>> power;  // (t_mono_s, W) per job
+  std::vector<bool> stepped;
+  for (const std::string& path : logs) {
+    std::ifstream in(path);
+    std::string line, state;
+    power.emplace_back();
+    bool ran = false;
+    while (std::getline(in, line)) {
+      const json r = json::parse(line, nullptr, false);
+      if (!r.is_object()) continue;
+      if (r.contains("state")) state = r["state"];
+      if (r.contains("power_w")) {
+        power.back().emplace_back(r["t_mono_s"].get<double>(), r["power_w"].get<double>());
+        const std::string phase = r.value("phase", "");
+        if (phase != "idle" && phase != "startup" && phase != "stopped" && state != "granted")
+          ran = true;
+      }
+    }
+    stepped.push_back(ran);
+  }
+  for (size_t i = 0; i < logs.size(); ++i) {
+    EXPECT_FALSE(stepped[i]) << logs[i] << ": a step ran while not granted";
+  }
+  double t0 = 1e300, t1 = -1e300;
+  for (const auto& p : power) {
+    if (p.empty()) continue;
+    t0 = std::min(t0, p.front().first);
+    t1 = std::max(t1, p.back().first);
+  }
+  const double grid_s = 0.5 / 20.0, window_s = 30.0 / 20.0;
+  std::vector<size_t> at(power.size(), 0);
+  std::vector<double> now_w(power.size(), 0.0);
+  double sum = 0.0, worst_w = 0.0;
+  int n = 0, windows = 0, over = 0;
+  for (double t = t0, end = t0 + window_s; t <= t1; t += grid_s) {
+    for (size_t j = 0; j < power.size(); ++j) {
+      while (at[j] < power[j].size() && power[j][at[j]].first <= t)
+        now_w[j] = power[j][at[j]++].second;
+    }
+    for (double w : now_w) sum += w;
+    ++n;
+    if (t + grid_s >= end) {
+      ++windows;
+      worst_w = std::max(worst_w, sum / n);
+      over += sum / n > 890.0;
+      sum = 0.0;
+      n = 0;
+      end += window_s;
+    }
+  }
+  EXPECT_GT(windows, 3);
+  EXPECT_EQ(over, 0) << "worst 30 s window " << worst_w << " W";
+}
+
 TEST(SiteEtcd, TheCoordinatorAndAnAgentReachEtcdOverTlsWithAuth) {
   if (!EtcdCluster::Available()) GTEST_SKIP() << "no " << etcd_test::kEtcdBinary;
   if (access("/usr/bin/openssl", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/openssl";

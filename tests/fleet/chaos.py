@@ -6,13 +6,20 @@ Starts a 3-member etcd, 2 `headroom coordinator` replicas and 8 twin-mode `headr
 20x (the paper's 16-GPU composite), then injects faults at random (seeded): SIGKILL and restart
 of an agent; SIGSTOP of an agent for 2-3 lease TTLs, then SIGCONT; SIGKILL of the leading
 coordinator (and a new replica); SIGKILL of the etcd leader (and its restart); site budget
-decreases and increases. After each fault it waits for the fleet to be fully allocated again.
+decreases and increases; more jobs than the site admits (three extra agents for a few seconds);
+a duplicate job name (a second agent under a taken name); a member value the coordinator cannot
+read (a newer version, written over an agent's key on its lease). After each fault it waits for
+the fleet to be fully allocated again.
 
 The auditor reads only what the agents log (every change of the budget each acts on, with its
 term, sequence and lease, and the twin's true power each decision; --fleet-log) and every
 ledger revision (a watch on etcd, each revision timestamped as it arrives). It checks:
-  - at every instant, the sum over jobs of the budget each acts on <= site budget - reserve
-    (a job acts on its last logged budget until its logged validity, its floor after it);
+  - at every instant, the sum over every agent process at the site -- admitted or not, extra,
+    duplicate -- of what it may draw <= site budget - reserve (a job acts on its last logged
+    budget until its logged validity, its floor after it; one at standby draws its standby
+    while its twin holds and its floor while a step runs), a newcomer's standby left out for
+    its first TTL + 2 periods (the reserve covers it while grants come down), and with it
+    <= the site budget itself at every instant;
   - every grant acted on was issued by a ledger of that term (same seq, lease and watts), and
     no agent process acted on a term older than one it had already acted on;
   - the fleet is back to a full allocation within TTL + 2 periods of each fault (p50/p99);
@@ -23,6 +30,7 @@ Exit 0 when all hold, 1 otherwise, 77 when etcd is not installed. Prints a table
 """
 import argparse
 import base64
+import bisect
 import json
 import os
 import random
@@ -40,6 +48,7 @@ import urllib.request
 
 ETCD = "/usr/bin/etcd"
 JOBS = ["a100-72b-tp4"] * 2 + ["a100-14b-tp2"] * 2 + ["a100-7b-tp1"] * 4
+MAX_NEWCOMER_W = 332.0  # the most standby one fault starts: a 72B job's duplicate (4 x 83 W)
 
 
 def b64(s):
@@ -215,13 +224,14 @@ class LedgerWatch(threading.Thread):
 
 
 class Agent:
-    def __init__(self, chaos, index):
+    def __init__(self, chaos, index, job=None, scenario=None, log=None):
         self.chaos, self.index = chaos, index
-        self.scenario = JOBS[index]
-        self.job = f"job{index}-{self.scenario}"
-        self.log = f"{chaos.tmp}/{self.job}.fleet.jsonl"
+        self.scenario = scenario or JOBS[index]
+        self.job = job or f"job{index}-{self.scenario}"
+        self.log = log or f"{chaos.tmp}/{self.job}.fleet.jsonl"
         self.p = None
         self.stopped = False
+        self.killed_at = None  # a transient agent's SIGKILL (its twin dies with it)
 
     def start(self):
         c = self.chaos
@@ -243,7 +253,10 @@ class Coordinator:
         argv = [chaos.headroom, "coordinator", "--etcd", chaos.etcd.endpoints(), "--site",
                 chaos.site, "--site-budget-w", str(chaos.budget_w), "--reserve-w",
                 str(chaos.reserve_w), "--period-s", str(chaos.period_s), "--lease-ttl-s",
-                str(chaos.ttl), "--listen", "127.0.0.1:0"]
+                str(chaos.ttl), "--listen", "127.0.0.1:0",
+                # Longer than an agent is stopped (3 TTLs) and its validity after: the standby
+                # of the jobs the faults start and kill goes within the run.
+                "--forget-after-s", "15"]
         self.p = chaos.procs.start(argv, self.log)
         self.port = wait_until(self.read_port, 20, 0.02)
         if not self.port:
@@ -299,6 +312,7 @@ class Chaos:
         self.tmp = tempfile.mkdtemp(prefix="headroom-chaos-")
         self.procs = Procs()
         self.faults = []  # (kind, t_fault, t_end, recovery_s or None)
+        self.transient = []  # agents started by a fault and stopped before its recovery
 
     # -- the fleet --
     def leader(self):
@@ -331,7 +345,11 @@ class Chaos:
                 return False
         grants = sum(j["grant_w"] for j in jobs.values())
         demand = sum(j["demand_w"] for j in jobs.values())
-        target = min(ledger["site_budget_w"] - ledger["reserve_w"], demand)
+        standby = sum(s["standby_w"] for s in ledger.get("standby", {}).values())
+        floors = sum(j["floor_w"] for j in jobs.values())
+        # Overcommitted (jobs started that do not fit, or the standby of killed ones not yet
+        # forgotten): every grant at its floor is all the site can do.
+        target = max(floors, min(ledger["site_budget_w"] - ledger["reserve_w"] - standby, demand))
         return abs(grants - target) < 0.5 and all(j["held_w"] <= j["grant_w"] + 1e-6 for j in jobs.values())
 
     def run(self, n_faults, progress):
@@ -345,7 +363,7 @@ class Chaos:
         if not wait_until(self.fully_allocated, 60, 0.05):
             raise RuntimeError("the fleet was never fully allocated: see " + self.tmp)
         kinds = ["agent_kill", "agent_stop", "coordinator_kill", "etcd_leader_kill",
-                 "budget_down", "budget_up"]
+                 "budget_down", "budget_up", "extra_jobs", "duplicate_name", "member_unreadable"]
         for n in range(n_faults):
             kind = self.rng.choice(kinds)
             t0 = time.monotonic()
@@ -382,6 +400,42 @@ class Chaos:
             a.p.send_signal(signal.SIGCONT)
             a.stopped = False
             return time.monotonic()
+        if kind in ("extra_jobs", "duplicate_name"):
+            # Agents the site may not admit: three new 7B jobs, or a second agent under a taken
+            # name. They run a few seconds (standby, or admitted where they fit), then are
+            # SIGKILLed; the auditor counts them throughout.
+            n = len(self.transient)
+            if kind == "extra_jobs":
+                new = [Agent(self, 100 + n + i, job=f"extra{n + i}-a100-7b-tp1",
+                             scenario="a100-7b-tp1") for i in range(3)]
+            else:
+                a = rng.choice(self.agents)
+                new = [Agent(self, a.index, job=a.job, scenario=a.scenario,
+                             log=f"{self.tmp}/{a.job}.dup{n}.fleet.jsonl")]
+            for x in new:
+                x.start()
+                self.transient.append(x)
+            time.sleep(rng.uniform(2.0, 4.0))
+            for x in new:
+                x.p.kill()
+                x.p.wait()
+                x.killed_at = time.monotonic()
+            return time.monotonic()
+        if kind == "member_unreadable":
+            # A value written over an agent's member key on its lease, in a version newer than
+            # the coordinator reads: unknown is not gone (the agent rewrites it within update_s).
+            ledger = self.watch.latest() or {"jobs": {}}
+            a = rng.choice(self.agents)
+            j = ledger["jobs"].get(a.job)
+            if j and j["lease"]:
+                value = json.dumps({"v": 99, "job": a.job, "lease": j["lease"]})
+                try:
+                    post(self.etcd.url(0) + "/v3/kv/put",
+                         {"key": b64(f"/headroom/{self.site}/members/{a.job}"),
+                          "value": b64(value), "lease": str(j["lease"])}, 2.0)
+                except Exception:
+                    pass
+            return time.monotonic()
         if kind == "coordinator_kill":
             lead = wait_until(self.leader, 10, 0.05)
             t = time.monotonic()
@@ -413,7 +467,10 @@ class Chaos:
         if True:
             ledger = self.watch.latest()
             floors = sum(j["floor_w"] for j in ledger["jobs"].values()) if ledger else 0.0
-            lo = floors + self.reserve_w + 10.0
+            floors += sum(s["standby_w"] for s in ledger.get("standby", {}).values()) if ledger else 0.0
+            # Room left for the standby a fault may start (MAX_NEWCOMER_W): jobs that do not fit
+            # even at standby would be overcommitted -- the operator's error, not the site's.
+            lo = floors + self.reserve_w + MAX_NEWCOMER_W + 10.0
             if kind == "budget_down":
                 w = rng.uniform(lo, max(lo, ledger["site_budget_w"] if ledger else self.budget_w))
             else:
@@ -457,13 +514,30 @@ class Chaos:
 
     # -- the audit --
     def audit(self):
-        logs = {a.job: read_log(a.log) for a in self.agents}
+        # Every agent process's log (a duplicate has its own), by path; each record names its job.
+        units = {a.log: a.job for a in self.agents + self.transient}
+        # A transient agent's twin dies with it; what it acted on is valid at most a TTL more.
+        gone_after = {a.log: a.killed_at + self.ttl for a in self.transient if a.killed_at}
+        logs = {path: read_log(path) for path in units}
         revisions = list(self.watch.revisions)
-        # Floors and reserve, from the ledgers (the agents log what they act on, not floors).
+        # Floors and reserve, from the ledgers (the agents log what they act on, not floors):
+        # admitted jobs' and those in standby (a duplicate's, JOB@LEASE, is its job's).
         floor = {}
         for _, _, l in revisions:
             for job, j in l["jobs"].items():
                 floor[job] = j["floor_w"]
+            for name, s in l.get("standby", {}).items():
+                floor.setdefault(name.split("@")[0], s["floor_w"])
+        # Each process's twin phase over time (its power records): a job at standby draws its
+        # standby while its twin holds, its floor while a step runs.
+        held_phases = ("idle", "startup", "stopped")
+        phases = {path: ([r["t_mono_s"] for r in recs if "phase" in r],
+                         [r["phase"] for r in recs if "phase" in r]) for path, recs in logs.items()}
+
+        def running_at(path, t):
+            ts, ps = phases[path]
+            k = bisect.bisect_right(ts, t) - 1
+            return k >= 0 and ps[k] not in held_phases
         # Every grant written: the ledger holds each job's latest; ledgers are watched at every
         # revision, so every grant is seen.
         issued = {}  # (job, term, seq, lease) -> the watts of those grants
@@ -487,14 +561,15 @@ class Chaos:
                                          for _, _, l in revisions if l["seq"] >= s), None)
             return issuing_limit[s]
 
-        events = []  # (t, job, record)
+        events = []  # (t, path, record)
         stale = []
-        for job, recs in logs.items():
+        for path, recs in logs.items():
+            job = units[path]
             max_term = {}
             for r in recs:
                 if "state" not in r:
                     continue
-                events.append((r["t_mono_s"], job, r))
+                events.append((r["t_mono_s"], path, r))
                 if r["state"] == "granted":
                     # The log prints watts to 6 decimals: equal within a milliwatt.
                     key = (job, r["term"], r["seq"], r["lease"])
@@ -509,10 +584,28 @@ class Chaos:
         current = {}
         checkpoints = sorted([e[0] for e in events] +
                              [e[2]["valid_until_mono_s"] for e in events
-                              if e[2].get("valid_until_mono_s") is not None])
-        import bisect
+                              if e[2].get("valid_until_mono_s") is not None] +
+                             [t for ts, _ in phases.values() for t in ts] +
+                             list(gone_after.values()))
         times = [e[0] for e in events]
         violations = []
+        breaker = []  # instants over the site budget itself
+        transient_s = []  # instants over budget - reserve only by a newcomer's standby
+        settle_s = self.ttl + 2 * self.period_s
+        # Newcomers: a process whose job no ledger in force admitted when it began (the fleet's
+        # start, extra jobs), or a duplicate name. A restarted agent is not one: its job's floor
+        # is held for it.
+        arrival = {}
+        rev_times = [x[0] for x in by_time]
+        for path, recs in logs.items():
+            recs = [r for r in recs if "state" in r]
+            if not recs:
+                continue
+            t_first = recs[0]["t_mono_s"]
+            k = bisect.bisect_right(rev_times, t_first) - 1
+            admitted_then = admitted_by_time[k] if k >= 0 else set()
+            if ".dup" in path or units[path] not in admitted_then:
+                arrival[path] = t_first
         max_sum = float("-inf")
         ei = 0
         max_seq_acted = 0
@@ -524,27 +617,44 @@ class Chaos:
                     max_seq_acted = max(max_seq_acted, r["seq"])
                 ei += 1
             total = 0.0
+            newcomers_w = 0.0
             k = bisect.bisect_right([x[0] for x in by_time], t) - 1
             admitted = admitted_by_time[k] if k >= 0 else set()
-            for job, r in current.items():
-                if r["state"] == "local" and job not in admitted:
+            for path, r in current.items():
+                job = units[path]
+                if path in gone_after and t > gone_after[path]:
                     continue
-                vu = r.get("valid_until_mono_s")
-                w = r["job_budget_w"] if (vu is None or t <= vu) else floor.get(job, r["job_budget_w"])
+                if r["state"] == "local" and job not in admitted:
+                    continue  # --fleet-fail-open only: outside the site by the operator's choice
+                if r["state"] == "standby":
+                    w = floor.get(job, r["job_budget_w"]) if running_at(path, t) else r["job_budget_w"]
+                else:
+                    vu = r.get("valid_until_mono_s")
+                    w = r["job_budget_w"] if (vu is None or t <= vu) else floor.get(job, r["job_budget_w"])
                 total += w
+                # A job started by a fault draws its standby without asking: for its first
+                # settle_s the reserve covers it, while the others' grants come down.
+                if (r["state"] == "standby" and path in arrival
+                        and arrival[path] <= t < arrival[path] + settle_s):
+                    newcomers_w += w
             limit = self.budget_w - self.reserve_w
             if k >= 0:
                 limit = by_time[k][1]
             if max_seq_acted > 0 and issued_by(max_seq_acted) is not None:
                 limit = max(limit, issued_by(max_seq_acted))
-            max_sum = max(max_sum, total - limit)
-            if total > limit + 1e-3:
+            max_sum = max(max_sum, total - newcomers_w - limit)
+            if total - newcomers_w > limit + 1e-3:
                 violations.append((t, total, limit))
+            # The site budget itself (the breaker): at every instant, newcomers included.
+            if total > limit + self.reserve_w + 1e-3:
+                breaker.append((t, total, limit + self.reserve_w))
+            if newcomers_w > 0 and total > limit + 1e-3:
+                transient_s.append(t)
         del times
 
         # Site power: each job's latest power record, on a grid; 30 s of twin time per window.
-        power = {job: [(r["t_mono_s"], r["power_w"]) for r in recs if "power_w" in r]
-                 for job, recs in logs.items()}
+        power = {path: [(r["t_mono_s"], r["power_w"]) for r in recs if "power_w" in r]
+                 for path, recs in logs.items()}
         t_start = min(p[0][0] for p in power.values() if p)
         t_stop = max(p[-1][0] for p in power.values() if p)
         window_s = 30.0 / self.speed
@@ -561,6 +671,8 @@ class Chaos:
                 while idx[job] < len(series) and series[idx[job]][0] <= t:
                     last[job] = series[idx[job]][1]
                     idx[job] += 1
+                if job in gone_after and idx[job] >= len(series):
+                    last[job] = 0.0  # its twin died with it
             k = bisect.bisect_right([x[0] for x in by_time], t) - 1
             budget = self.budget_w if k < 0 else by_time[k][1] + self.reserve_w
             acc += sum(last.values())
@@ -585,6 +697,8 @@ class Chaos:
             "by_kind": {k: sum(1 for f in self.faults if f[0] == k) for k in sorted({f[0] for f in self.faults})},
             "instants_checked": len(checkpoints),
             "invariant_violations": len(violations),
+            "instants_over_site_budget": len(breaker),
+            "newcomer_instants_over_budget_less_reserve": len(transient_s),
             "worst_excess_w": max_sum,  # the largest (sum - limit): negative when it holds
             "stale_grants_acted_on": len(stale),
             "stale_examples": stale[:5],
@@ -641,7 +755,9 @@ def main():
     ap.add_argument("--ttl", type=int, default=2)
     ap.add_argument("--period-s", type=float, default=0.5)
     ap.add_argument("--site-budget-w", type=float, default=4400.0)
-    ap.add_argument("--reserve-w", type=float, default=100.0)
+    # The reserve covers the standby of a job started without asking while grants come down:
+    # at least the largest a fault starts at once (three 7B jobs, 249 W; a 72B duplicate, 332 W).
+    ap.add_argument("--reserve-w", type=float, default=400.0)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--markdown", action="store_true", help="a table for docs/FLEET.md")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
@@ -671,7 +787,8 @@ def main():
         return 0 if caught else 1
     result["wall_s"] = time.monotonic() - t0
     result["seed"] = args.seed
-    ok = (result["invariant_violations"] == 0 and result["stale_grants_acted_on"] == 0
+    ok = (result["invariant_violations"] == 0 and result["instants_over_site_budget"] == 0
+          and result["stale_grants_acted_on"] == 0
           and result["windows_30s_over_site_budget"] == 0 and result["not_recovered"] == 0)
     result["pass"] = ok
     if args.json:
@@ -681,7 +798,8 @@ def main():
             print(f"chaos: {example}", file=sys.stderr)
         print(f"| faults ({', '.join(f'{k} {v}' for k, v in result['by_kind'].items())}) | {result['faults']} |")
         print("|---|---|")
-        for k in ["instants_checked", "invariant_violations", "stale_grants_acted_on",
+        for k in ["instants_checked", "invariant_violations", "instants_over_site_budget",
+                  "newcomer_instants_over_budget_less_reserve", "stale_grants_acted_on",
                   "not_recovered", "recovery_p50_s", "recovery_p99_s", "recovery_max_s",
                   "recovery_bound_s", "recovered_within_bound", "windows_30s",
                   "windows_30s_over_site_budget", "ledger_revisions", "wall_s"]:

@@ -152,6 +152,21 @@ void Coordinator::Lead(double now_s) {
     status_.last_error = snap.error().message();
     return;
   }
+  // The store's revision never goes back in one history: when it does, the store's state was
+  // lost (a new cluster, or restored from an older snapshot). What was learnt from the old
+  // history goes with it.
+  if (!revisions_seen_.empty() && snap->revision < revisions_seen_.back().second) {
+    log_(
+        fmt::format("the store's revision went back from {} to {}: its state was lost; "
+                    "starting afresh",
+                    revisions_seen_.back().second, snap->revision));
+    revisions_seen_.clear();
+    compacted_to_ = 0;
+    status_.compacted_to = 0;
+    gone_since_s_.clear();
+    malformed_seen_.clear();
+    ++status_.store_resets;
+  }
   // The history older than keep_history_s goes (one compaction at most per tenth of it).
   revisions_seen_.emplace_back(now_s, snap->revision);
   int64_t compact_to = 0;
@@ -332,7 +347,14 @@ void Coordinator::Lead(double now_s) {
   for (const auto& [job, j] : ledger.jobs) absent(job);
   for (const auto& [job, s] : ledger.standby) absent(job);
   if (config_.max_hold_s > 0.0) PlanStagger(ledger, &in);
+  // Grants carry the ledger's epoch: its key's create_revision, unknown until a new ledger is
+  // written (then its grants follow in the next period).
+  in.epoch = ledger_kv != nullptr ? ledger_kv->create_revision : 0;
   PlanOutput plan = Plan(ledger, in, term_);
+  if (ledger_kv == nullptr) {
+    plan.grants.clear();
+    plan.forgotten.clear();
+  }
   status_.opportunistic_pool_w = plan.opportunistic_pool_w;
   for (const std::string& line : plan.log) log_(line);
   status_.members = in.members;
@@ -350,7 +372,7 @@ void Coordinator::Lead(double now_s) {
     }
   }
   if (!plan.changed && !target_changed && ledger_kv != nullptr) {
-    RepairGrants(plan.ledger, in.grants, {});
+    RepairGrants(plan.ledger, in.epoch, in.grants, {});
     status_.ledger = std::move(plan.ledger);
     return;
   }
@@ -428,7 +450,7 @@ void Coordinator::Lead(double now_s) {
   for (const std::string& job : plan.forgotten) fresh.insert(job);
   WriteGrantOps(std::vector<Op>(grant_ops.begin() + static_cast<std::ptrdiff_t>(inline_ops),
                                 grant_ops.end()));
-  RepairGrants(plan.ledger, in.grants, fresh);
+  if (ledger_kv != nullptr) RepairGrants(plan.ledger, in.epoch, in.grants, fresh);
   if (decrease_since_s_ && plan.ledger.site_budget_w <= plan.ledger.target_site_budget_w + 1e-9 &&
       plan.ledger.target_reserve_w < 0.0) {
     status_.decrease_settle_s.push_back(now_s - *decrease_since_s_);
@@ -453,7 +475,8 @@ void Coordinator::WriteGrantOps(const std::vector<Op>& ops) {
   }
 }
 
-void Coordinator::RepairGrants(const Ledger& ledger, const std::map<std::string, Grant>& stored,
+void Coordinator::RepairGrants(const Ledger& ledger, int64_t epoch,
+                               const std::map<std::string, Grant>& stored,
                                const std::set<std::string>& fresh) {
   // A grant key behind the ledger (a write lost with a leader, or a follow-up that failed):
   // written again from the ledger, under the term of the ledger that holds it.
@@ -462,13 +485,14 @@ void Coordinator::RepairGrants(const Ledger& ledger, const std::map<std::string,
     if (j.lease == 0 || fresh.contains(job)) continue;
     const auto it = stored.find(job);
     if (it != stored.end() && it->second.job == job && it->second.seq == j.seq &&
-        it->second.lease == j.lease && it->second.admitted &&
+        it->second.epoch == epoch && it->second.lease == j.lease && it->second.admitted &&
         std::abs(it->second.job_budget_w - j.grant_w) <= 1e-6) {
       continue;
     }
     Grant g;
     g.job = job;
     g.term = ledger.term;
+    g.epoch = epoch;
     g.seq = j.seq;
     g.lease = j.lease;
     g.job_budget_w = j.grant_w;

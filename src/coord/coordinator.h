@@ -75,6 +75,7 @@ struct CoordinatorStatus {
   // What cannot fit even with every admitted job at its floor (Ledger::OvercommittedW), as the
   // last plan found it: > 0, jobs were started that the site cannot hold.
   double overcommitted_w = 0.0;
+  uint64_t store_resets = 0;   // times the store's revision went back (its state lost)
   uint64_t grant_repairs = 0;  // grant keys written again from the ledger
   int64_t compacted_to = 0;    // the store's history is compacted up to this revision
 };
@@ -122,7 +123,7 @@ class Coordinator {
   void Lead(double now_s);
   bool KeepLease(double now_s);
   void WriteGrantOps(const std::vector<Op>& ops);
-  void RepairGrants(const Ledger& ledger, const std::map<std::string, Grant>& stored,
+  void RepairGrants(const Ledger& ledger, int64_t epoch, const std::map<std::string, Grant>& stored,
                     const std::set<std::string>& fresh);
 
   Store& store_;

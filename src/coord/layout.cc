@@ -243,7 +243,8 @@ std::string ToJson(const Grant& g) {
               {"term", g.term},         {"seq", g.seq},
               {"lease", g.lease},       {"job_budget_w", g.job_budget_w},
               {"admitted", g.admitted}, {"reason", g.reason},
-              {"hold_s", g.hold_s},     {"hold_step", g.hold_step}}
+              {"hold_s", g.hold_s},     {"hold_step", g.hold_step},
+              {"epoch", g.epoch}}
       .dump();
 }
 
@@ -401,6 +402,10 @@ Result<Grant> GrantFromJson(std::string_view text, std::string_view where) {
   if (r.error().empty() && j->contains("hold_s")) {
     g.hold_s = r.Seconds("hold_s");
     g.hold_step = r.Integer("hold_step");
+  }
+  if (r.error().empty() && j->contains("epoch")) {
+    g.epoch = r.Integer("epoch");
+    if (r.error().empty() && g.epoch < 0) r.Fail("epoch", "expected a revision >= 0");
   }
   if (!r.error().empty()) return Error::Input(r.error());
   return g;

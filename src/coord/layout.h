@@ -102,8 +102,12 @@ double StandbyChargeW(const Member& m);
 
 struct Grant {
   std::string job;
-  int64_t term = 0;   // the leader's election revision: the fencing token
-  int64_t seq = 0;    // the ledger's grant sequence: higher is newer
+  int64_t term = 0;  // the leader's election revision: the fencing token
+  // The ledger's epoch: its key's create_revision. A ledger rebuilt (deleted, or the store's
+  // state lost) starts a new epoch; agents order grants by (epoch, seq). JSON "epoch",
+  // optional (0: before epochs).
+  int64_t epoch = 0;
+  int64_t seq = 0;    // the ledger's grant sequence: higher is newer within an epoch
   LeaseId lease = 0;  // the member it is for (a restarted agent ignores its predecessor's)
   double job_budget_w = 0.0;
   bool admitted = true;

@@ -442,6 +442,23 @@ void FleetMember::Step() {
     status_.last_error = got.error().message();
     return;
   }
+  {
+    // The store's revision never goes back in one history: when it does, its state was lost
+    // (a new cluster, a restore). Terms and epochs start again there: forget the ones seen, or
+    // the new leader's grants would be ignored for good.
+    MutexLock lock(mu_);
+    if (got->revision < max_revision_) {
+      log_(
+          fmt::format("fleet: the store's revision went back from {} to {}: its state was lost; "
+                      "following its new leader",
+                      max_revision_, got->revision));
+      max_term_ = 0;
+      status_.max_term = 0;
+      grant_.reset();
+      ++status_.store_resets;
+    }
+    max_revision_ = got->revision;
+  }
   if (!got->kvs.empty()) {
     auto g = GrantFromJson(got->kvs[0].value, got->kvs[0].key);
     MutexLock lock(mu_);
@@ -452,7 +469,9 @@ void FleetMember::Step() {
     } else if (g->lease == lease_ && g->job == config_.job) {
       if (g->term < max_term_) {
         ++status_.stale_grants_ignored;
-      } else if (!grant_ || g->seq > grant_->seq) {
+      } else if (!grant_ || g->epoch > grant_->epoch ||
+                 (g->epoch == grant_->epoch && g->seq > grant_->seq)) {
+        // Newer: a later epoch (a ledger rebuilt), or a later grant of the same one.
         max_term_ = std::max(max_term_, g->term);
         status_.max_term = max_term_;
         if (!g->admitted && (!grant_ || grant_->admitted))

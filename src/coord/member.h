@@ -1,8 +1,9 @@
 // An agent's membership of a site (docs/FLEET.md): it registers the job under its own lease,
 // keeps the lease alive, publishes its demand, reads its grant and acknowledges the grant its
 // controller acts on. Current() says what to act on, and never waits on the store:
-//   - granted: the newest grant for this lease (by sequence; grants of an older term than one
-//     already seen are ignored);
+//   - granted: the newest grant for this lease (by the ledger's epoch, then sequence; grants of
+//     an older term than one already seen are ignored -- until the store's revision goes back,
+//     its state lost, when terms and epochs seen are forgotten);
 //   - fenced: the lease has not been renewed for lease TTL - margin by our own monotonic clock
 //     (measured from when the last successful renewal was sent, so before the store's lease can
 //     expire): the floor, until a new lease is granted something;
@@ -101,7 +102,8 @@ struct MemberStatus {
   // What Current() last served, and how often it began serving the floor, fenced.
   Acting::State acting = Acting::State::kLocal;
   uint64_t fences = 0;
-  uint64_t leases_lost = 0;  // renewals the store answered "lease gone" (expired)
+  uint64_t leases_lost = 0;   // renewals the store answered "lease gone" (expired)
+  uint64_t store_resets = 0;  // times the store's revision went back (its state lost)
 };
 
 class FleetMember {
@@ -173,6 +175,7 @@ class FleetMember {
   std::optional<Grant> grant_ GUARDED_BY(mu_);  // the newest for lease_
   bool ever_granted_ GUARDED_BY(mu_) = false;   // in this process: the floor once fenced
   int64_t max_term_ GUARDED_BY(mu_) = 0;
+  int64_t max_revision_ GUARDED_BY(mu_) = 0;  // the store's, as the grant reads saw it
   int64_t served_seq_ GUARDED_BY(mu_) = 0;
   Acting served_ GUARDED_BY(mu_);
   int64_t acked_seq_ GUARDED_BY(mu_) = 0;

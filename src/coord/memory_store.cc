@@ -307,6 +307,15 @@ void MemoryStore::ExtendLeases(double s) {
   for (auto& [id, l] : leases_) l.expires_s += s;
 }
 
+void MemoryStore::LoseState() {
+  MutexLock lock(mu_);
+  kvs_.clear();
+  leases_.clear();
+  history_.clear();
+  revision_ = 1;
+  compacted_ = 1;
+}
+
 int64_t MemoryStore::revision() const {
   MutexLock lock(mu_);
   return revision_;

@@ -1,8 +1,9 @@
 // The Store in memory, with etcd's semantics (store.h): one revision counter, create/mod
 // revisions and versions, leases that expire on the caller's clock, atomic transactions, and a
 // history for watches. For unit tests and for `headroom fleet-sim` with nothing to install.
-// Thread-safe. Faults for tests: SetUnavailable (every call fails, as an unreachable etcd) and
-// FailNextWriteAfterApply (a write applied, then reported with an unknown outcome).
+// Thread-safe. Faults for tests: SetUnavailable (every call fails, as an unreachable etcd),
+// FailNextWriteAfterApply (a write applied, then reported with an unknown outcome), ExtendLeases
+// (a leader failover) and LoseState (etcd wiped and started empty).
 #pragma once
 
 #include <deque>
@@ -41,6 +42,9 @@ class MemoryStore final : public Store {
   // Extends every lease by `s` (what an etcd leader failover does: leases are extended, never
   // shortened).
   void ExtendLeases(double s) EXCLUDES(mu_);
+  // Loses every key, lease and the history, the revision back at 1: a new cluster on empty
+  // data, or a restore from a snapshot older than what clients saw.
+  void LoseState() EXCLUDES(mu_);
 
   int64_t revision() const EXCLUDES(mu_);
   int64_t writes() const EXCLUDES(mu_);  // successful write calls (puts, deletes, txns)

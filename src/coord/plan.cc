@@ -262,6 +262,7 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
       Grant g;
       g.job = name;
       g.term = term;
+      g.epoch = in.epoch;
       g.lease = m.lease;
       g.admitted = false;
       g.reason = fmt::format(
@@ -271,7 +272,7 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
           others_standby_w, std::max(0.0, room_w));
       const auto stored = in.grants.find(name);
       if (stored == in.grants.end() || stored->second.admitted || stored->second.lease != g.lease ||
-          stored->second.reason != g.reason) {
+          stored->second.reason != g.reason || stored->second.epoch != g.epoch) {
         g.seq = ++l.seq;
         out.grants.push_back(g);
         out.changed = true;
@@ -435,7 +436,7 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
     const auto stored = in.grants.find(name);
     const bool same = stored != in.grants.end() && stored->second.job == name &&
                       stored->second.lease == j.lease && stored->second.seq == j.seq &&
-                      stored->second.admitted &&
+                      stored->second.epoch == in.epoch && stored->second.admitted &&
                       std::abs(stored->second.job_budget_w - j.grant_w) <= kEpsW;
     if (!same) regrant[name] = true;
   }
@@ -445,6 +446,7 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
     Grant g;
     g.job = name;
     g.term = term;
+    g.epoch = in.epoch;
     g.seq = j.seq;
     g.lease = j.lease;
     g.job_budget_w = j.grant_w;

@@ -71,6 +71,9 @@ struct PlanInput {
   // standby, never admitted.
   std::map<std::string, Member> duplicates;
   double forget_after_s = 60.0;
+  // The ledger's epoch (its key's create_revision), written into every grant; a stored grant
+  // of another epoch is written again.
+  int64_t epoch = 0;
   Allocation allocation = Allocation::kProportional;
   Fairness fairness = Fairness::kNone;  // with kValue
   // Staggering's holds by job (coord/stagger.h): written with the job's grant, which is

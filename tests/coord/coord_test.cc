@@ -1484,6 +1484,52 @@ TEST(Protocol, ARestartedAgentTakesItsGonePredecessorsPlaceAtOnce) {
   EXPECT_EQ(MemberFromJson(m->kvs[0].value, "member")->holder, "pid=3");
 }
 
+// F6: after etcd loses its state (a new cluster on empty data), agents that had seen higher
+// terms ignored the new leader for good and sat at their floors. The store's revision going back
+// tells them (and the coordinators) to forget the terms and epochs seen: all follow the new
+// leader within the lease TTL and two periods, and the invariant holds throughout.
+TEST(Protocol, AfterTheStoreLosesItsStateEveryoneFollowsTheNewLeader) {
+  Site site(3, 1500, 100, 2);
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(site.store_.Put("/other", "x", 0));  // an older history
+  site.Run(8);
+  ASSERT_TRUE(site.FullyAllocated());
+  int64_t old_term = 0;
+  for (const Acting& a : site.acting_) old_term = std::max(old_term, a.term);
+  ASSERT_GT(old_term, 50);  // far above what the new store's revisions reach meanwhile
+  site.store_.LoseState();
+  site.Run(3 + 2 + 1);  // TTL 3 s, two periods of 1 s, and the new ledger's first period
+  EXPECT_TRUE(site.FullyAllocated());
+  for (const Acting& a : site.acting_) {
+    EXPECT_EQ(a.state, Acting::State::kGranted);
+    EXPECT_LT(a.term, old_term);  // the new leader's
+  }
+  for (const auto& m : site.members_) EXPECT_GE(m->status().store_resets, 1u);
+  EXPECT_EQ(site.violations_, 0);
+}
+
+// F5 with epochs: a ledger deleted (etcdctl del) is rebuilt under a new epoch; agents follow
+// its grants though its sequence starts again.
+TEST(Protocol, ARebuiltLedgerStartsANewEpochThatAgentsFollow) {
+  Site site(2, 1500, 100, 1);
+  site.Run(8);
+  ASSERT_TRUE(site.FullyAllocated());
+  const int64_t seq_before = site.acting_[0].seq;
+  Store& store = site.store_;
+  ASSERT_TRUE(store.Delete("/headroom/s/ledger", false));
+  site.Run(4);
+  EXPECT_TRUE(site.FullyAllocated());
+  auto g = site.store_.Get("/headroom/s/grants/job0", false);
+  ASSERT_TRUE(g && g->kvs.size() == 1);
+  auto grant = GrantFromJson(g->kvs[0].value, "grant");
+  ASSERT_TRUE(grant);
+  auto l = site.store_.Get("/headroom/s/ledger", false);
+  ASSERT_TRUE(l && l->kvs.size() == 1);
+  EXPECT_EQ(grant->epoch, l->kvs[0].create_revision);
+  EXPECT_EQ(site.acting_[0].seq, grant->seq);
+  (void)seq_before;
+  EXPECT_EQ(site.violations_, 0);
+}
+
 // F9: a duplicate started long before the name's holder dies took the name at once, while the
 // dead agent's trainer could still act on its last grant. It waits TTL - margin from when it
 // first sees the holder gone.

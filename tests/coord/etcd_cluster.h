@@ -162,6 +162,24 @@ class EtcdCluster {
     return Launch(i, /*existing=*/true, why) && WaitReady(i, Deadline(kReadyTimeoutS), why);
   }
 
+  // Every member killed, its data removed, and the cluster started again empty under a new
+  // token on the same ports (etcd's state lost: the revision back at 1, no keys, no leases).
+  bool Wipe(std::string* why) {
+    for (int i = 0; i < size(); ++i) Kill(i);
+    for (const Member& m : members_) {
+      std::error_code ignored;
+      std::filesystem::remove_all(m.dir + "/data", ignored);
+    }
+    token_ += "-wiped";
+    for (int i = 0; i < size(); ++i) {
+      if (!Launch(i, /*existing=*/false, why)) return false;
+    }
+    for (int i = 0; i < size(); ++i) {
+      if (!WaitReady(i, Deadline(kReadyTimeoutS), why)) return false;
+    }
+    return true;
+  }
+
   // The member that is the leader, as the running members report it; -1 when none says so.
   int LeaderIndex() const {
     for (int i = 0; i < size(); ++i) {

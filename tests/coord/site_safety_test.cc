@@ -459,6 +459,87 @@ TEST_F(SiteSafety, JobsTheSiteCannotAdmitHoldAtStandbyAndEveryOneIsCounted) {
   EXPECT_EQ(over, 0) << "worst 30 s window " << worst_w << " W";
 }
 
+// The last thing a job's fleet log says it acts on: (state, term); ("", 0) when nothing yet.
+std::pair<std::string, int64_t> LastActing(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::pair<std::string, int64_t> last{"", 0};
+  while (std::getline(in, line)) {
+    const json r = json::parse(line, nullptr, false);
+    if (r.is_object() && r.contains("state")) last = {r["state"], r.value("term", int64_t{0})};
+  }
+  return last;
+}
+
+// F6: after etcd lost its state (a new cluster on empty data), agents that had seen a higher
+// term ignored the new leader for good and sat at their floors. Now the store's revision going
+// back makes agents and coordinators forget the terms and epochs they saw: both agents are
+// granted by the new leader, under its (lower) term, within seconds of etcd answering again.
+TEST_F(SiteSafety, AfterEtcdIsWipedTheAgentsFollowTheNewLeader) {
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE(store_->Put("/history", "x", 0));  // a long history
+  StartCoordinator(2000);
+  std::vector<std::unique_ptr<Process>> agents;
+  std::vector<std::string> logs;
+  for (int i = 0; i < 2; ++i) {
+    logs.push_back(coordinator_->dir() + "/w" + std::to_string(i) + ".jsonl");
+    agents.push_back(std::make_unique<Process>(
+        HEADROOM_BINARY, std::vector<std::string>{"agent",
+                                                  "--source",
+                                                  "twin",
+                                                  "--scenario",
+                                                  "a100-7b-tp1",
+                                                  "--controller",
+                                                  "pid",
+                                                  "--speed",
+                                                  "20",
+                                                  "--listen",
+                                                  "127.0.0.1:0",
+                                                  "--fleet",
+                                                  "etcd://" + etcd_->endpoints().substr(7),
+                                                  "--site",
+                                                  site_,
+                                                  "--job",
+                                                  "w" + std::to_string(i),
+                                                  "--node-overhead-w",
+                                                  "0",
+                                                  "--floor-w",
+                                                  "200",
+                                                  "--lease-ttl-s",
+                                                  "2",
+                                                  "--fleet-log",
+                                                  logs.back()}));
+  }
+  int64_t old_term = 0;
+  ASSERT_TRUE(WaitFor([&] {
+    for (const std::string& path : logs) {
+      const auto [state, term] = LastActing(path);
+      if (state != "granted") return false;
+      old_term = std::max(old_term, term);
+    }
+    return true;
+  })) << coordinator_->Stderr();
+  ASSERT_GT(old_term, 200);
+  std::string why;
+  ASSERT_TRUE(etcd_->Wipe(&why)) << why;
+  const auto wiped = Clock::now();
+  const bool followed = WaitFor([&] {
+    for (const std::string& path : logs) {
+      const auto [state, term] = LastActing(path);
+      if (state != "granted" || term >= old_term) return false;
+    }
+    return true;
+  });
+  const double took_s = std::chrono::duration<double>(Clock::now() - wiped).count();
+  EXPECT_TRUE(followed) << coordinator_->Stderr() << agents[0]->Stderr();
+  // Within the lease TTL (2 s), two periods (0.4 s) and the new ledger's first period, with a
+  // margin for the agents' and the coordinator's reconnection to the new etcd.
+  EXPECT_LT(took_s, 6.0);
+  EXPECT_NE(coordinator_->Stderr().find("its state was lost"), std::string::npos)
+      << coordinator_->Stderr();
+  EXPECT_NE(agents[0]->Stderr().find("its state was lost"), std::string::npos)
+      << agents[0]->Stderr();
+}
+
 TEST(SiteEtcd, TheCoordinatorAndAnAgentReachEtcdOverTlsWithAuth) {
   if (!EtcdCluster::Available()) GTEST_SKIP() << "no " << etcd_test::kEtcdBinary;
   if (access("/usr/bin/openssl", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/openssl";

@@ -38,7 +38,7 @@ Result<Serving> ResolveServerOptions(const ServerArgs& args,
                                      std::string_view exposed) {
   Serving s;
   auto listen = net::ParseListen(args.listen);
-  if (!listen) return Error::Usage("--listen " + listen.error().message());
+  if (!listen) return Error::Usage("--listen: " + listen.error().message());
   s.listen = std::move(*listen);
   auto token = ResolveToken(args.token, log);
   if (!token) return std::move(token).error();

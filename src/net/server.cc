@@ -544,7 +544,8 @@ Status Server::Bind(const std::string& host, int port) {
     tcp::resolver resolver(s.io);
     const auto results = resolver.resolve(host, std::to_string(port), ec);
     if (ec || results.empty()) {
-      return Error::Usage(fmt::format("--listen: cannot resolve '{}': {}", host, ec.message()));
+      return Error::Usage(fmt::format("{}: cannot listen on '{}': cannot resolve it: {}", s.daemon,
+                                      host, ec.message()));
     }
     endpoint = results.begin()->endpoint();
   }

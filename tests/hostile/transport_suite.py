@@ -257,7 +257,7 @@ class TransportSuite:
         self.assertIn("beyond loopback without a token", lines[0])
         r = self.run_to_end("--listen", "nonsense")
         self.assertEqual(r.returncode, 2, r.stderr)
-        self.assertIn("--listen 'nonsense': expected HOST:PORT", r.stderr)
+        self.assertIn("--listen: 'nonsense': expected HOST:PORT", r.stderr)
         with self.daemon("--listen", "0.0.0.0:0", "--insecure-listen") as d:
             self.assertEqual(get(d.port, self.READ)[0], 200)
         with self.daemon("--listen", "0.0.0.0:0", env={"HEADROOM_TOKEN": "x"}) as d:

@@ -18,7 +18,7 @@ HEADROOM := build/bin/headroom
 
 CHAOS_FAULTS ?= 1000
 
-.PHONY: check stress test-chaos bench-diloco diloco-results diloco-results-warm calibration-results hybrid-results universal-results sites-results fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile demo policies results clean format
+.PHONY: check stress test-chaos bench-diloco diloco-results diloco-results-warm calibration-results hybrid-results universal-results sites-results fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile bench-hostile-coordinator demo policies results clean format
 
 all: build
 
@@ -65,9 +65,10 @@ test-asan: setup
 	cmake --build --preset asan -j $(JOBS)
 	ctest --preset asan
 
-# The threaded code under ThreadSanitizer: the tests labelled tsan (the agent's runner, server
-# and guard, the coordinator's server, the site member's threads, the communicators, DiLoCo's
-# workers in one process, the simulated clock), and the binaries that hold them.
+# The threaded code under ThreadSanitizer: the tests labelled tsan (the HTTP transport and its
+# workers, the agent's runner, server and guard, the coordinator's server, the site member's
+# threads, the communicators, DiLoCo's workers in one process, the simulated clock), and the
+# binaries that hold them.
 test-tsan: setup
 	cmake --preset tsan
 	cmake --build --preset tsan -j $(JOBS) --target headroom_tsan_tests
@@ -81,8 +82,9 @@ test-thread-safety: setup
 	cmake --build --preset thread-safety -j $(JOBS) --target headroom_agent headroom_coord
 
 # libFuzzer on the trace readers (with the analyzer behind them), on scenario files (with the
-# twin behind them), on policy files (with decisions behind them) and on the agent's HTTP
-# requests (Beast's parser, then the routes), and on DiLoCo's frames (authentication, decoding,
+# twin behind them), on policy files (with decisions behind them) and on both daemons' HTTP
+# requests (Beast's parser and src/net's framing, then the agent's or the coordinator's
+# routes), and on DiLoCo's frames (authentication, decoding,
 # the screen), for a bounded time each, as many at a time as there are cores (scripts/fuzz.sh).
 # The build is clang's
 # thread-safety analysis too (headroom_agent, headroom_coord).
@@ -146,6 +148,24 @@ bench-hostile: build
 	fi
 	/usr/bin/python3 bench/agent_hostile.py $(HEADROOM) build/baseline-httplib/build/bin/headroom \
 	  build/tests/libfake_nvml.so --json build/bench/agent_hostile.json
+
+# The same for the coordinator's GET /v1/status: this coordinator (src/net) against the
+# cpp-httplib server it replaced (commit df4cb03, built once into
+# build/baseline-coordinator-httplib), each leading a site on an etcd the script starts
+# (docs/PERFORMANCE.md). About 1 minute, plus the baseline's build.
+COORDINATOR_BASELINE_COMMIT := df4cb03
+bench-hostile-coordinator: build
+	@if [ ! -x build/baseline-coordinator-httplib/build/bin/headroom ]; then \
+	  rm -rf build/baseline-coordinator-httplib; \
+	  git worktree add --detach build/baseline-coordinator-httplib $(COORDINATOR_BASELINE_COMMIT) && \
+	  ln -s $(CURDIR)/web/node_modules build/baseline-coordinator-httplib/web/node_modules && \
+	  cmake -S build/baseline-coordinator-httplib -B build/baseline-coordinator-httplib/build -G Ninja \
+	    -DCMAKE_BUILD_TYPE=Release -DHEADROOM_BUILD_TESTS=OFF -DHEADROOM_BUILD_BENCH=OFF \
+	    -DHEADROOM_WITH_DILOCO=OFF && \
+	  cmake --build build/baseline-coordinator-httplib/build -j $(JOBS) --target headroom; \
+	fi
+	/usr/bin/python3 bench/coordinator_hostile.py $(HEADROOM) \
+	  build/baseline-coordinator-httplib/build/bin/headroom --json build/bench/coordinator_hostile.json
 
 # One `headroom coordinator` with 1,000 simulated agents on one etcd of its own: whether it
 # holds its 1 s period, grant round trip, etcd's requests and transactions per second, the

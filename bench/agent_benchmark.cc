@@ -4,7 +4,7 @@
 #include <benchmark/benchmark.h>
 
 #include "agent/agent.h"
-#include "agent/server.h"
+#include "agent/api.h"
 #include "control/baselines.h"
 #include "control/features.h"
 #include "control/policy.h"

@@ -36,12 +36,15 @@ TIMEOUT_S = 2.0
 TRICKLE, IDLE = 64, 300
 
 
-def start(argv, env):
+LISTENING = r"listening on [^ :]+:(\d+)"  # the agent's start line
+
+
+def start(argv, env, listening=LISTENING):
     p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                          env=dict(os.environ, **env))
     for _ in range(50):
         line = p.stderr.readline()
-        m = re.search(r"listening on [^ :]+:(\d+)", line)
+        m = re.search(listening, line)
         if m:
             threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
             return p, int(m.group(1))
@@ -54,14 +57,14 @@ def start(argv, env):
 MAX_FAILURES = 25  # then the subject is starved: the rest would only add timeouts
 
 
-def latencies(port):
+def latencies(port, path=b"/v1/actuation"):
     out, failures = [], 0
     for _ in range(REQUESTS):
         if failures >= MAX_FAILURES:
             break
         t0 = time.monotonic()
         try:
-            status, _, _ = raw(port, b"GET /v1/actuation HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            status, _, _ = raw(port, b"GET " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                                b"Connection: close\r\n\r\n", timeout_s=TIMEOUT_S)
             ok = status == 200
         except (OSError, ConnectionError):
@@ -76,17 +79,18 @@ def latencies(port):
             "failures": failures, "requests": len(out)}
 
 
-def measure(name, argv, env):
-    p, port = start(argv, env)
+def measure(name, argv, env, path=b"/v1/actuation", listening=LISTENING):
+    """A subject's latencies with nobody else connected, then under the attack."""
+    p, port = start(argv, env, listening)
     try:
-        quiet = latencies(port)
+        quiet = latencies(port, path)
         attack = Attack(port, trickle=TRICKLE, idle=IDLE)
         attack.start()
         deadline = time.monotonic() + 90  # a server with a short listen backlog accepts slowly
         while time.monotonic() < deadline and attack.counts() != {"trickle": TRICKLE, "idle": IDLE}:
             time.sleep(0.05)
         established = attack.counts()
-        loaded = latencies(port)
+        loaded = latencies(port, path)
         attack.stopping.set()
         attack.join()
         loaded["attack_established"] = established

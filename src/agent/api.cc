@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/dashboard.h"
+#include "net/query.h"
 
 namespace headroom::agent {
 
@@ -19,32 +20,6 @@ using nlohmann::json;
 
 // Never throws on text a client sent: invalid UTF-8 is replaced, not an exception.
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-char Lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (Lower(a[i]) != Lower(b[i])) return false;
-  }
-  return true;
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-// Constant time in the contents (not in the length, which is not secret enough to matter).
-bool SameSecret(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  }
-  return diff == 0;
-}
 
 // Offset of the first byte that is not part of well-formed UTF-8 (RFC 3629: no overlongs, no
 // surrogates, nothing above U+10FFFF); npos when all is well formed.
@@ -119,52 +94,8 @@ class FieldTracker final : public nlohmann::json_sax<json> {
   bool in_value_ = false;
 };
 
-struct Query {
-  std::vector<std::pair<std::string_view, std::string_view>> items;
-  std::optional<std::string_view> Get(std::string_view key) const {
-    for (const auto& [k, v] : items) {
-      if (k == key) return v;
-    }
-    return std::nullopt;
-  }
-};
-
-// "a=1&b=2" -> items; an error naming the parameter on a repeated, unknown or valueless one.
-Result<Query> ParseQuery(std::string_view text, std::initializer_list<std::string_view> known) {
-  Query q;
-  if (text.empty()) return q;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t amp = std::min(text.find('&', start), text.size());
-    const std::string_view item = text.substr(start, amp - start);
-    const size_t eq = item.find('=');
-    const std::string_view key = item.substr(0, eq);
-    const bool is_known = std::find(known.begin(), known.end(), key) != known.end();
-    if (!is_known) {
-      return Error::Input(fmt::format("query: unknown parameter '{}'",
-                                      key.substr(0, std::min<size_t>(key.size(), 64))));
-    }
-    if (eq == std::string_view::npos) {
-      return Error::Input(fmt::format("query: parameter '{}' has no value", key));
-    }
-    if (q.Get(key)) return Error::Input(fmt::format("query: parameter '{}' repeated", key));
-    q.items.emplace_back(key, item.substr(eq + 1));
-    start = amp + 1;
-  }
-  return q;
-}
-
-ApiResponse Json(int status, std::string body) {
-  ApiResponse r;
-  r.status = status;
-  r.body = std::move(body);
-  return r;
-}
-
-ApiResponse MethodNotAllowed(std::string allow) {
-  ApiResponse r = ErrorResponse(405, "method not allowed; this path takes " + allow);
-  r.headers.emplace_back("Allow", std::move(allow));
-  return r;
+net::Response Json(int status, std::string body) {
+  return net::JsonResponse(status, std::move(body));
 }
 
 }  // namespace
@@ -173,10 +104,6 @@ void Shared::NotifyDecision() {
   // Under the lock: a server that cleared `wake` (stopping) is never called after.
   MutexLock lock(mu);
   if (wake) wake();
-}
-
-ApiResponse ErrorResponse(int status, std::string_view message) {
-  return Json(status, Dump(json{{"error", std::string(message)}}) + "\n");
 }
 
 std::string ActuationJson(const Actuation& a) {
@@ -192,7 +119,8 @@ std::string ActuationJson(const Actuation& a) {
          "\n";
 }
 
-std::string StatusJson(const AgentStatus& s, const std::optional<ConnectionCounters>& connections) {
+std::string StatusJson(const AgentStatus& s,
+                       const std::optional<net::ConnectionCounters>& connections) {
   json j;
   j["t_s"] = s.t_s;
   j["power_w"] = s.power_w;
@@ -228,12 +156,7 @@ std::string StatusJson(const AgentStatus& s, const std::optional<ConnectionCount
                              {"5min", fraction(s.violation_fraction[2])}};
   j["windows"] = {{"0.5s", s.windows[0]}, {"30s", s.windows[1]}, {"5min", s.windows[2]}};
   j["long_polls_waiting"] = s.long_polls_waiting;
-  if (connections) {
-    j["connections"] = {{"open", connections->open},         {"idle", connections->idle},
-                        {"accepted", connections->accepted}, {"refused", connections->refused},
-                        {"evicted", connections->evicted},   {"timed_out", connections->timed_out},
-                        {"requests", connections->requests}};
-  }
+  if (connections) j["connections"] = *connections;
   j["decision_latency_s"] = {{"p50", s.decision_p50_s},
                              {"p99", s.decision_p99_s},
                              {"max", s.decision_max_s},
@@ -455,162 +378,77 @@ Result<TrainerReport> ParseReport(std::string_view body) {
   return r;
 }
 
-std::optional<uint64_t> ParseQueryUint(std::string_view text) {
-  if (text.empty() || text.size() > 20) return std::nullopt;
-  for (char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
+Api::Api(Shared& shared, ApiConfig config)
+    : shared_(shared), config_(std::move(config)), router_(config_.access, "agent") {
+  using Access = net::Router::Access;
+  // Static: the page holds no data, so it needs no token even with token_on_reads (its
+  // scripts send the token that the address's #token= fragment gives them).
+  router_.Add("/", Access::kPage, [](const net::Request&, std::string_view) {
+    net::Response r;
+    r.content_type = "text/html; charset=utf-8";
+    r.body.assign(kDashboardHtml.data(), kDashboardHtml.size());
+    r.headers.emplace_back("Content-Security-Policy",
+                           "default-src 'none'; script-src 'unsafe-inline'; style-src "
+                           "'unsafe-inline'; connect-src 'self'; img-src 'self' data:; "
+                           "frame-ancestors 'none'");
+    return r;
+  });
+  router_.Add("/v1/actuation", Access::kRead,
+              [this](const net::Request& r, std::string_view q) { return GetActuation(r, q); });
+  router_.Add("/v1/status", Access::kRead,
+              [this](const net::Request&, std::string_view q) { return StatusOrMetrics(true, q); });
+  router_.Add("/v1/history", Access::kRead,
+              [this](const net::Request&, std::string_view q) { return History(q); });
+  router_.Add("/metrics", Access::kRead, [this](const net::Request&, std::string_view q) {
+    return StatusOrMetrics(false, q);
+  });
+  router_.Add("/v1/report", Access::kWrite,
+              [this](const net::Request& r, std::string_view q) { return Report(r, q); });
+  if (shared_.budget != nullptr) {
+    router_.Add("/v1/budget", Access::kWrite,
+                [this](const net::Request& r, std::string_view q) { return PostBudget(r, q); });
   }
-  uint64_t v = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || ptr != text.data() + text.size()) return std::nullopt;
-  return v;
 }
 
-std::optional<double> ParseQueryReal(std::string_view text) {
-  // [+-]digits[.digits][(e|E)[+-]digits], or [+-].digits...: what from_chars's general format
-  // takes, minus its NaN, infinity and hex spellings.
-  size_t i = 0;
-  const size_t n = text.size();
-  if (n == 0 || n > 64) return std::nullopt;
-  if (text[i] == '+' || text[i] == '-') ++i;
-  size_t digits = 0;
-  while (i < n && text[i] >= '0' && text[i] <= '9') ++i, ++digits;
-  if (i < n && text[i] == '.') {
-    ++i;
-    while (i < n && text[i] >= '0' && text[i] <= '9') ++i, ++digits;
-  }
-  if (digits == 0) return std::nullopt;
-  if (i < n && (text[i] == 'e' || text[i] == 'E')) {
-    ++i;
-    if (i < n && (text[i] == '+' || text[i] == '-')) ++i;
-    size_t exp_digits = 0;
-    while (i < n && text[i] >= '0' && text[i] <= '9') ++i, ++exp_digits;
-    if (exp_digits == 0) return std::nullopt;
-  }
-  if (i != n) return std::nullopt;
-  const std::string_view number = text[0] == '+' ? text.substr(1) : text;
-  double v = 0.0;
-  const auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
-  if (ec != std::errc() || ptr != number.data() + number.size() || !std::isfinite(v)) {
-    return std::nullopt;
-  }
-  return v;
-}
+net::Response Api::Handle(const net::Request& request) { return router_.Handle(request); }
 
-bool IsLoopbackHost(std::string_view host) {
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  if (EqualsIgnoreCase(host, "localhost") || host == "::1") return true;
-  // 127.x.y.z, each part decimal 0-255.
-  int parts = 0;
-  size_t start = 0;
-  while (start <= host.size()) {
-    const size_t dot = std::min(host.find('.', start), host.size());
-    const std::string_view part = host.substr(start, dot - start);
-    if (part.empty() || part.size() > 3) return false;
-    int v = 0;
-    for (char c : part) {
-      if (c < '0' || c > '9') return false;
-      v = v * 10 + (c - '0');
-    }
-    if (v > 255 || (parts == 0 && v != 127)) return false;
-    ++parts;
-    start = dot + 1;
-  }
-  return parts == 4;
-}
-
-Result<std::pair<std::string, int>> ParseListen(const std::string& text) {
-  const auto colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
-    return Error::Usage(fmt::format("--listen: '{}': expected HOST:PORT", text));
-  }
-  std::string host = text.substr(0, colon);
-  if (host.front() == '[') {
-    if (host.size() < 3 || host.back() != ']') {
-      return Error::Usage(fmt::format("--listen: '{}': expected [IPv6]:PORT", text));
-    }
-    host = host.substr(1, host.size() - 2);
-  } else if (host.find(':') != std::string::npos) {
-    return Error::Usage(fmt::format("--listen: '{}': write an IPv6 address as [ADDR]:PORT", text));
-  }
-  const std::string_view digits(text.data() + colon + 1, text.size() - colon - 1);
-  const auto port = ParseQueryUint(digits);
-  if (!port || *port > 65535) {
-    return Error::Usage(fmt::format("--listen: '{}': the port must be 0-65535", text));
-  }
-  return std::make_pair(std::move(host), static_cast<int>(*port));
-}
-
-Api::Api(Shared& shared, ApiConfig config) : shared_(shared), config_(std::move(config)) {}
-
-bool Api::Authorized(const ApiRequest& request) const {
-  if (config_.token.empty()) return true;
-  if (!request.authorization) return false;
-  const std::string_view value = Trim(*request.authorization);
-  const size_t space = value.find(' ');
-  if (space == std::string_view::npos) return false;
-  if (!EqualsIgnoreCase(value.substr(0, space), "bearer")) return false;
-  return SameSecret(Trim(value.substr(space + 1)), config_.token);
-}
-
-bool Api::HostAllowed(std::optional<std::string_view> host) const {
-  if (!host) return true;  // HTTP/1.0 without Host: not a browser
-  std::string_view h = Trim(*host);
-  // Strip the port: "name:9400", "[::1]:9400", "1.2.3.4:9400".
-  if (!h.empty() && h.front() == '[') {
-    const size_t close = h.find(']');
-    if (close == std::string_view::npos) return false;
-    h = h.substr(0, close + 1);
-  } else if (const size_t colon = h.rfind(':'); colon != std::string_view::npos) {
-    h = h.substr(0, colon);
-  }
-  if (h.empty()) return false;
-  if (h.front() == '[' || IsLoopbackHost(h)) return true;  // IPv6 literal or loopback
-  // An IPv4 literal: a DNS name cannot rebind to it.
-  bool ipv4 = true;
-  for (char c : h) ipv4 = ipv4 && ((c >= '0' && c <= '9') || c == '.');
-  if (ipv4) return true;
-  for (const std::string& allowed : config_.allowed_hosts) {
-    if (EqualsIgnoreCase(h, allowed)) return true;
-  }
-  return false;
-}
-
-ApiResponse Api::ActuationNow() {
+net::Response Api::ActuationNow() {
   MutexLock lock(shared_.mu);
   return Json(200, ActuationJson(shared_.agent->actuation()));
 }
 
-bool Api::Newer(uint64_t after) {
+bool Api::Ready(uint64_t after) {
   MutexLock lock(shared_.mu);
   return shared_.agent->actuation().seq > after;
 }
 
-ApiResponse Api::EndLongPoll() {
+net::Response Api::EndPark(uint64_t) {
   MutexLock lock(shared_.mu);
   --shared_.long_polls;
   return Json(200, ActuationJson(shared_.agent->actuation()));
 }
 
-ApiResponse Api::LongPollOrNow(std::string_view query) {
-  auto q = ParseQuery(query, {"after", "timeout_s"});
-  if (!q) return ErrorResponse(400, q.error().message());
+net::Response Api::GetActuation(const net::Request& request, std::string_view query) {
+  if (request.method == "HEAD") {
+    if (!query.empty()) return net::ErrorResponse(400, "query: HEAD /v1/actuation takes none");
+    return ActuationNow();
+  }
+  auto q = net::ParseQuery(query, {"after", "timeout_s"});
+  if (!q) return net::ErrorResponse(400, q.error().message());
   const auto after_text = q->Get("after");
   const auto timeout_text = q->Get("timeout_s");
   if (!after_text) {
-    if (timeout_text) return ErrorResponse(400, "timeout_s: only with after");
+    if (timeout_text) return net::ErrorResponse(400, "timeout_s: only with after");
     return ActuationNow();
   }
-  const auto after = ParseQueryUint(*after_text);
-  if (!after) return ErrorResponse(400, "after: expected a sequence number (decimal digits)");
+  const auto after = net::ParseQueryUint(*after_text);
+  if (!after) return net::ErrorResponse(400, "after: expected a sequence number (decimal digits)");
   double timeout_s = kDefaultLongPollS;
   if (timeout_text) {
-    const auto t = ParseQueryReal(*timeout_text);
+    const auto t = net::ParseQueryReal(*timeout_text);
     if (!t || *t < 0.0 || *t > kMaxLongPollS) {
-      return ErrorResponse(400,
-                           fmt::format("timeout_s: expected seconds in [0, {}]", kMaxLongPollS));
+      return net::ErrorResponse(
+          400, fmt::format("timeout_s: expected seconds in [0, {}]", kMaxLongPollS));
     }
     timeout_s = *t;
   }
@@ -620,27 +458,15 @@ ApiResponse Api::LongPollOrNow(std::string_view query) {
     return Json(200, ActuationJson(a));
   }
   ++shared_.long_polls;
-  ApiResponse r;
-  r.wait_after = *after;
-  r.wait_s = timeout_s;
+  net::Response r;
+  r.park = net::Park{*after, timeout_s};
   return r;
 }
 
-std::optional<ApiResponse> Api::RefuseWrite(const ApiRequest& request) const {
-  if (!Authorized(request)) return ErrorResponse(401, "a bearer token is required");
-  std::string_view media;
-  if (request.content_type)
-    media = Trim(request.content_type->substr(0, request.content_type->find(';')));
-  if (!EqualsIgnoreCase(media, "application/json")) {
-    return ErrorResponse(415, "Content-Type: expected application/json");
-  }
-  return std::nullopt;
-}
-
-ApiResponse Api::PostBudget(const ApiRequest& request) {
-  if (auto refused = RefuseWrite(request)) return std::move(*refused);
+net::Response Api::PostBudget(const net::Request& request, std::string_view query) {
+  if (!query.empty()) return net::ErrorResponse(400, "query: /v1/budget takes none");
   auto budget_w = ParseBudget(request.body, shared_.gpus, shared_.budget_range_w);
-  if (!budget_w) return ErrorResponse(400, budget_w.error().message());
+  if (!budget_w) return net::ErrorResponse(400, budget_w.error().message());
   shared_.budget->Set(*budget_w, "POST /v1/budget");
   json j;
   j["ok"] = true;
@@ -656,90 +482,38 @@ ApiResponse Api::PostBudget(const ApiRequest& request) {
   return Json(200, Dump(j) + "\n");
 }
 
-ApiResponse Api::Report(const ApiRequest& request) {
-  if (auto refused = RefuseWrite(request)) return std::move(*refused);
+net::Response Api::Report(const net::Request& request, std::string_view query) {
+  if (!query.empty()) return net::ErrorResponse(400, "query: /v1/report takes none");
   auto report = ParseReport(request.body);
-  if (!report) return ErrorResponse(400, report.error().message());
+  if (!report) return net::ErrorResponse(400, report.error().message());
   MutexLock lock(shared_.mu);
   shared_.agent->Report(*report, shared_.now_s());
   return Json(200, "{\"ok\": true}\n");
 }
 
-ApiResponse Api::Handle(const ApiRequest& request) {
-  if (!HostAllowed(request.host)) {
-    return ErrorResponse(403,
-                         "Host: not a name of this agent (DNS rebinding?); start the agent with "
-                         "--allow-host NAME to accept it");
+net::Response Api::History(std::string_view query) {
+  auto q = net::ParseQuery(query, {"after"});
+  if (!q) return net::ErrorResponse(400, q.error().message());
+  double after_t_s = -1.0;
+  if (const auto text = q->Get("after")) {
+    const auto t = net::ParseQueryReal(*text);
+    if (!t) return net::ErrorResponse(400, "after: expected agent time in seconds");
+    after_t_s = *t;
   }
-  const std::string_view target = request.target;
-  if (target.empty() || target.front() != '/') {
-    return ErrorResponse(400, "target: expected an absolute path");
+  std::vector<HistoryPoint> points;
+  double budget_w = 0.0;
+  {
+    MutexLock lock(shared_.mu);
+    points = shared_.agent->History(after_t_s);
+    budget_w = shared_.agent->budget_w();
   }
-  const size_t question = target.find('?');
-  const std::string_view path = target.substr(0, question);
-  const std::string_view query =
-      question == std::string_view::npos ? std::string_view() : target.substr(question + 1);
-  const bool read = request.method == "GET" || request.method == "HEAD";
-  const bool post = request.method == "POST";
+  return Json(200, HistoryJson(points, budget_w));
+}
 
-  if (path == "/v1/report") {
-    if (!post) return MethodNotAllowed("POST");
-    if (!query.empty()) return ErrorResponse(400, "query: /v1/report takes none");
-    return Report(request);
-  }
-  if (path == "/v1/budget" && shared_.budget != nullptr) {
-    if (!post) return MethodNotAllowed("POST");
-    if (!query.empty()) return ErrorResponse(400, "query: /v1/budget takes none");
-    return PostBudget(request);
-  }
-  const bool known = path == "/" || path == "/v1/actuation" || path == "/v1/status" ||
-                     path == "/v1/history" || path == "/metrics";
-  if (!known) return ErrorResponse(404, "no such path");
-  if (!read) return MethodNotAllowed("GET, HEAD");
-  if (path == "/") {
-    // Static: the page holds no data, so it needs no token even with token_on_reads (its
-    // scripts send the token that the address's #token= fragment gives them).
-    ApiResponse r;
-    r.content_type = "text/html; charset=utf-8";
-    r.body.assign(kDashboardHtml.data(), kDashboardHtml.size());
-    r.headers.emplace_back("Content-Security-Policy",
-                           "default-src 'none'; script-src 'unsafe-inline'; style-src "
-                           "'unsafe-inline'; connect-src 'self'; img-src 'self' data:; "
-                           "frame-ancestors 'none'");
-    return r;
-  }
-  if (config_.token_on_reads && !Authorized(request)) {
-    return ErrorResponse(401, "a bearer token is required");
-  }
-  if (path == "/v1/actuation") {
-    if (request.method == "HEAD") {
-      auto q = ParseQuery(query, {});
-      if (!q) return ErrorResponse(400, "query: HEAD /v1/actuation takes none");
-      return ActuationNow();
-    }
-    return LongPollOrNow(query);
-  }
-  if (path == "/v1/history") {
-    auto q = ParseQuery(query, {"after"});
-    if (!q) return ErrorResponse(400, q.error().message());
-    double after_t_s = -1.0;
-    if (const auto text = q->Get("after")) {
-      const auto t = ParseQueryReal(*text);
-      if (!t) return ErrorResponse(400, "after: expected agent time in seconds");
-      after_t_s = *t;
-    }
-    std::vector<HistoryPoint> points;
-    double budget_w = 0.0;
-    {
-      MutexLock lock(shared_.mu);
-      points = shared_.agent->History(after_t_s);
-      budget_w = shared_.agent->budget_w();
-    }
-    return Json(200, HistoryJson(points, budget_w));
-  }
-  if (auto q = ParseQuery(query, {}); !q) return ErrorResponse(400, q.error().message());
+net::Response Api::StatusOrMetrics(bool status_json, std::string_view query) {
+  if (auto q = net::ParseQuery(query, {}); !q) return net::ErrorResponse(400, q.error().message());
   AgentStatus status;
-  std::optional<ConnectionCounters> connections;
+  std::optional<net::ConnectionCounters> connections;
   {
     MutexLock lock(shared_.mu);
     status = shared_.agent->Status(shared_.now_s());
@@ -748,8 +522,8 @@ ApiResponse Api::Handle(const ApiRequest& request) {
     if (shared_.connections) connections = shared_.connections();
   }
   // Serialised outside the lock.
-  if (path == "/v1/status") return Json(200, StatusJson(status, connections));
-  ApiResponse r;
+  if (status_json) return Json(200, StatusJson(status, connections));
+  net::Response r;
   r.content_type = "text/plain; version=0.0.4";
   std::optional<FleetHealth> fleet;
   if (shared_.fleet) fleet = shared_.fleet();

@@ -1,7 +1,7 @@
-// The agent's HTTP/JSON API behind the transport (docs/AGENT.md): routing, authentication,
-// validation and the bodies, for one parsed request at a time. No sockets and no clock: the
-// server (server.h) parses bytes into an ApiRequest, hands it here, and writes the ApiResponse;
-// the fuzzer (tests/fuzz/http_fuzz.cc) does the same from raw bytes.
+// The agent's HTTP/JSON API behind the transport (docs/AGENT.md): its routes and bodies, for
+// one parsed request at a time. No sockets and no clock: the shared transport (net/server.h)
+// parses bytes into a net::Request, hands it here, and writes the net::Response; the fuzzer
+// (tests/fuzz/http_fuzz.cc) does the same from raw bytes. api_server.h puts the two together.
 //
 //   GET  /v1/actuation[?after=SEQ[&timeout_s=T]]  the current decision; with `after`, a long-poll:
 //        answered once a newer one exists or T (default 10, at most 30) seconds pass; at most
@@ -14,13 +14,13 @@
 //   GET  /metrics     the same in Prometheus text format
 //   GET  /            the live dashboard (agent/dashboard.h)
 //
-// Every request: a Host that is not this agent's (DNS rebinding) gets 403; an unknown path 404;
-// a method the path does not take 405 with Allow; with a token, writes (and, with
-// token_on_reads, reads but the static page) need `Authorization: Bearer T` (scheme in any case,
-// compared in constant time) or get 401; POST bodies must be `Content-Type: application/json`
-// (415 otherwise, so a web page cannot send one without a CORS preflight, which is refused) and
-// valid UTF-8 JSON (400 naming the field); query parameters are strict (400 on unknown,
-// repeated or malformed ones). Nothing a client sends is echoed unescaped.
+// Every request goes through net::Router (net/router.h) and net::AccessPolicy (net/policy.h),
+// the coordinator's too: a Host that is not this agent's (DNS rebinding) gets 403; an unknown
+// path 404; a method the path does not take 405 with Allow; with a token, writes (and, with
+// token_on_reads, reads but the static page) need `Authorization: Bearer T` or get 401; POST
+// bodies must be `Content-Type: application/json` (415 otherwise) and valid UTF-8 JSON (400
+// naming the field); query parameters are strict (net/query.h: 400 on unknown, repeated or
+// malformed ones). Nothing a client sends is echoed unescaped.
 #pragma once
 
 #include <cstdint>
@@ -36,24 +36,16 @@
 #include "agent/budget.h"
 #include "common/error.h"
 #include "common/thread_annotations.h"
+#include "net/http.h"
+#include "net/policy.h"
+#include "net/router.h"
 
 namespace headroom::agent {
 
-inline constexpr size_t kMaxBodyBytes = 64 * 1024;
+inline constexpr size_t kMaxBodyBytes = net::kDefaultMaxBodyBytes;
 inline constexpr double kDefaultLongPollS = 10.0;
 inline constexpr double kMaxLongPollS = 30.0;
 inline constexpr int kDefaultMaxLongPolls = 256;
-
-// The transport's connections, as /v1/status reports them.
-struct ConnectionCounters {
-  int open = 0;
-  int idle = 0;  // between requests, or answered and closing: closed first at a cap
-  uint64_t accepted = 0;
-  uint64_t refused = 0;    // at a cap with nothing idle to close: 503
-  uint64_t evicted = 0;    // idle connections closed to make room
-  uint64_t timed_out = 0;  // a header, body, write or idle deadline passed
-  uint64_t requests = 0;
-};
 
 // A site member's health, as /metrics reports it (with --fleet; docs/FLEET.md).
 struct FleetHealth {
@@ -71,7 +63,7 @@ struct Shared {
   std::function<double()> now_s;              // the runner's clock; constant once serving
   int long_polls GUARDED_BY(mu) = 0;          // waiting now
   std::function<void()> wake GUARDED_BY(mu);  // set by a serving server: wakes its long-polls
-  std::function<ConnectionCounters()> connections GUARDED_BY(mu);  // set by a serving server
+  std::function<net::ConnectionCounters()> connections GUARDED_BY(mu);  // set by a serving server
   // A site member's health (null: not in a site). Set before serving, constant after;
   // thread-safe, called without `mu`.
   std::function<FleetHealth()> fleet;
@@ -87,74 +79,42 @@ struct Shared {
 };
 
 struct ApiConfig {
-  std::string token;            // empty: no token needed
-  bool token_on_reads = false;  // the token is needed on reads too (not on the static page)
-  // Host header values accepted besides IP literals and `localhost` (with or without a port):
-  // the names this agent is reached by. Anything else is refused (DNS rebinding).
-  std::vector<std::string> allowed_hosts;
+  net::AccessPolicy access;  // token, token_on_reads, allowed_hosts (net/policy.h)
   int max_long_polls = kDefaultMaxLongPolls;
 };
 
-// One parsed request. Absent headers are nullopt; a repeated Host is the server's 400.
-struct ApiRequest {
-  std::string_view method;  // as sent: "GET", "POST", ...
-  std::string_view target;  // origin form: "/v1/actuation?after=3"
-  std::optional<std::string_view> host;
-  std::optional<std::string_view> authorization;
-  std::optional<std::string_view> content_type;
-  std::string_view body;
-};
-
-struct ApiResponse {
-  int status = 200;
-  std::string content_type = "application/json";
-  std::string body;
-  std::vector<std::pair<std::string, std::string>> headers;
-  // A long-poll to park: answer with Api::EndLongPoll() once the decision's seq exceeds
-  // `wait_after` or `wait_s` seconds have passed. Handle() counted it in Shared::long_polls.
-  std::optional<uint64_t> wait_after;
-  double wait_s = 0.0;
-};
-
-class Api {
+// The agent's routes as a net::Handler. A long-poll parks (net::Park with the seq it waits
+// to pass): Ready(after) says whether a newer decision exists, EndPark answers with the
+// decision in force and uncounts it.
+class Api final : public net::Handler {
  public:
   // `shared` outlives the Api. Thread-safe: every call locks shared.mu where it reads the agent.
   Api(Shared& shared, ApiConfig config);
 
-  ApiResponse Handle(const ApiRequest& request);
-  // REQUIRES: a parked long-poll (Handle returned wait_after). Uncounts it; the answer.
-  ApiResponse EndLongPoll();
-  // Whether a parked long-poll for `after` may be answered now.
-  bool Newer(uint64_t after);
+  net::Response Handle(const net::Request& request) override;
+  // Whether a long-poll parked with `after` may be answered now.
+  bool Ready(uint64_t after) override;
+  // REQUIRES: a parked long-poll (Handle returned a park). Uncounts it; the answer.
+  net::Response EndPark(uint64_t after) override;
   const ApiConfig& config() const { return config_; }
 
  private:
-  ApiResponse ActuationNow();
-  ApiResponse Report(const ApiRequest& request);
-  ApiResponse PostBudget(const ApiRequest& request);
-  // 401 or 415 for a write that may not go on; nullopt when it may.
-  std::optional<ApiResponse> RefuseWrite(const ApiRequest& request) const;
-  ApiResponse LongPollOrNow(std::string_view query);
-  bool Authorized(const ApiRequest& request) const;
-  bool HostAllowed(std::optional<std::string_view> host) const;
+  net::Response ActuationNow();
+  net::Response GetActuation(const net::Request& request, std::string_view query);
+  net::Response Report(const net::Request& request, std::string_view query);
+  net::Response PostBudget(const net::Request& request, std::string_view query);
+  net::Response History(std::string_view query);
+  net::Response StatusOrMetrics(bool status, std::string_view query);
 
   Shared& shared_;
   const ApiConfig config_;
+  net::Router router_;
 };
-
-// The response to a request the server could not parse (status 400, 413, 431, 503...).
-ApiResponse ErrorResponse(int status, std::string_view message);
-
-// "host:port" -> parts; "[::1]:9400" for IPv6. Usage error naming the flag when malformed.
-Result<std::pair<std::string, int>> ParseListen(const std::string& text);
-// Whether `host` (an address or name, no port) is on this machine's loopback: 127.0.0.0/8,
-// ::1, localhost.
-bool IsLoopbackHost(std::string_view host);
 
 // The bodies, exposed for tests and the runner's log.
 std::string ActuationJson(const Actuation& a);
 std::string StatusJson(const AgentStatus& s,
-                       const std::optional<ConnectionCounters>& connections = std::nullopt);
+                       const std::optional<net::ConnectionCounters>& connections = std::nullopt);
 std::string MetricsText(const AgentStatus& s,
                         const std::optional<FleetHealth>& fleet = std::nullopt);
 std::string HistoryJson(const std::vector<HistoryPoint>& points, double budget_w);
@@ -165,10 +125,5 @@ Result<TrainerReport> ParseReport(std::string_view body);
 // trained budgets). Returns the budget per GPU; the error names the field.
 Result<double> ParseBudget(std::string_view body, int gpus,
                            const std::optional<std::pair<double, double>>& range_w = std::nullopt);
-
-// Strict query values: a decimal integer (digits only, no sign, fits in 64 bits), and a plain
-// decimal number (optional sign, digits, optional fraction and exponent; no hex, NaN or inf).
-std::optional<uint64_t> ParseQueryUint(std::string_view text);
-std::optional<double> ParseQueryReal(std::string_view text);
 
 }  // namespace headroom::agent

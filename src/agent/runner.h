@@ -7,9 +7,9 @@
 #include <optional>
 
 #include "agent/agent.h"
+#include "agent/api.h"
 #include "agent/budget.h"
 #include "agent/recorder.h"
-#include "agent/server.h"
 #include "agent/trainer_link.h"
 #include "telemetry/source.h"
 

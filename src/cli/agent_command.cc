@@ -22,16 +22,16 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "agent/api_server.h"
 #include "agent/fleet_budget.h"
 #include "agent/guard.h"
 #include "agent/guard_state.h"
 #include "agent/recorder.h"
 #include "agent/runner.h"
-#include "agent/server.h"
 #include "cli/commands.h"
 #include "cli/etcd_options.h"
+#include "cli/server_options.h"
 #include "cli/stop_signal.h"
-#include "cli/token_options.h"
 #include "common/paths.h"
 #include "common/process_identity.h"
 #include "control/baselines.h"
@@ -78,14 +78,8 @@ struct AgentArgs {
   std::optional<int> initial_concurrency;
   std::optional<int> initial_group_size;
   double valid_for_s = 5.0;
-  std::string listen = "127.0.0.1:9400";
-  std::string token;
-  std::string token_file;
+  ServerArgs server = ListeningOn("127.0.0.1:9400");  // --listen, the token, --allow-host, caps
   bool token_on_reads = false;
-  std::vector<std::string> allow_hosts;
-  bool insecure_listen = false;
-  int max_connections = 1024;
-  int max_connections_per_address = 512;
   std::string trace_out;
   std::optional<double> duration_s;
   bool guard_power_limit = false;
@@ -229,24 +223,12 @@ Status RunAgent(const AgentArgs& args) {
   if (args.restore_limits) return RestoreFromStateFile(guard_state, args.nvml_library, log);
 
   // Options first: nothing is opened, bound or written before they are all good.
-  auto listen = agent::ParseListen(args.listen);
-  if (!listen) return std::move(listen).error();
-  auto token = ResolveToken({args.token, args.token_file}, log);
-  if (!token) return std::move(token).error();
-  if (args.token_on_reads && token->empty()) {
+  auto serving = ResolveServerOptions(args.server, log, "steer this job and read its power");
+  if (!serving) return std::move(serving).error();
+  if (args.token_on_reads && serving->access.token.empty()) {
     return Error::Usage("--token-on-reads needs a token (--token-file or HEADROOM_TOKEN)");
   }
-  if (!agent::IsLoopbackHost(listen->first) && token->empty() && !args.insecure_listen) {
-    return Error::Usage(fmt::format(
-        "--listen {}: beyond loopback without a token; give --token-file (or HEADROOM_TOKEN), "
-        "or --insecure-listen to serve anyone who can reach it",
-        args.listen));
-  }
-  for (const std::string& host : args.allow_hosts) {
-    if (host.empty() || host.find_first_of(" \t/:@") != std::string::npos) {
-      return Error::Usage(fmt::format("--allow-host '{}': expected a host name", host));
-    }
-  }
+  const net::ListenAddress& listen = serving->listen;
 
   const bool fleet = !args.fleet.empty();
   if (fleet || !args.site.empty() || !args.job.empty()) {
@@ -393,10 +375,11 @@ Status RunAgent(const AgentArgs& args) {
     return Error::Usage("--gpus needs --source nvml");
   {
     // Nothing the agent writes may land on what it reads (by path or through links).
-    std::vector<std::pair<std::string, std::string>> inputs = {{"--replay", args.replay},
-                                                               {"--policy", args.policy},
-                                                               {"--scenario", args.scenario},
-                                                               {"--token-file", args.token_file}};
+    std::vector<std::pair<std::string, std::string>> inputs = {
+        {"--replay", args.replay},
+        {"--policy", args.policy},
+        {"--scenario", args.scenario},
+        {"--token-file", args.server.token.token_file}};
     if (!args.replay.empty())
       inputs.emplace_back("--replay's metadata", trace::MetaPathFor(args.replay));
     if (!args.trace_out.empty()) {
@@ -696,14 +679,13 @@ Status RunAgent(const AgentArgs& args) {
                                    std::chrono::duration<double>(t_s / speed)));
   };
   agent::ApiConfig api;
-  api.token = *token;
-  api.token_on_reads = args.token_on_reads;
-  api.allowed_hosts = args.allow_hosts;
-  agent::ServerLimits limits;
-  limits.max_connections = args.max_connections;
-  limits.max_connections_per_address = args.max_connections_per_address;
-  agent::Server server(shared, api, limits);
-  if (auto st = server.Start(listen->first, listen->second); !st) return st;
+  api.access = serving->access;
+  api.access.token_on_reads = args.token_on_reads;
+  net::ServerLimits limits;
+  limits.max_connections = serving->max_connections;
+  limits.max_connections_per_address = serving->max_connections_per_address;
+  agent::ApiServer server(shared, api, limits);
+  if (auto st = server.Start(listen.host, listen.port); !st) return st;
 
   // Bound: only now may the trace be touched. An earlier one is kept under a new name.
   std::optional<agent::Recorder> recorder;
@@ -729,8 +711,8 @@ Status RunAgent(const AgentArgs& args) {
   fmt::print(stderr,
              "headroom agent: {} source, {} controller, budget {:.1f} W per GPU, "
              "listening on {}:{} (dashboard: http://{}:{}/)\n",
-             source->name(), controller->name(), config.budget_w, listen->first, server.port(),
-             listen->first, server.port());
+             source->name(), controller->name(), config.budget_w, listen.host, server.port(),
+             listen.host, server.port());
   agent::RunnerOptions options;
   options.interval_s = args.interval_s;
   options.duration_s = args.duration_s;
@@ -924,23 +906,9 @@ Command SetupAgent(CLI::App& app) {
       ->check(Integer(1, kMaxGroupSize));
   app.add_option("--valid-for-s", a->valid_for_s, "How long a client may trust a decision")
       ->check(Real(0.1, 3600.0));
-  app.add_option("--listen", a->listen, "HOST:PORT of the API (port 0: any free port)");
-  app.add_option("--token", a->token,
-                 "Bearer token required on POST (visible in ps: prefer --token-file or "
-                 "HEADROOM_TOKEN)");
-  app.add_option("--token-file", a->token_file, "File holding the bearer token (chmod 600)");
+  AddServerOptions(app, &a->server, "agent");
   app.add_flag("--token-on-reads", a->token_on_reads,
                "Require the token on reads too (the dashboard takes it as #token=T)");
-  app.add_option("--allow-host", a->allow_hosts,
-                 "A name this agent is reached by, accepted in Host (besides IP literals and "
-                 "localhost); repeatable");
-  app.add_flag("--insecure-listen", a->insecure_listen,
-               "Allow --listen beyond loopback without a token");
-  app.add_option("--max-connections", a->max_connections, "Connections open at once")
-      ->check(Integer(16, 65536));
-  app.add_option("--max-connections-per-address", a->max_connections_per_address,
-                 "Connections open at once from one client address")
-      ->check(Integer(1, 65536));
   app.add_option("--trace-out", a->trace_out, "The agent's own trace (long CSV)");
   app.add_flag("--guard-power-limit", a->guard_power_limit,
                "Set the NVML power limit to the budget when power stays over it; restored on exit");

@@ -27,8 +27,8 @@
 #include "cli/commands.h"
 #include "cli/etcd_options.h"
 #include "cli/scheduling_options.h"
+#include "cli/server_options.h"
 #include "cli/stop_signal.h"
-#include "cli/token_options.h"
 #include "coord/batch_scheduler.h"
 #include "coord/coordinator.h"
 #include "coord/coordinator_server.h"
@@ -55,11 +55,7 @@ struct CoordinatorArgs {
   EtcdOptions etcd_options;
   double period_s = 1.0;
   int64_t lease_ttl_s = 3;
-  std::string listen = "127.0.0.1:9500";
-  std::string token;
-  std::string token_file;
-  std::vector<std::string> allow_hosts;
-  bool insecure_listen = false;
+  ServerArgs server = ListeningOn("127.0.0.1:9500");  // --listen, the token, --allow-host, caps
   double forget_after_s = 60.0;
   double loan_lead_s = 0.0;
   double loan_cover = 0.5;
@@ -70,44 +66,6 @@ struct CoordinatorArgs {
 };
 
 using Log = std::function<void(const std::string&)>;
-
-struct Listen {
-  std::string host;  // without brackets
-  int port = 0;
-  // host:port as others reach it: "[::1]:9500" for IPv6.
-  std::string Address(int real_port) const {
-    return host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, real_port)
-                                               : fmt::format("{}:{}", host, real_port);
-  }
-};
-
-// "host:port" or "[ipv6]:port", port 0-65535 (0: any free port).
-Result<Listen> ParseListen(const std::string& text) {
-  const size_t colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
-    return Error::Usage(fmt::format("--listen '{}': expected HOST:PORT", text));
-  }
-  std::string host = text.substr(0, colon);
-  if (host.front() == '[') {
-    if (host.size() < 3 || host.back() != ']') {
-      return Error::Usage(fmt::format("--listen '{}': expected [IPv6]:PORT", text));
-    }
-    host = host.substr(1, host.size() - 2);
-  } else if (host.find(':') != std::string::npos) {
-    return Error::Usage(fmt::format("--listen '{}': write an IPv6 address as [ADDR]:PORT", text));
-  }
-  const std::string digits = text.substr(colon + 1);
-  int port = 0;
-  bool ok = !digits.empty() && digits.size() <= 5;
-  for (char c : digits) {
-    ok = ok && c >= '0' && c <= '9';
-    if (ok) port = port * 10 + (c - '0');
-  }
-  if (!ok || port > 65535) {
-    return Error::Usage(fmt::format("--listen '{}': the port must be 0-65535", text));
-  }
-  return Listen{std::move(host), port};
-}
 
 // hostname:pid:random hex, unique per replica.
 std::string ReplicaId() {
@@ -139,21 +97,8 @@ Status RunCoordinator(const CoordinatorArgs& args) {
         "--lease-ttl-s {}: must exceed --period-s {} (the lease is renewed once a period)",
         args.lease_ttl_s, args.period_s));
   }
-  auto listen = ParseListen(args.listen);
-  if (!listen) return std::move(listen).error();
-  auto token = ResolveToken({args.token, args.token_file}, log);
-  if (!token) return std::move(token).error();
-  if (!coord::IsLoopbackHost(listen->host) && token->empty() && !args.insecure_listen) {
-    return Error::Usage(fmt::format(
-        "--listen {}: beyond loopback without a token; give --token-file (or HEADROOM_TOKEN), "
-        "or --insecure-listen to let anyone who can reach it set the site budget",
-        args.listen));
-  }
-  for (const std::string& host : args.allow_hosts) {
-    if (host.empty() || host.find_first_of(" \t/:@") != std::string::npos) {
-      return Error::Usage(fmt::format("--allow-host '{}': expected a host name", host));
-    }
-  }
+  auto serving = ResolveServerOptions(args.server, log, "set the site budget");
+  if (!serving) return std::move(serving).error();
 
   // From here on, signals stop the loop; the server's threads inherit their mask.
   StopSignal signals(log, "resigning the lead first");
@@ -162,10 +107,11 @@ Status RunCoordinator(const CoordinatorArgs& args) {
   if (!store) return std::move(store).error();
 
   coord::CoordinatorApiConfig api;
-  api.token = *token;
-  api.allowed_hosts = args.allow_hosts;
+  api.access = serving->access;
+  api.limits.max_connections = serving->max_connections;
+  api.limits.max_connections_per_address = serving->max_connections_per_address;
   coord::CoordinatorServer server(api);
-  if (auto st = server.Bind(listen->host, listen->port); !st) return st;
+  if (auto st = server.Bind(serving->listen.host, serving->listen.port); !st) return st;
 
   coord::CoordinatorConfig config;
   config.site = args.site;
@@ -182,7 +128,7 @@ Status RunCoordinator(const CoordinatorArgs& args) {
   config.max_hold_s = scheduling.max_hold_s;
   config.stagger_passes = scheduling.stagger_passes;
   config.id = ReplicaId();
-  config.listen = listen->Address(server.port());
+  config.listen = serving->listen.WithPort(server.port());
   coord::CoordinatorHost host(**store, config, SteadyNowS, log);
   // With --slurm: the leader suspends and resumes opportunistic members' Slurm jobs.
   std::unique_ptr<coord::BatchScheduler> slurm;
@@ -200,7 +146,7 @@ Status RunCoordinator(const CoordinatorArgs& args) {
       "reserve {:.1f} W, period {} s, lease TTL {} s, forget after {} s, token {}",
       config.id, config.site, (*store)->Describe(), config.site_budget_w, config.reserve_w,
       config.period_s, config.lease_ttl_s, config.forget_after_s,
-      token->empty() ? "none" : "required on POST"));
+      api.access.token.empty() ? "none" : "required on POST"));
   log(fmt::format("listening on http://{}/", config.listen));
 
   // Every period on the steady clock; a period missed (a slow store) is skipped, not caught up.
@@ -250,16 +196,7 @@ Command SetupCoordinator(CLI::App& app) {
                  "The replica's lease: a killed leader is replaced within it (must exceed "
                  "--period-s)")
       ->check(Integer(kMinLeaseTtlS, kMaxLeaseTtlS));
-  app.add_option("--listen", a->listen, "HOST:PORT of the API and fleet page (port 0: any free)");
-  app.add_option("--token", a->token,
-                 "Bearer token required on POST (visible in ps: prefer --token-file or "
-                 "HEADROOM_TOKEN)");
-  app.add_option("--token-file", a->token_file, "File holding the bearer token (chmod 600)");
-  app.add_option("--allow-host", a->allow_hosts,
-                 "A name this replica is reached by, accepted in Host (besides IP literals and "
-                 "localhost); repeatable");
-  app.add_flag("--insecure-listen", a->insecure_listen,
-               "Allow --listen beyond loopback without a token");
+  AddServerOptions(app, &a->server, "replica");
   app.add_option("--forget-after-s", a->forget_after_s,
                  "A job without a member for this long leaves the ledger")
       ->check(Real(kMinForgetAfterS, kMaxForgetAfterS));

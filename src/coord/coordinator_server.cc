@@ -1,19 +1,14 @@
 #include "coord/coordinator_server.h"
 
 #include <fmt/format.h>
-#include <httplib.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <cassert>
-#include <cctype>
-#include <cerrno>
-#include <chrono>
 #include <cmath>
-#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "coord/fleet_page.h"
+#include "net/query.h"
 
 namespace headroom::coord {
 
@@ -129,7 +124,8 @@ std::optional<double> Quantile(std::vector<double> values, double q) {
   return *nth;
 }
 
-std::string CoordinatorStatusJson(const CoordinatorStatus& s, const CoordinatorConfig& config) {
+std::string CoordinatorStatusJson(const CoordinatorStatus& s, const CoordinatorConfig& config,
+                                  const std::optional<net::ConnectionCounters>& connections) {
   const bool leading = Leading(s);
   const LeaderInfo leader = ParseLeader(s, config);
   json j;
@@ -224,6 +220,7 @@ std::string CoordinatorStatusJson(const CoordinatorStatus& s, const CoordinatorC
   j["txn_latency_p99_s"] = OrNull(Quantile(s.txn_latency_s, 0.99));
   j["decrease_settle_s"] = s.decrease_settle_s;
   j["last_error"] = s.last_error;
+  if (connections) j["connections"] = *connections;
   return Dump(j) + "\n";
 }
 
@@ -385,297 +382,112 @@ Result<TargetBody> ParseSiteBudgetBody(std::string_view body) {
   return out;
 }
 
-bool IsLoopbackHost(std::string_view host) {
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  const auto lower = [](std::string_view a, std::string_view b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-             return std::tolower(static_cast<unsigned char>(x)) == y;
-           });
-  };
-  if (lower(host, "localhost") || host == "::1") return true;
-  // 127.x.y.z, each part decimal 0-255.
-  int parts = 0;
-  size_t start = 0;
-  while (start <= host.size()) {
-    const size_t dot = std::min(host.find('.', start), host.size());
-    const std::string_view part = host.substr(start, dot - start);
-    if (part.empty() || part.size() > 3) return false;
-    int v = 0;
-    for (char c : part) {
-      if (c < '0' || c > '9') return false;
-      v = v * 10 + (c - '0');
-    }
-    if (v > 255 || (parts == 0 && v != 127)) return false;
-    ++parts;
-    start = dot + 1;
-  }
-  return parts == 4;
-}
+// ---- The API ----
 
-// ---- The server ----
+net::ServerLimits CoordinatorLimits() {
+  net::ServerLimits limits;
+  limits.max_body_bytes = kMaxSiteBudgetBodyBytes;
+  limits.worker_threads = 1;
+  limits.max_queued_work = kMaxQueuedBudgetRequests;
+  return limits;
+}
 
 namespace {
 
-constexpr int kServerThreads = 16;
-constexpr auto kStartWait = std::chrono::seconds(10);
-
-bool SameSecret(std::string_view a, std::string_view b) {
-  // Constant time in the content (the length of a configured token is not a secret worth it).
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
+net::Response Reply(int status, std::string body, std::string content_type = "application/json") {
+  net::Response r = net::JsonResponse(status, std::move(body));
+  r.content_type = std::move(content_type);
+  return r;
 }
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
-void Reply(httplib::Response& res, int status, std::string body,
-           const char* type = "application/json") {
-  res.status = status;
-  res.set_header("Cache-Control", "no-store");
-  res.set_content(std::move(body), type);
-}
-
-void ReplyError(httplib::Response& res, int status, std::string_view message) {
-  Reply(res, status, Dump(json{{"error", std::string(message)}}) + "\n");
-}
-
-bool Authorized(const httplib::Request& req, const std::string& token) {
-  if (token.empty()) return true;
-  if (!req.has_header("Authorization")) return false;
-  const std::string header = req.get_header_value("Authorization");
-  const std::string_view value = Trim(header);
-  const size_t space = value.find(' ');
-  if (space == std::string_view::npos) return false;
-  if (!EqualsIgnoreCase(value.substr(0, space), "bearer")) return false;
-  return SameSecret(Trim(value.substr(space + 1)), token);
-}
-
-// Host names a browser may have been pointed to: IP literals and loopback names, else only the
-// configured ones (a DNS name that rebinds to this machine is refused).
-bool HostAllowed(const httplib::Request& req, const CoordinatorApiConfig& config) {
-  if (!req.has_header("Host")) return true;  // HTTP/1.0: not a browser
-  const std::string header = req.get_header_value("Host");
-  std::string_view h = Trim(header);
-  if (!h.empty() && h.front() == '[') {
-    const size_t close = h.find(']');
-    if (close == std::string_view::npos) return false;
-    return true;  // an IPv6 literal
-  }
-  if (const size_t colon = h.rfind(':'); colon != std::string_view::npos) h = h.substr(0, colon);
-  if (h.empty()) return false;
-  if (IsLoopbackHost(h)) return true;
-  bool ipv4 = true;
-  for (char c : h) ipv4 = ipv4 && ((c >= '0' && c <= '9') || c == '.');
-  if (ipv4) return true;
-  for (const std::string& allowed : config.allowed_hosts) {
-    if (EqualsIgnoreCase(h, allowed)) return true;
-  }
-  return false;
-}
-
-const char* StatusText(int status) {
-  switch (status) {
-    case 400:
-      return "bad request";
-    case 404:
-      return "not found";
-    case 405:
-      return "method not allowed";
-    case 413:
-      return "request body too large";
-    case 414:
-      return "request target too long";
-    case 500:
-      return "internal error";
-    default:
-      return "error";
-  }
-}
-
-void PostSiteBudget(CoordinatorHost& host, const CoordinatorApiConfig& config,
-                    const httplib::Request& req, httplib::Response& res) {
-  if (!Authorized(req, config.token)) {
-    res.set_header("WWW-Authenticate", "Bearer");
-    ReplyError(res, 401, "a bearer token is required (Authorization: Bearer T)");
-    return;
-  }
-  const std::string type = req.get_header_value("Content-Type");
-  if (!EqualsIgnoreCase(Trim(std::string_view(type).substr(0, type.find(';'))),
-                        "application/json")) {
-    ReplyError(res, 415, "Content-Type: expected application/json");
-    return;
-  }
-  auto w = ParseSiteBudgetBody(req.body);
-  if (!w) {
-    ReplyError(res, 400, w.error().message());
-    return;
-  }
-  const SiteBudgetAnswer answer = host.RequestTarget(w->site_budget_w, w->reserve_w);
+// The answer to a budget request, once the coordinator has taken it or not (a worker thread:
+// it waits on the coordinator's mutex and the store).
+net::Response AnswerSiteBudget(CoordinatorHost& host, const TargetBody& w) {
+  const SiteBudgetAnswer answer = host.RequestTarget(w.site_budget_w, w.reserve_w);
   switch (answer.outcome) {
     case SiteBudgetAnswer::Outcome::kNotLeader: {
       const LeaderInfo leader = ParseLeader(host.Snapshot(), host.config());
       json j{{"error", answer.message}};
       j["leader"] = leader.id.empty() ? json(nullptr) : json(leader.id);
       j["leader_listen"] = leader.listen.empty() ? json(nullptr) : json(leader.listen);
-      Reply(res, 409, Dump(j) + "\n");
-      return;
+      return Reply(409, Dump(j) + "\n");
     }
     case SiteBudgetAnswer::Outcome::kRefused:
-      ReplyError(res, 400, answer.message);
-      return;
+      return net::ErrorResponse(400, answer.message);
     case SiteBudgetAnswer::Outcome::kUnavailable:
-      ReplyError(res, 503, answer.message);
-      return;
+      return net::ErrorResponse(503, answer.message);
     case SiteBudgetAnswer::Outcome::kAccepted:
       // Written to the store: it survives a change of leader. In force from the next period
       // (an increase at once, a decrease once the grants have come down).
-      Reply(res, 202,
-            Dump(json{{"revision", answer.written.revision},
-                      {"target_site_budget_w", answer.written.site_budget_w},
-                      {"reserve_w", answer.written.reserve_w}}) +
-                "\n");
-      return;
+      return Reply(202, Dump(json{{"revision", answer.written.revision},
+                                  {"target_site_budget_w", answer.written.site_budget_w},
+                                  {"reserve_w", answer.written.reserve_w}}) +
+                            "\n");
   }
-}
-
-void Route(CoordinatorHost& host, const CoordinatorApiConfig& config, const char* method,
-           const httplib::Request& req, httplib::Response& res) {
-  if (!HostAllowed(req, config)) {
-    ReplyError(res, 403,
-               "Host: not a name of this coordinator (DNS rebinding?); start it with "
-               "--allow-host NAME to accept it");
-    return;
-  }
-  const std::string_view m(method);
-  const bool get = m == "GET";  // httplib routes HEAD here too
-  const auto only = [&](const char* allowed) {
-    res.set_header("Allow", allowed);
-    ReplyError(
-        res, 405,
-        fmt::format("{} {}: method not allowed (allowed: {})", req.method, req.path, allowed));
-  };
-  if (req.path == "/") {
-    if (!get) return only("GET, HEAD");
-    Reply(res, 200, std::string(kFleetPage), "text/html; charset=utf-8");
-    res.set_header("Content-Security-Policy",
-                   "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
-                   "connect-src 'self'; img-src data:; form-action 'none'");
-  } else if (req.path == "/v1/status") {
-    if (!get) return only("GET, HEAD");
-    Reply(res, 200, CoordinatorStatusJson(host.Snapshot(), host.config()));
-  } else if (req.path == "/metrics") {
-    if (!get) return only("GET, HEAD");
-    Reply(res, 200, CoordinatorMetricsText(host.Snapshot()), "text/plain; version=0.0.4");
-  } else if (req.path == "/v1/site-budget") {
-    if (m != "POST") return only("POST");
-    PostSiteBudget(host, config, req, res);
-  } else {
-    ReplyError(res, 404,
-               fmt::format("{}: not found (/, /v1/status, /metrics, /v1/site-budget)", req.path));
-  }
+  return net::ErrorResponse(500, "internal error");
 }
 
 }  // namespace
 
+CoordinatorApi::CoordinatorApi(CoordinatorHost& host, net::AccessPolicy access,
+                               std::function<net::ConnectionCounters()> connections)
+    : host_(host), connections_(std::move(connections)), router_(std::move(access), "coordinator") {
+  using Access = net::Router::Access;
+  router_.Add("/", Access::kPage, [](const net::Request&, std::string_view) {
+    net::Response r = Reply(200, std::string(kFleetPage), "text/html; charset=utf-8");
+    r.headers.emplace_back("Content-Security-Policy",
+                           "default-src 'none'; script-src 'unsafe-inline'; style-src "
+                           "'unsafe-inline'; connect-src 'self'; img-src data:; form-action "
+                           "'none'; frame-ancestors 'none'");
+    return r;
+  });
+  router_.Add("/v1/status", Access::kRead, [this](const net::Request&, std::string_view query) {
+    if (auto q = net::ParseQuery(query, {}); !q)
+      return net::ErrorResponse(400, q.error().message());
+    std::optional<net::ConnectionCounters> counters;
+    if (connections_) counters = connections_();
+    return Reply(200, CoordinatorStatusJson(host_.Snapshot(), host_.config(), counters));
+  });
+  router_.Add("/metrics", Access::kRead, [this](const net::Request&, std::string_view query) {
+    if (auto q = net::ParseQuery(query, {}); !q)
+      return net::ErrorResponse(400, q.error().message());
+    return Reply(200, CoordinatorMetricsText(host_.Snapshot()), "text/plain; version=0.0.4");
+  });
+  router_.Add("/v1/site-budget", Access::kWrite,
+              [this](const net::Request& r, std::string_view q) { return PostSiteBudget(r, q); });
+}
+
+net::Response CoordinatorApi::Handle(const net::Request& request) {
+  return router_.Handle(request);
+}
+
+net::Response CoordinatorApi::PostSiteBudget(const net::Request& request, std::string_view query) {
+  if (!query.empty()) return net::ErrorResponse(400, "query: /v1/site-budget takes none");
+  auto w = ParseSiteBudgetBody(request.body);
+  if (!w) return net::ErrorResponse(400, w.error().message());
+  net::Response r;
+  r.offload = [&host = host_, body = *w] { return AnswerSiteBudget(host, body); };
+  return r;
+}
+
+// ---- The server ----
+
 CoordinatorServer::CoordinatorServer(CoordinatorApiConfig config)
-    : config_(std::move(config)), server_(std::make_unique<httplib::Server>()) {}
+    : config_(std::move(config)), server_(config_.limits, "coordinator") {}
 
 CoordinatorServer::~CoordinatorServer() { Stop(); }
 
 Status CoordinatorServer::Bind(const std::string& host, int port) {
-  assert(!bound_);
-  // httplib's default sets SO_REUSEPORT, which lets a second replica share the port (and the
-  // kernel split the requests between them): SO_REUSEADDR only.
-  server_->set_socket_options([](auto sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  const auto seconds = [](double s) {
-    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(s));
-  };
-  server_->set_read_timeout(seconds(config_.read_timeout_s));
-  server_->set_write_timeout(seconds(config_.write_timeout_s));
-  server_->set_keep_alive_timeout(
-      static_cast<time_t>(std::max(1.0, std::ceil(config_.keep_alive_timeout_s))));
-  server_->set_payload_max_length(config_.max_body_bytes);
-  server_->new_task_queue = [] { return new httplib::ThreadPool(kServerThreads); };
-  errno = 0;
-  int bound = -1;
-  if (port == 0) {
-    bound = server_->bind_to_any_port(host);
-  } else if (server_->bind_to_port(host, port)) {
-    bound = port;
-  }
-  if (bound < 0) {
-    const int err = errno;
-    return Error::Io(fmt::format("coordinator: cannot listen on {}:{}: {}", host, port,
-                                 err == EADDRINUSE
-                                     ? std::string("the port is in use (another replica?)")
-                                 : err != 0 ? std::string(std::strerror(err))
-                                            : std::string("not an address of this machine?")));
-  }
-  port_ = bound;
-  bound_ = true;
-  return OkStatus();
+  return server_.Bind(host, port);
 }
 
 void CoordinatorServer::Serve(CoordinatorHost& host) {
-  assert(bound_ && !thread_.joinable());
-  const CoordinatorApiConfig* config = &config_;
-  const auto route = [&host, config](const char* method) {
-    return [&host, config, method](const httplib::Request& req, httplib::Response& res) {
-      Route(host, *config, method, req, res);
-    };
-  };
-  server_->Get(".*", route("GET"));
-  server_->Post(".*", route("POST"));
-  server_->Put(".*", route("PUT"));
-  server_->Patch(".*", route("PATCH"));
-  server_->Delete(".*", route("DELETE"));
-  server_->Options(".*", route("OPTIONS"));
-  // What httplib answers itself (a body over the cap, a bad request line): one JSON line too.
-  server_->set_error_handler(
-      httplib::Server::HandlerWithResponse([this](const httplib::Request&, httplib::Response& res) {
-        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-        if (res.status == 413) {
-          ReplyError(res, 413, fmt::format("body: larger than {} bytes", config_.max_body_bytes));
-        } else {
-          ReplyError(res, res.status, StatusText(res.status));
-        }
-        return httplib::Server::HandlerResponse::Handled;
-      }));
-  server_->set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-        ReplyError(res, 500, "internal error");
-      });
-  httplib::Server* server = server_.get();
-  thread_ = std::thread([server] { server->listen_after_bind(); });
-  // Stop() works only once the loop runs (httplib's stop() is a no-op before).
-  const auto deadline = std::chrono::steady_clock::now() + kStartWait;
-  while (!server_->is_running() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  assert(api_ == nullptr);
+  api_ =
+      std::make_unique<CoordinatorApi>(host, config_.access, [this] { return server_.counters(); });
+  server_.Serve(*api_);
 }
 
-void CoordinatorServer::Stop() {
-  if (thread_.joinable()) {
-    server_->stop();
-    thread_.join();
-  }
-}
+void CoordinatorServer::Stop() { server_.Stop(); }
 
 }  // namespace headroom::coord

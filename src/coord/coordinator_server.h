@@ -1,15 +1,21 @@
 // `headroom coordinator`'s HTTP API beside one replica (docs/FLEET.md):
 //   GET  /                the fleet page (self-contained: polls /v1/status, draws with <canvas>)
-//   GET  /v1/status       the replica's role and, while it leads, the ledger and the members
+//   GET  /v1/status       the replica's role and, while it leads, the ledger and the members;
+//                         the transport's connections
 //   GET  /metrics         Prometheus text format 0.0.4
 //   POST /v1/site-budget  {"site_budget_w": W} and/or {"reserve_w": W}: a new target, leader only,
 //                         answered 202 once written to the store (the ledger is the
 //                         one place the budget lives); bearer token when one is configured
-// Anything else is 404, a known path with another method 405.
+// The routes go through net::Router and net::AccessPolicy, the agent's too: a Host that is not
+// this replica's is 403, an unknown path 404, a known path with another method 405 with Allow,
+// a POST without the token 401, without a JSON body 415; /v1/status and /metrics take no query
+// parameter (400).
 //
 // A Coordinator is not thread-safe: CoordinatorHost owns it and the mutex that guards it. The
-// CLI's loop calls Step(); the server's threads read the snapshot published after each Step (so
-// a read never waits on the store's I/O) and pass budget requests on.
+// CLI's loop calls Step(); the API reads the snapshot published after each Step (so a read never
+// waits on the store's I/O) on the transport's event loop, and hands a budget request, which
+// waits for a Step in progress and then for the store, to the transport's worker
+// (net::Response::offload): a slow store delays that request only, never another client.
 #pragma once
 
 #include <cstddef>
@@ -24,10 +30,10 @@
 #include "common/error.h"
 #include "common/thread_annotations.h"
 #include "coord/coordinator.h"
-
-namespace httplib {
-class Server;
-}
+#include "net/http.h"
+#include "net/policy.h"
+#include "net/router.h"
+#include "net/server.h"
 
 namespace headroom::coord {
 
@@ -71,15 +77,18 @@ class CoordinatorHost {
   CoordinatorStatus snapshot_ GUARDED_BY(snapshot_mu_);
 };
 
+// The transport's limits for a replica: net's defaults, small bodies (413 beyond), and one
+// worker for budget requests (they serialise on the coordinator's mutex anyway), with a few
+// waiting at most (503 beyond).
+inline constexpr size_t kMaxSiteBudgetBodyBytes = 4096;
+inline constexpr int kMaxQueuedBudgetRequests = 16;
+net::ServerLimits CoordinatorLimits();
+
 struct CoordinatorApiConfig {
-  std::string token;  // required on POST when not empty
-  // Names this replica is reached by, accepted in Host besides IP literals and loopback names
-  // (any other is refused with 403: a DNS name rebound to this machine).
-  std::vector<std::string> allowed_hosts;
-  size_t max_body_bytes = 4096;  // larger bodies: 413
-  double read_timeout_s = 5.0;   // a request must arrive within this
-  double write_timeout_s = 5.0;  // an answer must be taken within this
-  double keep_alive_timeout_s = 5.0;
+  // The token (required on POST when not empty) and the names this replica is reached by,
+  // accepted in Host besides IP literals and loopback names (net/policy.h).
+  net::AccessPolicy access;
+  net::ServerLimits limits = CoordinatorLimits();
 };
 
 // The leader as the leader key says it ({"id":..,"listen":..}), or as a replica names itself.
@@ -91,7 +100,9 @@ LeaderInfo ParseLeader(const CoordinatorStatus& s, const CoordinatorConfig& self
 
 // The bodies, exposed for tests. Ledger and member fields are reported only while leading (a
 // replica that does not lead has no current ledger): null in the JSON, absent from the metrics.
-std::string CoordinatorStatusJson(const CoordinatorStatus& s, const CoordinatorConfig& config);
+std::string CoordinatorStatusJson(
+    const CoordinatorStatus& s, const CoordinatorConfig& config,
+    const std::optional<net::ConnectionCounters>& connections = std::nullopt);
 std::string CoordinatorMetricsText(const CoordinatorStatus& s);
 // {"site_budget_w": W} and/or {"reserve_w": W}: the budget in (0, 1e9] W, the reserve in
 // [0, 1e9] W, at least one of them; the error names the field.
@@ -107,10 +118,24 @@ std::optional<double> Quantile(std::vector<double> values, double q);
 
 inline constexpr double kMaxSiteBudgetW = 1e9;
 
-// Whether `host` (an address or name, no port; IPv6 with or without brackets) is on this
-// machine's loopback: 127.0.0.0/8, ::1, localhost.
-bool IsLoopbackHost(std::string_view host);
+// The routes as a net::Handler: reads answered on the transport's loop from the snapshot, a
+// budget request offloaded (it waits on the coordinator's mutex and the store).
+class CoordinatorApi final : public net::Handler {
+ public:
+  // `host` outlives the Api. `connections` (may be null) gives the transport's counters.
+  CoordinatorApi(CoordinatorHost& host, net::AccessPolicy access,
+                 std::function<net::ConnectionCounters()> connections = nullptr);
+  net::Response Handle(const net::Request& request) override;
 
+ private:
+  net::Response PostSiteBudget(const net::Request& request, std::string_view query);
+
+  CoordinatorHost& host_;
+  const std::function<net::ConnectionCounters()> connections_;
+  net::Router router_;
+};
+
+// The API on the shared transport (net/server.h).
 class CoordinatorServer {
  public:
   explicit CoordinatorServer(CoordinatorApiConfig config);
@@ -122,19 +147,19 @@ class CoordinatorServer {
   // the address when it is in use or not this machine's. Without SO_REUSEPORT: a second
   // replica on a port in use fails here. REQUIRES: not bound yet.
   Status Bind(const std::string& host, int port);
-  int port() const { return port_; }
+  int port() const { return server_.port(); }
   // Serves on threads of its own until Stop. `host` outlives the server (or Stop).
   // REQUIRES: Bind succeeded; called once.
   void Serve(CoordinatorHost& host);
-  // Closes the listener and joins. Idempotent.
+  // Closes the listener and every connection, and joins (a budget request in progress first
+  // finishes with the store). Idempotent.
   void Stop();
+  net::ConnectionCounters counters() const { return server_.counters(); }
 
  private:
   const CoordinatorApiConfig config_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
-  int port_ = 0;
-  bool bound_ = false;
+  net::Server server_;
+  std::unique_ptr<CoordinatorApi> api_;  // from Serve
 };
 
 }  // namespace headroom::coord

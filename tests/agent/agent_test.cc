@@ -15,10 +15,10 @@
 #include <sstream>
 #include <thread>
 
+#include "agent/api_server.h"
 #include "agent/guard.h"
 #include "agent/recorder.h"
 #include "agent/runner.h"
-#include "agent/server.h"
 #include "control/baselines.h"
 #include "trace/meta.h"
 #include "trace/reader.h"
@@ -299,11 +299,11 @@ TEST(Api, MetricsCarryTheSiteMembersHealth) {
     return FleetHealth{true, 3, 2};
   };
   Api api(served.shared, ApiConfig{});
-  ApiRequest request;
+  net::Request request;
   request.method = "GET";
   request.target = "/metrics";
   request.host = "127.0.0.1:9400";
-  const ApiResponse r = api.Handle(request);
+  const net::Response r = api.Handle(request);
   ASSERT_EQ(r.status, 200);
   std::map<std::string, std::string> types;
   const auto m = ParseMetrics(r.body, &types);
@@ -630,8 +630,8 @@ TEST(Server, ApiEndToEnd) {
   Agent& core = served.core;
   Shared& shared = served.shared;
   ApiConfig api;
-  api.token = "s3cret";
-  Server server(shared, api);
+  api.access.token = "s3cret";
+  ApiServer server(shared, api);
   ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
   httplib::Client c("127.0.0.1", server.port());
 
@@ -733,7 +733,7 @@ TEST(Server, LongPollsCannotStarveTheOtherEndpoints) {
   Served served;
   Agent& core = served.core;
   Shared& shared = served.shared;
-  Server server(shared, ApiConfig{});
+  ApiServer server(shared, ApiConfig{});
   ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
   const uint64_t seq = core.actuation().seq;
   // More long-polls than may wait: kMaxLongPolls wait, the rest answer at once. The clients
@@ -789,8 +789,8 @@ TEST(Server, DecisionsWhileClientsPollReportAndRead) {
   Shared& shared = served.shared;
   std::atomic<double>& now = served.now;
   ApiConfig api;
-  api.token = "t";
-  Server server(shared, api);
+  api.access.token = "t";
+  ApiServer server(shared, api);
   ASSERT_TRUE(server.Start("127.0.0.1", 0).ok());
   std::atomic<bool> done{false};
   std::atomic<int> stale{0};
@@ -839,41 +839,14 @@ TEST(Server, DecisionsWhileClientsPollReportAndRead) {
   EXPECT_GT(server.counters().requests, 0u);
 }
 
-TEST(Api, StrictQueryNumbers) {
-  EXPECT_EQ(ParseQueryUint("0"), 0u);
-  EXPECT_EQ(ParseQueryUint("18446744073709551615"), 18446744073709551615ull);
-  for (const char* bad :
-       {"", "-1", "+1", "1e3", "0x10", " 1", "1 ", "18446744073709551616", "%31", "1.0"}) {
-    EXPECT_FALSE(ParseQueryUint(bad).has_value()) << bad;
-  }
-  EXPECT_EQ(ParseQueryReal("2.5"), 2.5);
-  EXPECT_EQ(ParseQueryReal("+.5"), 0.5);
-  EXPECT_EQ(ParseQueryReal("1e-3"), 0.001);
-  EXPECT_EQ(ParseQueryReal("-0"), 0.0);
-  for (const char* bad : {"", "nan", "inf", "-inf", "infinity", "0x10", "1e", "1e+", ".", "+",
-                          "1.5s", "1e999", "--1", "1,5"}) {
-    EXPECT_FALSE(ParseQueryReal(bad).has_value()) << bad;
-  }
-}
-
-TEST(Api, LoopbackHosts) {
-  for (const char* h : {"127.0.0.1", "127.1.2.3", "localhost", "LocalHost", "::1", "[::1]"}) {
-    EXPECT_TRUE(IsLoopbackHost(h)) << h;
-  }
-  for (const char* h : {"0.0.0.0", "10.0.0.1", "128.0.0.1", "127.0.0", "127.0.0.256",
-                        "::", "localhost.evil.com", "127.0.0.1.nip.io", ""}) {
-    EXPECT_FALSE(IsLoopbackHost(h)) << h;
-  }
-}
-
 // The routes' answers, request by request (no sockets).
 TEST(Api, AnswersEachBadRequestWithItsStatus) {
   Served served;
   Agent& core = served.core;
   Shared& shared = served.shared;
   ApiConfig config;
-  config.token = "s3cret";
-  config.allowed_hosts = {"node-7"};
+  config.access.token = "s3cret";
+  config.access.allowed_hosts = {"node-7"};
   config.max_long_polls = 1;
   Api api(shared, config);
   const std::string report = R"({"step": 1, "phase": "train", "tokens": 1, "in_flight": 0})";
@@ -882,7 +855,7 @@ TEST(Api, AnswersEachBadRequestWithItsStatus) {
                         std::optional<std::string_view> auth = std::nullopt,
                         std::optional<std::string_view> type = std::nullopt,
                         std::string_view body = "") {
-    ApiRequest r;
+    net::Request r;
     r.method = method;
     r.target = target;
     r.host = host;
@@ -900,7 +873,7 @@ TEST(Api, AnswersEachBadRequestWithItsStatus) {
   EXPECT_EQ(call("GET", "/", "evil.example").status, 403);
   EXPECT_EQ(call("GET", "/v1/status", "node-7.evil.example").status, 403);
   EXPECT_EQ(call("GET", "/nope").status, 404);
-  const ApiResponse wrong = call("PUT", "/v1/status");
+  const net::Response wrong = call("PUT", "/v1/status");
   EXPECT_EQ(wrong.status, 405);
   ASSERT_EQ(wrong.headers.size(), 1u);
   EXPECT_EQ(wrong.headers[0], std::make_pair(std::string("Allow"), std::string("GET, HEAD")));
@@ -925,8 +898,8 @@ TEST(Api, AnswersEachBadRequestWithItsStatus) {
                  "Application/JSON; charset=utf-8", report)
                 .status,
             200);
-  const ApiResponse utf8 = call("POST", "/v1/report", "127.0.0.1", "Bearer s3cret",
-                                "application/json", "{\"step\": 1, \"phase\": \"tr\xe9in\"}");
+  const net::Response utf8 = call("POST", "/v1/report", "127.0.0.1", "Bearer s3cret",
+                                  "application/json", "{\"step\": 1, \"phase\": \"tr\xe9in\"}");
   EXPECT_EQ(utf8.status, 400);
   // Offsets from 0: the 0xE9 that starts no valid sequence is byte 24 of the body.
   EXPECT_THAT(utf8.body, HasSubstr("field 'phase': invalid UTF-8 at byte 24"));
@@ -934,13 +907,14 @@ TEST(Api, AnswersEachBadRequestWithItsStatus) {
   // Long-polls: counted while parked, within their cap.
   const uint64_t seq = core.actuation().seq;
   const std::string poll = "/v1/actuation?after=" + std::to_string(seq) + "&timeout_s=2";
-  const ApiResponse parked = call("GET", poll);
-  ASSERT_TRUE(parked.wait_after.has_value());
-  EXPECT_EQ(*parked.wait_after, seq);
-  EXPECT_EQ(parked.wait_s, 2.0);
-  EXPECT_FALSE(call("GET", poll).wait_after.has_value());  // the cap is 1: answered at once
+  const net::Response parked = call("GET", poll);
+  ASSERT_TRUE(parked.park.has_value());
+  EXPECT_EQ(parked.park->after, seq);
+  EXPECT_EQ(parked.park->wait_s, 2.0);
+  EXPECT_FALSE(call("GET", poll).park.has_value());  // the cap is 1: answered at once
   EXPECT_EQ(shared.long_polls, 1);
-  EXPECT_EQ(api.EndLongPoll().status, 200);
+  EXPECT_FALSE(api.Ready(seq));
+  EXPECT_EQ(api.EndPark(seq).status, 200);
   EXPECT_EQ(shared.long_polls, 0);
   EXPECT_EQ(call("GET", "/v1/actuation?after=1&timeout_s=30.5").status, 400);
   EXPECT_EQ(call("GET", "/v1/actuation?after=1&&timeout_s=1").status, 400);
@@ -952,31 +926,21 @@ TEST(Api, TokenOnReadsLeavesOnlyTheStaticPageOpen) {
   Served served;
   Shared& shared = served.shared;
   ApiConfig config;
-  config.token = "t";
-  config.token_on_reads = true;
+  config.access.token = "t";
+  config.access.token_on_reads = true;
   Api api(shared, config);
   for (const char* path : {"/v1/status", "/v1/actuation", "/v1/history", "/metrics"}) {
-    ApiRequest r;
+    net::Request r;
     r.method = "GET";
     r.target = path;
     EXPECT_EQ(api.Handle(r).status, 401) << path;
     r.authorization = "Bearer t";
     EXPECT_EQ(api.Handle(r).status, 200) << path;
   }
-  ApiRequest page;
+  net::Request page;
   page.method = "GET";
   page.target = "/";
   EXPECT_EQ(api.Handle(page).status, 200);
-}
-
-TEST(Server, ListenAddressParsing) {
-  auto ok = ParseListen("127.0.0.1:9400");
-  ASSERT_TRUE(ok.ok());
-  EXPECT_EQ(ok->first, "127.0.0.1");
-  EXPECT_EQ(ok->second, 9400);
-  EXPECT_FALSE(ParseListen("127.0.0.1").ok());
-  EXPECT_FALSE(ParseListen("127.0.0.1:99999").ok());
-  EXPECT_FALSE(ParseListen("127.0.0.1:94x").ok());
 }
 
 // A source that works until t = 2 s, then fails.
@@ -1065,12 +1029,12 @@ TEST(Api, PostedBudgetIsValidatedAndNamesItsField) {
   shared.budget = &budget;
   shared.gpus = 4;
   ApiConfig config;
-  config.token = "s3cret";
+  config.access.token = "s3cret";
   Api api(shared, config);
   const auto post = [&](std::string_view body,
                         std::optional<std::string_view> auth = "Bearer s3cret",
                         std::optional<std::string_view> type = "application/json") {
-    ApiRequest r;
+    net::Request r;
     r.method = "POST";
     r.target = "/v1/budget";
     r.host = "127.0.0.1";
@@ -1098,13 +1062,13 @@ TEST(Api, PostedBudgetIsValidatedAndNamesItsField) {
            Bad{R"([250])", "expected a JSON object"},
            Bad{"{\"budget_per_gpu_w\": 250, \"x\xff\": 1}", "invalid UTF-8"},
        }) {
-    const ApiResponse r = post(bad.body);
+    const net::Response r = post(bad.body);
     EXPECT_EQ(r.status, 400) << bad.body;
     EXPECT_THAT(r.body, HasSubstr(bad.says)) << bad.body;
   }
   EXPECT_EQ(budget.Current(0.0).budget_per_gpu_w, 300.0);  // nothing bad was taken
   EXPECT_EQ(budget.Current(0.0).version, 0u);
-  ApiResponse r = post(R"({"job_budget_w": 1000})");
+  net::Response r = post(R"({"job_budget_w": 1000})");
   ASSERT_EQ(r.status, 200) << r.body;
   auto j = nlohmann::json::parse(r.body);
   EXPECT_EQ(j["budget_per_gpu_w"], 250.0);
@@ -1119,13 +1083,20 @@ TEST(Api, PostedBudgetIsValidatedAndNamesItsField) {
   EXPECT_THAT(r.body, HasSubstr("outside the policy's trained budgets [200, 320]"));
   EXPECT_EQ(post(R"({"budget_per_gpu_w": 210.5})").status, 200);
   EXPECT_EQ(budget.Current(0.0).budget_per_gpu_w, 210.5);
-  ApiRequest get;
+  net::Request get;
   get.method = "GET";
   get.target = "/v1/budget";
   get.host = "127.0.0.1";
   EXPECT_EQ(api.Handle(get).status, 405);
   shared.budget = nullptr;  // an agent that takes no posted budget
-  EXPECT_EQ(post(R"({"budget_per_gpu_w": 250})").status, 404);
+  Api without(shared, config);
+  net::Request none;
+  none.method = "POST";
+  none.target = "/v1/budget";
+  none.authorization = "Bearer s3cret";
+  none.content_type = "application/json";
+  none.body = R"({"budget_per_gpu_w": 250})";
+  EXPECT_EQ(without.Handle(none).status, 404);
 }
 
 TEST(Runner, APostedBudgetReachesTheNextDecisionTheTraceAndTheStatus) {

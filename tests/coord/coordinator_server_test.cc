@@ -13,13 +13,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -86,11 +89,11 @@ class CoordinatorServerTest : public ::testing::Test {
   CoordinatorServerTest() : store_(clock_.fn()) {}
 
   Replica StartReplica(const std::string& id, std::string token = kToken,
-                       std::vector<std::string> allowed_hosts = {}) {
+                       std::vector<std::string> allowed_hosts = {}, Store* store = nullptr) {
     Replica r;
     CoordinatorApiConfig api;
-    api.token = std::move(token);
-    api.allowed_hosts = std::move(allowed_hosts);
+    api.access.token = std::move(token);
+    api.access.allowed_hosts = std::move(allowed_hosts);
     r.server = std::make_unique<CoordinatorServer>(api);
     Status bound = r.server->Bind("127.0.0.1", 0);
     EXPECT_TRUE(bound.ok()) << bound.error().message();
@@ -100,8 +103,8 @@ class CoordinatorServerTest : public ::testing::Test {
     config.reserve_w = kReserveW;
     config.id = id;
     config.listen = "127.0.0.1:" + std::to_string(r.server->port());
-    r.host =
-        std::make_unique<CoordinatorHost>(store_, config, clock_.fn(), [](const std::string&) {});
+    r.host = std::make_unique<CoordinatorHost>(store != nullptr ? *store : store_, config,
+                                               clock_.fn(), [](const std::string&) {});
     r.server->Serve(*r.host);
     return r;
   }
@@ -656,6 +659,127 @@ TEST_F(CoordinatorServerTest, RoutesMethodsAndHosts) {
   httplib::Result open = PostBudget(r, R"({"site_budget_w": 1500})", "");
   ASSERT_TRUE(open);
   EXPECT_EQ(open->status, 202) << open->body;
+}
+
+// The transport's rules, on the coordinator as on the agent (net/router.h, net/policy.h).
+TEST_F(CoordinatorServerTest, QueriesHeadAndTheTokensChallenge) {
+  Replica r = StartReplica("c0");
+  Step(r);
+  auto c = r.Client();
+  httplib::Result query = c.Get("/v1/status?verbose=1");
+  ASSERT_TRUE(query);
+  EXPECT_EQ(query->status, 400);
+  EXPECT_NE(query->body.find("unknown parameter 'verbose'"), std::string::npos) << query->body;
+  httplib::Result head = c.Head("/metrics");
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->status, 200);
+  EXPECT_TRUE(head->body.empty());
+  httplib::Result unauthorized = PostBudget(r, R"({"site_budget_w": 1200})", "");
+  ASSERT_TRUE(unauthorized);
+  EXPECT_EQ(unauthorized->status, 401);
+  EXPECT_EQ(unauthorized->get_header_value("WWW-Authenticate"), "Bearer");
+  EXPECT_EQ(unauthorized->get_header_value("Cache-Control"), "no-store");
+  const json s = GetJson(r, "/v1/status");
+  ASSERT_TRUE(s.contains("connections")) << s.dump();
+  EXPECT_GE(s["connections"]["open"].get<int>(), 1);
+  EXPECT_GE(s["connections"]["requests"].get<int>(), 4);
+}
+
+// A Store that, once armed, holds its next Get until released: a period stuck in the store's
+// I/O (etcd slow, or partitioned from this replica) while it holds the coordinator's mutex.
+class StallingStore final : public Store {
+ public:
+  explicit StallingStore(Store& inner) : inner_(inner) {}
+  void Arm() {
+    std::lock_guard lock(mu_);
+    armed_ = true;
+  }
+  void WaitStalled() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [this] { return stalled_; });
+  }
+  void Release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+  Result<RangeResult> Get(const std::string& key, bool prefix = false) override {
+    {
+      std::unique_lock lock(mu_);
+      if (armed_) {
+        armed_ = false;
+        stalled_ = true;
+        cv_.notify_all();
+        cv_.wait(lock, [this] { return released_; });
+      }
+    }
+    return inner_.Get(key, prefix);
+  }
+  Result<int64_t> Put(const std::string& key, const std::string& value,
+                      LeaseId lease = 0) override {
+    return inner_.Put(key, value, lease);
+  }
+  Result<int64_t> Delete(const std::string& key, bool prefix = false) override {
+    return inner_.Delete(key, prefix);
+  }
+  Result<TxnResult> Txn(const TxnRequest& request) override { return inner_.Txn(request); }
+  Result<LeaseId> LeaseGrant(int64_t ttl_s) override { return inner_.LeaseGrant(ttl_s); }
+  Result<int64_t> LeaseKeepAlive(LeaseId lease) override { return inner_.LeaseKeepAlive(lease); }
+  Status LeaseRevoke(LeaseId lease) override { return inner_.LeaseRevoke(lease); }
+  Result<WatchResult> Watch(const std::string& key, bool prefix, int64_t after_revision,
+                            double wait_s) override {
+    return inner_.Watch(key, prefix, after_revision, wait_s);
+  }
+  Status Compact(int64_t revision) override { return inner_.Compact(revision); }
+  std::string Describe() const override { return inner_.Describe(); }
+
+ private:
+  Store& inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool armed_ = false;
+  bool stalled_ = false;
+  bool released_ = false;
+};
+
+// Issue 32: a budget request waits for the period in progress (its store I/O) and then for the
+// store; it does so on the transport's worker, so every other client is answered meanwhile.
+TEST_F(CoordinatorServerTest, ABudgetRequestWaitingOnTheStoreHoldsUpNoRead) {
+  TwoJobs();
+  StallingStore stalling(store_);
+  Replica r = StartReplica("c0", kToken, {}, &stalling);
+  Step(r, 3);
+  stalling.Arm();
+  std::thread period([&] { r.host->Step(); });  // holds the coordinator's mutex, stuck
+  stalling.WaitStalled();
+  const uint64_t before = r.server->counters().requests;
+  std::atomic<bool> answered{false};
+  std::optional<httplib::Result> posted;
+  std::thread post([&] {
+    posted.emplace(PostBudget(r, R"({"site_budget_w": 1200})"));
+    answered = true;
+  });
+  // The request has reached the server (and waits on the coordinator's mutex, off the loop).
+  while (r.server->counters().requests == before) std::this_thread::yield();
+  for (int i = 0; i < 20; ++i) {
+    auto c = r.Client();
+    httplib::Result status = c.Get("/v1/status");
+    ASSERT_TRUE(status) << i;
+    EXPECT_EQ(status->status, 200);
+    httplib::Result metrics = c.Get("/metrics");
+    ASSERT_TRUE(metrics) << i;
+    EXPECT_EQ(metrics->status, 200);
+  }
+  EXPECT_FALSE(answered.load());  // still waiting for the store
+  stalling.Release();
+  period.join();
+  post.join();
+  ASSERT_TRUE(posted && *posted);
+  EXPECT_EQ((*posted)->status, 202) << (*posted)->body;
+  const json j = json::parse((*posted)->body);
+  EXPECT_EQ(j.size(), 3u) << (*posted)->body;
+  EXPECT_DOUBLE_EQ(j["target_site_budget_w"].get<double>(), 1200.0);
 }
 
 TEST(CoordinatorServerBind, ASecondServerOnAPortInUseFails) {

@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""The agent against what operators and hostile clients do (issue 12), on the real binary.
+"""The agent against what operators and hostile clients do (issue 12), on the real binary: the
+transport's suite (transport_suite.py, the coordinator's too: slow and idle clients, caps,
+framing, Host, tokens, --listen, SIGTERM) and the agent's own (its routes, long-polls, the guard
+after SIGTERM and SIGKILL, traces, options).
 
     agent_hostile_test.py HEADROOM FAKE_NVML_LIBRARY SOURCE_DIR
 
@@ -10,18 +13,17 @@ only timed pauses are the load itself (a trickling client sends a byte a second)
 """
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hostile_http import Attack, percentile, raw, read_response  # noqa: E402
+from hostile_http import Daemon, raw, wait_for  # noqa: E402
+from transport_suite import TransportSuite  # noqa: E402
 
 HEADROOM, FAKE_NVML, ROOT = sys.argv[1], sys.argv[2], sys.argv[3]
 del sys.argv[1:4]
@@ -29,68 +31,14 @@ del sys.argv[1:4]
 PPO_POLICY = os.path.join(ROOT, "policies", "a100-7b-tp1.json")
 
 
-def wait_for(what, condition, timeout_s=20.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise AssertionError("timed out waiting for " + what)
-
-
-class Agent:
-    """`headroom agent ...` on a free port; its stderr collected by a thread."""
+class Agent(Daemon):
+    """`headroom agent ...` on a free port."""
 
     def __init__(self, *args, env=None, expect_start=True):
-        self.argv = [HEADROOM, "agent", *args]
+        argv = [HEADROOM, "agent", *args]
         if "--listen" not in args:
-            self.argv += ["--listen", "127.0.0.1:0"]
-        self.p = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True, env=dict(os.environ, **(env or {})))
-        self.lines = []
-        self._lock = threading.Lock()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        self.port = None
-        if expect_start:
-            m = wait_for("the agent's start line", lambda: self.find(r"listening on [^ ]+:(\d+)"))
-            self.port = int(m.group(1))
-
-    def _read(self):
-        for line in self.p.stderr:
-            with self._lock:
-                self.lines.append(line.rstrip("\n"))
-
-    def log(self):
-        with self._lock:
-            return list(self.lines)
-
-    def find(self, pattern):
-        for line in self.log():
-            m = re.search(pattern, line)
-            if m:
-                return m
-        return None
-
-    def stop(self, sig=signal.SIGTERM, timeout_s=10.0):
-        if self.p.poll() is None:
-            self.p.send_signal(sig)
-        try:
-            self.p.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait()
-        self._reader.join(timeout=5)
-        self.p.stdout.close()
-        self.p.stderr.close()
-        return self.p.returncode
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop(signal.SIGKILL if exc[0] else signal.SIGTERM)
+            argv += ["--listen", "127.0.0.1:0"]
+        super().__init__(argv, r"listening on [^ ]+:(\d+)", env=env, expect_start=expect_start)
 
 
 def run(*args, env=None, timeout=60):
@@ -145,79 +93,6 @@ class Serving(unittest.TestCase):
             for _ in range(20):
                 self.assertEqual(get(first.port, b"/v1/status")[0], 200)
 
-    def test_slow_and_idle_clients_do_not_starve_a_new_client(self):
-        with Agent("--speed", "1") as agent:
-            attack = Attack(agent.port, trickle=64, idle=300)
-            attack.start()
-            try:
-                wait_for("64 trickling and 300 idle connections",
-                         lambda: attack.counts() == {"trickle": 64, "idle": 300}, 60)
-                latencies_ms = []
-                for _ in range(200):
-                    t0 = time.monotonic()
-                    status, _, body = raw(agent.port, b"GET /v1/actuation HTTP/1.1\r\n"
-                                          b"Host: 127.0.0.1\r\nConnection: close\r\n\r\n")
-                    latencies_ms.append(1000.0 * (time.monotonic() - t0))
-                    self.assertEqual(status, 200)
-                    self.assertIn("concurrency", json.loads(body))
-                    time.sleep(0.025)  # pacing of the load, not synchronisation
-                p99 = percentile(latencies_ms, 0.99)
-                print("new client under 64 trickling + 300 idle: p50 %.2f ms, p99 %.2f ms, "
-                      "max %.2f ms" % (percentile(latencies_ms, 0.5), p99, max(latencies_ms)))
-                self.assertLessEqual(p99, 100.0)
-                # The header deadline (5 s from the first byte) closed the trickling ones.
-                wait_for("a trickling client closed by the header deadline",
-                         lambda: attack.trickle_lifetimes_s, 15)
-                for life_s in attack.trickle_lifetimes_s:
-                    self.assertGreater(life_s, 4.0)
-                    self.assertLess(life_s, 9.0)
-            finally:
-                attack.stopping.set()
-                attack.join()
-            status = json.loads(get(agent.port, b"/v1/status")[2])
-            self.assertGreater(status["decisions"], 0)
-
-    def test_connection_caps_close_the_idle_first_then_refuse(self):
-        # 16 per address; the agent's own view is read from another loopback address
-        # (127.0.0.2), which has a cap of its own.
-        with Agent("--speed", "1", "--max-connections", "64",
-                   "--max-connections-per-address", "16") as agent:
-            def connections():
-                return json.loads(raw(agent.port, b"GET /v1/status HTTP/1.1\r\nHost: 127.0.0.1"
-                                      b"\r\nConnection: close\r\n\r\n",
-                                      source="127.0.0.2")[2])["connections"]
-            idle = []
-            for _ in range(16):
-                s = socket.create_connection(("127.0.0.1", agent.port), timeout=5)
-                s.sendall(b"GET /v1/actuation HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-                self.assertEqual(read_response(s)[0], 200)
-                idle.append(s)
-            # At the cap: the one idle the longest is closed to make room for a new client.
-            self.assertEqual(get(agent.port, b"/v1/actuation")[0], 200)
-            idle[0].settimeout(5)
-            self.assertEqual(idle[0].recv(1), b"")  # closed by the agent
-            self.assertGreaterEqual(connections()["evicted"], 1)
-            for s in idle:
-                s.close()
-            wait_for("the idle ones gone", lambda: connections()["open"] == 1)
-            # 16 clients mid-header are not idle: the 17th is refused with 503, at once.
-            busy = []
-            for _ in range(16):
-                s = socket.create_connection(("127.0.0.1", agent.port), timeout=5)
-                s.sendall(b"GET /v1/status HTTP/1.1\r\nX-Slow: ")
-                busy.append(s)
-            wait_for("16 busy connections",
-                     lambda: (lambda c: c["open"] == 17 and c["idle"] == 0)(connections()))
-            status, _, body = raw(agent.port, b"GET /v1/status HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            self.assertEqual(status, 503, body)
-            self.assertIn(b"too many connections", body)
-            self.assertGreaterEqual(connections()["refused"], 1)
-            # Another address is not held up by this one's clients.
-            self.assertEqual(connections()["open"], 17)
-            for s in busy:
-                s.close()
-            wait_for("room again", lambda: get_or_none(agent.port) == 200)
-
     def test_long_polls_wait_within_their_cap_and_answer_on_a_decision(self):
         with Agent("--speed", "1") as agent:
             seq = json.loads(get(agent.port, b"/v1/actuation")[2])["seq"]
@@ -229,13 +104,6 @@ class Serving(unittest.TestCase):
             # timeout_s=0 answers at once whatever the sequence.
             status, _, body = get(agent.port, b"/v1/actuation?after=%d&timeout_s=0" % (10 ** 9))
             self.assertEqual(status, 200)
-
-
-def get_or_none(port):
-    try:
-        return get(port, b"/v1/actuation")[0]
-    except OSError:
-        return None
 
 
 class Requests(unittest.TestCase):
@@ -313,21 +181,6 @@ class Requests(unittest.TestCase):
             s = json.loads(get(p, b"/v1/status")[2])
             self.assertEqual(s["report"]["step"], 1)
 
-    def test_pipelined_requests_are_answered_in_order(self):
-        with Agent("--speed", "1") as agent:
-            with socket.create_connection(("127.0.0.1", agent.port), timeout=5) as s:
-                s.sendall(b"GET /v1/actuation HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-                          b"GET /v1/nothing HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-                          b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-                data = b""
-                while True:  # the last asks to close
-                    chunk = s.recv(65536)
-                    if not chunk:
-                        break
-                    data += chunk
-            statuses = [int(m) for m in re.findall(rb"HTTP/1\.1 (\d+) ", data)]
-            self.assertEqual(statuses, [200, 404, 200])
-
     def test_allow_host_and_token_on_reads(self):
         with tempfile.TemporaryDirectory() as tmp:
             token_file = os.path.join(tmp, "token")
@@ -375,16 +228,19 @@ class Requests(unittest.TestCase):
                                   headers=b"Authorization: Bearer on-the-command-line\r\n")[0],
                              200)
 
-    def test_listening_beyond_loopback_needs_a_token_or_insecure_listen(self):
-        r = run("agent", "--listen", "0.0.0.0:0", "--duration-s", "1")
-        self.assertEqual(r.returncode, 2)
-        lines = r.stderr.strip().splitlines()
-        self.assertEqual(len(lines), 1, r.stderr)
-        self.assertIn("beyond loopback without a token", lines[0])
-        with Agent("--speed", "1", "--listen", "0.0.0.0:0", "--insecure-listen") as agent:
-            self.assertEqual(get(agent.port, b"/v1/actuation")[0], 200)
-        with Agent("--speed", "1", "--listen", "0.0.0.0:0", env={"HEADROOM_TOKEN": "x"}) as agent:
-            self.assertEqual(get(agent.port, b"/v1/actuation")[0], 200)
+class AgentTransport(TransportSuite, unittest.TestCase):
+    """The transport's suite on the agent."""
+    NAME = "agent"
+    READ = b"/v1/actuation"
+    WRITE, WRITE_BODY, WRITE_OK = b"/v1/report", REPORT, 200
+    MAX_BODY = 64 * 1024
+
+    def argv(self, *args):
+        argv = [HEADROOM, "agent", "--speed", "1", *args]
+        return argv if "--listen" in args else argv + ["--listen", "127.0.0.1:0"]
+
+    def daemon(self, *args, env=None):
+        return Agent("--speed", "1", *args, env=env)
 
 
 class Shutdown(unittest.TestCase):

@@ -1,6 +1,6 @@
-#include "agent/server.h"
+#include "net/server.h"
 
-#include "agent/beast_request.h"
+#include "net/beast_request.h"
 
 // Boost 1.74's asio headers use std::exchange and std::optional without including them.
 #include <optional>
@@ -9,6 +9,8 @@
 #include <sys/resource.h>
 
 #include <fmt/format.h>
+#include <algorithm>
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -16,14 +18,18 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
+#include <cassert>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <list>
-#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
-namespace headroom::agent {
+#include "common/thread_annotations.h"
+
+namespace headroom::net {
 
 namespace {
 
@@ -37,7 +43,8 @@ using SteadyClock = std::chrono::steady_clock;
 constexpr size_t kReadChunkBytes = 4096;
 constexpr auto kDrainTime = std::chrono::milliseconds(500);   // reading after a closing answer
 constexpr auto kAcceptRetry = std::chrono::milliseconds(50);  // after EMFILE and the like
-constexpr int kSpareDescriptors = 64;  // kept free for the trace, NVML and the like
+constexpr auto kStopWait = std::chrono::milliseconds(500);    // for the loop to close everything
+constexpr int kSpareDescriptors = 64;  // kept free for traces, NVML, the store and the like
 
 SteadyClock::duration Seconds(double s) {
   return std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(s));
@@ -49,30 +56,94 @@ constexpr std::string_view kRefusal =
     "{\"error\":\"too many connections\"}\n";
 static_assert(std::string_view("{\"error\":\"too many connections\"}\n").size() == 33);
 
+// A handler that throws (out of memory, say) answers 500; the loop goes on serving the others.
+template <class F>
+Response Guarded(F&& f) {
+  try {
+    return f();
+  } catch (const std::exception&) {
+    return ErrorResponse(500, "internal error");
+  }
+}
+
+// Offloaded work: `threads` workers, at most `capacity` jobs waiting.
+class WorkQueue {
+ public:
+  void Start(int threads, int capacity) {
+    capacity_ = static_cast<size_t>(std::max(capacity, 0));
+    for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { Run(); });
+  }
+  // False when the queue is full or stopping: the job is not taken.
+  bool TryPush(std::function<void()> job) EXCLUDES(mu_) {
+    {
+      MutexLock lock(mu_);
+      if (stopping_ || jobs_.size() >= capacity_) return false;
+      jobs_.push_back(std::move(job));
+    }
+    cv_.notify_one();
+    return true;
+  }
+  // Drops the jobs still waiting; joins once those in progress return.
+  void Stop() EXCLUDES(mu_) {
+    std::deque<std::function<void()>> dropped;
+    {
+      MutexLock lock(mu_);
+      stopping_ = true;
+      dropped.swap(jobs_);
+    }
+    cv_.notify_all();
+    for (auto& t : workers_) t.join();
+    workers_.clear();
+  }
+
+ private:
+  void Run() EXCLUDES(mu_) {
+    for (;;) {
+      std::function<void()> job;
+      {
+        MutexLock lock(mu_);
+        cv_.wait(mu_, [this]() REQUIRES(mu_) { return stopping_ || !jobs_.empty(); });
+        if (stopping_) return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+    }
+  }
+
+  size_t capacity_ = 0;
+  std::vector<std::thread> workers_;
+  Mutex mu_;
+  std::condition_variable_any cv_;
+  std::deque<std::function<void()>> jobs_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
+};
+
 }  // namespace
 
 class Connection;
 
 class Server::Impl {
  public:
-  Impl(Shared& shared, ApiConfig api_config, ServerLimits server_limits)
-      : shared_state(shared), api(shared, std::move(api_config)), limits(server_limits) {}
+  Impl(ServerLimits server_limits, std::string daemon_name)
+      : limits(server_limits), daemon(std::move(daemon_name)) {}
 
   void Accept();
   void Shutdown();
-  void WakeLongPolls();
+  void WakeParked();
   // At a cap: closes the connection idle the longest (from `address` when given).
   bool Evict(const std::string* address);
   void MarkIdle(Connection* c);
   void MarkBusy(Connection* c);
   void Forget(Connection* c);
 
-  Shared& shared_state;
   asio::io_context io{1};
   tcp::acceptor acceptor{io};
   asio::steady_timer accept_retry{io};
-  Api api;
-  ServerLimits limits;
+  ServerLimits limits;  // constant once serving
+  const std::string daemon;
+  Handler* handler = nullptr;  // set by Serve
+  WorkQueue work;
 
   // Io thread only.
   bool stopping = false;
@@ -86,6 +157,7 @@ class Server::Impl {
   std::atomic<uint64_t> evicted{0};
   std::atomic<uint64_t> timed_out{0};
   std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> busy{0};
   std::atomic<int> open{0};
   std::atomic<int> idle_count{0};
 
@@ -99,7 +171,7 @@ class Server::Impl {
 };
 
 // One client connection, driven by the io thread: a request's life is idle -> header -> body
-// -> (parked) -> writing -> idle again (keep-alive) or draining -> closed.
+// -> (parked or working) -> writing -> idle again (keep-alive) or draining -> closed.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(Server::Impl& server, tcp::socket socket, std::string address)
@@ -122,7 +194,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (phase_ == Phase::kClosed) return;
     if (phase_ == Phase::kParked) {
       server_.parked.erase(this);
-      server_.api.EndLongPoll();  // uncounts it
+      Guarded([&] { return server_.handler->EndPark(park_after_); });  // unanswered
     }
     phase_ = Phase::kClosed;
     error_code ignored;
@@ -132,22 +204,28 @@ class Connection : public std::enable_shared_from_this<Connection> {
     server_.Forget(this);
   }
 
-  // A parked long-poll: answer it now with the decision in force.
+  // A parked request: answer it now.
   void Unpark() {
     if (phase_ != Phase::kParked) return;
     server_.parked.erase(this);
-    Respond(server_.api.EndLongPoll());
+    Respond(Guarded([&] { return server_.handler->EndPark(park_after_); }));
+  }
+
+  // Offloaded work's answer, posted back to the loop.
+  void Finish(Response r) {
+    if (phase_ != Phase::kWorking) return;  // closed meanwhile
+    Respond(std::move(r));
   }
 
   bool parked() const { return phase_ == Phase::kParked; }
-  uint64_t wait_after() const { return wait_after_; }
+  uint64_t park_after() const { return park_after_; }
   const std::string& address() const { return address_; }
 
   std::list<Connection*>::iterator idle_it;
   bool in_idle = false;
 
  private:
-  enum class Phase { kIdle, kHeader, kBody, kParked, kWriting, kDraining, kClosed };
+  enum class Phase { kIdle, kHeader, kBody, kParked, kWorking, kWriting, kDraining, kClosed };
 
   void NewParser() {
     parser_.emplace();
@@ -168,7 +246,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void OnDeadline() {
-    if (phase_ == Phase::kParked) return Unpark();  // the long-poll's own timeout
+    if (phase_ == Phase::kParked) return Unpark();  // the park's own timeout
+    if (phase_ == Phase::kWorking) return;          // no deadline: the work's own timeouts
     if (phase_ != Phase::kDraining) ++server_.timed_out;
     Close();
   }
@@ -195,7 +274,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
       buffer_.consume(buffer_.size());
       return Read();
     }
-    if (phase_ == Phase::kParked || phase_ == Phase::kWriting) return;  // kept for later
+    if (phase_ == Phase::kParked || phase_ == Phase::kWorking || phase_ == Phase::kWriting) {
+      return;  // kept for later
+    }
     Feed();
   }
 
@@ -212,6 +293,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (ec == http::error::need_more) break;
       if (ec) return Reject(ec);
       if (phase_ == Phase::kHeader && parser_->is_header_done()) {
+        if (auto why = FramingError(parser_->get())) {
+          return Respond(ErrorResponse(400, "malformed HTTP request: " + *why), true);
+        }
         phase_ = Phase::kBody;
         SetDeadline(server_.limits.body_timeout_s);
         ContinueIfExpected();
@@ -227,11 +311,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // body after its own wait anyway.
   void ContinueIfExpected() {
     const auto& req = parser_->get();
-    const auto expect = BeastHeader(req, http::field::expect);
-    if (!expect ||
-        !beast::iequals(beast::string_view(expect->data(), expect->size()), "100-continue")) {
-      return;
-    }
+    const auto expect = req.find(http::field::expect);
+    if (expect == req.end() || !beast::iequals(expect->value(), "100-continue")) return;
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
     error_code ignored;
     socket_.write_some(asio::buffer(kContinue.data(), kContinue.size()), ignored);
@@ -254,24 +335,42 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const auto& req = parser_->get();
     keep_alive_ = req.keep_alive();
     head_ = req.method() == http::verb::head;
-    if (req.count(http::field::host) > 1) {
-      return Respond(ErrorResponse(400, "Host: repeated"), true);
-    }
-    ApiResponse response = server_.api.Handle(ToApiRequest(req));
-    if (response.wait_after) {
-      // A decision published after Handle's check wakes us: its wake is posted to this thread
-      // and runs after this handler, when this connection is already in `parked`.
+    Response response = Guarded([&] { return server_.handler->Handle(ToRequest(req)); });
+    if (response.park) {
+      // A Wake() after Handle's check runs after this handler, when this connection is already
+      // in `parked`.
       phase_ = Phase::kParked;
-      wait_after_ = *response.wait_after;
+      park_after_ = response.park->after;
       server_.parked.insert(this);
-      SetDeadline(response.wait_s);
+      SetDeadline(response.park->wait_s);
       if (server_.stopping) Unpark();
       return;
     }
+    if (response.offload) return Offload(std::move(response.offload));
     Respond(std::move(response));
   }
 
-  void Respond(ApiResponse r, bool close_after = false) {
+  // Off the loop: the worker holds only a weak reference, and the answer comes back to the
+  // loop, to a connection that may have closed meanwhile.
+  void Offload(std::function<Response()> work) {
+    if (server_.limits.worker_threads <= 0) return Respond(Guarded(work));
+    phase_ = Phase::kWorking;
+    timer_.expires_at(SteadyClock::time_point::max());
+    std::weak_ptr<Connection> weak = weak_from_this();
+    asio::io_context& io = server_.io;
+    const bool queued = server_.work.TryPush([weak, &io, work = std::move(work)] {
+      Response r = Guarded(work);
+      asio::post(io, [weak, r = std::move(r)]() mutable {
+        if (auto self = weak.lock()) self->Finish(std::move(r));
+      });
+    });
+    if (!queued) {
+      ++server_.busy;
+      Respond(Unavailable("busy: too many requests waiting for the store; try again"));
+    }
+  }
+
+  void Respond(Response r, bool close_after = false) {
     if (close_after || server_.stopping) keep_alive_ = false;
     response_ = {};
     response_.version(11);
@@ -323,7 +422,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool reading_ = false;
   bool keep_alive_ = true;
   bool head_ = false;
-  uint64_t wait_after_ = 0;
+  uint64_t park_after_ = 0;
 };
 
 void Server::Impl::Accept() {
@@ -406,10 +505,10 @@ void Server::Impl::Forget(Connection* c) {
   if (it != per_address.end() && --it->second <= 0) per_address.erase(it);
 }
 
-void Server::Impl::WakeLongPolls() {
+void Server::Impl::WakeParked() {
   std::vector<Connection*> ready;
   for (Connection* c : parked) {
-    if (api.Newer(c->wait_after())) ready.push_back(c);
+    if (handler->Ready(c->park_after())) ready.push_back(c);
   }
   for (Connection* c : ready) c->Unpark();
 }
@@ -428,13 +527,14 @@ void Server::Impl::Shutdown() {
   // close what they hold; then nothing is left and run() returns. Stop() bounds the wait.
 }
 
-Server::Server(Shared& shared, ApiConfig api, ServerLimits limits)
-    : shared_(shared), impl_(std::make_unique<Impl>(shared, std::move(api), limits)) {}
+Server::Server(ServerLimits limits, std::string daemon)
+    : impl_(std::make_unique<Impl>(limits, std::move(daemon))) {}
 
 Server::~Server() { Stop(); }
 
-Status Server::Start(const std::string& host, int port) {
+Status Server::Bind(const std::string& host, int port) {
   Impl& s = *impl_;
+  assert(!s.acceptor.is_open());
   error_code ec;
   tcp::endpoint endpoint;
   const auto address = asio::ip::make_address(host, ec);
@@ -444,7 +544,8 @@ Status Server::Start(const std::string& host, int port) {
     tcp::resolver resolver(s.io);
     const auto results = resolver.resolve(host, std::to_string(port), ec);
     if (ec || results.empty()) {
-      return Error::Usage(fmt::format("--listen: cannot resolve '{}': {}", host, ec.message()));
+      return Error::Usage(fmt::format("{}: cannot listen on '{}': cannot resolve it: {}", s.daemon,
+                                      host, ec.message()));
     }
     endpoint = results.begin()->endpoint();
   }
@@ -459,10 +560,10 @@ Status Server::Start(const std::string& host, int port) {
     error_code ignored;
     s.acceptor.close(ignored);
     if (ec == asio::error::address_in_use) {
-      return Error::Io(
-          fmt::format("agent: cannot listen on {}: the port is in use (another agent?)", where));
+      return Error::Io(fmt::format("{}: cannot listen on {}: the port is in use (another {}?)",
+                                   s.daemon, where, s.daemon));
     }
-    return Error::Io(fmt::format("agent: cannot listen on {}: {}", where, ec.message()));
+    return Error::Io(fmt::format("{}: cannot listen on {}: {}", s.daemon, where, ec.message()));
   }
   port_ = s.acceptor.local_endpoint().port();
 
@@ -480,15 +581,16 @@ Status Server::Start(const std::string& host, int port) {
     s.limits.max_connections =
         static_cast<int>(std::clamp<long long>(usable, 1, s.limits.max_connections));
   }
+  return OkStatus();
+}
 
-  {
-    MutexLock lock(shared_.mu);
-    Impl* impl = impl_.get();
-    shared_.wake = [impl] { asio::post(impl->io, [impl] { impl->WakeLongPolls(); }); };
-    shared_.connections = [this] { return counters(); };
-  }
-  s.Accept();
-  thread_ = std::thread([impl = impl_.get()] {
+void Server::Serve(Handler& handler) {
+  Impl* impl = impl_.get();
+  assert(impl->acceptor.is_open() && !thread_.joinable());
+  impl->handler = &handler;
+  impl->work.Start(impl->limits.worker_threads, impl->limits.max_queued_work);
+  asio::post(impl->io, [impl] { impl->Accept(); });
+  thread_ = std::thread([impl] {
     for (;;) {
       try {
         impl->io.run();
@@ -501,32 +603,41 @@ Status Server::Start(const std::string& host, int port) {
     impl->finished = true;
     impl->finished_cv.notify_all();
   });
+}
+
+Status Server::Start(const std::string& host, int port, Handler& handler) {
+  if (auto st = Bind(host, port); !st) return st;
+  Serve(handler);
   return OkStatus();
 }
 
-void Server::Stop() {
-  {
-    MutexLock lock(shared_.mu);
-    shared_.wake = nullptr;
-    shared_.connections = nullptr;
-  }
-  if (!thread_.joinable()) return;
+void Server::Wake() {
   Impl* impl = impl_.get();
+  asio::post(impl->io, [impl] {
+    if (impl->handler != nullptr) impl->WakeParked();
+  });
+}
+
+void Server::Stop() {
+  Impl* impl = impl_.get();
+  if (!thread_.joinable()) {
+    error_code ignored;
+    impl->acceptor.close(ignored);  // bound, never served
+    return;
+  }
   asio::post(impl->io, [impl] { impl->Shutdown(); });
-  constexpr auto kStopWait = std::chrono::milliseconds(500);
   bool finished = false;
   {
     MutexLock lock(impl->finished_mu);
-    finished = WaitUntil(impl->finished_cv, impl->finished_mu,
-                         std::chrono::steady_clock::now() + kStopWait,
+    finished = WaitUntil(impl->finished_cv, impl->finished_mu, SteadyClock::now() + kStopWait,
                          [impl]() REQUIRES(impl->finished_mu) { return impl->finished; });
   }
   if (!finished) impl->io.stop();  // a handler that would not end: stop the loop regardless
   thread_.join();
-  if (!finished) {
-    impl->io.restart();
-    impl->io.poll();  // let what was queued close what it holds
-  }
+  impl->work.Stop();
+  // Let what was queued (a work's answer, or, after io.stop(), anything) close what it holds.
+  impl->io.restart();
+  impl->io.poll();
 }
 
 ConnectionCounters Server::counters() const {
@@ -536,9 +647,10 @@ ConnectionCounters Server::counters() const {
   c.evicted = impl_->evicted.load();
   c.timed_out = impl_->timed_out.load();
   c.requests = impl_->requests.load();
+  c.busy = impl_->busy.load();
   c.open = impl_->open.load();
   c.idle = impl_->idle_count.load();
   return c;
 }
 
-}  // namespace headroom::agent
+}  // namespace headroom::net

@@ -212,6 +212,8 @@ class LedgerWatch(threading.Thread):
                                 ledger = json.loads(unb64(kv["value"]))
                             except Exception:
                                 continue
+                            # Its epoch: the key's create_revision (what its grants carry).
+                            ledger["_epoch"] = int(kv.get("create_revision", 0))
                             with self.lock:
                                 self.revisions.append((time.monotonic(), rev, ledger))
                                 self.last_rev = max(self.last_rev, rev)
@@ -497,7 +499,8 @@ class Chaos:
         ledger = self.watch.latest()
         a = self.agents[0]
         j = ledger["jobs"][a.job]
-        grant = {"job": a.job, "term": ledger["term"], "seq": ledger["seq"] + 1000,
+        grant = {"job": a.job, "term": ledger["term"], "epoch": ledger["_epoch"],
+                 "seq": ledger["seq"] + 1000,
                  "lease": j["lease"], "job_budget_w": 2.0 * self.budget_w, "admitted": True,
                  "reason": "forged"}
         post(self.etcd.url(0) + "/v3/kv/put",

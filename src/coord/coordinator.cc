@@ -350,6 +350,12 @@ void Coordinator::Lead(double now_s) {
   // Grants carry the ledger's epoch: its key's create_revision, unknown until a new ledger is
   // written (then its grants follow in the next period).
   in.epoch = ledger_kv != nullptr ? ledger_kv->create_revision : 0;
+  // A ledger this replica creates (the first, or one rebuilt after a deletion or the store's
+  // state lost) raises nothing for a lease TTL and two periods: agents that lost their lease
+  // with the old store act on their floors until they register again.
+  if (ledger_kv == nullptr) created_ledger_s_ = now_s;
+  in.no_raises =
+      now_s - created_ledger_s_ < static_cast<double>(config_.lease_ttl_s) + 2.0 * config_.period_s;
   PlanOutput plan = Plan(ledger, in, term_);
   if (ledger_kv == nullptr) {
     plan.grants.clear();
@@ -394,7 +400,7 @@ void Coordinator::Lead(double now_s) {
     }
   }
   status_.overcommitted_w = overcommitted_w;
-  if (InvariantSlackW(plan.ledger) < 0.0 && RaisedW(ledger, plan.ledger) > 1e-6) {
+  if (InvariantSlackW(plan.ledger) < 0.0 && RaisedW(ledger, plan) > 1e-6) {
     ++status_.invariant_refusals;
     log_(
         fmt::format("BUG: a plan holding {:.3f} W > site budget {:.3f} W - reserve {:.3f} W was "

@@ -140,6 +140,7 @@ class Coordinator {
   std::map<std::string, int64_t> malformed_seen_;          // key -> mod_revision logged
   std::deque<std::pair<double, int64_t>> revisions_seen_;  // (when, store revision) read
   int64_t compacted_to_ = 0;
+  double created_ledger_s_ = -1e300;  // when this replica last created the ledger
   double last_compact_s_ = -1e300;
   CoordinatorStatus status_;
 };

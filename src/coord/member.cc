@@ -171,7 +171,11 @@ Member FleetMember::DemandLocked(LeaseId lease) const {
   m.floor_w = config_.floor_w;
   m.job_class = config_.job_class;
   m.slurm_job = config_.slurm_job;
-  m.standby_w = config_.standby_w >= 0.0 ? std::min(config_.standby_w, config_.floor_w) : -1.0;
+  // What it draws until granted: its standby while it would hold (never granted here), its
+  // floor once it has been granted (fenced: it acts on its floor, not held) or fails open.
+  m.standby_w = config_.standby_w >= 0.0 && !ever_granted_ && !config_.fail_open
+                    ? std::min(config_.standby_w, config_.floor_w)
+                    : config_.floor_w;
   // The nameplate (the first version), or by phase: the floor outside rollout.
   m.demand_w = demand_override_w_ >= 0.0                                      ? demand_override_w_
                : config_.phase_demand && phase_ != PhaseName(Phase::kRollout) ? config_.floor_w
@@ -455,6 +459,8 @@ void FleetMember::Step() {
       max_term_ = 0;
       status_.max_term = 0;
       grant_.reset();
+      served_seq_ = 0;  // the new store's sequences start again: acknowledge them
+      acked_seq_ = 0;
       ++status_.store_resets;
     }
     max_revision_ = got->revision;
@@ -471,7 +477,12 @@ void FleetMember::Step() {
         ++status_.stale_grants_ignored;
       } else if (!grant_ || g->epoch > grant_->epoch ||
                  (g->epoch == grant_->epoch && g->seq > grant_->seq)) {
-        // Newer: a later epoch (a ledger rebuilt), or a later grant of the same one.
+        // Newer: a later epoch (a ledger rebuilt), or a later grant of the same one. A new
+        // epoch's sequence may start lower: what was served and acknowledged starts again.
+        if (grant_ && g->epoch > grant_->epoch) {
+          served_seq_ = 0;
+          acked_seq_ = 0;
+        }
         max_term_ = std::max(max_term_, g->term);
         status_.max_term = max_term_;
         if (!g->admitted && (!grant_ || grant_->admitted))

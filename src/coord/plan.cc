@@ -36,11 +36,13 @@ double InvariantSlackW(const Ledger& ledger) {
          kEpsW * static_cast<double>(ledger.jobs.size() + ledger.standby.size() + 1);
 }
 
-double RaisedW(const Ledger& before, const Ledger& after) {
+double RaisedW(const Ledger& before, const PlanOutput& after) {
   double raised_w = 0.0;
-  for (const auto& [name, j] : after.jobs) {
+  for (const auto& [name, j] : after.ledger.jobs) {
     double was_w = 0.0;
-    if (auto b = before.jobs.find(name); b != before.jobs.end()) {
+    if (auto a = after.arrivals_w.find(name); a != after.arrivals_w.end()) {
+      was_w = a->second;
+    } else if (auto b = before.jobs.find(name); b != before.jobs.end()) {
       was_w = b->second.held_w;
     } else if (auto s = before.standby.find(name); s != before.standby.end()) {
       was_w = s->second.standby_w;
@@ -183,7 +185,13 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
     ++it;
   }
   const auto count_standby = [&](const std::string& name, const Member& m, bool duplicate) {
-    const double charge_w = StandbyChargeW(m);
+    double charge_w = StandbyChargeW(m);
+    // A grant stored for its lease (a ledger deleted or rebuilt: its agent may act on it until
+    // a grant of the new epoch replaces it) is what it may draw.
+    if (const auto g = in.grants.find(name);
+        !duplicate && g != in.grants.end() && g->second.admitted && g->second.lease == m.lease) {
+      charge_w = std::max(charge_w, g->second.job_budget_w);
+    }
     auto [it, fresh] = l.standby.try_emplace(name);
     StandbyJob& s = it->second;
     if (fresh || s.lease != m.lease || std::abs(s.standby_w - charge_w) > kEpsW ||
@@ -191,6 +199,7 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
       if (fresh || s.lease != m.lease) {
         log(fmt::format("{}: registered (lease {:x}){}: counted at {:.1f} W until admitted", name,
                         m.lease, duplicate ? " under a name taken" : "", charge_w));
+        out.arrivals_w[name] = charge_w;
       }
       s = {charge_w, m.floor_w, m.lease, duplicate};
       out.changed = true;
@@ -240,7 +249,7 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
     if (m.floor_w <= room_w + kEpsW) {
       const double extra_w = std::max(0.0, m.floor_w - charge_w);
       const double free_w = l.site_budget_w - l.reserve_w - l.HeldW() - waiting_w;
-      if (extra_w > free_w + kEpsW) {
+      if (extra_w > kEpsW && extra_w > free_w + kEpsW) {
         log(fmt::format("{}: floor {:.1f} W fits, waiting for {:.1f} W to be released", name,
                         m.floor_w, extra_w - std::max(0.0, free_w)));
         waiting_w += extra_w;
@@ -249,8 +258,10 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
       LedgerJob j;
       j.floor_w = m.floor_w;
       j.demand_w = std::max(m.demand_w, m.floor_w);
-      j.grant_w = m.floor_w;
-      j.held_w = m.floor_w;
+      // What it may draw already (a stored grant above its floor) is its grant and held, until
+      // the targets move it.
+      j.held_w = std::max(m.floor_w, charge_w);
+      j.grant_w = j.held_w;
       j.lease = m.lease;
       j.job_class = m.job_class;
       l.jobs[name] = j;
@@ -363,10 +374,11 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
   const auto covered = [](double room, double want_w) {
     return want_w > 0.0 ? std::min(1.0, room / want_w) : 0.0;
   };
-  const double room_now_w = std::min(room_w, room_alloc_w);
+  // A ledger just rebuilt raises nothing until every agent alive has had time to register.
+  const double room_now_w = in.no_raises ? 0.0 : std::min(room_w, room_alloc_w);
   const double give_guaranteed = covered(room_now_w, want_guaranteed_w);
   double opportunistic_room_w = std::max(0.0, room_now_w - give_guaranteed * want_guaranteed_w);
-  if (lending) {
+  if (lending && !in.no_raises) {
     opportunistic_room_w =
         std::max(opportunistic_room_w, loans_w - l.HeldW(JobClass::kOpportunistic));
   }

@@ -74,6 +74,11 @@ struct PlanInput {
   // The ledger's epoch (its key's create_revision), written into every grant; a stored grant
   // of another epoch is written again.
   int64_t epoch = 0;
+  // A ledger new in this store (the first, or rebuilt after a deletion or the store's state
+  // lost) knows only the agents registered so far; others may act on their floors (fenced) or
+  // on an older epoch's grant. It raises no grant until every live agent has registered (the
+  // coordinator: a lease TTL and two periods).
+  bool no_raises = false;
   Allocation allocation = Allocation::kProportional;
   Fairness fairness = Fairness::kNone;  // with kValue
   // Staggering's holds by job (coord/stagger.h): written with the job's grant, which is
@@ -103,6 +108,9 @@ struct PlanOutput {
   // What the opportunistic jobs' targets were computed from: what the guaranteed targets
   // leave, or the loans when more.
   double opportunistic_pool_w = 0.0;
+  // Jobs first counted by this plan (a new registration, or a new lease), at what they may draw
+  // on arrival -- drawn without asking, so not a raise (RaisedW).
+  std::map<std::string, double> arrivals_w;
 };
 
 // `ledger`: as read; `term`: the leader's.
@@ -112,7 +120,8 @@ PlanOutput Plan(const Ledger& ledger, const PlanInput& in, int64_t term);
 double InvariantSlackW(const Ledger& ledger);
 
 // What `after` holds for admitted jobs above what `before` held for them (admitted, or in
-// standby): 0 for a plan that only lowers, which may be written even while over.
-double RaisedW(const Ledger& before, const Ledger& after);
+// standby), or, for a job `before` did not count, above what it drew on arrival: 0 for a plan
+// that only lowers, which may be written even while over.
+double RaisedW(const Ledger& before, const PlanOutput& after);
 
 }  // namespace headroom::coord

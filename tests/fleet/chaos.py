@@ -148,7 +148,7 @@ class Etcd:
                 "--listen-peer-urls", f"http://127.0.0.1:{self.peer[i]}",
                 "--initial-advertise-peer-urls", f"http://127.0.0.1:{self.peer[i]}",
                 "--initial-cluster", self.cluster, "--initial-cluster-state", state,
-                "--initial-cluster-token", os.path.basename(self.tmp),
+                "--initial-cluster-token", getattr(self, "token", os.path.basename(self.tmp)),
                 "--heartbeat-interval", "100", "--election-timeout", "1000"]
         self.p[i] = self.procs.start(argv, f"{self.tmp}/etcd{i}.log")
 
@@ -173,6 +173,18 @@ class Etcd:
     def kill(self, i):
         self.p[i].kill()
         self.p[i].wait()
+
+    def wipe(self, generation):
+        """Every member killed, its data removed, the cluster started again empty (etcd's state
+        lost: the revision back at 1, no keys, no leases) on the same ports."""
+        for i in range(self.n):
+            self.kill(i)
+            shutil.rmtree(f"{self.tmp}/etcd{i}", ignore_errors=True)
+        self.token = f"{os.path.basename(self.tmp)}-{generation}"
+        for i in range(self.n):
+            self.start(i, "new")
+        for i in range(self.n):
+            wait_until(lambda i=i: self.healthy(i), 20, 0.05)
 
     def restart(self, i):
         self.start(i, "existing")
@@ -315,6 +327,8 @@ class Chaos:
         self.procs = Procs()
         self.faults = []  # (kind, t_fault, t_end, recovery_s or None)
         self.transient = []  # agents started by a fault and stopped before its recovery
+        self.wipes = 0
+        self.wipe_times = []  # terms start again after each (the auditor's stale-term check)
 
     # -- the fleet --
     def leader(self):
@@ -354,7 +368,7 @@ class Chaos:
         target = max(floors, min(ledger["site_budget_w"] - ledger["reserve_w"] - standby, demand))
         return abs(grants - target) < 0.5 and all(j["held_w"] <= j["grant_w"] + 1e-6 for j in jobs.values())
 
-    def run(self, n_faults, progress):
+    def run(self, n_faults, progress, only=None):
         self.etcd = Etcd(self.procs, self.tmp)
         self.watch = LedgerWatch(self.etcd, f"/headroom/{self.site}/ledger")
         self.watch.start()
@@ -365,7 +379,10 @@ class Chaos:
         if not wait_until(self.fully_allocated, 60, 0.05):
             raise RuntimeError("the fleet was never fully allocated: see " + self.tmp)
         kinds = ["agent_kill", "agent_stop", "coordinator_kill", "etcd_leader_kill",
-                 "budget_down", "budget_up", "extra_jobs", "duplicate_name", "member_unreadable"]
+                 "budget_down", "budget_up", "extra_jobs", "duplicate_name", "member_unreadable",
+                 "ledger_deleted", "etcd_wiped"]
+        if only:
+            kinds = [k for k in kinds if k in only]
         for n in range(n_faults):
             kind = self.rng.choice(kinds)
             t0 = time.monotonic()
@@ -423,6 +440,27 @@ class Chaos:
                 x.p.wait()
                 x.killed_at = time.monotonic()
             return time.monotonic()
+        if kind == "ledger_deleted":
+            # `etcdctl del` of the ledger: the leader rebuilds it under a new epoch.
+            try:
+                post(self.etcd.url(0) + "/v3/kv/deleterange",
+                     {"key": b64(f"/headroom/{self.site}/ledger")}, 2.0)
+            except Exception:
+                pass
+            return time.monotonic()
+        if kind == "etcd_wiped":
+            # etcd's state lost: every member's data removed, the cluster started empty. The
+            # watch starts again from the new cluster's first revision.
+            self.wipes += 1
+            t = time.monotonic()
+            self.wipe_times.append(t)
+            with self.watch.lock:
+                self.watch.last_rev = 0
+            self.etcd.wipe(self.wipes)
+            with self.watch.lock:
+                self.watch.last_rev = 0
+            self.extra_check = lambda: self.leader() is not None
+            return t
         if kind == "member_unreadable":
             # A value written over an agent's member key on its lease, in a version newer than
             # the coordinator reads: unknown is not gone (the agent rewrites it within update_s).
@@ -578,6 +616,11 @@ class Chaos:
                     key = (job, r["term"], r["seq"], r["lease"])
                     if not any(abs(w - r["job_budget_w"]) <= 1e-3 for w in issued.get(key, ())):
                         stale.append(f"{job}: acted on a grant no ledger issued: {key}")
+                    # Terms start again when etcd's state is lost: older ones are not stale then.
+                    era = bisect.bisect_right(self.wipe_times, r["t_mono_s"])
+                    if era != max_term.get(("era", r["pid"]), 0):
+                        max_term[("era", r["pid"])] = era
+                        max_term[r["pid"]] = 0
                     if r["term"] < max_term.get(r["pid"], 0):
                         stale.append(f"{job}: pid {r['pid']} acted on term {r['term']} after "
                                      f"term {max_term[r['pid']]}")
@@ -761,6 +804,7 @@ def main():
     # The reserve covers the standby of a job started without asking while grants come down:
     # at least the largest a fault starts at once (three 7B jobs, 249 W; a 72B duplicate, 332 W).
     ap.add_argument("--reserve-w", type=float, default=400.0)
+    ap.add_argument("--kinds", help="comma-separated fault kinds to draw from (default: all)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--markdown", action="store_true", help="a table for docs/FLEET.md")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
@@ -775,7 +819,8 @@ def main():
     chaos = Chaos(args)
     t0 = time.monotonic()
     try:
-        chaos.run(args.faults, progress=True)
+        chaos.run(args.faults, progress=True,
+                  only=set(args.kinds.split(",")) if args.kinds else None)
         if args.forge_grant:
             chaos.forge_grant()
     finally:

@@ -215,6 +215,7 @@ std::string CoordinatorStatusJson(const CoordinatorStatus& s, const CoordinatorC
   j["leadership_lost"] = s.leadership_lost;
   j["malformed_values"] = s.malformed_values;
   j["unreadable_members"] = s.unreadable;
+  j["store_resets"] = s.store_resets;
   j["targets_written"] = s.targets_written;
   j["txn_latency_p50_s"] = OrNull(Quantile(s.txn_latency_s, 0.5));
   j["txn_latency_p99_s"] = OrNull(Quantile(s.txn_latency_s, 0.99));

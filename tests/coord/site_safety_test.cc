@@ -80,6 +80,38 @@ class SiteSafety : public ::testing::Test {
     coordinator_ = StartReplica(site_budget_w, "0.2", &port_);
     ASSERT_GT(port_, 0) << coordinator_->Stderr();
   }
+  // A twin-mode agent at 20x joining the site as `job` (floor 200 W, no node overhead, lease
+  // TTL 2 s), its fleet log at `log`; `extra` appended to its arguments.
+  std::unique_ptr<Process> StartAgent(const std::string& job, const std::string& log,
+                                      const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"agent",
+                                     "--source",
+                                     "twin",
+                                     "--scenario",
+                                     "a100-7b-tp1",
+                                     "--controller",
+                                     "pid",
+                                     "--speed",
+                                     "20",
+                                     "--listen",
+                                     "127.0.0.1:0",
+                                     "--fleet",
+                                     "etcd://" + etcd_->endpoints().substr(7),
+                                     "--site",
+                                     site_,
+                                     "--job",
+                                     job,
+                                     "--node-overhead-w",
+                                     "0",
+                                     "--floor-w",
+                                     "200",
+                                     "--lease-ttl-s",
+                                     "2",
+                                     "--fleet-log",
+                                     log};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return std::make_unique<Process>(HEADROOM_BINARY, args);
+  }
 
   // Registers `job` as its agent would: a lease of its own (long: the test keeps no lease
   // alive), the member key on it.
@@ -318,34 +350,7 @@ TEST_F(SiteSafety, JobsTheSiteCannotAdmitHoldAtStandbyAndEveryOneIsCounted) {
   port_ = coordinator_->ListenPort(std::chrono::seconds(20));
   ASSERT_GT(port_, 0) << coordinator_->Stderr();
   const auto agent = [&](const std::string& job, const std::string& log) {
-    return std::make_unique<Process>(
-        HEADROOM_BINARY, std::vector<std::string>{"agent",
-                                                  "--source",
-                                                  "twin",
-                                                  "--scenario",
-                                                  "a100-7b-tp1",
-                                                  "--controller",
-                                                  "pid",
-                                                  "--speed",
-                                                  "20",
-                                                  "--listen",
-                                                  "127.0.0.1:0",
-                                                  "--fleet",
-                                                  "etcd://" + etcd_->endpoints().substr(7),
-                                                  "--site",
-                                                  site_,
-                                                  "--job",
-                                                  job,
-                                                  "--node-overhead-w",
-                                                  "0",
-                                                  "--floor-w",
-                                                  "200",
-                                                  "--standby-w",
-                                                  "60",
-                                                  "--lease-ttl-s",
-                                                  "2",
-                                                  "--fleet-log",
-                                                  log});
+    return StartAgent(job, log, {"--standby-w", "60"});
   };
   std::vector<std::unique_ptr<Process>> agents;
   std::vector<std::string> logs;
@@ -482,32 +487,7 @@ TEST_F(SiteSafety, AfterEtcdIsWipedTheAgentsFollowTheNewLeader) {
   std::vector<std::string> logs;
   for (int i = 0; i < 2; ++i) {
     logs.push_back(coordinator_->dir() + "/w" + std::to_string(i) + ".jsonl");
-    agents.push_back(std::make_unique<Process>(
-        HEADROOM_BINARY, std::vector<std::string>{"agent",
-                                                  "--source",
-                                                  "twin",
-                                                  "--scenario",
-                                                  "a100-7b-tp1",
-                                                  "--controller",
-                                                  "pid",
-                                                  "--speed",
-                                                  "20",
-                                                  "--listen",
-                                                  "127.0.0.1:0",
-                                                  "--fleet",
-                                                  "etcd://" + etcd_->endpoints().substr(7),
-                                                  "--site",
-                                                  site_,
-                                                  "--job",
-                                                  "w" + std::to_string(i),
-                                                  "--node-overhead-w",
-                                                  "0",
-                                                  "--floor-w",
-                                                  "200",
-                                                  "--lease-ttl-s",
-                                                  "2",
-                                                  "--fleet-log",
-                                                  logs.back()}));
+    agents.push_back(StartAgent("w" + std::to_string(i), logs.back()));
   }
   int64_t old_term = 0;
   ASSERT_TRUE(WaitFor([&] {

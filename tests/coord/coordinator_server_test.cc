@@ -195,10 +195,15 @@ constexpr double kAboveFloorsW = kAvailableW - 100.0 - 200.0;       // 600
 constexpr double kGrantA = 100.0 + kAboveFloorsW * 400.0 / 1100.0;  // 318.18...
 constexpr double kGrantB = 200.0 + kAboveFloorsW * 700.0 / 1100.0;  // 581.81...
 
+// A ledger the replica creates raises no grant for the lease TTL (3 s) and two periods (1 s
+// each): agents that lost their lease with an older state register again first (FLEET.md,
+// "Epochs"). Steps of 1 s.
+constexpr int kNewLedgerHoldSteps = 5;
+
 TEST_F(CoordinatorServerTest, StatusReportsTheLedgerAndTheMembers) {
   TwoJobs();
   Replica r = StartReplica("c0");
-  Step(r, 3);
+  Step(r, 3 + kNewLedgerHoldSteps);
   const json s = GetJson(r, "/v1/status");
   ASSERT_TRUE(s.is_object());
   EXPECT_EQ(s["role"], "leader");
@@ -399,7 +404,7 @@ std::map<std::string, double> ParseMetrics(const std::string& text,
 TEST_F(CoordinatorServerTest, MetricsCarryTheGrantOfEveryJob) {
   TwoJobs();
   Replica r = StartReplica("c0");
-  Step(r, 3);
+  Step(r, 3 + kNewLedgerHoldSteps);
   auto c = r.Client();
   httplib::Result res = c.Get("/metrics");
   ASSERT_TRUE(res);
@@ -560,7 +565,7 @@ TEST_F(CoordinatorServerTest, ATargetWrittenSurvivesTheLeaderThatTookIt) {
 TEST_F(CoordinatorServerTest, ADecreaseIsInForceOnceTheMembersAcknowledge) {
   TwoJobs();
   Replica r = StartReplica("c0");
-  Step(r, 3);
+  Step(r, 3 + kNewLedgerHoldSteps);
   AckGrants();
   Step(r, 2);
   httplib::Result ok = PostBudget(r, R"({"site_budget_w": 700})");

@@ -161,6 +161,9 @@ void Coordinator::Lead(double now_s) {
                     "starting afresh",
                     revisions_seen_.back().second, snap->revision));
     revisions_seen_.clear();
+    // The ledger this replica held before: its jobs may still draw their floors, and the
+    // operator's last budget is in it. The new ledger starts from it.
+    if (status_.ledger) lost_ledger_ = status_.ledger;
     compacted_to_ = 0;
     status_.compacted_to = 0;
     gone_since_s_.clear();
@@ -292,6 +295,31 @@ void Coordinator::Lead(double now_s) {
           config_.reserve_w);
       log_(status_.conflict);
     }
+  } else if (lost_ledger_) {
+    // The store's state was lost: every job of the last ledger this replica held is kept at
+    // its floor, as if its lease had expired (its agent, fenced, acts on its floor until it
+    // registers again; forgotten after forget_after_s if it never does), and the budget and
+    // reserve asked for last stay.
+    ledger.site_budget_w = lost_ledger_->site_budget_w;
+    ledger.target_site_budget_w = lost_ledger_->target_site_budget_w;
+    ledger.reserve_w = lost_ledger_->reserve_w;
+    ledger.target_reserve_w = lost_ledger_->target_reserve_w;
+    for (const auto& [job, j] : lost_ledger_->jobs) {
+      LedgerJob kept = j;
+      kept.lease = 0;
+      kept.held_w = kept.grant_w = kept.floor_w;
+      ledger.jobs[job] = kept;
+    }
+    for (const auto& [job, s] : lost_ledger_->standby) {
+      if (s.duplicate) continue;
+      StandbyJob kept = s;
+      kept.lease = 0;
+      ledger.standby[job] = kept;
+    }
+    log_(fmt::format(
+        "a new ledger from the one held before the store's state was lost: site budget {:.1f} W, "
+        "reserve {:.1f} W, {} jobs kept at their floors until they register again",
+        ledger.site_budget_w, ledger.reserve_w, ledger.jobs.size()));
   } else if (target && target_kv != nullptr) {
     // A new ledger (the first, or one rebuilt after a loss) starts from the operator's last
     // target, not from this replica's flags.
@@ -451,6 +479,7 @@ void Coordinator::Lead(double now_s) {
   }
   if (!written) return;
   ++status_.ledger_writes;
+  if (ledger_kv == nullptr) lost_ledger_.reset();
   std::set<std::string> fresh;  // grant keys this write sets
   for (const Grant& g : plan.grants) fresh.insert(g.job);
   for (const std::string& job : plan.forgotten) fresh.insert(job);

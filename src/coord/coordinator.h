@@ -141,6 +141,8 @@ class Coordinator {
   std::deque<std::pair<double, int64_t>> revisions_seen_;  // (when, store revision) read
   int64_t compacted_to_ = 0;
   double created_ledger_s_ = -1e300;  // when this replica last created the ledger
+  // The ledger this replica held when it saw the store's state lost, until a new one is written.
+  std::optional<Ledger> lost_ledger_;
   double last_compact_s_ = -1e300;
   CoordinatorStatus status_;
 };

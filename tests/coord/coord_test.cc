@@ -1510,14 +1510,25 @@ TEST(Protocol, AfterTheStoreLosesItsStateEveryoneFollowsTheNewLeader) {
   int64_t old_term = 0;
   for (const Acting& a : site.acting_) old_term = std::max(old_term, a.term);
   ASSERT_GT(old_term, 50);  // far above what the new store's revisions reach meanwhile
+  // job2's agent stops as the state is lost (a frozen VM): it never registers again, and its
+  // trainer may draw its floor -- which the new ledger must keep, as for an expired lease.
+  site.running_[2] = false;
   site.store_.LoseState();
   site.Run(3 + 2 + 1);  // TTL 3 s, two periods of 1 s, and the new ledger's first period
   EXPECT_TRUE(site.FullyAllocated());
-  for (const Acting& a : site.acting_) {
-    EXPECT_EQ(a.state, Acting::State::kGranted);
-    EXPECT_LT(a.term, old_term);  // the new leader's
+  for (size_t j = 0; j < 2; ++j) {
+    EXPECT_EQ(site.acting_[j].state, Acting::State::kGranted);
+    EXPECT_LT(site.acting_[j].term, old_term);  // the new leader's
   }
-  for (const auto& m : site.members_) EXPECT_GE(m->status().store_resets, 1u);
+  for (size_t j = 0; j < 2; ++j) EXPECT_GE(site.members_[j]->status().store_resets, 1u);
+  {
+    auto stored = site.store_.Get("/headroom/s/ledger", false);
+    ASSERT_TRUE(stored && stored->kvs.size() == 1);
+    const Ledger kept = *LedgerFromJson(stored->kvs[0].value, "ledger");
+    ASSERT_TRUE(kept.jobs.contains("job2"));
+    EXPECT_EQ(kept.jobs.at("job2").lease, 0);
+    EXPECT_DOUBLE_EQ(kept.jobs.at("job2").held_w, site.configs_[2].floor_w);
+  }
   // And the new store's grants are acknowledged (their sequences start again): a decrease
   // comes in force.
   bool asked = false;

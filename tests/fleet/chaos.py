@@ -210,7 +210,9 @@ class LedgerWatch(threading.Thread):
             try:
                 req = urllib.request.Request(url, data=json.dumps(body).encode(),
                                              headers={"Content-Type": "application/json"})
-                with urllib.request.urlopen(req, timeout=3600) as r:
+                # A quiet watch is reopened every 10 s from the last revision seen: a stream
+                # opened on a member that never serves (etcd restarting) cannot hang the audit.
+                with urllib.request.urlopen(req, timeout=10) as r:
                     for line in r:
                         if self.stop:
                             return

@@ -7,15 +7,16 @@
 // etcd (tests/coord/etcd_cluster.h: a single member in a temporary directory, killed at the end
 // pass or fail) and a pass-through proxy in front of it for the coordinator -> the agents
 // (coord::FleetMember over 32 coord::EtcdStore connections, one thread each, every member doing
-// what an agent does every 0.25 s: Step, Current, Observe), all registered -> the coordinator
-// (a child process on the proxy, killed by PID at the end) -> a steady phase with a site budget
-// change, alternately lower and higher, every 10 s -> what it measured:
+// what an agent does every 0.25 s: Step, Current, Observe; and, as each agent has, a thread per
+// member watching its grant on a stream of its own, unless --poll), all registered -> the
+// coordinator (a child process on the proxy, killed by PID at the end) -> a steady phase with a
+// site budget change, alternately lower and higher, every 10 s -> what it measured:
 //   (a) whether the coordinator holds its period: its reads of the whole site (one a period) as
 //       the proxy saw them, how far apart and how long each took; the ledger's writes (watched)
 //       and the time between consecutive ones;
-//   (b) grant round trip: from each POST /v1/site-budget to each member's first decision on a
-//       grant with a new sequence, and to the full reallocation (every member acting on the
-//       ledger's latest sequence for it);
+//   (b) grant round trip: from each POST /v1/site-budget to each member's first Current() on a
+//       grant with a new sequence (at its watch's event, or its next step with --poll), and to
+//       the full reallocation (every member acting on the ledger's latest sequence for it);
 //   (c) etcd's requests and transactions per second, from its /metrics;
 //   (d) the coordinator's, etcd's and this process's CPU, the coordinator's and etcd's memory;
 //   and the invariant, checked independently of the coordinator: the sum over members of what
@@ -46,8 +47,10 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -86,8 +89,11 @@ struct Options {
   double admit_timeout_s = 90.0;  // until every member acts on a grant
   double settle_s = 3.0;          // after that, before the phase
   double etcd_timeout_s = 2.0;    // each store's connect / answer timeout
-  uint64_t seed = 1;              // floors and nameplates
-  std::string json_path;          // also write the results here
+  // Members watch their grant (a stream each, as agents do) and read it once a second; with
+  // --poll, they read it at every step instead (the agents before issue 32's item 7).
+  bool watch = true;
+  uint64_t seed = 1;      // floors and nameplates
+  std::string json_path;  // also write the results here
 };
 
 inline constexpr const char* kSite = "scale";
@@ -95,9 +101,11 @@ inline constexpr double kPeriodS = 1.0;
 inline constexpr int64_t kLeaseTtlS = 3;
 inline constexpr double kFloorMinW = 100.0, kFloorMaxW = 300.0;
 inline constexpr double kNameplateMinW = 400.0, kNameplateMaxW = 1000.0;
-inline constexpr double kStartWaitS = 20.0;     // the coordinator's port, then its leadership
-inline constexpr double kChainGapMaxS = 3.0;    // ledger writes closer than this: one chain
-inline constexpr double kInvariantTolW = 1e-6;  // per member: rounding
+inline constexpr double kStartWaitS = 20.0;          // the coordinator's port, then its leadership
+inline constexpr double kChainGapMaxS = 3.0;         // ledger writes closer than this: one chain
+inline constexpr double kInvariantTolW = 1e-6;       // per member: rounding
+inline constexpr double kGrantReadWithWatchS = 1.0;  // as the agent (cli/agent_command.cc)
+inline constexpr double kGrantQuietS = 30.0;         // as the agent
 
 // ---- Clocks, /proc ----
 
@@ -215,6 +223,7 @@ coord::MemberConfig AgentConfig(const Options& o, int i) {
   c.nameplate_w = kNameplateMinW + (kNameplateMaxW - kNameplateMinW) * Uniform(o.seed, u, 1);
   c.local_budget_w = c.floor_w;
   c.lease_ttl_s = kLeaseTtlS;
+  if (o.watch) c.grant_read_s = kGrantReadWithWatchS;
   return c;
 }
 
@@ -230,8 +239,21 @@ struct SimAgent {
   coord::MemberConfig config;
   std::unique_ptr<coord::FleetMember> member;
   double phase_rad = 0;
-  std::vector<ActRecord> acts;  // written by its thread only; read after it is joined
+  // Written by its worker and its watch thread, in time order; read after both are joined.
+  std::unique_ptr<std::mutex> acts_mu = std::make_unique<std::mutex>();
+  std::vector<ActRecord> acts;
+  std::thread watch;  // with Options::watch: WatchGrant, again and again
 };
+
+// What Current() returned, kept when it changed; the time is taken under the lock, so acts
+// stay in time order.
+void RecordAct(SimAgent& a, const Acting& acting) {
+  std::lock_guard lock(*a.acts_mu);
+  if (a.acts.empty() || a.acts.back().seq != acting.seq || a.acts.back().state != acting.state ||
+      a.acts.back().budget_w != acting.job_budget_w) {
+    a.acts.push_back({NowS(), acting.seq, acting.job_budget_w, acting.state});
+  }
+}
 
 // ---- A Store that logs every call (so the bench's own load on etcd is known exactly) ----
 
@@ -275,10 +297,19 @@ class RecordingStore final : public coord::Store {
     return Timed(CallRecord::kWatch,
                  [&] { return inner_.Watch(key, prefix, after_revision, wait_s); });
   }
+  // The members' watch threads: counted, not timed (calls_ is the worker's alone).
+  Result<int64_t> Follow(const std::string& key, bool prefix, int64_t after_revision,
+                         double quiet_s,
+                         const std::function<bool(const coord::WatchResult&)>& on_change) override {
+    follows_.fetch_add(1, std::memory_order_relaxed);
+    return inner_.Follow(key, prefix, after_revision, quiet_s, on_change);
+  }
+  void CancelFollows() override { inner_.CancelFollows(); }
   Status Compact(int64_t revision) override { return inner_.Compact(revision); }
   std::string Describe() const override { return inner_.Describe(); }
 
   const std::vector<CallRecord>& calls() const { return calls_; }
+  uint64_t follows() const { return follows_.load(); }
 
  private:
   template <class F>
@@ -290,6 +321,7 @@ class RecordingStore final : public coord::Store {
   }
   coord::Store& inner_;
   std::vector<CallRecord> calls_;
+  std::atomic<uint64_t> follows_{0};
 };
 
 // One connection's share of the members, stepped every step_s on the steady clock.
@@ -320,10 +352,7 @@ void RunWorker(Worker& w, std::vector<SimAgent>& agents, double first_tick_s, do
       a.member->Step();
       const Acting acting = a.member->Current();
       const double t_s = NowS();
-      if (a.acts.empty() || a.acts.back().seq != acting.seq ||
-          a.acts.back().state != acting.state || a.acts.back().budget_w != acting.job_budget_w) {
-        a.acts.push_back({t_s, acting.seq, acting.job_budget_w, acting.state});
-      }
+      RecordAct(a, acting);
       if (acting.state == Acting::State::kGranted) ++granted;
       if (a.member->status().registered) ++registered;
       // A synthetic job: a little under what it may draw, tokens/s concave in power.
@@ -902,6 +931,10 @@ int Run(const Options& o) {
     stop.store(true);
     for (auto& w : workers) {
       if (w->thread.joinable()) w->thread.join();
+      if (w->store) w->store->CancelFollows();
+    }
+    for (SimAgent& a : agents) {
+      if (a.watch.joinable()) a.watch.join();
     }
   };
 
@@ -933,6 +966,20 @@ int Run(const Options& o) {
     w.agents.push_back(i);
     agents[i].member =
         std::make_unique<coord::FleetMember>(*w.store, agents[i].config, NowS, quiet);
+  }
+  if (o.watch) {
+    // A thread per member, as each agent has: its watch stream on its own connection.
+    for (SimAgent& a : agents) {
+      a.watch = std::thread([&a, &stop] {
+        while (!stop.load(std::memory_order_relaxed)) {
+          const Status followed =
+              a.member->WatchGrant(kGrantQuietS, [&a] { RecordAct(a, a.member->Current()); });
+          if (!followed && !stop.load(std::memory_order_relaxed)) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(250));  // as the agent
+          }
+        }
+      });
+    }
   }
   const double first_tick_s = NowS();
   for (size_t k = 0; k < workers.size(); ++k) {
@@ -1008,6 +1055,18 @@ int Run(const Options& o) {
   SleepUntilS(NowS() + o.settle_s);
 
   // The steady phase.
+  const auto follows = [&] {
+    uint64_t n = 0;
+    for (const auto& w : workers) n += w->store->follows();
+    return n;
+  };
+  const auto grants_watched = [&] {
+    uint64_t n = 0;
+    for (const SimAgent& a : agents) n += a.member->status().grants_watched;
+    return n;
+  };
+  const uint64_t follows_before = follows();
+  const uint64_t grants_watched_before = grants_watched();
   const std::map<std::string, double> etcd_before = ScrapeEtcd(etcd_port);
   const double phase_begin_s = NowS();
   const double coord_cpu_before_s = ProcCpuS(coordinator->pid()).value_or(0.0);
@@ -1062,6 +1121,8 @@ int Run(const Options& o) {
   SleepUntilS(phase_end_s);
   const double phase_s = NowS() - phase_begin_s;
   const std::map<std::string, double> etcd_after = ScrapeEtcd(etcd_port);
+  const uint64_t phase_follows = follows() - follows_before;
+  const uint64_t phase_grants_watched = grants_watched() - grants_watched_before;
   const double coord_cpu_s = ProcCpuS(coordinator->pid()).value_or(0.0) - coord_cpu_before_s;
   const double etcd_cpu_s = ProcCpuS(etcd_pid).value_or(0.0) - etcd_cpu_before_s;
   const auto [etcd_rss_mib, etcd_hwm_mib] = ProcMemoryMiB(etcd_pid);
@@ -1150,7 +1211,7 @@ int Run(const Options& o) {
     size_t unsettled = 0;
     size_t ledger_writes = 0;
     double in_force_s = std::nan("");  // POST -> the ledger's budget in force is the new one
-    double asked_s = std::nan("");     // POST -> the coordinator's "site budget W asked" line
+    double asked_s = std::nan("");     // POST -> the coordinator's "target written" line
   };
   std::vector<ChangeResult> results(changes.size());
   std::vector<double> all_first_s, down_first_s, up_first_s;
@@ -1170,7 +1231,7 @@ int Run(const Options& o) {
     }
     if (last != nullptr) r.ledger_settled_s = last->t_s - t0;
     for (const CoordinatorProcess::Line& l : budget_lines) {
-      if (l.t_s >= t0 && l.t_s < t1 && l.text.find(" asked") != std::string::npos) {
+      if (l.t_s >= t0 && l.t_s < t1 && l.text.find("target written") != std::string::npos) {
         r.asked_s = l.t_s - t0;
         break;
       }
@@ -1213,10 +1274,23 @@ int Run(const Options& o) {
   // The invariant: at every change of any member's acting budget in the phase, the sum over
   // members (granted or fenced: the jobs in the ledger) <= the budget in force - reserve, as the
   // ledger last delivered by the watch had it.
+  // A member acting on a grant shows that the ledger holding it was written (the coordinator
+  // writes a grant only with or after the ledger that holds it): the budget in force is then
+  // at least that ledger's, even when this bench's watch of the ledger (one stream, parsing
+  // the whole ledger) delivers it after a member's own watch delivered the grant.
   struct Event {
     double t_s;
     size_t agent;
     double counted_w;
+    size_t implied_ledger;  // the first ledger holding the grant acted on + 1; 0: none
+  };
+  const auto implied_ledger = [&](size_t agent, const ActRecord& x) -> size_t {
+    if (x.state != Acting::State::kGranted) return 0;
+    for (size_t k = 0; k < ledgers.size(); ++k) {
+      const auto job = ledgers[k].ledger.jobs.find(agents[agent].config.job);
+      if (job != ledgers[k].ledger.jobs.end() && job->second.seq >= x.seq) return k + 1;
+    }
+    return 0;
   };
   std::vector<Event> events;
   std::vector<double> fenced_s(agents.size(), 0.0), local_s(agents.size(), 0.0);
@@ -1224,7 +1298,8 @@ int Run(const Options& o) {
     const auto& acts = agents[i].acts;
     for (size_t k = 0; k < acts.size(); ++k) {
       const ActRecord& x = acts[k];
-      events.push_back({x.t_s, i, x.state == Acting::State::kLocal ? 0.0 : x.budget_w});
+      events.push_back({x.t_s, i, x.state == Acting::State::kLocal ? 0.0 : x.budget_w,
+                        in_phase(x.t_s) ? implied_ledger(i, x) : 0});
       const double from = std::max(x.t_s, phase_begin_s);
       const double to = std::min(k + 1 < acts.size() ? acts[k + 1].t_s : phase_end_s, phase_end_s);
       if (to > from) {
@@ -1246,7 +1321,8 @@ int Run(const Options& o) {
     const Event& ev = events[e];
     sum_w += ev.counted_w - acting_w[ev.agent];
     acting_w[ev.agent] = ev.counted_w;
-    while (ledger_at < ledgers.size() && ledgers[ledger_at].t_s <= ev.t_s) {
+    while (ledger_at < ledgers.size() &&
+           (ledgers[ledger_at].t_s <= ev.t_s || ledger_at < ev.implied_ledger)) {
       allowed_w = ledgers[ledger_at].ledger.site_budget_w - ledgers[ledger_at].ledger.reserve_w;
       ++ledger_at;
     }
@@ -1300,6 +1376,7 @@ int Run(const Options& o) {
   json out;
   out["agents"] = o.agents;
   out["stores"] = o.stores;
+  out["grant"] = o.watch ? "watched" : "polled";
   out["step_s"] = o.step_s;
   out["period_s"] = kPeriodS;
   out["phase_s"] = phase_s;
@@ -1377,6 +1454,7 @@ int Run(const Options& o) {
                              {"coordinator_budget_lines", lines_json}};
   out["etcd"] = {
       {"requests_per_s", per_s(etcd_requests)},
+      {"requests_per_agent_per_s", per_s(etcd_requests) / o.agents},
       {"range_per_s", per_s(delta("grpc:Range"))},
       {"put_per_s", per_s(delta("grpc:Put"))},
       {"txn_per_s", per_s(delta("grpc:Txn"))},
@@ -1410,6 +1488,8 @@ int Run(const Options& o) {
       {"get_per_s", per_s(static_cast<double>(bench_calls[CallRecord::kGet]))},
       {"put_per_s", per_s(static_cast<double>(bench_calls[CallRecord::kPut]))},
       {"keepalive_per_s", per_s(static_cast<double>(bench_calls[CallRecord::kKeepAlive]))},
+      {"watch_streams_per_s", per_s(static_cast<double>(phase_follows))},
+      {"grants_watched", phase_grants_watched},
       {"txn", bench_calls[CallRecord::kTxn]},
       {"lease_grants", bench_calls[CallRecord::kLeaseGrant]},
       {"errors", bench_errors},
@@ -1447,8 +1527,8 @@ int Run(const Options& o) {
   const auto row = [](std::string_view what, const std::string& value) {
     fmt::print("| {} | {} |\n", what, value);
   };
-  fmt::print("\n| {} agents, {} connections, phase {:.0f} s | |\n|---|---|\n", o.agents, o.stores,
-             phase_s);
+  fmt::print("\n| {} agents, {} connections, grants {}, phase {:.0f} s | |\n|---|---|\n", o.agents,
+             o.stores, o.watch ? "watched" : "polled at every step", phase_s);
   row("coordinator periods (its reads of the site)",
       fmt::format("{:.0f} in {:.1f} s, apart p50 {:.3f} / p99 {:.3f} / max {:.3f} s: {}", periods,
                   phase_s, Quantile(period_gaps_s, 0.5), Quantile(period_gaps_s, 0.99),
@@ -1470,7 +1550,8 @@ int Run(const Options& o) {
     const ChangeResult& r = results[c];
     row(fmt::format("  change {} ({} to {:.0f} W)", c + 1, changes[c].lower ? "down" : "up",
                     changes[c].site_budget_w),
-        fmt::format("taken {:.2f} s, first write {:.2f} s, {} writes, in force {:.2f} s, full "
+        fmt::format("target written {:.2f} s, first ledger write {:.2f} s, {} writes, in force "
+                    "{:.2f} s, full "
                     "reallocation {:.2f} s{}",
                     r.asked_s, r.first_write_s, r.ledger_writes, r.in_force_s, r.full_s,
                     r.unsettled > 0 || r.no_new_grant > 0
@@ -1478,10 +1559,14 @@ int Run(const Options& o) {
                                       r.no_new_grant)
                         : std::string()));
   }
-  row("etcd requests/s (gRPC calls)",
-      fmt::format("{:.0f}: range {:.0f}, put {:.0f}, txn {:.1f}, keepalive {:.0f}",
+  row("etcd requests/s (gRPC calls); per agent",
+      fmt::format("{:.0f}: range {:.0f}, put {:.0f}, txn {:.1f}, keepalive {:.0f}, watch {:.1f}; "
+                  "{:.2f}",
                   per_s(etcd_requests), per_s(delta("grpc:Range")), per_s(delta("grpc:Put")),
-                  per_s(delta("grpc:Txn")), per_s(delta("grpc:LeaseKeepAlive"))));
+                  per_s(delta("grpc:Txn")), per_s(delta("grpc:LeaseKeepAlive")),
+                  per_s(delta("grpc:Watch")), per_s(etcd_requests) / o.agents));
+  row("agents: watch streams made /s; grants the watch brought",
+      fmt::format("{:.1f}; {}", per_s(static_cast<double>(phase_follows)), phase_grants_watched));
   row("etcd mvcc txn / put / range per s",
       fmt::format("{:.1f} / {:.0f} / {:.0f}", per_s(delta("etcd_mvcc_txn_total")),
                   per_s(delta("etcd_mvcc_put_total")), per_s(delta("etcd_mvcc_range_total"))));
@@ -1559,8 +1644,13 @@ int main(int argc, char** argv) {
   app.add_option("--change-every-s", o.change_every_s, "Site budget changes")
       ->check(CLI::Range(1.0, 3600.0));
   app.add_option("--seed", o.seed, "Floors and nameplates");
+  bool poll = false;
+  app.add_flag("--poll", poll,
+               "Members read their grant at every step, with no watch (the agents before the "
+               "grant's watch)");
   app.add_option("--json", o.json_path, "Also write the results here");
   CLI11_PARSE(app, argc, argv);
+  o.watch = !poll;
   if (!headroom::coord::etcd_test::EtcdCluster::Available()) {
     fmt::print(stderr, "fleet_scale: {} not found\n", headroom::coord::etcd_test::kEtcdBinary);
     return 2;

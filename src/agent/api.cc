@@ -250,8 +250,12 @@ std::string MetricsText(const AgentStatus& s, const std::optional<FleetHealth>& 
         "# TYPE headroom_fleet_fences_total counter\nheadroom_fleet_fences_total {}\n"
         "# HELP headroom_fleet_lease_lost_total Site lease renewals the store answered with the "
         "lease gone (expired).\n"
-        "# TYPE headroom_fleet_lease_lost_total counter\nheadroom_fleet_lease_lost_total {}\n",
-        fleet->fenced ? 1 : 0, fleet->fences, fleet->leases_lost);
+        "# TYPE headroom_fleet_lease_lost_total counter\nheadroom_fleet_lease_lost_total {}\n"
+        "# HELP headroom_fleet_grants_watched_total Newer grants the member's watch on its grant "
+        "brought as they were written (not a read).\n"
+        "# TYPE headroom_fleet_grants_watched_total counter\n"
+        "headroom_fleet_grants_watched_total {}\n",
+        fleet->fenced ? 1 : 0, fleet->fences, fleet->leases_lost, fleet->grants_watched);
   }
   return out;
 }

@@ -49,9 +49,10 @@ inline constexpr int kDefaultMaxLongPolls = 256;
 
 // A site member's health, as /metrics reports it (with --fleet; docs/FLEET.md).
 struct FleetHealth {
-  bool fenced = false;       // the budget acted on is the floor: the lease not renewed in time
-  uint64_t fences = 0;       // times the member began acting on its floor, fenced
-  uint64_t leases_lost = 0;  // renewals the store answered "lease gone" (expired)
+  bool fenced = false;          // the budget acted on is the floor: the lease not renewed in time
+  uint64_t fences = 0;          // times the member began acting on its floor, fenced
+  uint64_t leases_lost = 0;     // renewals the store answered "lease gone" (expired)
+  uint64_t grants_watched = 0;  // newer grants the grant's watch brought (not a read)
 };
 
 // What the runner and the server share. The runner ticks the agent under `mu` and then calls

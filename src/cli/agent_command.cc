@@ -57,6 +57,11 @@ namespace {
 inline constexpr const char* kDefaultTwinScenario = "a100-7b-tp1";
 inline constexpr std::pair<int, int> kDefaultConcurrencyRange = {1, 256};
 inline constexpr std::pair<int, int> kDefaultGroupSizeRange = {1, 64};
+// In a site: the grant's watch stream is made again after this long with nothing on it, and
+// the fleet thread still reads the grant every kGrantReadWithWatchS (a stream stalled on an
+// etcd member that stopped answering, without failing).
+inline constexpr double kGrantQuietS = 30.0;
+inline constexpr double kGrantReadWithWatchS = 1.0;
 
 struct AgentArgs {
   std::string source = "twin";
@@ -194,6 +199,18 @@ class LazyStore final : public coord::Store {
     if (!s) return std::move(s).error();
     return (*s)->Watch(key, prefix, after_revision, wait_s);
   }
+  Result<int64_t> Follow(const std::string& key, bool prefix, int64_t after_revision,
+                         double quiet_s,
+                         const std::function<bool(const coord::WatchResult&)>& on_change) override {
+    auto s = Open();
+    if (!s) return std::move(s).error();
+    return (*s)->Follow(key, prefix, after_revision, quiet_s, on_change);
+  }
+  void CancelFollows() override {
+    MutexLock lock(mu_);
+    canceled_ = true;
+    if (store_) store_->CancelFollows();
+  }
   Status Compact(int64_t revision) override {
     auto s = Open();
     if (!s) return std::move(s).error();
@@ -202,9 +219,11 @@ class LazyStore final : public coord::Store {
   std::string Describe() const override { return endpoints_; }
 
  private:
-  // Only the fleet thread calls the store.
+  // The fleet thread and the grant's watch call the store; once open, it stays.
   Result<coord::Store*> Open() {
+    MutexLock lock(mu_);
     if (store_) return store_.get();
+    if (canceled_) return Error::Io(fmt::format("etcd at {}: stopping", endpoints_));
     auto opened = coord::EtcdStore::Open(endpoints_, 2.0, credentials_, tls_);
     if (!opened) return std::move(opened).error();
     store_ = std::move(*opened);
@@ -213,7 +232,9 @@ class LazyStore final : public coord::Store {
   const std::string endpoints_;
   const coord::EtcdCredentials credentials_;
   const coord::EtcdTls tls_;
-  std::unique_ptr<coord::EtcdStore> store_;
+  Mutex mu_;
+  std::unique_ptr<coord::EtcdStore> store_ GUARDED_BY(mu_);
+  bool canceled_ GUARDED_BY(mu_) = false;
 };
 
 Status RunAgent(const AgentArgs& args) {
@@ -600,6 +621,7 @@ Status RunAgent(const AgentArgs& args) {
     mc.local_budget_w = args.budget_w ? *args.budget_w * gpus + overhead_w : mc.floor_w;
     mc.lease_ttl_s = args.lease_ttl_s;
     mc.fence_margin_s = fence_margin_s;
+    mc.grant_read_s = kGrantReadWithWatchS;  // the grant's watch carries it; a read each second
     // A restart on this machine takes the place of this job's agent that is gone.
     mc.holder = ThisProcessIdentity();
     mc.holder_gone = [](std::string_view holder) { return IdentityGoneHere(holder); };
@@ -644,7 +666,7 @@ Status RunAgent(const AgentArgs& args) {
     shared.fleet = [&member] {
       const coord::MemberStatus st = member->status();
       return agent::FleetHealth{st.acting == coord::Acting::State::kFenced, st.fences,
-                                st.leases_lost};
+                                st.leases_lost, st.grants_watched};
     };
     // Every change of what the job acts on, for an auditor: steady-clock times (the machine's
     // CLOCK_MONOTONIC), one JSON object per line, flushed at once.
@@ -766,8 +788,11 @@ Status RunAgent(const AgentArgs& args) {
       }
     }
   };
-  // The fleet thread: the member's store work, four times a second.
+  // The fleet thread: the member's store work, four times a second. The grant's watch: a
+  // stream that brings each grant as the coordinator writes it (docs/FLEET.md, "Members watch
+  // their grant"), and after a failure another one a quarter of a second later.
   std::thread fleet_thread;
+  std::thread watch_thread;
   std::mutex fleet_mu;
   std::condition_variable fleet_cv;
   bool fleet_done = false;  // under fleet_mu
@@ -780,6 +805,17 @@ Status RunAgent(const AgentArgs& args) {
         std::unique_lock lock(fleet_mu);
         // A signal wakes the runner, which ends and sets fleet_done.
         if (fleet_cv.wait_until(lock, next, [&] { return fleet_done; })) return;
+      }
+    });
+    watch_thread = std::thread([&] {
+      for (;;) {
+        const Status followed = member->WatchGrant(kGrantQuietS);
+        std::unique_lock lock(fleet_mu);
+        if (fleet_done) return;
+        if (!followed &&
+            fleet_cv.wait_for(lock, std::chrono::milliseconds(250), [&] { return fleet_done; })) {
+          return;
+        }
       }
     });
   }
@@ -796,6 +832,8 @@ Status RunAgent(const AgentArgs& args) {
       fleet_done = true;
     }
     fleet_cv.notify_all();
+    member->StopWatching();
+    watch_thread.join();
     fleet_thread.join();
     member->Leave();  // the lease at once: the ledger keeps the floor until it forgets the job
   }

@@ -139,6 +139,8 @@ Status RunCoordinator(const CoordinatorArgs& args) {
     sc.suspend_after_s = args.suspend_after_s;
     suspender.emplace(sc);
   }
+  // A target accepted is planned at once, not at the next period.
+  host.SetOnTarget([&signals] { signals.Wake(); });
   server.Serve(host);
 
   log(fmt::format(

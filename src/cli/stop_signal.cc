@@ -28,7 +28,16 @@ StopSignal::~StopSignal() {
 
 void StopSignal::SleepUntil(std::chrono::steady_clock::time_point t) {
   std::unique_lock lock(mu_);
-  cv_.wait_until(lock, t, [this] { return stop_.load(); });
+  cv_.wait_until(lock, t, [this] { return stop_.load() || woken_; });
+  woken_ = false;
+}
+
+void StopSignal::Wake() {
+  {
+    std::lock_guard lock(mu_);
+    woken_ = true;
+  }
+  cv_.notify_all();
 }
 
 void StopSignal::Wait() {

@@ -29,7 +29,9 @@ class StopSignal {
   StopSignal& operator=(const StopSignal&) = delete;
 
   const std::atomic<bool>& stop() const { return stop_; }
+  // Until `t`, a stop, or a Wake (once for each Wake before or during the sleep).
   void SleepUntil(std::chrono::steady_clock::time_point t);
+  void Wake();
 
  private:
   void Wait();
@@ -41,6 +43,7 @@ class StopSignal {
   std::mutex mu_;
   std::condition_variable cv_;
   bool quitting_ = false;  // under mu_
+  bool woken_ = false;     // under mu_
   std::atomic<bool> stop_{false};
 };
 

@@ -495,18 +495,19 @@ void Coordinator::Lead(double now_s) {
 }
 
 void Coordinator::WriteGrantOps(const std::vector<Op>& ops) {
+  // Each part on its own (the store may send them at once): a grant key carries only what a
+  // ledger already written holds, so the order in which they land does not matter.
+  std::vector<TxnRequest> txns;
   for (size_t at = 0; at < ops.size(); at += kMaxTxnOps) {
-    TxnRequest txn;
+    TxnRequest& txn = txns.emplace_back();
     txn.compare.push_back(Compare::CreateRevision(keys_.leader(), Compare::Result::kEqual, term_));
     const size_t end = std::min(ops.size(), at + kMaxTxnOps);
     txn.success.assign(ops.begin() + static_cast<std::ptrdiff_t>(at),
                        ops.begin() + static_cast<std::ptrdiff_t>(end));
-    auto r = store_.Txn(txn);
-    if (!r || !r->succeeded) {
-      // The next period's repair writes what is missing.
-      if (!r) status_.last_error = r.error().message();
-      return;
-    }
+  }
+  for (auto& r : store_.TxnEach(txns)) {
+    // The next period's repair writes what is missing.
+    if (!r) status_.last_error = r.error().message();
   }
 }
 

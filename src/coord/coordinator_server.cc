@@ -35,6 +35,13 @@ CoordinatorStatus CoordinatorHost::Snapshot() const {
 
 SiteBudgetAnswer CoordinatorHost::RequestTarget(std::optional<double> site_budget_w,
                                                 std::optional<double> reserve_w) {
+  SiteBudgetAnswer answer = RequestTargetLocked(site_budget_w, reserve_w);
+  if (answer.outcome == SiteBudgetAnswer::Outcome::kAccepted && on_target_) on_target_();
+  return answer;
+}
+
+SiteBudgetAnswer CoordinatorHost::RequestTargetLocked(std::optional<double> site_budget_w,
+                                                      std::optional<double> reserve_w) {
   MutexLock lock(mu_);
   SiteBudgetAnswer answer;
   if (!coordinator_.leading()) {

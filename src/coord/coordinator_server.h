@@ -63,12 +63,20 @@ class CoordinatorHost {
                                  std::optional<double> reserve_w) EXCLUDES(mu_);
   // Gives up the lease (another replica leads at once), then publishes the status.
   void Resign() EXCLUDES(mu_, snapshot_mu_);
+  // Told after each target RequestTarget accepts (outside its locks): the daemon's loop runs
+  // its next Step at once instead of at its next period, so a site budget change is planned
+  // and granted within the request's round trip. Set before serving.
+  void SetOnTarget(std::function<void()> on_target) { on_target_ = std::move(on_target); }
 
   // Constant after construction.
   const CoordinatorConfig& config() const { return config_; }
 
  private:
   const CoordinatorConfig config_;
+  std::function<void()> on_target_;  // set before serving
+  // RequestTarget under mu_.
+  SiteBudgetAnswer RequestTargetLocked(std::optional<double> site_budget_w,
+                                       std::optional<double> reserve_w) EXCLUDES(mu_);
 
   // Lock order: mu_, then snapshot_mu_.
   mutable Mutex mu_;

@@ -32,6 +32,10 @@ class CountingStore final : public Store {
     ++requests_;
     return inner_.Txn(request);
   }
+  std::vector<Result<TxnResult>> TxnEach(const std::vector<TxnRequest>& requests) override {
+    requests_ += requests.size();
+    return inner_.TxnEach(requests);
+  }
   Result<LeaseId> LeaseGrant(int64_t ttl_s) override {
     ++requests_;
     return inner_.LeaseGrant(ttl_s);
@@ -49,6 +53,14 @@ class CountingStore final : public Store {
     ++requests_;
     return inner_.Watch(key, prefix, after_revision, wait_s);
   }
+  // One request: the stream's creation.
+  Result<int64_t> Follow(const std::string& key, bool prefix, int64_t after_revision,
+                         double quiet_s,
+                         const std::function<bool(const WatchResult&)>& on_change) override {
+    ++requests_;
+    return inner_.Follow(key, prefix, after_revision, quiet_s, on_change);
+  }
+  void CancelFollows() override { inner_.CancelFollows(); }
   Status Compact(int64_t revision) override {
     ++requests_;
     return inner_.Compact(revision);

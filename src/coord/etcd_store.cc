@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string_view>
+#include <thread>
 #include <utility>
 
 #include "common/sigpipe.h"
@@ -729,6 +730,40 @@ Result<int64_t> EtcdStore::Put(const std::string& key, const std::string& value,
   return revision;
 }
 
+std::vector<Result<TxnResult>> EtcdStore::TxnEach(const std::vector<TxnRequest>& requests) {
+  const size_t n = requests.size();
+  const size_t lanes = std::min(n, kTxnLanes);
+  if (lanes <= 1) return Store::TxnEach(requests);
+  std::vector<EtcdStore*> stores{this};
+  {
+    std::string token;
+    {
+      MutexLock lock(mu_);
+      token = token_;
+    }
+    MutexLock lock(lanes_mu_);
+    while (lanes_.size() + 1 < lanes) {
+      lanes_.push_back(
+          std::unique_ptr<EtcdStore>(new EtcdStore(urls_, timeout_s_, credentials_, tls_)));
+      MutexLock other(lanes_.back()->mu_);
+      lanes_.back()->token_ = token;  // renewed by that store when it expires
+    }
+    for (size_t i = 0; i + 1 < lanes; ++i) stores.push_back(lanes_[i].get());
+  }
+  std::vector<std::optional<Result<TxnResult>>> answers(n);
+  const auto run_lane = [&](size_t lane) {
+    for (size_t i = lane; i < n; i += lanes) answers[i] = stores[lane]->Txn(requests[i]);
+  };
+  std::vector<std::thread> threads;
+  for (size_t lane = 1; lane < lanes; ++lane) threads.emplace_back(run_lane, lane);
+  run_lane(0);
+  for (std::thread& t : threads) t.join();
+  std::vector<Result<TxnResult>> out;
+  out.reserve(n);
+  for (auto& a : answers) out.push_back(std::move(*a));
+  return out;
+}
+
 Result<int64_t> EtcdStore::Delete(const std::string& key, bool prefix) {
   Result<Answer> a = Post("/v3/kv/deleterange", RangeJson(key, prefix).dump(), Resend::kNever);
   if (!a.ok()) return std::move(a).error();
@@ -839,11 +874,15 @@ Status EtcdStore::Compact(int64_t revision) {
 
 namespace {
 
-// The messages of one watch stream, one JSON object a line, parsed as they come; the stream is
-// done at the first message with events, a cancellation or an error.
+// The messages of one watch stream, one JSON object a line, parsed as they come. Without
+// `follow`, the stream is done at the first message with events, a compaction, a cancellation or
+// an error. With it, each is told to `follow` as it comes (the creation too, with no events),
+// and the stream goes on until `follow` returns false, a compaction, a cancellation or an error.
 class WatchStream {
  public:
-  explicit WatchStream(std::string where) : where_(std::move(where)) {}
+  using Follow = std::function<bool(const WatchResult&)>;
+  WatchStream(std::string where, const Follow* follow = nullptr)
+      : where_(std::move(where)), follow_(follow) {}
 
   // Returns false to stop the stream.
   bool Add(const char* data, size_t size) {
@@ -889,7 +928,8 @@ class WatchStream {
         revision > 0) {
       result_.revision = revision;
     }
-    if (r.Bool(message, "created")) created_ = true;
+    const bool created_now = r.Bool(message, "created");
+    if (created_now) created_ = true;
     const bool canceled = r.Bool(message, "canceled");
     const int64_t compact_revision = r.Int(message, "compact_revision");
     const std::string cancel_reason = r.String(message, "cancel_reason");
@@ -910,6 +950,7 @@ class WatchStream {
     }
     if (compact_revision > 0) {
       result_.compacted = true;
+      if (follow_ != nullptr) (*follow_)(result_);
       return false;
     }
     if (canceled) {
@@ -917,14 +958,19 @@ class WatchStream {
                                      cancel_reason.empty() ? "no reason given" : cancel_reason));
       return false;
     }
+    if (follow_ != nullptr && created_now && !(*follow_)(result_)) return false;
     if (result_.events.empty()) return true;
     // etcd sends a long history in parts (1000 revisions each), every part stamped with the
     // current revision: a caller resuming from `revision` would skip the parts not yet read.
     result_.revision = std::min(result_.revision, result_.events.back().kv.mod_revision);
-    return false;
+    if (follow_ == nullptr) return false;
+    const bool more = (*follow_)(result_);
+    result_.events.clear();
+    return more;
   }
 
   std::string where_;
+  const Follow* follow_;
   std::string buffer_;
   bool created_ = false;
   bool done_ = false;
@@ -936,6 +982,26 @@ class WatchStream {
 
 Result<WatchResult> EtcdStore::Watch(const std::string& key, bool prefix, int64_t after_revision,
                                      double wait_s) {
+  return Stream(key, prefix, after_revision, wait_s, nullptr);
+}
+
+Result<int64_t> EtcdStore::Follow(const std::string& key, bool prefix, int64_t after_revision,
+                                  double quiet_s,
+                                  const std::function<bool(const WatchResult&)>& on_change) {
+  auto r = Stream(key, prefix, after_revision, quiet_s, &on_change);
+  if (!r) return std::move(r).error();
+  return r->compacted ? after_revision : std::max(after_revision, r->revision);
+}
+
+void EtcdStore::CancelFollows() {
+  MutexLock lock(follow_mu_);
+  follows_canceled_ = true;
+  for (httplib::Client* c : following_) c->stop();
+}
+
+Result<WatchResult> EtcdStore::Stream(const std::string& key, bool prefix, int64_t after_revision,
+                                      double wait_s,
+                                      const std::function<bool(const WatchResult&)>* follow) {
   json create = RangeJson(key, prefix);
   create["start_revision"] = std::to_string(after_revision + 1);
   json body = json::object();
@@ -955,11 +1021,27 @@ Result<WatchResult> EtcdStore::Watch(const std::string& key, bool prefix, int64_
   for (size_t k = 0; k < n; ++k) {
     const size_t i = (first + k) % n;
     const std::string& url = urls_[i];
-    WatchStream stream(fmt::format("etcd at {}: /v3/watch", url));
+    WatchStream stream(fmt::format("etcd at {}: /v3/watch", url), follow);
     // Its own connection: the stream is stopped by closing it, and it must not hold mu_.
     const std::unique_ptr<httplib::Client> owned = NewClient(url, tls_);
     httplib::Client& client = *owned;
     Configure(client, timeout_s_, read_timeout_s);
+    // A follow is known to CancelFollows while it runs (which stops its connection).
+    struct Registration {
+      EtcdStore* store;
+      httplib::Client* client;
+      ~Registration() {
+        if (client == nullptr) return;
+        MutexLock lock(store->follow_mu_);
+        store->following_.erase(client);
+      }
+    } registration{this, nullptr};
+    if (follow != nullptr) {
+      MutexLock lock(follow_mu_);
+      if (follows_canceled_) return Error::Io(fmt::format("etcd at {}: /v3/watch: canceled", url));
+      following_.insert(&client);
+      registration.client = &client;
+    }
     int status = 0;
     httplib::Request request = JsonPost("/v3/watch", body_text);
     if (!token.empty()) request.set_header("Authorization", token);
@@ -977,6 +1059,10 @@ Result<WatchResult> EtcdStore::Watch(const std::string& key, bool prefix, int64_
     }();
     const double elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
     if (stream.error()) return *stream.error();
+    if (follow != nullptr) {
+      MutexLock lock(follow_mu_);
+      if (follows_canceled_) return Error::Io(fmt::format("etcd at {}: /v3/watch: canceled", url));
+    }
     if (status > 0 && status != 200) {
       const EtcdError e = HttpStatusError(status, stream.rest());
       if (e.failure == Failure::kFinal) {

@@ -8,12 +8,14 @@
 // "request timed out") is resent only when resending is harmless (reads, keep-alives, lease
 // grants); for Put, Delete, Txn and LeaseRevoke it fails with kOutcomeUnknown in its message.
 //
-// Thread-safe: one mutex serialises the requests on the shared connections; Watch opens its own
-// connection for its stream, so a long watch does not hold up the other calls.
+// Thread-safe: one mutex serialises the requests on the shared connections; Watch and Follow
+// open their own connection for their stream, so a long watch does not hold up the other calls.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -74,6 +76,11 @@ class EtcdStore final : public Store {
   // With nothing to delete, etcd writes nothing: returns the store's current revision.
   Result<int64_t> Delete(const std::string& key, bool prefix = false) override;
   Result<TxnResult> Txn(const TxnRequest& request) override;
+  // Up to kTxnLanes at once: this store's connections and those of kTxnLanes - 1 more stores
+  // like it (made on first use, kept), each on a thread of its own for the call.
+  std::vector<Result<TxnResult>> TxnEach(const std::vector<TxnRequest>& requests) override
+      EXCLUDES(mu_, lanes_mu_);
+  static constexpr size_t kTxnLanes = 4;
   Result<LeaseId> LeaseGrant(int64_t ttl_s) override;
   Result<int64_t> LeaseKeepAlive(LeaseId lease) override;
   Status LeaseRevoke(LeaseId lease) override;
@@ -83,6 +90,12 @@ class EtcdStore final : public Store {
   // gives compacted=true and the revision the watch was created at.
   Result<WatchResult> Watch(const std::string& key, bool prefix, int64_t after_revision,
                             double wait_s) override;
+  // One stream on its own connection, open while `on_change` wants more and something comes
+  // within `quiet_s` (at least 0.25 s).
+  Result<int64_t> Follow(const std::string& key, bool prefix, int64_t after_revision,
+                         double quiet_s,
+                         const std::function<bool(const WatchResult&)>& on_change) override;
+  void CancelFollows() override EXCLUDES(follow_mu_);
   Status Compact(int64_t revision) override;
   std::string Describe() const override;
 
@@ -102,6 +115,10 @@ class EtcdStore final : public Store {
   Result<Answer> PostLocked(const char* path, const std::string& body, Resend resend) REQUIRES(mu_);
   // A token for credentials_ from any member (POST /v3/auth/authenticate).
   Status AuthenticateLocked() REQUIRES(mu_);
+  // Watch's stream, and Follow's with `follow`.
+  Result<WatchResult> Stream(const std::string& key, bool prefix, int64_t after_revision,
+                             double wait_s, const std::function<bool(const WatchResult&)>* follow)
+      EXCLUDES(mu_, follow_mu_);
 
   // Constant after construction.
   const std::vector<std::string> urls_;  // "http://host:port" or "https://host:port"
@@ -113,6 +130,13 @@ class EtcdStore final : public Store {
   std::vector<std::unique_ptr<httplib::Client>> clients_ GUARDED_BY(mu_);  // one per url
   size_t current_ GUARDED_BY(mu_) = 0;  // the member that last answered
   std::string token_ GUARDED_BY(mu_);   // etcd's auth token, when credentials_ has a user
+
+  Mutex lanes_mu_;
+  std::vector<std::unique_ptr<EtcdStore>> lanes_ GUARDED_BY(lanes_mu_);  // TxnEach's others
+
+  Mutex follow_mu_;
+  std::set<httplib::Client*> following_ GUARDED_BY(follow_mu_);  // the Follows in progress
+  bool follows_canceled_ GUARDED_BY(follow_mu_) = false;
 };
 
 }  // namespace headroom::coord

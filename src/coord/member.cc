@@ -439,58 +439,27 @@ void FleetMember::Step() {
       status_.last_error = r.error().message();
     }
   }
-  // The grant.
-  auto got = store_.Get(keys_.grant(config_.job));
-  if (!got) {
-    MutexLock lock(mu_);
-    status_.last_error = got.error().message();
-    return;
-  }
+  // The grant: every Step, or with a watch every grant_read_s (a stream gone quiet).
+  bool read = true;
+  int64_t before = 0;
   {
-    // The store's revision never goes back in one history: when it does, its state was lost
-    // (a new cluster, a restore). Terms and epochs start again there: forget the ones seen, or
-    // the new leader's grants would be ignored for good.
     MutexLock lock(mu_);
-    if (got->revision < max_revision_) {
-      log_(
-          fmt::format("fleet: the store's revision went back from {} to {}: its state was lost; "
-                      "following its new leader",
-                      max_revision_, got->revision));
-      max_term_ = 0;
-      status_.max_term = 0;
-      grant_.reset();
-      served_seq_ = 0;  // the new store's sequences start again: acknowledge them
-      acked_seq_ = 0;
-      ++status_.store_resets;
-    }
-    max_revision_ = got->revision;
+    read = config_.grant_read_s <= 0.0 || grant_revision_ == 0 ||
+           now_s - grant_read_s_ >= config_.grant_read_s;
+    if (read) grant_read_s_ = now_s;
+    before = max_revision_;
   }
-  if (!got->kvs.empty()) {
-    auto g = GrantFromJson(got->kvs[0].value, got->kvs[0].key);
+  if (read) {
+    auto got = store_.Get(keys_.grant(config_.job));
     MutexLock lock(mu_);
-    if (!g) {
-      if (status_.last_error != g.error().message())
-        log_(fmt::format("fleet: ignored: {}", g.error().message()));
-      status_.last_error = g.error().message();
-    } else if (g->lease == lease_ && g->job == config_.job) {
-      if (g->term < max_term_) {
-        ++status_.stale_grants_ignored;
-      } else if (!grant_ || g->epoch > grant_->epoch ||
-                 (g->epoch == grant_->epoch && g->seq > grant_->seq)) {
-        // Newer: a later epoch (a ledger rebuilt), or a later grant of the same one. A new
-        // epoch's sequence may start lower: what was served and acknowledged starts again.
-        if (grant_ && g->epoch > grant_->epoch) {
-          served_seq_ = 0;
-          acked_seq_ = 0;
-        }
-        max_term_ = std::max(max_term_, g->term);
-        status_.max_term = max_term_;
-        if (!g->admitted && (!grant_ || grant_->admitted))
-          log_(fmt::format("fleet: {}", g->reason));
-        if (g->admitted) ever_granted_ = true;
-        grant_ = std::move(*g);
-      }
+    if (!got) {
+      status_.last_error = got.error().message();
+      return;
     }
+    // The store's revision never goes back in one history (`before` was seen before asking).
+    SeenRevisionLocked(got->revision, before);
+    if (!got->kvs.empty()) TakeGrantLocked(got->kvs[0]);
+    grant_revision_ = std::max(grant_revision_, got->revision);
   }
   // The acknowledgement of what the controller acts on.
   Ack ack;
@@ -514,6 +483,111 @@ void FleetMember::Step() {
     }
   }
 }
+
+void FleetMember::SeenRevisionLocked(int64_t revision, int64_t before) {
+  // When the store's revision goes back, its state was lost (a new cluster, a restore). Terms
+  // and epochs start again there: forget the ones seen, or the new leader's grants would be
+  // ignored for good.
+  if (revision < before) {
+    log_(
+        fmt::format("fleet: the store's revision went back from {} to {}: its state was lost; "
+                    "following its new leader",
+                    before, revision));
+    max_term_ = 0;
+    status_.max_term = 0;
+    grant_.reset();
+    served_seq_ = 0;  // the new store's sequences start again: acknowledge them
+    acked_seq_ = 0;
+    grant_revision_ = 0;  // the watch starts again from a read
+    max_revision_ = 0;
+    ++status_.store_resets;
+  }
+  max_revision_ = std::max(max_revision_, revision);
+}
+
+bool FleetMember::TakeGrantLocked(const KeyValue& kv) {
+  auto g = GrantFromJson(kv.value, kv.key);
+  if (!g) {
+    if (status_.last_error != g.error().message())
+      log_(fmt::format("fleet: ignored: {}", g.error().message()));
+    status_.last_error = g.error().message();
+    return false;
+  }
+  if (g->lease != lease_ || g->job != config_.job) return false;
+  if (g->term < max_term_) {
+    ++status_.stale_grants_ignored;
+    return false;
+  }
+  if (grant_ && g->epoch < grant_->epoch) return false;
+  if (grant_ && g->epoch == grant_->epoch && g->seq <= grant_->seq) return false;
+  // Newer: a later epoch (a ledger rebuilt), or a later grant of the same one. A new epoch's
+  // sequence may start lower: what was served and acknowledged starts again.
+  if (grant_ && g->epoch > grant_->epoch) {
+    served_seq_ = 0;
+    acked_seq_ = 0;
+  }
+  max_term_ = std::max(max_term_, g->term);
+  status_.max_term = max_term_;
+  if (!g->admitted && (!grant_ || grant_->admitted)) log_(fmt::format("fleet: {}", g->reason));
+  if (g->admitted) ever_granted_ = true;
+  grant_ = std::move(*g);
+  return true;
+}
+
+Status FleetMember::WatchGrant(double quiet_s, const std::function<void()>& on_grant) {
+  int64_t from = 0;
+  {
+    MutexLock lock(mu_);
+    from = grant_revision_;
+  }
+  if (from == 0) return Error::Io("fleet: the grant has not been read yet");
+  {
+    MutexLock lock(mu_);
+    ++status_.watches;
+  }
+  bool first = true;
+  bool compacted = false;
+  bool reset = false;
+  auto followed =
+      store_.Follow(keys_.grant(config_.job), false, from, quiet_s, [&](const WatchResult& w) {
+        bool newer = false;
+        {
+          MutexLock lock(mu_);
+          if (w.compacted) {
+            compacted = true;
+            return false;
+          }
+          if (first) {
+            first = false;
+            // Created behind what was read: the store's state lost.
+            SeenRevisionLocked(w.revision, from);
+            if (grant_revision_ == 0) {
+              reset = true;
+              return false;
+            }
+          }
+          for (const WatchEvent& e : w.events) {
+            if (e.type == WatchEvent::Type::kPut) newer = TakeGrantLocked(e.kv) || newer;
+          }
+          if (newer) ++status_.grants_watched;
+          max_revision_ = std::max(max_revision_, w.revision);
+          grant_revision_ = std::max(grant_revision_, w.revision);
+        }
+        if (newer && on_grant) on_grant();
+        return true;
+      });
+  MutexLock lock(mu_);
+  if (compacted) grant_revision_ = 0;  // read afresh by the next Step
+  if (!followed) {
+    status_.last_error = followed.error().message();
+    return std::move(followed).error();
+  }
+  // Nothing more for the key up to there: the next watch resumes from it.
+  if (!compacted && !reset) grant_revision_ = std::max(grant_revision_, *followed);
+  return OkStatus();
+}
+
+void FleetMember::StopWatching() { store_.CancelFollows(); }
 
 void FleetMember::Leave() {
   LeaseId lease = 0;

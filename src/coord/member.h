@@ -62,6 +62,9 @@ struct MemberConfig {
   // Publish at each change of phase too (not only every update_s): a site that lends to
   // opportunistic jobs (coord/plan.h, loans) sees a job's power rise within a period.
   bool publish_phase_changes = false;
+  // With a watch on the grant (WatchGrant on a thread of its own): how often Step reads the
+  // grant too, for a stream gone quiet without failing. 0: every Step (no watch: fleet-sim).
+  double grant_read_s = 0.0;
   // Opportunistic (docs/FLEET.md, "Job classes"): granted only what the guaranteed jobs leave;
   // floor_w and local_budget_w must be 0 (it pauses without a grant).
   JobClass job_class = JobClass::kGuaranteed;
@@ -102,8 +105,10 @@ struct MemberStatus {
   // What Current() last served, and how often it began serving the floor, fenced.
   Acting::State acting = Acting::State::kLocal;
   uint64_t fences = 0;
-  uint64_t leases_lost = 0;   // renewals the store answered "lease gone" (expired)
-  uint64_t store_resets = 0;  // times the store's revision went back (its state lost)
+  uint64_t leases_lost = 0;     // renewals the store answered "lease gone" (expired)
+  uint64_t store_resets = 0;    // times the store's revision went back (its state lost)
+  uint64_t grants_watched = 0;  // newer grants WatchGrant took (not a read by Step)
+  uint64_t watches = 0;         // WatchGrant's streams (Store::Follow calls)
 };
 
 class FleetMember {
@@ -114,6 +119,14 @@ class FleetMember {
   // The store's work: register (or re-register after losing the lease), keep the lease, publish
   // the demand every update_s, read the grant, acknowledge what Current() has served.
   void Step() EXCLUDES(mu_);
+  // Follows the grant key (Store::Follow) from where the last read left it, taking each grant
+  // as it is written, so Current() serves it at once (docs/FLEET.md, "Members watch their
+  // grant"); `on_grant` is told each newer grant taken. Returns when nothing comes for
+  // `quiet_s`, the stream fails (an error), or StopWatching is called: the caller calls it
+  // again. Before Step's first read of the grant: an error at once. One thread (not Step's).
+  Status WatchGrant(double quiet_s, const std::function<void()>& on_grant = {}) EXCLUDES(mu_);
+  // Ends WatchGrant at once, and every later one (the store's CancelFollows): for a clean stop.
+  void StopWatching();
   // What to act on now; records it as served (acknowledged at the next Step).
   Acting Current() EXCLUDES(mu_);
   // The job's state after a decision: its power (with node overhead), phase, tokens/s.
@@ -152,6 +165,12 @@ class FleetMember {
   std::optional<StepTimeline> TimelineLocked() const REQUIRES(mu_);
   double MeanTokensPerSLocked() const REQUIRES(mu_);
   bool Register(double now_s) EXCLUDES(mu_);
+  // The store's revision as a read of it saw it; `before`, the highest seen before asking:
+  // lower means the store's state was lost (terms, epochs and grants seen are forgotten).
+  void SeenRevisionLocked(int64_t revision, int64_t before) REQUIRES(mu_);
+  // A grant read (by Step or the watch) taken when it is for our lease and newer than ours
+  // (epoch, then sequence); whether it was.
+  bool TakeGrantLocked(const KeyValue& kv) REQUIRES(mu_);
 
   Store& store_;
   const MemberConfig config_;
@@ -176,6 +195,10 @@ class FleetMember {
   bool ever_granted_ GUARDED_BY(mu_) = false;   // in this process: the floor once fenced
   int64_t max_term_ GUARDED_BY(mu_) = 0;
   int64_t max_revision_ GUARDED_BY(mu_) = 0;  // the store's, as the grant reads saw it
+  // Up to where the grant key is known (a read's revision, or the watch's): where the watch
+  // resumes; 0: read it first.
+  int64_t grant_revision_ GUARDED_BY(mu_) = 0;
+  double grant_read_s_ GUARDED_BY(mu_) = -1e300;  // Step's last read of the grant
   int64_t served_seq_ GUARDED_BY(mu_) = 0;
   Acting served_ GUARDED_BY(mu_);
   int64_t acked_seq_ GUARDED_BY(mu_) = 0;

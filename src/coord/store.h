@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -123,6 +124,15 @@ class Store {
                               LeaseId lease = 0) = 0;
   virtual Result<int64_t> Delete(const std::string& key, bool prefix = false) = 0;
   virtual Result<TxnResult> Txn(const TxnRequest& request) = 0;
+  // Transactions independent of each other (none compares what another writes), each answered
+  // in its place: a store may send them at once (the etcd one does, on a few connections). This
+  // default sends them one after another.
+  virtual std::vector<Result<TxnResult>> TxnEach(const std::vector<TxnRequest>& requests) {
+    std::vector<Result<TxnResult>> out;
+    out.reserve(requests.size());
+    for (const TxnRequest& request : requests) out.push_back(Txn(request));
+    return out;
+  }
 
   // A lease of `ttl_s` seconds (etcd rounds up to whole seconds, with its own minimum).
   virtual Result<LeaseId> LeaseGrant(int64_t ttl_s) = 0;
@@ -136,6 +146,25 @@ class Store {
   // is the caller's).
   virtual Result<WatchResult> Watch(const std::string& key, bool prefix, int64_t after_revision,
                                     double wait_s) = 0;
+
+  // A watch that stays open (docs/FLEET.md, "Members watch their grant"): `on_change` is told
+  // once the watch is created (no events; `revision` the store's then) and then each batch of
+  // changes after `after_revision` as it comes (or `compacted`), until it returns false, nothing
+  // comes for `quiet_s`, the stream fails, or CancelFollows is called. Returns the revision to
+  // resume from. This default, for stores whose Watch does not wait: one Watch, told as one
+  // batch (created, then the changes if any).
+  virtual Result<int64_t> Follow(const std::string& key, bool prefix, int64_t after_revision,
+                                 double quiet_s,
+                                 const std::function<bool(const WatchResult&)>& on_change) {
+    auto r = Watch(key, prefix, after_revision, quiet_s);
+    if (!r) return std::move(r).error();
+    if (!on_change(WatchResult{{}, r->revision, false})) return after_revision;
+    if (!r->events.empty() || r->compacted) on_change(*r);
+    return r->compacted ? after_revision : r->revision;
+  }
+  // Ends every Follow in progress at once (each returns an error) and makes later ones fail at
+  // once: for a clean stop. Thread-safe.
+  virtual void CancelFollows() {}
 
   // Drops the history up to `revision` (watches from before it are told `compacted`); the keys
   // as they are stay. A revision already compacted is not an error.

@@ -296,7 +296,7 @@ TEST(Api, MetricsCarryTheSiteMembersHealth) {
   int calls = 0;
   served.shared.fleet = [&calls] {
     ++calls;
-    return FleetHealth{true, 3, 2};
+    return FleetHealth{true, 3, 2, 5};
   };
   Api api(served.shared, ApiConfig{});
   net::Request request;
@@ -314,6 +314,8 @@ TEST(Api, MetricsCarryTheSiteMembersHealth) {
   EXPECT_EQ(types.at("headroom_fleet_fenced"), "gauge");
   EXPECT_EQ(types.at("headroom_fleet_fences_total"), "counter");
   EXPECT_EQ(types.at("headroom_fleet_lease_lost_total"), "counter");
+  EXPECT_EQ(m.at("headroom_fleet_grants_watched_total"), 5.0);
+  EXPECT_EQ(types.at("headroom_fleet_grants_watched_total"), "counter");
 }
 
 TEST(Agent, ABudgetSetNowIsTheBudgetOfTheVeryNextDecision) {

@@ -5,7 +5,9 @@
 
 #include <atomic>
 #include <cmath>
+#include <functional>
 #include <map>
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -1631,42 +1633,136 @@ TEST(Protocol, ASiteOfManyJobsWritesItsGrantsInTransactionsEtcdTakes) {
   EXPECT_EQ(site.coordinators_[0]->status().ledger->jobs.size(), 300u);
 }
 
-// The agent's two threads: the fleet thread steps the member while the runner asks it what to
-// act on (under TSan in `make test-tsan`).
-TEST(MemberThreads, StepAndCurrentRunConcurrently) {
+// An agent's threads on one member: a coordinator and a member on a store whose clock the test
+// advances from the thread that steps them, and a runner thread that asks the member what to
+// act on, as the agent's runner does (under TSan in `make test-tsan`).
+struct ThreadedMember {
+  explicit ThreadedMember(double grant_read_s) {
+    CoordinatorConfig cc;
+    cc.site = "s";
+    cc.site_budget_w = 1000;
+    cc.id = "c";
+    coordinator = std::make_unique<Coordinator>(
+        store, cc, [this] { return now.load(); }, [](auto&) {});
+    MemberConfig mc;
+    mc.site = "s";
+    mc.job = "j";
+    mc.nameplate_w = 800;
+    mc.floor_w = 100;
+    mc.local_budget_w = 100;
+    mc.grant_read_s = grant_read_s;
+    member = std::make_unique<FleetMember>(
+        store, mc, [this] { return now.load(); }, [](auto&) {});
+    runner = std::thread([this] {
+      while (!done.load()) {
+        const Acting a = member->Current();
+        EXPECT_LE(a.job_budget_w, 1000.0);
+        member->Observe(now.load(), 300.0, "rollout", 10.0);
+      }
+    });
+  }
+  ~ThreadedMember() {
+    done.store(true);
+    if (runner.joinable()) runner.join();
+  }
+  // 400 quarter-seconds of Step, the coordinator every fourth; `at(i)` before each.
+  void Run(const std::function<void(int)>& at = {}) {
+    for (int i = 0; i < 400; ++i) {
+      now.store(now.load() + 0.25);
+      member->Step();
+      if (i % 4 == 0) coordinator->Step();
+      if (at) at(i);
+    }
+  }
+
   std::atomic<double> now{0.0};
-  MemoryStore store([&] { return now.load(); });
+  MemoryStore store{[this] { return now.load(); }};
+  std::unique_ptr<Coordinator> coordinator;
+  std::unique_ptr<FleetMember> member;
+  std::atomic<bool> done{false};
+  std::thread runner;
+};
+
+TEST(MemberThreads, StepAndCurrentRunConcurrently) {
+  ThreadedMember t(0.0);
+  t.Run();
+  t.done.store(true);
+  t.runner.join();
+  EXPECT_EQ(t.member->Current().state, Acting::State::kGranted);
+  EXPECT_DOUBLE_EQ(t.member->Current().job_budget_w, 800.0);
+}
+
+// A member whose grant is watched: a grant written reaches Current() through the watch, with
+// no read of the grant key in between (docs/FLEET.md, "Members watch their grant").
+TEST(MemberWatch, AGrantWrittenIsServedFromTheWatchAndAStoreResetIsSeen) {
+  FakeClock clock;
+  MemoryStore store(clock.fn());
   CoordinatorConfig cc;
   cc.site = "s";
   cc.site_budget_w = 1000;
   cc.id = "c";
-  Coordinator coordinator(
-      store, cc, [&] { return now.load(); }, [](auto&) {});
+  Coordinator coordinator(store, cc, clock.fn(), [](auto&) {});
   MemberConfig mc;
   mc.site = "s";
   mc.job = "j";
   mc.nameplate_w = 800;
   mc.floor_w = 100;
   mc.local_budget_w = 100;
-  FleetMember member(
-      store, mc, [&] { return now.load(); }, [](auto&) {});
-  std::atomic<bool> done{false};
-  std::thread runner([&] {
-    while (!done.load()) {
-      const Acting a = member.Current();
-      EXPECT_LE(a.job_budget_w, 1000.0);
-      member.Observe(now.load(), 300.0, "rollout", 10.0);
-    }
-  });
-  for (int i = 0; i < 400; ++i) {
-    now.store(now.load() + 0.25);
+  mc.grant_read_s = 1e9;  // Step reads the grant once, then only the watch brings it
+  CountingStore counted(store);
+  FleetMember member(counted, mc, clock.fn(), [](auto&) {});
+  EXPECT_FALSE(member.WatchGrant(1.0).ok());  // nothing read yet: nowhere to resume from
+  int taken = 0;
+  for (int i = 0; i < 80 && member.Current().job_budget_w != 800.0; ++i) {
+    clock.t += 0.25;
     member.Step();
     if (i % 4 == 0) coordinator.Step();
+    ASSERT_TRUE(member.WatchGrant(1.0, [&] { ++taken; }).ok());
   }
-  done.store(true);
-  runner.join();
-  EXPECT_EQ(member.Current().state, Acting::State::kGranted);
+  ASSERT_EQ(member.Current().state, Acting::State::kGranted);
   EXPECT_DOUBLE_EQ(member.Current().job_budget_w, 800.0);
+  EXPECT_GE(taken, 1);
+  // A site budget cut: the coordinator's next Step writes the grant; Step does not read it.
+  const int64_t seq = member.Current().seq;
+  ASSERT_TRUE(coordinator.RequestSiteBudget(500).ok());
+  clock.t += 0.25;
+  coordinator.Step();
+  member.Step();
+  EXPECT_EQ(member.Current().seq, seq);
+  taken = 0;
+  ASSERT_TRUE(member.WatchGrant(1.0, [&] { ++taken; }).ok());
+  EXPECT_EQ(taken, 1);
+  EXPECT_GT(member.Current().seq, seq);
+  EXPECT_DOUBLE_EQ(member.Current().job_budget_w, 500.0);
+  // Nothing new: the watch tells nothing.
+  taken = 0;
+  ASSERT_TRUE(member.WatchGrant(1.0, [&] { ++taken; }).ok());
+  EXPECT_EQ(taken, 0);
+  // The store's state lost: the watch sees its revision behind what it read.
+  store.LoseState();
+  ASSERT_TRUE(member.WatchGrant(1.0).ok());
+  EXPECT_EQ(member.status().store_resets, 1u);
+  EXPECT_FALSE(member.WatchGrant(1.0).ok());  // read afresh first, by Step
+}
+
+// The watch on its own thread beside Step's and the runner's (TSan).
+TEST(MemberThreads, TheWatchRunsBesideStepAndCurrent) {
+  ThreadedMember t(1.0);
+  std::atomic<int> taken{0};
+  std::thread watcher([&] {
+    while (!t.done.load()) (void)t.member->WatchGrant(0.1, [&] { ++taken; });
+  });
+  t.Run([&](int i) {
+    if (i == 200) {
+      ASSERT_TRUE(t.coordinator->RequestSiteBudget(600).ok());
+    }
+  });
+  t.done.store(true);
+  t.member->StopWatching();
+  t.runner.join();
+  watcher.join();
+  EXPECT_EQ(t.member->Current().state, Acting::State::kGranted);
+  EXPECT_DOUBLE_EQ(t.member->Current().job_budget_w, 600.0);
 }
 
 // Random faults over a long run: stops, restarts, coordinator kills, store outages, lease

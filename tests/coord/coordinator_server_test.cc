@@ -593,6 +593,31 @@ TEST_F(CoordinatorServerTest, ADecreaseIsInForceOnceTheMembersAcknowledge) {
   EXPECT_DOUBLE_EQ(m.at("headroom_site_budget_watts"), 700.0);
 }
 
+// A target accepted is told to the daemon's loop (which plans at once instead of at its next
+// period); a refused one, or one a follower answers, is not.
+TEST_F(CoordinatorServerTest, AnAcceptedTargetWakesThePlanAtOnce) {
+  TwoJobs();
+  Replica leader = StartReplica("c0");
+  Replica follower = StartReplica("c1");
+  std::atomic<int> leader_woken{0}, follower_woken{0};
+  leader.host->SetOnTarget([&] { ++leader_woken; });
+  follower.host->SetOnTarget([&] { ++follower_woken; });
+  Step(leader, 2);
+  Step(follower, 1);
+  httplib::Result refused = PostBudget(leader, R"({"site_budget_w": -5})");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 400);
+  EXPECT_EQ(leader_woken.load(), 0);
+  httplib::Result elsewhere = PostBudget(follower, R"({"site_budget_w": 700})");
+  ASSERT_TRUE(elsewhere);
+  EXPECT_EQ(elsewhere->status, 409);
+  httplib::Result ok = PostBudget(leader, R"({"site_budget_w": 700})");
+  ASSERT_TRUE(ok);
+  ASSERT_EQ(ok->status, 202) << ok->body;
+  EXPECT_EQ(leader_woken.load(), 1);  // told before the answer
+  EXPECT_EQ(follower_woken.load(), 0);
+}
+
 TEST_F(CoordinatorServerTest, AFollowerRefusesWritesAndNamesTheLeader) {
   TwoJobs();
   Replica leader = StartReplica("c0");

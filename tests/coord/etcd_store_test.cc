@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -224,6 +225,36 @@ TEST_F(EtcdStoreTest, TxnCompares) {
   EXPECT_TRUE(lost->responses.empty());
 }
 
+TEST_F(EtcdStoreTest, TxnEachAnswersEveryTransactionInItsPlace) {
+  // Ten transactions, more than the store's lanes: each puts its own key, the odd ones only if
+  // a key that does not exist has a value (they fail). Each answer is the one to its request.
+  const std::string gate = prefix_ + "gate";
+  std::vector<TxnRequest> txns(10);
+  for (size_t i = 0; i < txns.size(); ++i) {
+    if (i % 2 == 1) txns[i].compare = {Compare::Value(gate, Compare::Result::kEqual, "open")};
+    txns[i].success = {Op::Put(prefix_ + "each/" + std::to_string(i), std::to_string(i * i))};
+    txns[i].failure = {Op::Get(prefix_ + "each/" + std::to_string(i))};
+  }
+  for (int round = 0; round < 2; ++round) {  // the second on the lanes the first opened
+    const std::vector<Result<TxnResult>> out = store_->TxnEach(txns);
+    ASSERT_EQ(out.size(), txns.size());
+    for (size_t i = 0; i < out.size(); ++i) {
+      ASSERT_TRUE(out[i].ok()) << out[i].error().message();
+      EXPECT_EQ(out[i]->succeeded, i % 2 == 0) << i;
+      ASSERT_EQ(out[i]->responses.size(), 1U) << i;
+    }
+  }
+  Result<RangeResult> all = store_->Get(prefix_ + "each/", true);
+  ASSERT_TRUE(all.ok());
+  std::map<std::string, std::string> got;
+  for (const KeyValue& kv : all->kvs) got[kv.key.substr(prefix_.size())] = kv.value;
+  EXPECT_EQ(
+      got,
+      (std::map<std::string, std::string>{
+          {"each/0", "0"}, {"each/2", "4"}, {"each/4", "16"}, {"each/6", "36"}, {"each/8", "64"}}));
+  EXPECT_TRUE(store_->TxnEach({}).empty());
+}
+
 TEST_F(EtcdStoreTest, TxnOperations) {
   ASSERT_TRUE(store_->Put(prefix_ + "dir/a", "a").ok());
   ASSERT_TRUE(store_->Put(prefix_ + "dir/b", "b").ok());
@@ -416,6 +447,83 @@ TEST_F(EtcdStoreTest, WatchReportsCompaction) {
   EXPECT_TRUE(w->compacted);
   EXPECT_TRUE(w->events.empty());
   EXPECT_GE(w->revision, *r1);
+}
+
+// A follow is one stream: created once, then each change as it comes. Each put here is made
+// from the callback, after the stream has told what came before it.
+TEST_F(EtcdStoreTest, FollowCarriesEveryChangeOnOneStream) {
+  const std::string k = prefix_ + "f";
+  const int64_t from = Revision();
+  int created = 0;
+  std::vector<std::string> values;
+  std::vector<int64_t> revisions;
+  Result<int64_t> end = store_->Follow(k, false, from, 10.0, [&](const WatchResult& w) {
+    EXPECT_FALSE(w.compacted);
+    if (w.events.empty()) {
+      ++created;
+      EXPECT_GE(w.revision, from);
+    }
+    for (const WatchEvent& e : w.events) {
+      values.push_back(e.kv.value);
+      revisions.push_back(e.kv.mod_revision);
+    }
+    if (values.size() == 3) return false;
+    Result<int64_t> put = store_->Put(k, std::to_string(values.size()));
+    EXPECT_TRUE(put.ok()) << put.error().message();
+    return put.ok();
+  });
+  ASSERT_TRUE(end.ok()) << end.error().message();
+  EXPECT_EQ(created, 1);
+  EXPECT_EQ(values, (std::vector<std::string>{"0", "1", "2"}));
+  ASSERT_EQ(revisions.size(), 3u);
+  EXPECT_EQ(*end, revisions.back());  // where the next follow resumes
+}
+
+TEST_F(EtcdStoreTest, FollowEndsQuietlyWithWhereToResume) {
+  const int64_t from = Revision();
+  const Clock::time_point start = Clock::now();
+  int told = 0;
+  Result<int64_t> end = store_->Follow(prefix_ + "quiet", true, from, 0.5, [&](const WatchResult&) {
+    ++told;
+    return true;
+  });
+  const double waited_s = SecondsSince(start);
+  ASSERT_TRUE(end.ok()) << end.error().message();
+  EXPECT_EQ(told, 1);  // created, nothing else
+  EXPECT_GE(*end, from);
+  EXPECT_GE(waited_s, 0.4);
+  EXPECT_LT(waited_s, 5.0);
+}
+
+// CancelFollows ends a follow that would wait a minute, at once, and every later one.
+TEST_F(EtcdStoreTest, CancelFollowsEndsThemAtOnce) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool created = false;
+  Result<int64_t> end = 0;
+  std::thread follower([&] {
+    end = store_->Follow(prefix_ + "c", false, Revision(), 60.0, [&](const WatchResult&) {
+      std::lock_guard lock(mu);
+      created = true;
+      cv.notify_all();
+      return true;
+    });
+  });
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return created; }));
+  }
+  const Clock::time_point start = Clock::now();
+  store_->CancelFollows();
+  follower.join();
+  EXPECT_LT(SecondsSince(start), 5.0);
+  ASSERT_FALSE(end.ok());
+  EXPECT_NE(end.error().message().find("canceled"), std::string::npos) << end.error().message();
+  Result<int64_t> later = store_->Follow(prefix_ + "c", false, Revision(), 60.0,
+                                         [](const WatchResult&) { return true; });
+  ASSERT_FALSE(later.ok());
+  // The other calls are not affected.
+  EXPECT_TRUE(store_->Put(prefix_ + "c", "still").ok());
 }
 
 TEST_F(EtcdStoreTest, CompactsThroughTheStore) {
@@ -775,6 +883,14 @@ TEST(EtcdStoreAuth, AUserAndPasswordOrNothing) {
   Result<WatchResult> watched = store.Watch("/t/", true, got->revision - 1, 1.0);
   ASSERT_TRUE(watched.ok()) << watched.error().message();
   EXPECT_EQ(watched->events.size(), 1u);
+  // TxnEach's other connections carry the token too.
+  std::vector<TxnRequest> txns(3);
+  for (size_t i = 0; i < txns.size(); ++i)
+    txns[i].success = {Op::Put("/t/" + std::to_string(i), "v")};
+  for (const Result<TxnResult>& r : store.TxnEach(txns)) {
+    ASSERT_TRUE(r.ok()) << r.error().message();
+    EXPECT_TRUE(r->succeeded);
+  }
   Result<int64_t> outside = store.Put("/elsewhere", "v");
   ASSERT_FALSE(outside.ok());
   EXPECT_NE(outside.error().message().find("permission denied"), std::string::npos);

@@ -2,6 +2,7 @@
 // and members written as an agent writes them (each on its own lease, values in the store's
 // layout), read back from etcd -- the store, not the coordinator's memory, is what is checked.
 // Each test fails on the code before the fix it covers (named per test).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -518,6 +519,49 @@ TEST_F(SiteSafety, AfterEtcdIsWipedTheAgentsFollowTheNewLeader) {
       << coordinator_->Stderr();
   EXPECT_NE(agents[0]->Stderr().find("its state was lost"), std::string::npos)
       << agents[0]->Stderr();
+}
+
+// Item 7: members watch their grant (they read it four times a second before). The agent's
+// grants come by its watch as the coordinator writes them: its counter of grants the watch
+// brought rises with the changes a site budget request makes.
+TEST_F(SiteSafety, AnAgentTakesItsGrantsFromItsWatch) {
+  StartCoordinator(1000);
+  const std::string log = coordinator_->dir() + "/w.jsonl";
+  std::unique_ptr<Process> agent = StartAgent("w", log);
+  const int agent_port = agent->ListenPort(std::chrono::seconds(20), "listening on 127.0.0.1:");
+  ASSERT_GT(agent_port, 0) << agent->Stderr();
+  const auto budget_is = [&](double w) {
+    return WaitFor([&] {
+      std::ifstream in(log);
+      std::string line;
+      double last = -1.0;
+      while (std::getline(in, line)) {
+        const json r = json::parse(line, nullptr, false);
+        if (r.is_object() && r.value("state", "") == "granted") last = r.value("job_budget_w", 0.0);
+      }
+      return std::abs(last - w) < 1e-6;
+    });
+  };
+  ASSERT_TRUE(budget_is(400)) << coordinator_->Stderr() << agent->Stderr();  // its nameplate
+  httplib::Client c("127.0.0.1", port_);
+  c.set_read_timeout(5);
+  for (const double w : {300.0, 350.0}) {
+    const httplib::Result res =
+        c.Post("/v1/site-budget", fmt::format(R"({{"site_budget_w": {}}})", w), "application/json");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 202) << res->body;
+    ASSERT_TRUE(budget_is(w)) << coordinator_->Stderr() << agent->Stderr();
+  }
+  httplib::Client a("127.0.0.1", agent_port);
+  a.set_read_timeout(5);
+  const httplib::Result metrics = a.Get("/metrics");
+  ASSERT_TRUE(metrics && metrics->status == 200);
+  const std::string name = "\nheadroom_fleet_grants_watched_total ";
+  const size_t at = metrics->body.find(name);
+  ASSERT_NE(at, std::string::npos) << metrics->body;
+  // Four newer grants at least (admitted at the floor, raised, cut, raised): the fleet thread's
+  // read, once a second, could take one first only by landing within the watch's millisecond.
+  EXPECT_GE(std::stod(metrics->body.substr(at + name.size())), 2.0) << metrics->body;
 }
 
 TEST(SiteEtcd, TheCoordinatorAndAnAgentReachEtcdOverTlsWithAuth) {

@@ -8,7 +8,8 @@ of an agent; SIGSTOP of an agent for 2-3 lease TTLs, then SIGCONT; SIGKILL of th
 coordinator (and a new replica); SIGKILL of the etcd leader (and its restart); site budget
 decreases and increases; more jobs than the site admits (three extra agents for a few seconds);
 a duplicate job name (a second agent under a taken name); a member value the coordinator cannot
-read (a newer version, written over an agent's key on its lease). After each fault it waits for
+read (a newer version, written over an agent's key on its lease); the ledger deleted; etcd wiped
+and started empty; a site-budget cut answered 202, then etcd's quorum lost 0.2 s later. After each fault it waits for
 the fleet to be fully allocated again.
 
 The auditor reads only what the agents log (every change of the budget each acts on, with its
@@ -330,6 +331,7 @@ class Chaos:
         self.faults = []  # (kind, t_fault, t_end, recovery_s or None)
         self.transient = []  # agents started by a fault and stopped before its recovery
         self.wipes = 0
+        self.cuts_before_quorum_loss = 0  # quorum_lost_after_post: cuts answered 202
         self.wipe_times = []  # terms start again after each (the auditor's stale-term check)
 
     # -- the fleet --
@@ -382,7 +384,7 @@ class Chaos:
             raise RuntimeError("the fleet was never fully allocated: see " + self.tmp)
         kinds = ["agent_kill", "agent_stop", "coordinator_kill", "etcd_leader_kill",
                  "budget_down", "budget_up", "extra_jobs", "duplicate_name", "member_unreadable",
-                 "ledger_deleted", "etcd_wiped"]
+                 "ledger_deleted", "etcd_wiped", "quorum_lost_after_post"]
         if only:
             kinds = [k for k in kinds if k in only]
         for n in range(n_faults):
@@ -506,18 +508,41 @@ class Chaos:
                 read_log_tail(a)[-1]["valid_until_mono_s"] > t + self.ttl - margin
                 for a in self.agents)
             return t
+        if kind == "quorum_lost_after_post":
+            # A cut the leader answered 202 to, then etcd's quorum lost 0.2 s later (its leader
+            # and one more member killed) for 1-3 s: the target was written before the answer,
+            # so the cut comes into force once a leader is back (F4).
+            w = self.budget_to_ask("budget_down")
+            lead = wait_until(self.leader, 10, 0.05)
+            accepted = False
+            try:
+                post(f"http://127.0.0.1:{lead.port}/v1/site-budget", {"site_budget_w": w}, 2.0)
+                accepted = True
+                self.cuts_before_quorum_loss += 1
+            except Exception:
+                pass
+            time.sleep(0.2)
+            i = wait_until(self.etcd.leader, 10, 0.05)
+            i = 0 if i is None else i
+            lost = [i, (i + 1) % self.etcd.n]
+            for k in lost:
+                self.etcd.kill(k)
+            time.sleep(rng.uniform(1.0, 3.0))
+            for k in lost:
+                self.etcd.restart(k)
+            for k in lost:
+                wait_until(lambda k=k: self.etcd.healthy(k), 20, 0.05)
+            t = time.monotonic()
+            margin = min(1.0, self.ttl / 3.0)
+            self.extra_check = lambda: (
+                (not accepted or abs((self.watch.latest() or {}).get("site_budget_w", 0) - w) < 1e-6)
+                and self.leader() is not None and all(
+                    (read_log_tail(a) or [{}])[-1].get("valid_until_mono_s") is not None and
+                    read_log_tail(a)[-1]["valid_until_mono_s"] > t + self.ttl - margin
+                    for a in self.agents))
+            return t
         if True:
-            ledger = self.watch.latest()
-            floors = sum(j["floor_w"] for j in ledger["jobs"].values()) if ledger else 0.0
-            floors += sum(s["standby_w"] for s in ledger.get("standby", {}).values()) if ledger else 0.0
-            # Room left for the standby a fault may start (MAX_NEWCOMER_W): jobs that do not fit
-            # even at standby would be overcommitted -- the operator's error, not the site's.
-            lo = floors + self.reserve_w + MAX_NEWCOMER_W + 10.0
-            if kind == "budget_down":
-                w = rng.uniform(lo, max(lo, ledger["site_budget_w"] if ledger else self.budget_w))
-            else:
-                w = rng.uniform(ledger["site_budget_w"] if ledger else self.budget_w,
-                                1.25 * self.budget_w)
+            w = self.budget_to_ask(kind)
             t = time.monotonic()
             for _ in range(50):
                 lead = wait_until(self.leader, 10, 0.05)
@@ -530,6 +555,19 @@ class Chaos:
             # Back when the ledger has it in force and the grants add up to it.
             self.extra_check = lambda: abs((self.watch.latest() or {}).get("site_budget_w", 0) - w) < 1e-6
             return t
+
+    def budget_to_ask(self, kind):
+        """A site budget to POST: below the one in force ("budget_down") or above it."""
+        ledger = self.watch.latest()
+        floors = sum(j["floor_w"] for j in ledger["jobs"].values()) if ledger else 0.0
+        floors += sum(s["standby_w"] for s in ledger.get("standby", {}).values()) if ledger else 0.0
+        # Room left for the standby a fault may start (MAX_NEWCOMER_W): jobs that do not fit
+        # even at standby would be overcommitted -- the operator's error, not the site's.
+        lo = floors + self.reserve_w + MAX_NEWCOMER_W + 10.0
+        if kind == "budget_down":
+            return self.rng.uniform(lo, max(lo, ledger["site_budget_w"] if ledger else self.budget_w))
+        return self.rng.uniform(ledger["site_budget_w"] if ledger else self.budget_w,
+                                1.25 * self.budget_w)
 
     def forge_grant(self):
         # The coordinators are stopped first: a leader repairs a grant key that differs from
@@ -760,6 +798,7 @@ class Chaos:
             "windows_30s_over_site_budget": windows_over,
             "worst_window_excess_w": worst,
             "ledger_revisions": len(revisions),
+            "cuts_accepted_before_quorum_loss": self.cuts_before_quorum_loss,
             "records_by_state": states,
             "violation_examples": violations[:5],
         }
@@ -852,7 +891,8 @@ def main():
                   "newcomer_instants_over_budget_less_reserve", "stale_grants_acted_on",
                   "not_recovered", "recovery_p50_s", "recovery_p99_s", "recovery_max_s",
                   "recovery_bound_s", "recovered_within_bound", "windows_30s",
-                  "windows_30s_over_site_budget", "ledger_revisions", "wall_s"]:
+                  "windows_30s_over_site_budget", "ledger_revisions",
+                  "cuts_accepted_before_quorum_loss", "wall_s"]:
             v = result[k]
             print(f"| {k} | {v:.2f} |" if isinstance(v, float) else f"| {k} | {v} |")
     else:

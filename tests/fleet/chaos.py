@@ -9,7 +9,8 @@ coordinator (and a new replica); SIGKILL of the etcd leader (and its restart); s
 decreases and increases; more jobs than the site admits (three extra agents for a few seconds);
 a duplicate job name (a second agent under a taken name); a member value the coordinator cannot
 read (a newer version, written over an agent's key on its lease); the ledger deleted; etcd wiped
-and started empty; a site-budget cut answered 202, then etcd's quorum lost 0.2 s later. After each fault it waits for
+and started empty; a site-budget cut answered 202, then etcd's quorum lost 0.2 s later; an agent restarted with the shipped
+--budget-w of 314.6 W per GPU (refused above the floor). After each fault it waits for
 the fleet to be fully allocated again.
 
 The auditor reads only what the agents log (every change of the budget each acts on, with its
@@ -30,6 +31,7 @@ Exit 0 when all hold, 1 otherwise, 77 when etcd is not installed. Prints a table
 --markdown for the docs (make chaos).
 """
 import argparse
+import collections
 import base64
 import bisect
 import json
@@ -250,9 +252,9 @@ class Agent:
         self.stopped = False
         self.killed_at = None  # a transient agent's SIGKILL (its twin dies with it)
 
-    def start(self):
+    def start(self, extra=()):
         c = self.chaos
-        argv = [c.headroom, "agent", "--source", "twin", "--scenario", self.scenario,
+        argv = [c.headroom, "agent", *extra, "--source", "twin", "--scenario", self.scenario,
                 "--seed", str(c.seed * 100 + self.index + c.restarts),
                 "--controller", "ppo", "--policy", f"{c.source_dir}/policies/{self.scenario}.json",
                 "--speed", str(c.speed), "--listen", "127.0.0.1:0",
@@ -332,6 +334,7 @@ class Chaos:
         self.transient = []  # agents started by a fault and stopped before its recovery
         self.wipes = 0
         self.cuts_before_quorum_loss = 0  # quorum_lost_after_post: cuts answered 202
+        self.budget_w_restarts = collections.Counter()  # restart_with_budget_w: refused or ran
         self.wipe_times = []  # terms start again after each (the auditor's stale-term check)
 
     # -- the fleet --
@@ -384,7 +387,7 @@ class Chaos:
             raise RuntimeError("the fleet was never fully allocated: see " + self.tmp)
         kinds = ["agent_kill", "agent_stop", "coordinator_kill", "etcd_leader_kill",
                  "budget_down", "budget_up", "extra_jobs", "duplicate_name", "member_unreadable",
-                 "ledger_deleted", "etcd_wiped", "quorum_lost_after_post"]
+                 "ledger_deleted", "etcd_wiped", "quorum_lost_after_post", "restart_with_budget_w"]
         if only:
             kinds = [k for k in kinds if k in only]
         for n in range(n_faults):
@@ -414,6 +417,25 @@ class Chaos:
             time.sleep(rng.uniform(0.0, 0.5))
             self.restarts += 1
             a.start()
+            return time.monotonic()
+        if kind == "restart_with_budget_w":
+            # An agent restarted with the shipped deploy/agent.toml's local budget (F1): above
+            # the job's floor it is refused at once (one line, exit status 2) and started
+            # again without it; at or below the floor it runs (and is audited) as it is.
+            a = rng.choice(self.agents)
+            a.p.kill()
+            a.p.wait()
+            self.restarts += 1
+            a.start(("--budget-w", "314.6"))
+            try:
+                rc = a.p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                rc = None
+            if rc is None:
+                self.budget_w_restarts["ran"] += 1
+            else:
+                self.budget_w_restarts["refused" if rc == 2 else f"exit {rc}"] += 1
+                a.start()
             return time.monotonic()
         if kind == "agent_stop":
             a = rng.choice(self.agents)
@@ -799,6 +821,7 @@ class Chaos:
             "worst_window_excess_w": worst,
             "ledger_revisions": len(revisions),
             "cuts_accepted_before_quorum_loss": self.cuts_before_quorum_loss,
+            "restarts_with_budget_w": dict(self.budget_w_restarts),
             "records_by_state": states,
             "violation_examples": violations[:5],
         }
@@ -892,7 +915,7 @@ def main():
                   "not_recovered", "recovery_p50_s", "recovery_p99_s", "recovery_max_s",
                   "recovery_bound_s", "recovered_within_bound", "windows_30s",
                   "windows_30s_over_site_budget", "ledger_revisions",
-                  "cuts_accepted_before_quorum_loss", "wall_s"]:
+                  "cuts_accepted_before_quorum_loss", "restarts_with_budget_w", "wall_s"]:
             v = result[k]
             print(f"| {k} | {v:.2f} |" if isinstance(v, float) else f"| {k} | {v} |")
     else:

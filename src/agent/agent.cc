@@ -191,6 +191,7 @@ AgentStatus Agent::Status(double now_s) const {
   s.actuation = actuation_;
   s.decisions = decisions_;
   s.telemetry_errors = telemetry_errors_;
+  s.trace_write_errors = trace_write_errors_;
   s.safe_decisions = safe_decisions_;
   s.report = report_;
   s.report_age_s = report_ ? now_s - report_t_s_ : -1.0;

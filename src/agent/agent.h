@@ -91,6 +91,7 @@ struct AgentStatus {
   uint64_t decisions = 0;
   uint64_t telemetry_errors = 0;
   uint64_t safe_decisions = 0;
+  uint64_t trace_write_errors = 0;  // failed writes to --trace-out or --fleet-log
   std::optional<TrainerReport> report;
   double report_age_s = -1.0;  // -1: never
   uint64_t reports = 0;        // trainer reports taken
@@ -149,6 +150,8 @@ class Agent {
   void Report(const TrainerReport& report, double now_s);
   // The runner's measure of one decision's latency (it owns the clock).
   void RecordDecisionLatency(double seconds);
+  // A write to the agent's trace or fleet log failed (a full disk): counted, the loop goes on.
+  void NoteTraceWriteError() { ++trace_write_errors_; }
 
   const Actuation& actuation() const { return actuation_; }
   double tokens_per_s() const { return tokens_per_s_; }  // from the trainer's reports
@@ -179,6 +182,7 @@ class Agent {
   uint64_t decisions_ = 0;
   uint64_t telemetry_errors_ = 0;
   uint64_t safe_decisions_ = 0;
+  uint64_t trace_write_errors_ = 0;
   std::array<analysis::WindowStats, 3> stats_;
   bool saw_sample_ = false;
   void Remember(double now_s, bool good);

@@ -136,6 +136,7 @@ std::string StatusJson(const AgentStatus& s,
                     {"standby", s.actuation.standby}};
   j["decisions"] = s.decisions;
   j["telemetry_errors"] = s.telemetry_errors;
+  j["trace_write_errors"] = s.trace_write_errors;
   j["safe_decisions"] = s.safe_decisions;
   j["tokens_per_s"] = s.tokens_per_s;
   j["report_age_s"] = s.report_age_s < 0.0 ? json(nullptr) : json(s.report_age_s);
@@ -199,8 +200,11 @@ std::string MetricsText(const AgentStatus& s, const std::optional<FleetHealth>& 
       "# HELP headroom_telemetry_errors_total Failed or stale telemetry reads.\n"
       "# TYPE headroom_telemetry_errors_total counter\nheadroom_telemetry_errors_total {}\n"
       "# HELP headroom_tokens_per_second Tokens per second reported by the trainer.\n"
-      "# TYPE headroom_tokens_per_second gauge\nheadroom_tokens_per_second {}\n",
-      s.decisions, s.telemetry_errors, s.tokens_per_s);
+      "# TYPE headroom_tokens_per_second gauge\nheadroom_tokens_per_second {}\n"
+      "# HELP headroom_trace_write_errors_total Failed writes to the agent's trace or fleet "
+      "log.\n# TYPE headroom_trace_write_errors_total counter\n"
+      "headroom_trace_write_errors_total {}\n",
+      s.decisions, s.telemetry_errors, s.tokens_per_s, s.trace_write_errors);
   out += fmt::format(
       "# HELP headroom_decision_latency_seconds Telemetry read + decision + publication, over "
       "the last {} decisions.\n# TYPE headroom_decision_latency_seconds summary\n"
@@ -411,6 +415,12 @@ Api::Api(Shared& shared, ApiConfig config)
   if (shared_.budget != nullptr) {
     router_.Add("/v1/budget", Access::kWrite,
                 [this](const net::Request& r, std::string_view q) { return PostBudget(r, q); });
+  } else if (shared_.site) {
+    router_.Add("/v1/budget", Access::kWrite, [](const net::Request&, std::string_view) {
+      return net::ErrorResponse(409,
+                                "in a site the coordinator sets the budget: POST "
+                                "/v1/site-budget to the coordinator, or change the job's floor");
+    });
   }
 }
 

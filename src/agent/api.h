@@ -71,6 +71,8 @@ struct Shared {
   // Set before serving, constant after. POST /v1/budget sets `budget` (null: the route is 404);
   // a job budget is shared over `gpus`; a policy takes budgets in `budget_range_w` only.
   PostedBudget* budget = nullptr;
+  // In a site (--fleet): POST /v1/budget answers 409, the site sets the budget.
+  bool site = false;
   int gpus = 0;
   std::optional<std::pair<double, double>> budget_range_w;
 

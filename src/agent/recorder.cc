@@ -1,5 +1,6 @@
 #include "agent/recorder.h"
 
+#include "common/paths.h"
 #include "trace/meta.h"
 
 #include <fmt/format.h>
@@ -25,6 +26,11 @@ constexpr int kMaxRotations = 100000;
 }  // namespace
 
 Result<std::string> RotateTrace(const std::string& path) {
+  // Only a regular file is moved away; /dev/null or /dev/stdout is written in place, and a
+  // directory, a device or a FIFO is refused, never moved.
+  auto kind = CheckOutputPath(path);
+  if (!kind) return std::move(kind).error();
+  if (*kind == OutputKind::kInPlace) return std::string();
   const bool trace = Exists(path);
   const bool meta = Exists(trace::MetaPathFor(path));
   if (!trace && !meta) return std::string();
@@ -54,7 +60,10 @@ Result<std::string> RotateTrace(const std::string& path) {
 
 Result<Recorder> Recorder::Open(const std::string& path,
                                 const std::optional<trace::TraceMeta>& meta) {
-  if (meta) {
+  auto kind = CheckOutputPath(path);
+  if (!kind) return std::move(kind).error();
+  // In place (/dev/null, /dev/stdout): no metadata file beside it (not in /dev).
+  if (meta && *kind == OutputKind::kFile) {
     const std::string meta_path = trace::MetaPathFor(path);
     std::FILE* m = std::fopen(meta_path.c_str(), "w");
     const std::string text = trace::MetaToJson(*meta);
@@ -68,7 +77,8 @@ Result<Recorder> Recorder::Open(const std::string& path,
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) {
     const int error = errno;
-    if (meta) std::remove(trace::MetaPathFor(path).c_str());  // nothing half-written
+    if (meta && *kind == OutputKind::kFile)
+      std::remove(trace::MetaPathFor(path).c_str());  // nothing half-written
     return Error::Io(
         fmt::format("{}: cannot write the agent trace: {}", path, std::strerror(error)));
   }
@@ -79,6 +89,8 @@ Result<Recorder> Recorder::Open(const std::string& path,
 
 Recorder::Recorder(Recorder&& other) noexcept
     : file_(std::exchange(other.file_, nullptr)),
+      write_errors_(other.write_errors_),
+      first_error_(std::move(other.first_error_)),
       last_flush_s_(other.last_flush_s_),
       tokens_written_(other.tokens_written_) {}
 
@@ -94,16 +106,26 @@ void Recorder::Write(double t_s, const std::vector<double>& power_w, std::string
   const long long tokens = total >= tokens_written_ ? total - tokens_written_ : total;
   tokens_written_ = total;
   for (size_t g = 0; g < power_w.size(); ++g) {
-    fmt::print(file_, "{:.3f},{},{:.2f},{},{},{},{},{},{:.2f}\n", t_s, g, power_w[g], phase, step,
-               g == 0 ? tokens : 0LL, concurrency, group_size, budget_w);
+    const std::string row =
+        fmt::format("{:.3f},{},{:.2f},{},{},{},{},{},{:.2f}\n", t_s, g, power_w[g], phase, step,
+                    g == 0 ? tokens : 0LL, concurrency, group_size, budget_w);
+    if (std::fwrite(row.data(), 1, row.size(), file_) != row.size()) {
+      Failed(errno);
+      return;
+    }
   }
 }
 
 void Recorder::MaybeFlush(double t_s, bool force) {
   if (force || t_s - last_flush_s_ >= 1.0) {
-    std::fflush(file_);
+    if (std::fflush(file_) != 0 || std::ferror(file_) != 0) Failed(errno);
     last_flush_s_ = t_s;
   }
+}
+
+void Recorder::Failed(int error) {
+  if (write_errors_++ == 0) first_error_ = std::strerror(error != 0 ? error : EIO);
+  std::clearerr(file_);
 }
 
 }  // namespace headroom::agent

@@ -38,10 +38,17 @@ class Recorder {
              double tokens_total, int concurrency, int group_size, double budget_w);
   // Flushes when a second has passed since the last flush (by t_s), or when forced.
   void MaybeFlush(double t_s, bool force = false);
+  // Writes and flushes that failed (a full disk, a file over its size limit), and why the
+  // first did: the runner says so once and counts them; the rows go on being tried.
+  uint64_t write_errors() const { return write_errors_; }
+  const std::string& first_error() const { return first_error_; }
 
  private:
   explicit Recorder(std::FILE* f) : file_(f) {}
+  void Failed(int error);
   std::FILE* file_ = nullptr;
+  uint64_t write_errors_ = 0;
+  std::string first_error_;
   double last_flush_s_ = 0.0;
   long long tokens_written_ = 0;
 };

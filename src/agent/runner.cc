@@ -18,6 +18,24 @@ RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared, Rec
     failing.clear();
     repeats = 0;
   };
+  // The trace's failed writes: said once, each counted where /metrics reads it; the control
+  // loop goes on without its trace.
+  const auto note_trace_errors = [&] {
+    if (recorder == nullptr || recorder->write_errors() == summary.trace_write_errors) return;
+    if (summary.trace_write_errors == 0) {
+      log(
+          fmt::format("trace: cannot write the agent trace: {} (the control loop goes on; "
+                      "headroom_trace_write_errors_total counts the failed writes)",
+                      recorder->first_error()));
+    }
+    {
+      MutexLock lock(shared.mu);
+      for (uint64_t n = summary.trace_write_errors; n < recorder->write_errors(); ++n) {
+        shared.agent->NoteTraceWriteError();
+      }
+    }
+    summary.trace_write_errors = recorder->write_errors();
+  };
   for (uint64_t k = 0;; ++k) {
     const double t_s = static_cast<double>(k) * options.interval_s;
     if (stop.load() || (options.duration_s && t_s > *options.duration_s + 1e-9)) break;
@@ -83,12 +101,14 @@ RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared, Rec
       recorder->Write(t_s, power, state.phase, state.step, state.tokens_total, a.concurrency,
                       a.group_size, budget_w);
       recorder->MaybeFlush(t_s);
+      note_trace_errors();
     }
     summary.duration_s = t_s;
     ++summary.intervals;
   }
   end_failure(/*back=*/false);
   if (recorder != nullptr) recorder->MaybeFlush(summary.duration_s, /*force=*/true);
+  note_trace_errors();
   return summary;
 }
 

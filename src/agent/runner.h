@@ -41,6 +41,7 @@ struct RunSummary {
   double duration_s = 0.0;
   uint64_t intervals = 0;
   uint64_t telemetry_errors = 0;
+  uint64_t trace_write_errors = 0;  // the recorder's (Recorder::write_errors)
 };
 
 // `link`: a trainer in process (the twin), which reports before each decision and has each

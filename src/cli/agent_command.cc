@@ -105,6 +105,40 @@ struct AgentArgs {
 
 using Log = std::function<void(const std::string&)>;
 
+// --fleet-log: one JSON object per line, appended and flushed at once (for an auditor). A write
+// that fails (a full disk) is said once and counted (headroom_trace_write_errors_total, through
+// the runner's thread); the agent goes on without it.
+class FleetLog {
+ public:
+  FleetLog(std::FILE* f, std::string path, Log log)
+      : f_(f), path_(std::move(path)), log_(std::move(log)) {}
+  FleetLog(const FleetLog&) = delete;
+  FleetLog& operator=(const FleetLog&) = delete;
+  ~FleetLog() { std::fclose(f_); }
+
+  // From the runner's thread (the budget's callback and the observer).
+  void Line(const std::string& text) {
+    if (std::fwrite(text.data(), 1, text.size(), f_) == text.size() && std::fflush(f_) == 0) {
+      return;
+    }
+    const int error = errno != 0 ? errno : EIO;
+    std::clearerr(f_);
+    if (errors_.fetch_add(1) == 0) {
+      log_(
+          fmt::format("--fleet-log {}: cannot write: {} (the agent goes on; "
+                      "headroom_trace_write_errors_total counts the failed writes)",
+                      path_, std::strerror(error)));
+    }
+  }
+  uint64_t errors() const { return errors_.load(); }
+
+ private:
+  std::FILE* const f_;
+  const std::string path_;
+  const Log log_;
+  std::atomic<uint64_t> errors_{0};
+};
+
 Result<control::Policy> ReadPolicy(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error::Io(fmt::format("{}: cannot open", path));
@@ -627,20 +661,25 @@ Status RunAgent(const AgentArgs& args) {
     mc.holder_gone = [](std::string_view holder) { return IdentityGoneHere(holder); };
     member_config = mc;
   }
-  std::FILE* fleet_log = nullptr;
+  // Outputs: regular files or new paths, or /dev/null and /dev/stdout written in place; a
+  // directory, device or FIFO is refused before anything starts (common/paths.h).
+  for (const auto& [flag, path] :
+       {std::pair{"--trace-out", args.trace_out}, std::pair{"--fleet-log", args.fleet_log}}) {
+    if (path.empty()) continue;
+    if (auto kind = CheckOutputPath(path); !kind) {
+      return Error::Io(fmt::format("{} {}", flag, kind.error().message()));
+    }
+  }
+  std::optional<FleetLog> fleet_log_file;
   if (!args.fleet_log.empty()) {
-    fleet_log = std::fopen(args.fleet_log.c_str(), "a");
-    if (fleet_log == nullptr) {
+    std::FILE* f = std::fopen(args.fleet_log.c_str(), "a");
+    if (f == nullptr) {
       return Error::Io(
           fmt::format("--fleet-log {}: cannot open: {}", args.fleet_log, std::strerror(errno)));
     }
+    fleet_log_file.emplace(f, args.fleet_log, log);
   }
-  struct CloseLog {
-    std::FILE* f;
-    ~CloseLog() {
-      if (f != nullptr) std::fclose(f);
-    }
-  } close_log{fleet_log};
+  FleetLog* const fleet_log = fleet_log_file ? &*fleet_log_file : nullptr;
 
   // From here on, signals stop the loop; the server's thread inherits their mask.
   StopSignal signals(log, "power limits first");
@@ -656,7 +695,8 @@ Status RunAgent(const AgentArgs& args) {
   std::optional<coord::FleetMember> member;
   std::optional<agent::FleetBudget> fleet_budget;
   if (member_config) {
-    shared.budget = nullptr;  // the site sets the budget: POST /v1/budget is not served
+    shared.budget = nullptr;  // the site sets the budget: POST /v1/budget answers 409
+    shared.site = true;
     fleet_store.emplace(
         args.fleet,
         *coord::ReadEtcdCredentials(args.etcd_options.user, args.etcd_options.password_file),
@@ -676,15 +716,14 @@ Status RunAgent(const AgentArgs& args) {
         fleet_lo_w, fleet_hi_w,
         [fleet_log, job](const coord::Acting& a, double per_gpu_w) {
           if (fleet_log == nullptr) return;
-          fmt::print(fleet_log,
-                     "{{\"t_mono_s\":{:.6f},\"pid\":{},\"job\":\"{}\",\"state\":\"{}\","
-                     "\"job_budget_w\":{:.6f},\"budget_per_gpu_w\":{:.6f},\"term\":{},"
-                     "\"seq\":{},\"lease\":{},\"valid_until_mono_s\":{}}}\n",
-                     SteadyNowS(), getpid(), job, coord::StateName(a.state), a.job_budget_w,
-                     per_gpu_w, a.term, a.seq, a.lease,
-                     std::isfinite(a.valid_until_s) ? fmt::format("{:.6f}", a.valid_until_s)
-                                                    : std::string("null"));
-          std::fflush(fleet_log);
+          fleet_log->Line(
+              fmt::format("{{\"t_mono_s\":{:.6f},\"pid\":{},\"job\":\"{}\",\"state\":\"{}\","
+                          "\"job_budget_w\":{:.6f},\"budget_per_gpu_w\":{:.6f},\"term\":{},"
+                          "\"seq\":{},\"lease\":{},\"valid_until_mono_s\":{}}}\n",
+                          SteadyNowS(), getpid(), job, coord::StateName(a.state), a.job_budget_w,
+                          per_gpu_w, a.term, a.seq, a.lease,
+                          std::isfinite(a.valid_until_s) ? fmt::format("{:.6f}", a.valid_until_s)
+                                                         : std::string("null")));
         });
   }
   const auto start = std::chrono::steady_clock::now();
@@ -759,6 +798,7 @@ Status RunAgent(const AgentArgs& args) {
       limit_unwritten_said = true;
     }
   };
+  uint64_t fleet_log_errors_noted = 0;  // the runner's thread only
   options.observe = [&](const telemetry::Sample& s, double budget_w) {
     if (guard) {
       guard->SetBudget(budget_w, log);
@@ -780,12 +820,17 @@ Status RunAgent(const AgentArgs& args) {
         const double energy_j = twin->twin().energy_j();
         const double mean_w = (energy_j - last_energy_j) / args.interval_s;
         last_energy_j = energy_j;
-        fmt::print(fleet_log,
-                   "{{\"t_mono_s\":{:.6f},\"pid\":{},\"job\":\"{}\",\"power_w\":{:.3f},"
-                   "\"phase\":\"{}\"}}\n",
-                   SteadyNowS(), getpid(), args.job, mean_w, phase);
-        std::fflush(fleet_log);
+        fleet_log->Line(
+            fmt::format("{{\"t_mono_s\":{:.6f},\"pid\":{},\"job\":\"{}\",\"power_w\":{:.3f},"
+                        "\"phase\":\"{}\"}}\n",
+                        SteadyNowS(), getpid(), args.job, mean_w, phase));
       }
+    }
+    if (fleet_log != nullptr) {
+      // Its failed writes, where /metrics reads them.
+      const uint64_t errors = fleet_log->errors();
+      MutexLock lock(shared.mu);
+      for (; fleet_log_errors_noted < errors; ++fleet_log_errors_noted) core.NoteTraceWriteError();
     }
   };
   // The fleet thread: the member's store work, four times a second. The grant's watch: a
@@ -839,6 +884,14 @@ Status RunAgent(const AgentArgs& args) {
   }
   fmt::print(stderr, "headroom agent: stopped after {:.1f} s, {} intervals, {} telemetry errors\n",
              summary.duration_s, summary.intervals, summary.telemetry_errors);
+  if (!restored) return restored;
+  if (summary.trace_write_errors > 0) {
+    // The run went on; its trace did not: say so in the exit status.
+    return Error::Io(
+        fmt::format("--trace-out {}: {} write(s) failed, the first: {}; the trace is "
+                    "incomplete",
+                    args.trace_out, summary.trace_write_errors, recorder->first_error()));
+  }
   if (!args.trace_out.empty()) fmt::print("trace      {}\n", args.trace_out);
   return restored;
 }

@@ -79,6 +79,15 @@ void RemoveTempFilesOnSignals() {
 }
 
 Result<AtomicFileWriter> AtomicFileWriter::Open(const std::string& path) {
+  auto kind = CheckOutputPath(path);
+  if (!kind) return std::move(kind).error();
+  if (*kind == OutputKind::kInPlace) {
+    std::FILE* file = std::fopen(path.c_str(), "w");
+    if (file == nullptr) {
+      return Error::Io(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+    }
+    return AtomicFileWriter(path, path, std::string(), file, -1);
+  }
   auto target = ResolveOutputPath(path);
   if (!target) return std::move(target).error();
   std::string temp_path = *target + ".tmp.XXXXXX";
@@ -131,7 +140,7 @@ AtomicFileWriter::AtomicFileWriter(AtomicFileWriter&& other) noexcept
 AtomicFileWriter::~AtomicFileWriter() {
   if (file_ != nullptr) {
     std::fclose(file_);
-    std::remove(temp_path_.c_str());
+    if (!temp_path_.empty()) std::remove(temp_path_.c_str());
   }
   Unregister(slot_);
 }
@@ -147,9 +156,9 @@ Status AtomicFileWriter::Commit() {
   Status status = OkStatus();
   if (write_failed || close_failed) {
     const int saved = errno;
-    std::remove(temp_path_.c_str());
+    if (!temp_path_.empty()) std::remove(temp_path_.c_str());
     status = Error::Io(fmt::format("{}: write failed: {}", path_, std::strerror(saved)));
-  } else if (std::rename(temp_path_.c_str(), target_path_.c_str()) != 0) {
+  } else if (!temp_path_.empty() && std::rename(temp_path_.c_str(), target_path_.c_str()) != 0) {
     const int saved = errno;
     std::remove(temp_path_.c_str());
     status = Error::Io(fmt::format("{}: cannot write: {}", path_, std::strerror(saved)));

@@ -4,6 +4,9 @@
 // target. The target is the file a write to the path lands on (common/paths.h): through a
 // symlink, the link's target gets the content and the link stays a link. An existing target's
 // permission bits are kept. A writer destroyed without Commit() removes its temporary file.
+// What is not a regular file is refused, except /dev/null and /dev/stdout (or /dev/stderr),
+// which are written in place (common/paths.h, CheckOutputPath): nothing to rename, and Commit()
+// fails when the write did.
 //
 // Temporary files in progress are also kept in a fixed-size registry, so that a command killed
 // by SIGINT, SIGTERM or SIGHUP leaves none behind -- once it has called
@@ -50,7 +53,7 @@ class AtomicFileWriter {
 
   std::string path_;         // as given, for messages
   std::string target_path_;  // where the rename lands: `path_` with its links followed
-  std::string temp_path_;
+  std::string temp_path_;    // empty: written in place
   std::FILE* file_ = nullptr;
   int slot_ = -1;  // in the signal registry; -1: not registered
 };

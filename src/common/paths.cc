@@ -52,6 +52,30 @@ Result<std::string> ResolveOutputPath(const std::string& path) {
   return Error::Io(fmt::format("{}: too many levels of symbolic links", path));
 }
 
+Result<OutputKind> CheckOutputPath(const std::string& path) {
+  if (path == "/dev/stdout" || path == "/dev/stderr") return OutputKind::kInPlace;
+  auto target = ResolveOutputPath(path);
+  if (!target) return std::move(target).error();
+  struct stat st {};
+  if (::stat(target->c_str(), &st) != 0) return OutputKind::kFile;  // new (or unreachable)
+  if (S_ISREG(st.st_mode)) return OutputKind::kFile;
+  struct stat null_st {};
+  if (S_ISCHR(st.st_mode) && ::stat("/dev/null", &null_st) == 0 && S_ISCHR(null_st.st_mode) &&
+      st.st_rdev == null_st.st_rdev) {
+    return OutputKind::kInPlace;
+  }
+  const char* what = S_ISDIR(st.st_mode)    ? "a directory"
+                     : S_ISCHR(st.st_mode)  ? "a character device"
+                     : S_ISBLK(st.st_mode)  ? "a block device"
+                     : S_ISFIFO(st.st_mode) ? "a FIFO"
+                     : S_ISSOCK(st.st_mode) ? "a socket"
+                                            : "of another kind";
+  return Error::Io(fmt::format(
+      "{}: is {}, not a regular file (outputs go to regular files, new paths, /dev/null or "
+      "/dev/stdout)",
+      path, what));
+}
+
 Status RefuseOutputOverInput(const std::string& output, std::string_view output_flag,
                              const std::vector<std::pair<std::string, std::string>>& inputs) {
   if (output.empty()) return OkStatus();

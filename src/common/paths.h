@@ -20,6 +20,17 @@ namespace headroom {
 // with an Io error on a loop of links (more than 40) or an unreadable link.
 Result<std::string> ResolveOutputPath(const std::string& path);
 
+// How an output is written (docs/AGENT.md, "Outputs"). A new path, or a regular file, is
+// replaced whole (through a temporary file beside it, or rotated away for a trace); /dev/null,
+// and /dev/stdout or /dev/stderr (whatever they name: a pipe, a terminal), are written in place;
+// anything else that exists -- a directory, a device, a FIFO, a socket -- is refused: an output
+// never replaces or moves what is not a regular file (as root, a report to /dev/null must not
+// replace the system's /dev/null with a file).
+enum class OutputKind { kFile, kInPlace };
+// Links followed (ResolveOutputPath); an Io error "PATH: is a directory, not a regular file
+// (outputs go to regular files, new paths, /dev/null or /dev/stdout)" for the refused ones.
+Result<OutputKind> CheckOutputPath(const std::string& path);
+
 // Usage error "<output_flag> 'OUT' is also <input_flag> 'IN': refusing to overwrite an input"
 // when `output` would write over any input (same file after following links, or same resolved
 // path). Empty paths are skipped.

@@ -6,9 +6,15 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -993,6 +999,34 @@ TEST(Recorder, TokenColumnIsWholeTokensThatSumToTheRoundedTotal) {
   EXPECT_TRUE(warnings.empty());
 }
 
+// Issue 36, item 1: --trace-out never moves what is not a regular file away (a directory went
+// to PATH.1), and /dev/null is written in place, with no metadata file beside it in /dev.
+TEST(Recorder, ATraceOutThatIsNotARegularFileIsRefusedOrWrittenInPlace) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "headroom_trace_out_dir";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "logs");
+  const std::string logs = (dir / "logs").string();
+  auto rotated = RotateTrace(logs);
+  ASSERT_FALSE(rotated.ok());
+  EXPECT_NE(rotated.error().message().find("is a directory, not a regular file"), std::string::npos)
+      << rotated.error().message();
+  EXPECT_FALSE(Recorder::Open(logs).ok());
+  EXPECT_TRUE(fs::is_directory(logs));
+  EXPECT_FALSE(fs::exists(dir / "logs.1"));
+
+  auto kept = RotateTrace("/dev/null");
+  ASSERT_TRUE(kept.ok()) << kept.error().message();
+  EXPECT_EQ(*kept, "");
+  trace::TraceMeta meta;
+  meta.sample_interval_s = 0.1;
+  auto rec = Recorder::Open("/dev/null", meta);
+  ASSERT_TRUE(rec.ok()) << rec.error().message();
+  EXPECT_FALSE(fs::exists(trace::MetaPathFor("/dev/null")));
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  fs::remove_all(dir);
+}
+
 TEST(Runner, TelemetryStopsSafeWithinOneIntervalAndTheTraceIsReadable) {
   Served served;
   Agent& core = served.core;
@@ -1022,6 +1056,44 @@ TEST(Runner, TelemetryStopsSafeWithinOneIntervalAndTheTraceIsReadable) {
   ASSERT_EQ(sink.series().size(), 1u);
   EXPECT_EQ(sink.series()[0].t_s.size(), 5u);  // the good intervals 0 .. 2.0
   EXPECT_EQ(sink.series()[0].power_w[0], 150.0);
+}
+
+// Issue 36, item 2: a full disk under the trace. The file's size limit (RLIMIT_FSIZE, with
+// SIGXFSZ ignored: writes past it fail with EFBIG, as on a full disk with ENOSPC) is set once
+// the header is written. The loop runs every interval, says so once, and counts every failed
+// write where /metrics reads it.
+TEST(Runner, ATraceThatCannotBeWrittenIsSaidOnceAndCountedAndTheLoopGoesOn) {
+  Served served;
+  Failing source;
+  const std::string path = ::testing::TempDir() + "/agent_trace_full.csv";
+  auto rec = Recorder::Open(path);
+  ASSERT_TRUE(rec.ok());
+  const auto previous_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit before{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &before), 0);
+  rlimit small = before;
+  small.rlim_cur = 100;  // the header (71 bytes) and not two rows
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::atomic<bool> stop{false};
+  RunnerOptions o;
+  o.duration_s = 3.0;
+  std::vector<std::string> log;
+  const RunSummary s = agent::Run(source, nullptr, served.shared, &*rec, o, Clock{[](double) {}},
+                                  stop, [&](const std::string& l) { log.push_back(l); });
+  setrlimit(RLIMIT_FSIZE, &before);
+  std::signal(SIGXFSZ, previous_handler);
+  EXPECT_EQ(s.intervals, 7u);
+  EXPECT_GE(s.trace_write_errors, 2u);  // the flushes at 1 s, 2 s and the last
+  EXPECT_EQ(s.trace_write_errors, rec->write_errors());
+  EXPECT_EQ(served.core.Status(0.0).trace_write_errors, s.trace_write_errors);
+  EXPECT_EQ(rec->first_error(), std::strerror(EFBIG));
+  const auto said = std::count_if(log.begin(), log.end(), [](const std::string& l) {
+    return l.find("trace: cannot write the agent trace: File too large") != std::string::npos;
+  });
+  EXPECT_EQ(said, 1);
+  const std::string metrics = MetricsText(served.core.Status(0.0), std::nullopt);
+  EXPECT_THAT(metrics, HasSubstr(fmt::format("headroom_trace_write_errors_total {}\n",
+                                             s.trace_write_errors)));
 }
 
 TEST(Api, PostedBudgetIsValidatedAndNamesItsField) {
@@ -1099,6 +1171,14 @@ TEST(Api, PostedBudgetIsValidatedAndNamesItsField) {
   none.content_type = "application/json";
   none.body = R"({"budget_per_gpu_w": 250})";
   EXPECT_EQ(without.Handle(none).status, 404);
+  // In a site: 409, the site sets the budget (issue 36, item 9: it was 404); the token first.
+  shared.site = true;
+  Api in_site(shared, config);
+  net::Response conflict = in_site.Handle(none);
+  EXPECT_EQ(conflict.status, 409);
+  EXPECT_THAT(conflict.body, HasSubstr("in a site the coordinator sets the budget"));
+  none.authorization = std::nullopt;
+  EXPECT_EQ(in_site.Handle(none).status, 401);
 }
 
 TEST(Runner, APostedBudgetReachesTheNextDecisionTheTraceAndTheStatus) {

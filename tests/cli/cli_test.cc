@@ -209,6 +209,37 @@ TEST_F(Cli, OutputsThroughSymlinksKeepTheLink) {
   EXPECT_EQ(temporaries, 0u);
 }
 
+// Issue 36, item 1: an output that is a directory or a device is refused with one line and
+// left as it is (twin run --out, analyze --report, agent --trace-out: the agent moved a
+// directory to DIR.1); /dev/null is written in place.
+TEST_F(Cli, OutputsThatAreNotRegularFilesAreRefusedAndLeftAsTheyAre) {
+  fs::create_directories(dir_ / "logs" / "kept");
+  const std::string logs = (dir_ / "logs").string();
+  const std::string line = logs +
+                           ": is a directory, not a regular file (outputs go to regular files, "
+                           "new paths, /dev/null or /dev/stdout)";
+  Outcome run = Headroom("twin run --scenario a100-7b-tp1 --steps 1 --out " + logs);
+  EXPECT_EQ(run.status, 1);
+  EXPECT_THAT(run.err, HasSubstr(line));
+  Outcome agent = Headroom("agent --source twin --duration-s 1 --speed 0 --listen 127.0.0.1:0 "
+                           "--trace-out " +
+                           logs);
+  EXPECT_EQ(agent.status, 1);
+  EXPECT_THAT(agent.err, HasSubstr("--trace-out " + line));
+  EXPECT_TRUE(fs::is_directory(dir_ / "logs" / "kept"));
+  EXPECT_FALSE(fs::exists(dir_ / "logs.1"));
+  Outcome full = Headroom("twin run --scenario a100-7b-tp1 --steps 1 --out /dev/full");
+  EXPECT_EQ(full.status, 1);
+  EXPECT_THAT(full.err, HasSubstr("/dev/full: is a character device, not a regular file"));
+  EXPECT_EQ(Headroom("twin run --scenario a100-7b-tp1 --steps 1 --out /dev/null").status, 0);
+  EXPECT_EQ(Headroom("agent --source twin --duration-s 1 --speed 0 --listen 127.0.0.1:0 "
+                     "--trace-out /dev/null")
+                .status,
+            0);
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  EXPECT_FALSE(fs::exists("/dev/null.1"));
+}
+
 // SIGTERM while twin run writes: no temporary file left, and the status says "killed by
 // SIGTERM". The signal is sent once the temporary file exists (polled, with a deadline).
 TEST_F(Cli, SigtermDuringTwinRunLeavesNoTemporaryFile) {

@@ -1,6 +1,8 @@
 #include "common/atomic_file.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <csignal>
@@ -8,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 namespace headroom {
 namespace {
@@ -102,6 +105,42 @@ TEST_F(AtomicFileTest, WritesThroughASymlinkAndKeepsTheLink) {
 
 // In a child: writers in progress, handlers installed, then SIGTERM. The child dies of the
 // signal (not exit 0) and leaves no temporary file; a committed file stays.
+// Issue 36, item 1: an output never replaces what is not a regular file. A directory, a FIFO, a
+// link to a directory and a device other than /dev/null are refused with one line, and stay as
+// they were; /dev/null is written in place and stays the device it is (as root, the rename
+// replaced the system's /dev/null with a regular file).
+TEST_F(AtomicFileTest, WhatIsNotARegularFileIsRefusedOrWrittenInPlace) {
+  const std::string dir = (dir_ / "a-directory").string();
+  fs::create_directories(dir);
+  const std::string fifo = (dir_ / "a-fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string link = (dir_ / "a-link").string();
+  fs::create_directory_symlink(dir, link);
+  for (const auto& [path, what] : {std::pair{dir, "is a directory"}, std::pair{fifo, "is a FIFO"},
+                                   std::pair{link, "is a directory"},
+                                   std::pair{std::string("/dev/zero"), "is a character device"}}) {
+    auto writer = AtomicFileWriter::Open(path);
+    ASSERT_FALSE(writer.ok()) << path;
+    EXPECT_EQ(writer.error().message(),
+              fmt::format("{}: {}, not a regular file (outputs go to regular files, new paths, "
+                          "/dev/null or /dev/stdout)",
+                          path, what));
+  }
+  EXPECT_TRUE(fs::is_directory(dir));
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_EQ(FilesInDir(), 3u);  // no temporary file beside them
+
+  struct stat before {};
+  ASSERT_EQ(::stat("/dev/null", &before), 0);
+  ASSERT_TRUE(WriteFileAtomically("/dev/null", "into the void\n").ok());
+  struct stat after {};
+  ASSERT_EQ(::stat("/dev/null", &after), 0);
+  EXPECT_TRUE(S_ISCHR(after.st_mode));
+  EXPECT_EQ(after.st_rdev, before.st_rdev);
+  EXPECT_EQ(after.st_ino, before.st_ino);
+}
+
 TEST_F(AtomicFileTest, TemporaryFilesAreRemovedOnSigterm) {
   const std::string done = (dir_ / "done.txt").string();
   const std::string busy = (dir_ / "busy.txt").string();

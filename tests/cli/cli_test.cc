@@ -221,9 +221,10 @@ TEST_F(Cli, OutputsThatAreNotRegularFilesAreRefusedAndLeftAsTheyAre) {
   Outcome run = Headroom("twin run --scenario a100-7b-tp1 --steps 1 --out " + logs);
   EXPECT_EQ(run.status, 1);
   EXPECT_THAT(run.err, HasSubstr(line));
-  Outcome agent = Headroom("agent --source twin --duration-s 1 --speed 0 --listen 127.0.0.1:0 "
-                           "--trace-out " +
-                           logs);
+  Outcome agent = Headroom(
+      "agent --source twin --duration-s 1 --speed 0 --listen 127.0.0.1:0 "
+      "--trace-out " +
+      logs);
   EXPECT_EQ(agent.status, 1);
   EXPECT_THAT(agent.err, HasSubstr("--trace-out " + line));
   EXPECT_TRUE(fs::is_directory(dir_ / "logs" / "kept"));

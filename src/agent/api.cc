@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/dashboard.h"
+#include "net/json_body.h"
 #include "net/query.h"
 
 namespace headroom::agent {
@@ -20,79 +21,6 @@ using nlohmann::json;
 
 // Never throws on text a client sent: invalid UTF-8 is replaced, not an exception.
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-// Offset of the first byte that is not part of well-formed UTF-8 (RFC 3629: no overlongs, no
-// surrogates, nothing above U+10FFFF); npos when all is well formed.
-size_t FirstInvalidUtf8(std::string_view s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  size_t i = 0;
-  while (i < n) {
-    const unsigned char c = p[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len = 0;
-    unsigned char lo = 0x80;
-    unsigned char hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    } else {
-      return i;
-    }
-    if (i + len > n) return i;
-    if (p[i + 1] < lo || p[i + 1] > hi) return i;
-    for (size_t k = 2; k < len; ++k) {
-      if (p[i + k] < 0x80 || p[i + k] > 0xBF) return i;
-    }
-    i += len;
-  }
-  return std::string_view::npos;
-}
-
-// Which field's value the parser was reading when it failed: the key whose value was open.
-class FieldTracker final : public nlohmann::json_sax<json> {
- public:
-  std::optional<std::string> field() const {
-    return in_value_ ? std::optional(key_) : std::nullopt;
-  }
-  bool null() override { return Value(); }
-  bool boolean(bool) override { return Value(); }
-  bool number_integer(number_integer_t) override { return Value(); }
-  bool number_unsigned(number_unsigned_t) override { return Value(); }
-  bool number_float(number_float_t, const string_t&) override { return Value(); }
-  bool string(string_t&) override { return Value(); }
-  bool binary(binary_t&) override { return Value(); }
-  bool start_object(std::size_t) override { return Value(); }
-  bool key(string_t& k) override {
-    key_ = k;
-    in_value_ = true;
-    return true;
-  }
-  bool end_object() override { return true; }
-  bool start_array(std::size_t) override { return true; }
-  bool end_array() override { return true; }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
-    return false;
-  }
-
- private:
-  bool Value() {
-    in_value_ = false;
-    return true;
-  }
-  std::string key_;
-  bool in_value_ = false;
-};
 
 net::Response Json(int status, std::string body) {
   return net::JsonResponse(status, std::move(body));
@@ -283,16 +211,7 @@ namespace {
 
 // A request body as a JSON object; the error names the field where the body goes wrong.
 Result<json> ParseObject(std::string_view body) {
-  if (const size_t bad = FirstInvalidUtf8(body); bad != std::string_view::npos) {
-    FieldTracker tracker;
-    const std::string_view head = body.substr(0, bad + 1);
-    json::sax_parse(head.begin(), head.end(), &tracker);
-    if (const auto field = tracker.field()) {
-      return Error::Input(
-          fmt::format("field '{}': invalid UTF-8 at byte {}", field->substr(0, 64), bad));
-    }
-    return Error::Input(fmt::format("body: invalid UTF-8 at byte {}", bad));
-  }
+  if (Status st = net::CheckJsonBody(body); !st) return std::move(st).error();
   json j;
   try {
     j = json::parse(body);

@@ -31,6 +31,7 @@
 
 #include "cli/etcd_options.h"
 #include "common/atomic_file.h"
+#include "common/read_file.h"
 #include "coord/batch_scheduler.h"
 #include "coord/etcd_store.h"
 #include "dist/checkpoint.h"
@@ -173,9 +174,9 @@ Status Resolve(Args& a, const std::string& mode) {
   if (!h) return h.error();
   a.w.hostility = *h;
   if (!a.key_file.empty()) {
-    std::ifstream f(a.key_file, std::ios::binary);
-    if (!f) return Error::Input(a.key_file + ": cannot open (--key-file)");
-    std::string key((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    auto read = headroom::ReadFileCapped(a.key_file, headroom::kMaxSmallFileBytes, "--key-file");
+    if (!read) return read.error();
+    std::string key = std::move(*read);
     while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
     if (key.size() < 16) return Error::Input(a.key_file + ": a key of at least 16 bytes, please");
     a.w.key.assign(key.begin(), key.end());
@@ -375,9 +376,9 @@ Status RunWorkerCommand(Args& a, const std::string& mode) {
 // `replay`: the run's arithmetic for a membership schedule, in one process (dist/replay.h).
 Status RunReplay(Args& a, const std::string& schedule_path, int workers) {
   if (auto s = Resolve(a, "diloco"); !s) return s;
-  std::ifstream f(schedule_path, std::ios::binary);
-  if (!f) return Error::Io(schedule_path + ": cannot open (--schedule)");
-  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto read = headroom::ReadFileCapped(schedule_path, headroom::kMaxDataFileBytes, "--schedule");
+  if (!read) return read.error();
+  const std::string text = std::move(*read);
   auto members = dist::ParseMembershipSchedule(text, schedule_path);
   if (!members) return members.error();
   auto corpus = lm::LoadCorpus(a.data, static_cast<std::size_t>(a.w.seq_len) + 1);

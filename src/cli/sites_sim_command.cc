@@ -70,6 +70,15 @@ Status RunSitesSimCommand(const SitesSimArgs& args) {
   config.worker.threads = args.threads;
   config.worker.watts_per_core = args.watts_per_core;
   config.worker.inner_steps = args.inner_steps;
+  if (!args.schedule_dir.empty()) {
+    // Before the simulation, not after it: a directory (made now) or nothing yet.
+    std::error_code ec;
+    std::filesystem::create_directories(args.schedule_dir, ec);
+    if (!std::filesystem::is_directory(args.schedule_dir)) {
+      return Error::Io(fmt::format("--schedule-dir {}: not a directory{}", args.schedule_dir,
+                                   ec ? fmt::format(" ({})", ec.message()) : std::string()));
+    }
+  }
   Progress progress("sites-sim", std::nullopt);
   auto result = sim::RunSitesSim(config, [&](double done_s, double total_s) {
     progress.UpdateCount(done_s, total_s, "simulated s");
@@ -78,8 +87,6 @@ Status RunSitesSimCommand(const SitesSimArgs& args) {
   const auto& r = *result;
   if (!args.schedule_dir.empty()) {
     // Each run's membership per round, for `headroom diloco replay --schedule`.
-    std::error_code ec;
-    std::filesystem::create_directories(args.schedule_dir, ec);
     for (const auto& run : r.runs) {
       std::string name = run.policy;
       std::replace(name.begin(), name.end(), ':', '-');

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <iterator>
 
+#include "common/read_file.h"
+
 namespace headroom::cli {
 
 namespace {
@@ -40,12 +42,9 @@ Result<std::string> ResolveToken(const TokenArgs& args,
     return Error::Usage("--token and --token-file: give one");
   }
   if (!args.token_file.empty()) {
-    std::ifstream in(args.token_file, std::ios::binary);
-    if (!in) {
-      return Error::Io(
-          fmt::format("--token-file {}: cannot open: {}", args.token_file, std::strerror(errno)));
-    }
-    std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto read = ReadFileCapped(args.token_file, kMaxSmallFileBytes, "--token-file");
+    if (!read) return std::move(read).error();
+    std::string token = std::move(*read);
     while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
     if (auto st = CheckToken(token, "--token-file " + args.token_file); !st)
       return std::move(st).error();

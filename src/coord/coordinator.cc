@@ -339,6 +339,35 @@ void Coordinator::Lead(double now_s) {
         "a new ledger from the flags (no operator target): site budget {:.1f} W, reserve {:.1f} W",
         config_.site_budget_w, config_.reserve_w));
   }
+  if (ledger_kv == nullptr && !lost_ledger_) {
+    // A ledger rebuilt while agents act on the deleted one's grants: the plan counts each at
+    // its stored grant until the new epoch's grant replaces it. When those are more than the
+    // budget leaves, the budget in force starts where they are and the budget asked for comes
+    // into force as a decrease does, once the grants are down and acknowledged (chaos under
+    // make test's load: a ledger deleted just after a cut put the cut in force over 4,057 W of
+    // grants).
+    double counted_w = 0.0;
+    bool stored = false;
+    for (const auto& [name, m] : in.members) {
+      if (m.job_class != JobClass::kGuaranteed) continue;
+      double w = StandbyChargeW(m);
+      if (const auto g = in.grants.find(name);
+          g != in.grants.end() && g->second.admitted && g->second.lease == m.lease) {
+        w = std::max(w, g->second.job_budget_w);
+        stored = true;
+      }
+      counted_w += w;
+    }
+    for (const auto& [name, m] : in.duplicates) counted_w += StandbyChargeW(m);
+    if (stored && counted_w + ledger.reserve_w > ledger.site_budget_w + 1e-6) {
+      ledger.site_budget_w = counted_w + ledger.reserve_w;
+      decrease_since_s_ = now_s;
+      log_(
+          fmt::format("the new ledger's budget in force is {:.1f} W until the grants stored "
+                      "for the agents ({:.1f} W) come down to site budget {:.1f} W",
+                      ledger.site_budget_w, counted_w, ledger.target_site_budget_w));
+    }
+  }
   // A new target, once per revision of its key; checked again against the floors read now.
   bool target_changed = false;
   if (target && target_kv->mod_revision > ledger.target_revision) {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "coord/fleet_page.h"
+#include "net/json_body.h"
 #include "net/query.h"
 
 namespace headroom::coord {
@@ -357,6 +358,7 @@ std::string CoordinatorMetricsText(const CoordinatorStatus& s) {
 }
 
 Result<TargetBody> ParseSiteBudgetBody(std::string_view body) {
+  if (Status st = net::CheckJsonBody(body); !st) return std::move(st).error();
   const json j = json::parse(body, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
     return Error::Input(

@@ -1,6 +1,8 @@
 #include "net/policy.h"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
+#include <netinet/in.h>
 
 #include <algorithm>
 
@@ -73,12 +75,26 @@ bool HostAllowed(const AccessPolicy& policy, std::optional<std::string_view> hos
   if (!h.empty() && h.front() == '[') {
     const size_t close = h.find(']');
     if (close == std::string_view::npos) return false;
+    // After the literal: nothing, or ":" and a port.
+    const std::string_view after = h.substr(close + 1);
+    if (!after.empty() &&
+        (after.front() != ':' || after.size() == 1 ||
+         after.substr(1).find_first_not_of("0123456789") != std::string_view::npos)) {
+      return false;
+    }
     h = h.substr(0, close + 1);
   } else if (const size_t colon = h.rfind(':'); colon != std::string_view::npos) {
     h = h.substr(0, colon);
   }
   if (h.empty()) return false;
-  if (h.front() == '[' || IsLoopbackHost(h)) return true;  // IPv6 literal or loopback
+  if (h.front() == '[') {
+    // An IPv6 literal, which a DNS name cannot rebind to: only a well-formed one.
+    if (h.size() < 3 || h.back() != ']') return false;
+    const std::string inside(h.substr(1, h.size() - 2));
+    in6_addr address{};
+    return inet_pton(AF_INET6, inside.c_str(), &address) == 1;
+  }
+  if (IsLoopbackHost(h)) return true;
   // An IPv4 literal: a DNS name cannot rebind to it.
   bool ipv4 = true;
   for (char c : h) ipv4 = ipv4 && ((c >= '0' && c <= '9') || c == '.');

@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 
+#include "common/read_file.h"
 #include "common/text_lines.h"
 #include "trace/number_parse.h"
 
@@ -82,15 +83,9 @@ Result<SiteSignals> ParseSiteSignals(std::string_view text, std::string_view nam
 }
 
 Result<SiteSignals> ReadSiteSignals(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return Error::Io(fmt::format("{}: cannot open", path));
-  if (in.tellg() > std::streamoff{64} << 20) {
-    return Error::Input(fmt::format("{}: larger than 64 MiB", path));
-  }
-  in.seekg(0);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseSiteSignals(ss.str(), path);
+  auto text = ReadFileCapped(path, kMaxDataFileBytes);
+  if (!text) return std::move(text).error();
+  return ParseSiteSignals(*text, path);
 }
 
 }  // namespace headroom::sim

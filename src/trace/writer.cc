@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "common/paths.h"
 #include "trace/meta.h"
 
 namespace headroom::trace {
@@ -47,7 +48,11 @@ void TraceWriter::Write(const TraceRow& row) {
 
 Status TraceWriter::Commit(const std::optional<TraceMeta>& meta) {
   if (auto status = file_.Commit(); !status) return status;
-  if (meta) return WriteFileAtomically(MetaPathFor(path_), MetaToJson(*meta));
+  // In place (/dev/null, /dev/stdout): no sidecar beside it (not in /dev).
+  const auto kind = CheckOutputPath(path_);
+  if (meta && kind && *kind == OutputKind::kFile) {
+    return WriteFileAtomically(MetaPathFor(path_), MetaToJson(*meta));
+  }
   return OkStatus();
 }
 

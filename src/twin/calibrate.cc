@@ -8,8 +8,10 @@
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <sstream>
 #include <unsupported/Eigen/NonLinearOptimization>
 
+#include "common/read_file.h"
 #include "common/stats.h"
 
 namespace headroom::twin {
@@ -127,8 +129,9 @@ Result<LogisticFit> FitLogistic(std::span<const double> x, std::span<const doubl
 }
 
 Result<std::vector<MlEnergyRow>> ReadMlEnergyCsv(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Error::Io(fmt::format("{}: cannot open", path));
+  auto content = ReadFileCapped(path, kMaxDataFileBytes);
+  if (!content) return std::move(content).error();
+  std::istringstream in(std::move(*content));
   std::string line;
   if (!std::getline(in, line)) return Error::Input(fmt::format("{}: empty file", path));
   const auto header = SplitCsvLine(line);

@@ -239,6 +239,20 @@ TEST_F(Cli, OutputsThatAreNotRegularFilesAreRefusedAndLeftAsTheyAre) {
             0);
   EXPECT_TRUE(fs::is_character_file("/dev/null"));
   EXPECT_FALSE(fs::exists("/dev/null.1"));
+  EXPECT_FALSE(fs::exists("/dev/null.meta.json"));  // no sidecar beside an output in place
+}
+
+// Issue 36, item 9: sites-sim --schedule-dir naming a file is refused at once, not after the
+// whole simulation.
+TEST_F(Cli, SitesSimRefusesAScheduleDirThatIsAFileBeforeItRuns) {
+  const std::string signals =
+      Write("signals.csv",
+            "t_s,spare_w,price_eur_per_mwh,carbon_g_per_kwh\n0,2000,50,100\n3600,2000,50,100\n");
+  const std::string file = Write("schedules", "not a directory\n");
+  Outcome o = Headroom("sites-sim --site a:" + signals + ":2000 --schedule-dir " + file);
+  EXPECT_EQ(o.status, 1);
+  EXPECT_THAT(o.err, HasSubstr("--schedule-dir " + file + ": not a directory"));
+  EXPECT_THAT(o.err, ::testing::Not(HasSubstr("simulated s")));
 }
 
 // SIGTERM while twin run writes: no temporary file left, and the status says "killed by

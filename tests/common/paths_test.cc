@@ -1,4 +1,5 @@
 #include "common/paths.h"
+#include "common/read_file.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -77,6 +78,28 @@ TEST_F(PathsTest, RefusesAnOutputThatIsAnInput) {
   auto second = RefuseOutputOverInput(trace, "--out", {{"--a", other}, {"--b", trace}});
   ASSERT_FALSE(second.ok());
   EXPECT_THAT(second.error().message(), HasSubstr("is also --b"));
+}
+
+// Issue 36, item 7: whole-file reads stop one byte past their bound, whatever the file is: a
+// device that never ends (/dev/zero: a size check by seeking saw -1 and read until memory ran
+// out), a directory, a file exactly at the bound and one byte over.
+TEST_F(PathsTest, WholeFileReadsStopAtTheirBound) {
+  std::ofstream(P("token")) << "s3cret\n";
+  EXPECT_EQ(*ReadFileCapped(P("token"), 64), "s3cret\n");
+  EXPECT_EQ(*ReadFileCapped(P("token"), 7), "s3cret\n");
+  auto over = ReadFileCapped(P("token"), 6, "--token-file");
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.error().message(), "--token-file " + P("token") + ": larger than 6 bytes");
+  auto zero = ReadFileCapped("/dev/zero", kMaxSmallFileBytes, "--token-file");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.error().message(), "--token-file /dev/zero: larger than 65536 bytes");
+  auto dir = ReadFileCapped(P("sub"), 64);
+  ASSERT_FALSE(dir.ok());
+  EXPECT_THAT(dir.error().message(), HasSubstr(": cannot read: Is a directory"));
+  auto missing = ReadFileCapped(P("missing"), 64, "--key-file");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(missing.error().message(), HasSubstr("--key-file " + P("missing") + ": cannot read"));
+  EXPECT_EQ(*ReadFileCapped("/dev/null", 64), "");
 }
 
 }  // namespace

@@ -1566,6 +1566,27 @@ TEST(Protocol, ARebuiltLedgerStartsANewEpochThatAgentsFollow) {
   EXPECT_EQ(site.violations_, 0);
 }
 
+// A ledger deleted just after a cut was written (chaos under make test's load): the rebuilt
+// ledger took the cut as in force at once, while the agents acted on the deleted ledger's grants
+// (4,057 W over a 3,987.5 W limit for 1.3 s). It starts in force where the stored grants are and
+// the cut comes into force as a decrease does, once they are down.
+TEST(Protocol, ALedgerDeletedJustAfterACutTakesTheCutAsADecrease) {
+  Site site(2, 800, 100, 1);
+  site.Run(8);
+  ASSERT_TRUE(site.FullyAllocated());
+  ASSERT_NEAR(site.acting_[0].job_budget_w + site.acting_[1].job_budget_w, 700.0, 1e-6);
+  ASSERT_TRUE(site.coordinators_[0]->RequestSiteBudget(600).ok());
+  ASSERT_TRUE(site.store_.Delete("/headroom/s/ledger", false));
+  site.Run(12);
+  EXPECT_EQ(site.violations_, 0);
+  EXPECT_TRUE(site.FullyAllocated());
+  auto l = site.store_.Get("/headroom/s/ledger", false);
+  ASSERT_TRUE(l && l->kvs.size() == 1);
+  const Ledger rebuilt = *LedgerFromJson(l->kvs[0].value, "ledger");
+  EXPECT_DOUBLE_EQ(rebuilt.site_budget_w, 600);
+  EXPECT_NEAR(site.acting_[0].job_budget_w + site.acting_[1].job_budget_w, 500.0, 1e-6);
+}
+
 // F9: a duplicate started long before the name's holder dies took the name at once, while the
 // dead agent's trainer could still act on its last grant. It waits TTL - margin from when it
 // first sees the holder gone.

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "net/beast_request.h"
+#include "net/json_body.h"
 #include "net/listen.h"
 #include "net/policy.h"
 #include "net/query.h"
@@ -202,8 +203,10 @@ TEST(NetPolicy, HostsTokensAndContentTypes) {
         "10.1.2.3:80", "coord.example", "Coord.Example:9500", " 127.0.0.1 "}) {
     EXPECT_TRUE(HostAllowed(policy, std::string_view(h))) << h;
   }
-  for (const char* h : {"evil.example", "coord.example.evil", "[::1", "", ":9500",
-                        "localhost.evil.com", "127.0.0.1.nip.io"}) {
+  // Brackets hold an IPv6 literal, parsed (issue 36, item 9: "[anything]" passed).
+  for (const char* h :
+       {"evil.example", "coord.example.evil", "[::1", "", ":9500", "localhost.evil.com",
+        "127.0.0.1.nip.io", "[evil.example]", "[evil.example]:9500", "[]", "[::1]x", "[1.2.3.4]"}) {
     EXPECT_FALSE(HostAllowed(policy, std::string_view(h))) << h;
   }
   EXPECT_TRUE(HostAllowed(policy, std::nullopt));
@@ -224,6 +227,25 @@ TEST(NetPolicy, HostsTokensAndContentTypes) {
     EXPECT_FALSE(IsJsonContentType(std::string_view(t))) << t;
   }
   EXPECT_FALSE(IsJsonContentType(std::nullopt));
+}
+
+// Issue 36, item 9: a key given twice (the parser kept the last), a NUL byte (a trailing one
+// was accepted), invalid UTF-8: one line naming the field or byte, for both daemons' bodies.
+TEST(NetJsonBody, NulBytesKeysGivenTwiceAndInvalidUtf8AreRefused) {
+  EXPECT_TRUE(CheckJsonBody(R"({"site_budget_w": 3000})").ok());
+  EXPECT_TRUE(CheckJsonBody(R"({"a": {"x": 1}, "b": {"x": 2}, "c": [{"x": 1}, {"x": 2}]})").ok());
+  EXPECT_TRUE(CheckJsonBody("not json").ok());  // the caller's parser says why
+  const auto message = [](std::string_view body) {
+    Status st = CheckJsonBody(body);
+    return st.ok() ? std::string("ok") : st.error().message();
+  };
+  EXPECT_EQ(message(R"({"site_budget_w": 3000, "site_budget_w": 9000})"),
+            "field 'site_budget_w': given twice");
+  EXPECT_EQ(message(R"({"a": {"x": 1, "x": 2}})"), "field 'x': given twice");
+  EXPECT_EQ(message(std::string_view("{\"budget_per_gpu_w\": 250}\0", 26)),
+            "body: a NUL byte at byte 25");
+  EXPECT_EQ(message("{\"job\": \"a\xff\"}"), "field 'job': invalid UTF-8 at byte 10");
+  EXPECT_EQ(message("\xc3"), "body: invalid UTF-8 at byte 0");
 }
 
 TEST(NetPolicy, LoopbackHosts) {

@@ -13,7 +13,7 @@ Result<std::string> ReadFileCapped(const std::string& path, size_t max_bytes,
                                    std::string_view what) {
   const std::string name = what.empty() ? path : fmt::format("{} {}", what, path);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Error::Io(fmt::format("{}: cannot read: {}", name, std::strerror(errno)));
+  if (fd < 0) return Error::Io(fmt::format("{}: cannot open: {}", name, std::strerror(errno)));
   std::string out;
   constexpr size_t kChunkBytes = size_t{64} << 10;
   while (true) {

@@ -13,7 +13,8 @@
 namespace headroom {
 
 // The file's bytes, at most `max_bytes`. `what` names the option for messages ("--token-file").
-// An Io error "WHAT PATH: cannot read: REASON" (a directory, a missing file), an Input error
+// An Io error "WHAT PATH: cannot open: REASON" (a missing file) or "...: cannot read: REASON" (a
+// directory), an Input error
 // "WHAT PATH: larger than N bytes".
 Result<std::string> ReadFileCapped(const std::string& path, size_t max_bytes,
                                    std::string_view what = {});

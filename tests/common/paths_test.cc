@@ -98,7 +98,7 @@ TEST_F(PathsTest, WholeFileReadsStopAtTheirBound) {
   EXPECT_THAT(dir.error().message(), HasSubstr(": cannot read: Is a directory"));
   auto missing = ReadFileCapped(P("missing"), 64, "--key-file");
   ASSERT_FALSE(missing.ok());
-  EXPECT_THAT(missing.error().message(), HasSubstr("--key-file " + P("missing") + ": cannot read"));
+  EXPECT_THAT(missing.error().message(), HasSubstr("--key-file " + P("missing") + ": cannot open"));
   EXPECT_EQ(*ReadFileCapped("/dev/null", 64), "");
 }
 

@@ -47,7 +47,7 @@ TEST(SiteSignals, BadInputNamesFileLineAndField) {
   }
   auto missing = ReadSiteSignals("/nonexistent/site.csv");
   ASSERT_FALSE(missing);
-  EXPECT_NE(missing.error().message().find("/nonexistent/site.csv: cannot read"),
+  EXPECT_NE(missing.error().message().find("/nonexistent/site.csv: cannot open"),
             std::string::npos);
 }
 

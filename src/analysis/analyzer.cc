@@ -415,6 +415,9 @@ Result<AnalyzeResult> Analyzer::Finish(const trace::TraceSchema& schema) {
   result.budget_w = options_.budget_w;
 
   const StepStats::Summary steps = steps_->stats.Finish();
+  if (steps.dt_s) {  // one sample per GPU has no step, and no step to refuse
+    if (auto step = TraceStep(steps); !step) return std::move(step).error();
+  }
   result.dt_s = steps.dt_s;
   result.energy_j = steps.energy_j;
   result.gaps = steps.gaps;

@@ -4,6 +4,8 @@
 #include <bit>
 #include <cstring>
 
+#include <fmt/format.h>
+
 namespace headroom::analysis {
 namespace {
 
@@ -74,6 +76,7 @@ StepStats::Summary StepStats::Finish() const {
                           ? value_at_rank(total / 2)
                           : 0.5 * (value_at_rank(total / 2 - 1) + value_at_rank(total / 2));
   summary.dt_s = dt_s;
+  if (used.front().step_s == 0.0) summary.repeated = used.front().count;
   const double gap_s = kGapFactor * dt_s;
   for (const Slot& slot : used) {
     if (slot.step_s > gap_s) {
@@ -83,6 +86,16 @@ StepStats::Summary StepStats::Finish() const {
     }
   }
   return summary;
+}
+
+Result<double> TraceStep(const StepStats::Summary& summary) {
+  if (!summary.dt_s) return Error::Input("the trace needs at least two samples of one GPU");
+  if (*summary.dt_s > 0.0) return *summary.dt_s;
+  return Error::Input(fmt::format(
+      "field 't_s': {} of {} steps repeat their GPU's previous time, so the median step is 0 s "
+      "(times written more coarsely than the rows, e.g. whole seconds at 10 Hz?): keep one row "
+      "per GPU and time, or write times at the sampling resolution",
+      summary.repeated, summary.steps));
 }
 
 }  // namespace headroom::analysis

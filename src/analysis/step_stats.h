@@ -14,6 +14,8 @@
 #include <optional>
 #include <vector>
 
+#include "common/error.h"
+
 namespace headroom::analysis {
 
 inline constexpr double kGapFactor = 5.0;  // a step longer than kGapFactor * dt is a gap
@@ -55,6 +57,7 @@ class StepStats {
     double energy_j = 0.0;
     uint64_t gaps = 0;
     uint64_t steps = 0;
+    uint64_t repeated = 0;  // steps of 0 s: a GPU's row at the time of its previous row
   };
   Summary Finish() const;
 
@@ -77,5 +80,11 @@ class StepStats {
   std::vector<Slot> slots_;  // open addressing; step_s < 0 marks an empty slot
   size_t used_ = 0;
 };
+
+// The trace's step dt (docs/TRACE_FORMAT.md "Repeated times"): the median step, or an error
+// naming the repeated times when it is 0 s (most rows repeat their GPU's previous time, as a
+// 10 Hz logger writing whole seconds does). `analyze`, `fleet` and `pilot` all take it from
+// here. Fails too without any step.
+Result<double> TraceStep(const StepStats::Summary& summary);
 
 }  // namespace headroom::analysis

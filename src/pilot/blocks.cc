@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "analysis/analyzer.h"
+#include "analysis/step_stats.h"
 #include "common/stats.h"
 
 namespace headroom::pilot {
@@ -82,12 +83,16 @@ Result<TraceSpan> SpanOf(const TraceData& trace) {
   }
   if (!(span.last_s >= span.first_s))
     return Error::Input(fmt::format("{}: no samples", trace.name));
+  // The step as analyze and fleet take it: the median over every GPU's steps.
+  analysis::StepStats steps;
   for (const auto& s : trace.series) {
-    if (s.t_s.size() < 2) continue;
-    std::vector<double> steps(s.t_s.size() - 1);
-    for (size_t i = 0; i + 1 < s.t_s.size(); ++i) steps[i] = s.t_s[i + 1] - s.t_s[i];
-    span.dt_s = Median(steps);
-    break;
+    for (size_t i = 1; i < s.t_s.size(); ++i) steps.Add(s.t_s[i] - s.t_s[i - 1], 0.0);
+  }
+  const auto summary = steps.Finish();
+  if (summary.dt_s) {
+    const auto dt_s = analysis::TraceStep(summary);
+    if (!dt_s) return Error::Input(fmt::format("{}: {}", trace.name, dt_s.error().message()));
+    span.dt_s = *dt_s;
   }
   return span;
 }

@@ -48,7 +48,9 @@ Result<Job> MakeJob(std::string name, uint32_t copies,
   }
   std::vector<const analysis::TimeSeries*> parts;
   for (const auto& s : series) parts.push_back(&s);
-  auto grid = analysis::SumOnGrid(parts, *summary.dt_s);
+  const auto dt_s = analysis::TraceStep(summary);
+  if (!dt_s) return Error::Input(fmt::format("{}: {}", name, dt_s.error().message()));
+  auto grid = analysis::SumOnGrid(parts, *dt_s);
   if (!grid) return Error::Input(fmt::format("{}: {}", name, grid.error().message()));
   Job job;
   job.name = std::move(name);

@@ -214,6 +214,21 @@ TEST(Analyzer, UnknownValuesAreNotInvented) {
   EXPECT_FALSE(r->windows[2].max_window_power_w.has_value());
 }
 
+TEST(Analyzer, TimesRepeatedByACoarseLoggerAreRefusedNotIntegratedAsZero) {
+  // 10 rows a second, the time written in whole seconds: before, dt 0, energy 0, every real
+  // step a gap, exit 0.
+  std::string csv = "t_s,gpu,power_w,tokens\n";
+  for (int i = 0; i < 600; ++i) csv += fmt::format("{},0,300,1\n", i / 10);
+  for (Scope scope : {Scope::kGpu, Scope::kSum}) {
+    AnalyzeOptions o;
+    o.scope = scope;
+    auto r = Analyze(csv, o);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message().find("540 of 599 steps repeat"), std::string::npos)
+        << r.error().message();
+  }
+}
+
 TEST(Analyzer, EmptyTraceIsAnError) {
   auto r = Analyze("t_s,gpu,power_w\n", {});
   ASSERT_FALSE(r.ok());

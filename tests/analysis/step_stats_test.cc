@@ -31,6 +31,33 @@ TEST(StepStats, AStepOfExactlyFiveDtIsNotAGap) {
   EXPECT_DOUBLE_EQ(r.energy_j, 3.0);
 }
 
+TEST(TraceStep, AMedianOfZeroIsRefusedNamingTheRepeatedTimes) {
+  // A 10 Hz logger writing whole seconds: per second one step of 1 s and nine of 0 s.
+  StepStats s;
+  for (int second = 0; second < 60; ++second) {
+    s.Add(1.0, 1.0);
+    for (int i = 0; i < 9; ++i) s.Add(0.0, 0.0);
+  }
+  const auto summary = s.Finish();
+  EXPECT_EQ(summary.repeated, 540u);
+  const auto step = TraceStep(summary);
+  ASSERT_FALSE(step.ok());
+  EXPECT_NE(step.error().message().find("field 't_s': 540 of 600 steps repeat their GPU's "
+                                        "previous time, so the median step is 0 s"),
+            std::string::npos)
+      << step.error().message();
+}
+
+TEST(TraceStep, AFewRepeatedTimesKeepThePositiveMedian) {
+  StepStats s;
+  for (double step : {1.0, 0.0, 1.0, 1.0}) s.Add(step, 0.0);
+  const auto summary = s.Finish();
+  EXPECT_EQ(summary.repeated, 1u);
+  ASSERT_TRUE(TraceStep(summary).ok());
+  EXPECT_DOUBLE_EQ(*TraceStep(summary), 1.0);
+  EXPECT_FALSE(TraceStep(StepStats().Finish()).ok());  // no step at all
+}
+
 TEST(StepStats, NoStepsNoDt) {
   StepStats s;
   const auto r = s.Finish();

@@ -252,6 +252,16 @@ TraceData ReadMemory(const std::string& text) {
   return {"t.csv", summary->schema, std::move(sink.series())};
 }
 
+TEST(Blocks, ATraceWhoseTimesRepeatIsRefusedAsAnalyzeRefusesIt) {
+  std::string csv = "t_s,gpu,power_w\n";
+  for (int i = 0; i < 40; ++i) csv += fmt::format("{},0,100\n", i / 4);
+  auto span = SpanOf(ReadMemory(csv));
+  ASSERT_FALSE(span.ok());
+  EXPECT_NE(span.error().message().find("t.csv: field 't_s': 30 of 39 steps repeat"),
+            std::string::npos)
+      << span.error().message();
+}
+
 TEST(Blocks, EnergyTokensAndViolationsPerBlock) {
   // One GPU at 1 s: 100 W for t = 0..3, 300 W for t = 4..7; 10 tokens a row.
   std::string csv = "t_s,gpu,power_w,tokens\n";

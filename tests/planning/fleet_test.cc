@@ -128,6 +128,19 @@ TEST(Fleet, TokensCountTheFirstDSeconds) {
   EXPECT_NEAR(*r->economics.usd_per_million_tokens, r->economics.energy_cost_usd / 18e-6, 1e-9);
 }
 
+TEST(Fleet, AJobWhoseTimesRepeatIsRefusedAsAnalyzeRefusesIt) {
+  trace::CollectingSink::Series s;
+  for (int i = 0; i < 40; ++i) {
+    s.t_s.push_back(static_cast<double>(i / 4));
+    s.power_w.push_back(100.0);
+  }
+  auto job = MakeJob("coarse", 1, {s}, false, 500.0);
+  ASSERT_FALSE(job.ok());
+  EXPECT_NE(job.error().message().find("coarse: field 't_s': 30 of 39 steps repeat"),
+            std::string::npos)
+      << job.error().message();
+}
+
 TEST(Fleet, OptionErrors) {
   std::vector<Job> jobs;
   jobs.push_back(OneGpuJob("a", {1, 2, 3, 4}, 1, 10));

@@ -27,6 +27,9 @@ Result<Trace> FetchRange(PrometheusApi& api, const RangeQuery& query, const Fetc
     if (!body) return std::move(body).error();
     auto series = ParseMatrix(*body, api.Name());
     if (!series) return std::move(series).error();
+    if (auto in_range = CheckAnswerTimes(*series, (*chunks)[k], api.Name()); !in_range) {
+      return std::move(in_range).error();
+    }
     MergeSeries(std::move(*series), &all);
     if (options.on_chunk) options.on_chunk(k + 1, chunks->size());
   }

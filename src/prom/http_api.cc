@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "common/sigpipe.h"
+#include "common/watchdog.h"
 
 namespace headroom::prom {
 namespace {
@@ -45,14 +46,28 @@ class HttpApi final : public PrometheusApi {
     std::string body;
     bool too_large = false;
     const std::string path = endpoint_.path_prefix + "/api/v1/query_range";
-    auto res = client_.Get(path, params, httplib::Headers{}, [&](const char* data, size_t n) {
-      if (body.size() + n > options_.max_body_bytes) {
-        too_large = true;
-        return false;
-      }
-      body.append(data, n);
-      return true;
-    });
+    httplib::Result res(nullptr, httplib::Error::Unknown);
+    bool expired = false;
+    {
+      // httplib's timeouts bound each read; a server trickling a byte at a time would hold the
+      // query for ever. The deadline is the whole query's: past it the socket is shut down.
+      const Watchdog deadline(options_.timeout_s, [this] { client_.stop(); });
+      res = client_.Get(path, params, httplib::Headers{}, [&](const char* data, size_t n) {
+        if (body.size() + n > options_.max_body_bytes) {
+          too_large = true;
+          return false;
+        }
+        body.append(data, n);
+        return true;
+      });
+      expired = deadline.expired();
+    }
+    if (expired) {
+      return Error::Io(fmt::format(
+          "{}: no whole answer within {} s (--prometheus-timeout-s bounds each query, connect to "
+          "last byte)",
+          Name(), options_.timeout_s));
+    }
     if (too_large) {
       return Error::Input(fmt::format(
           "{}: an answer over {} MiB: a shorter range, a coarser --step or a narrower --query",

@@ -22,7 +22,7 @@ bool IsPrometheusUrl(std::string_view text);
 Result<Endpoint> ParseEndpoint(std::string_view url);
 
 struct HttpOptions {
-  double timeout_s = 60.0;             // connect, and each read
+  double timeout_s = 60.0;             // each query whole: connect to its last byte
   size_t max_body_bytes = 512u << 20;  // an answer larger than this is refused
   std::string bearer_token;            // sent as Authorization: Bearer when set
 };

@@ -56,6 +56,12 @@ struct Series {
 // is not a finite number, or times out of order are an error naming `name` and the series.
 Result<std::vector<Series>> ParseMatrix(std::string_view body, std::string_view name);
 
+// An answer to `asked` holds only its instants: start + k x step, from start to end. Any other
+// time (a server answering another range, or the same range to every chunk) is an error naming
+// `name`, the series and the time: joined, such chunks would repeat or widen the range.
+Status CheckAnswerTimes(const std::vector<Series>& series, const RangeQuery& asked,
+                              std::string_view name);
+
 // Appends each chunk's series to the whole: the same label set is the same series, its points
 // in time order (a chunk's first instant follows the previous chunk's last).
 void MergeSeries(std::vector<Series>&& chunk, std::vector<Series>* all);

@@ -4,12 +4,17 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -523,6 +528,58 @@ TEST(PromFetch, ServerErrorsEndTheFetch) {
   }
 }
 
+// A server that answers another range than the one asked: the same first chunk to every
+// query, or the range asked widened by `widen_ms` either side.
+class OtherRange final : public PrometheusApi {
+ public:
+  OtherRange(FakePrometheus& fake, int64_t widen_ms) : fake_(fake), widen_ms_(widen_ms) {}
+  std::string Name() const override { return fake_.Name(); }
+  Result<std::string> QueryRange(const RangeQuery& q) override {
+    if (!first_) first_ = q;
+    RangeQuery answered = widen_ms_ > 0 ? q : *first_;
+    answered.start_ms -= widen_ms_;
+    answered.end_ms += widen_ms_;
+    return fake_.QueryRange(answered);
+  }
+
+ private:
+  FakePrometheus& fake_;
+  int64_t widen_ms_;
+  std::optional<RangeQuery> first_;
+};
+
+TEST(PromFetch, AnAnswerOutsideTheRangeAskedIsRefusedNotJoined) {
+  // Before: the same chunk for every query gave each sample 7 times over (energy 0 between
+  // them), and a widened answer a longer range than asked; both exited 0.
+  const RangeQuery q = Query(kT0Ms + 10 * kScrapeMs, kT0Ms + 30 * kScrapeMs, kScrapeMs);
+  {
+    FakePrometheus fake = Scraped();
+    OtherRange same(fake, 0);
+    const auto r = FetchRange(same, q, {.max_points = 7, .on_chunk = {}});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().kind(), ErrorKind::kInput);
+    // The second chunk asked 1700000008.500..1700000011.500 and got the first one's times.
+    EXPECT_THAT(r.error().message(),
+                HasSubstr("a sample at 1700000005.000 s, not an instant asked for (from "
+                          "1700000008.500 to 1700000011.500 s every 0.5 s)"));
+  }
+  {
+    FakePrometheus fake = Scraped();
+    OtherRange wider(fake, 2 * kScrapeMs);
+    const auto r = FetchRange(wider, q, {.max_points = kDefaultMaxPoints, .on_chunk = {}});
+    ASSERT_FALSE(r.ok());
+    EXPECT_THAT(r.error().message(),
+                HasSubstr("a sample at 1700000004.000 s, not an instant asked for (from "
+                          "1700000005.000 to 1700000015.000 s every 0.5 s)"));
+  }
+  {
+    // Off the grid inside the range: asked every 1 s from a half second, answered on whole ones.
+    std::vector<Series> off = {{GpuLabels(0), {kT0Ms + 1000}, {200.0}}};
+    EXPECT_FALSE(CheckAnswerTimes(off, Query(kT0Ms + 500, kT0Ms + 2500, 1000), "x").ok());
+    EXPECT_TRUE(CheckAnswerTimes(off, Query(kT0Ms, kT0Ms + 2000, 1000), "x").ok());
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Saved answers
 
@@ -691,6 +748,70 @@ TEST(PromHttp, PrometheusErrorsComeThroughOtherStatusesAndNoServerAreErrors) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().kind(), ErrorKind::kIo);
   EXPECT_THAT(refused.error().message(), HasSubstr("cannot query"));
+}
+
+// A server that accepts and then trickles a status line a byte every 50 ms, for ever: each read
+// succeeds well within any read timeout.
+class TricklingServer {
+ public:
+  TricklingServer() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::listen(fd_, 4) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      return;
+    }
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] {
+      const int conn = ::accept(fd_, nullptr, nullptr);
+      if (conn < 0) return;
+      const std::string head = "HTTP/1.1 200 OK\r\nX-Slow: ";
+      std::unique_lock<std::mutex> lock(mu_);
+      for (size_t i = 0; !stop_; ++i) {
+        const char byte = i < head.size() ? head[i] : 'a';
+        if (::send(conn, &byte, 1, MSG_NOSIGNAL) != 1) break;
+        cv_.wait_for(lock, std::chrono::milliseconds(50), [this] { return stop_; });
+      }
+      ::close(conn);
+    });
+  }
+  ~TricklingServer() {
+    {
+      const std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    ::shutdown(fd_, SHUT_RDWR);  // wakes an accept that never came
+    if (thread_.joinable()) thread_.join();
+    ::close(fd_);
+  }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+TEST(PromHttp, TheTimeoutIsTheWholeQuerysNotEachReads) {
+  // Before: a byte every 50 ms kept a query with a 0.5 s timeout waiting for as long as the
+  // server went on.
+  TricklingServer server;
+  ASSERT_GT(server.port(), 0);
+  HttpOptions options;
+  options.timeout_s = 0.5;
+  auto api = MakeHttpApi({"127.0.0.1", server.port(), ""}, options);
+  const auto body = api->QueryRange(Query(kT0Ms, kT0Ms + 1000, 500));
+  ASSERT_FALSE(body.ok());
+  EXPECT_EQ(body.error().kind(), ErrorKind::kIo);
+  EXPECT_THAT(body.error().message(), HasSubstr("no whole answer within 0.5 s"));
 }
 
 }  // namespace

@@ -1,0 +1,34 @@
+#include "common/watchdog.h"
+
+#include <gtest/gtest.h>
+
+#include <future>
+
+namespace headroom {
+namespace {
+
+TEST(Watchdog, DisarmedBeforeItsDeadlineItNeverFires) {
+  bool fired = false;  // would be written by the watchdog's thread; read after its join
+  {
+    const Watchdog dog(3600.0, [&] { fired = true; });
+    EXPECT_FALSE(dog.expired());
+  }  // returns at once: the destructor wakes the thread rather than waiting out the hour
+  EXPECT_FALSE(fired);
+}
+
+TEST(Watchdog, PastItsDeadlineItFiresOnceAndSaysSo) {
+  std::promise<void> fired;
+  int calls = 0;
+  {
+    const Watchdog dog(0.0, [&] {
+      ++calls;
+      fired.set_value();
+    });
+    fired.get_future().wait();
+    EXPECT_TRUE(dog.expired());
+  }
+  EXPECT_EQ(calls, 1);
+}
+
+}  // namespace
+}  // namespace headroom

@@ -255,19 +255,22 @@ void Analyzer::OnBatch(const trace::SampleBatch& batch, const trace::TraceSchema
   }
   // Gather each GPU's samples of the batch (a batch usually interleaves GPUs), then run every
   // statistic over each GPU's run at once. (A counting sort into one array measured slower.)
-  // Every GPU of the batch is in the schema; each run buffer holds a whole batch, so the gather
-  // writes through plain pointers.
+  // Every GPU of the batch is in the schema; each run buffer is first sized to hold its GPU's
+  // samples of the batch (a count, not the whole batch: memory per GPU follows its data), so
+  // the gather writes through plain pointers.
   if (!schema.gpu_ids.empty()) GpuAt(static_cast<uint32_t>(schema.gpu_ids.size() - 1));
   const size_t gpus = gpus_.size();
   run_t_s_.resize(gpus);
   run_power_w_.resize(gpus);
   run_size_.assign(gpus, 0);
+  for (size_t i = 0; i < n; ++i) ++run_size_[batch.gpu[i]];
   for (size_t g = 0; g < gpus; ++g) {
     Gpu& gpu = *gpus_[g];
-    if (gpu.run_t_s.size() < n) {
-      gpu.run_t_s.resize(n);
-      gpu.run_power_w.resize(n);
+    if (gpu.run_t_s.size() < run_size_[g]) {
+      gpu.run_t_s.resize(run_size_[g]);
+      gpu.run_power_w.resize(run_size_[g]);
     }
+    run_size_[g] = 0;
     run_t_s_[g] = gpu.run_t_s.data();
     run_power_w_[g] = gpu.run_power_w.data();
   }

@@ -144,8 +144,12 @@ void WelchAccumulator::AddEarly(double t_s, double power_w) {
   sum_ += x;
   sum_sq_ += x * x;
   ++n_;
+  if (buffer_.empty()) buffer_.resize(kProvisionalSteps + 1);  // every sample until the step
   buffer_[filled_++] = power_w;
-  if (early_steps_.size() == kProvisionalSteps) SetProvisionalStep();
+  if (early_steps_.size() == kProvisionalSteps) {
+    SetProvisionalStep();
+    buffer_.resize(kSegmentSamples);  // segments from here on; keeps the samples at its start
+  }
 }
 
 void WelchAccumulator::AddBatch(const double* t_s, const double* power_w, size_t n) {
@@ -334,8 +338,10 @@ void WelchAccumulator::Finish() {
   if (!provisional_dt_s_ && !early_steps_.empty()) SetProvisionalStep();
   // Never a full segment: the samples lie in order from the buffer's start.
   if (!emitted_ && filled_ >= kMinSegmentSamples) {
-    pool_->AddSegment(buffer_.data(), buffer_.data() + kHalfSegment, filled_,
-                      Sum(buffer_.data(), filled_));
+    // A buffer still of the early samples only (fewer than half a segment) has no second half.
+    const double* second =
+        buffer_.size() > kHalfSegment ? buffer_.data() + kHalfSegment : buffer_.data();
+    pool_->AddSegment(buffer_.data(), second, filled_, Sum(buffer_.data(), filled_));
   }
   Restart();
 }

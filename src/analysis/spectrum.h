@@ -68,7 +68,10 @@ class SpectrumPool {
 // Welch segmentation of one series, feeding a SpectrumPool.
 class WelchAccumulator {
  public:
-  explicit WelchAccumulator(SpectrumPool* pool) : pool_(pool), buffer_(kSegmentSamples) {}
+  // The segment buffer is allocated when the series needs it: a few samples' worth while the
+  // step is provisional, a whole segment from then on (a trace naming 30,000 GPUs of one sample
+  // each must not cost 30,000 segments).
+  explicit WelchAccumulator(SpectrumPool* pool) : pool_(pool) {}
 
   // Adds n time-ordered samples. REQUIRES: t_s not below the last time added.
   void AddBatch(const double* t_s, const double* power_w, size_t n);

@@ -94,7 +94,8 @@ Status RunAnalyze(const AnalyzeArgs& args) {
 
   std::optional<Progress> asking;
   if (IsPrometheusUrl(args.trace)) asking.emplace("querying " + args.trace, std::nullopt);
-  auto source = OpenTrace(args.trace, 0, args.prometheus, [&](size_t done, size_t total) {
+  auto source = OpenTrace(args.trace, 0, args.prometheus, read_options->max_gpus,
+                          [&](size_t done, size_t total) {
     if (asking)
       asking->UpdateCount(static_cast<double>(done), static_cast<double>(total), "queries");
   });

@@ -108,7 +108,8 @@ Status RunFleet(FleetArgs& args) {
     std::optional<Progress> asking;
     if (url) asking.emplace("querying " + path, std::nullopt);
     auto source =
-        OpenTrace(path, url ? url_index++ : 0, args.prometheus, [&](size_t done, size_t total) {
+        OpenTrace(path, url ? url_index++ : 0, args.prometheus, read_options->max_gpus,
+                  [&](size_t done, size_t total) {
           if (asking) {
             asking->UpdateCount(static_cast<double>(done), static_cast<double>(total), "queries");
           }

@@ -9,6 +9,7 @@
 
 #include "cli/numbers.h"
 #include "common/duration.h"
+#include "common/read_file.h"
 #include "prom/fetch.h"
 #include "prom/http_api.h"
 
@@ -78,7 +79,7 @@ void PrometheusOptions::Register(CLI::App& app) {
       ->check(Integer(1, prom::kPrometheusMaxPoints))
       ->capture_default_str();
   app.add_option("--prometheus-timeout-s", timeout_s,
-                 "For prometheus://: connect and read timeout per query, s")
+                 "For prometheus://: the deadline of each query, whole (connect to last byte), s")
       ->check(Real(0.1, 3600.0))
       ->capture_default_str();
   app.add_option("--prometheus-token-file", token_file,
@@ -106,7 +107,7 @@ Status PrometheusOptions::Check(size_t urls) const {
 }
 
 Result<OpenedTrace> OpenTrace(const std::string& arg, size_t index,
-                              const PrometheusOptions& prometheus,
+                              const PrometheusOptions& prometheus, size_t max_gpus,
                               const std::function<void(size_t, size_t)>& on_chunk) {
   if (IsPrometheusUrl(arg)) {
     auto endpoint = prom::ParseEndpoint(arg);
@@ -132,14 +133,10 @@ Result<OpenedTrace> OpenTrace(const std::string& arg, size_t index,
     prom::HttpOptions http;
     http.timeout_s = prometheus.timeout_s;
     if (!prometheus.token_file.empty()) {
-      std::ifstream in(prometheus.token_file, std::ios::binary);
-      if (!in) {
-        return Error::Io(
-            fmt::format("--prometheus-token-file {}: cannot open", prometheus.token_file));
-      }
-      std::stringstream ss;
-      ss << in.rdbuf();
-      http.bearer_token = ss.str();
+      auto token = ReadFileCapped(prometheus.token_file, kMaxSmallFileBytes,
+                                  "--prometheus-token-file");
+      if (!token) return std::move(token).error();
+      http.bearer_token = std::move(*token);
       while (!http.bearer_token.empty() &&
              (http.bearer_token.back() == '\n' || http.bearer_token.back() == '\r')) {
         http.bearer_token.pop_back();
@@ -153,6 +150,7 @@ Result<OpenedTrace> OpenTrace(const std::string& arg, size_t index,
     auto api = prom::MakeHttpApi(*endpoint, http);
     prom::FetchOptions options;
     options.max_points = prometheus.max_points;
+    options.max_series = max_gpus;
     options.on_chunk = on_chunk;
     auto trace = prom::FetchRange(*api, q, options);
     if (!trace) return std::move(trace).error();

@@ -39,8 +39,9 @@ struct OpenedTrace {
 
 // `index` is the TRACE's place among the prometheus:// TRACEs (which --query it takes).
 // `on_chunk` shows progress of a live query.
+// `max_gpus`: a Prometheus answer with more series is refused (trace::ReadOptions::max_gpus).
 Result<OpenedTrace> OpenTrace(const std::string& arg, size_t index,
-                              const PrometheusOptions& prometheus,
+                              const PrometheusOptions& prometheus, size_t max_gpus,
                               const std::function<void(size_t, size_t)>& on_chunk = {});
 
 // A TRACE that is a Prometheus answer (a saved FILE.json, or prometheus://).

@@ -14,6 +14,11 @@ void TraceOptions::Register(CLI::App& app) {
                  "GPUs per poll of an nvidia-smi log without an index column (rows of one poll "
                  "are consecutive, in GPU order)")
       ->check(Integer(1, kMaxGpus));
+  app.add_option("--max-gpus", max_gpus,
+                 "GPUs one trace may name (memory grows with each): a trace or Prometheus "
+                 "answer naming more is refused")
+      ->check(Integer(1, static_cast<int64_t>(trace::kMaxMaxGpus)))
+      ->capture_default_str();
   app.add_option("--nameplate-w", nameplate_w,
                  "Nameplate (TDP) per GPU in W; overrides the trace's .meta.json")
       ->check(Real(kMinGpuPowerW, kMaxGpuPowerW));
@@ -25,6 +30,7 @@ Result<trace::ReadOptions> TraceOptions::ToReadOptions() const {
   trace::ReadOptions options;
   options.format = *parsed;
   options.gpus_per_poll = gpus;
+  options.max_gpus = static_cast<size_t>(max_gpus);
   return options;
 }
 

@@ -14,6 +14,7 @@ namespace headroom::cli {
 struct TraceOptions {
   std::string format = "auto";
   int gpus = 0;
+  int64_t max_gpus = static_cast<int64_t>(trace::kDefaultMaxGpus);
   std::optional<double> nameplate_w;
 
   void Register(CLI::App& app);

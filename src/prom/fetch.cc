@@ -31,6 +31,12 @@ Result<Trace> FetchRange(PrometheusApi& api, const RangeQuery& query, const Fetc
       return std::move(in_range).error();
     }
     MergeSeries(std::move(*series), &all);
+    if (options.max_series > 0 && all.size() > options.max_series) {
+      return Error::Input(fmt::format(
+          "{}: the query answered {} series, more than {} GPUs, the bound on GPUs per trace "
+          "(narrow --query, e.g. to one host, or raise --max-gpus)",
+          api.Name(), all.size(), options.max_series));
+    }
     if (options.on_chunk) options.on_chunk(k + 1, chunks->size());
   }
   // In Prometheus's order of one answer (sorted by labels): a series missing from the first

@@ -16,6 +16,9 @@ namespace headroom::prom {
 struct FetchOptions {
   int64_t max_points = kDefaultMaxPoints;  // instants per query, <= kPrometheusMaxPoints
   std::function<void(size_t done, size_t total)> on_chunk;
+  // More series than this (0: no bound) is an error naming the server and --max-gpus: a
+  // selector without a host filter on a large cluster answers one series per GPU.
+  size_t max_series = 0;
 };
 
 // Every chunk of `query`, merged; t_s counts from the query's start. The resolution says the

@@ -229,15 +229,21 @@ Status CheckAnswerTimes(const std::vector<Series>& series, const RangeQuery& ask
 }
 
 void MergeSeries(std::vector<Series>&& chunk, std::vector<Series>* all) {
+  // By label set, in O(log n) each: an answer may hold thousands of series.
+  using Labels = std::map<std::string, std::string>;
+  all->reserve(all->size() + chunk.size());  // before taking addresses: no reallocation after
+  std::map<const Labels*, size_t, bool (*)(const Labels*, const Labels*)> index(
+      [](const Labels* a, const Labels* b) { return *a < *b; });
+  for (size_t i = 0; i < all->size(); ++i) index.emplace(&(*all)[i].labels, i);
   for (Series& s : chunk) {
-    auto it = std::find_if(all->begin(), all->end(),
-                           [&](const Series& a) { return a.labels == s.labels; });
-    if (it == all->end()) {
+    const auto it = index.find(&s.labels);
+    if (it == index.end()) {
       all->push_back(std::move(s));
       continue;
     }
-    it->t_ms.insert(it->t_ms.end(), s.t_ms.begin(), s.t_ms.end());
-    it->value.insert(it->value.end(), s.value.begin(), s.value.end());
+    Series& into = (*all)[it->second];
+    into.t_ms.insert(into.t_ms.end(), s.t_ms.begin(), s.t_ms.end());
+    into.value.insert(into.value.end(), s.value.begin(), s.value.end());
   }
 }
 

@@ -100,7 +100,7 @@ class LongParser final : public RowParser {
       }
       if (!PowerInBounds(power_w, 2)) return false;
       const int64_t known = FindGpu(gpu);
-      if (!CheckTime(known, t_s, 0)) return false;
+      if (!CheckTime(known, t_s, 0) || !GpuFits(known, 1)) return false;
       Emit(InternGpu(gpu, known), t_s, power_w, no_fields, SampleBatch::kNoPhase);
       ++summary_.rows;
       return true;
@@ -209,6 +209,7 @@ class LongParser final : public RowParser {
     GpuToken gpu;
     std::string phase;
     RepeatedField time;
+    size_t gpu_col = 0;
     return ForEachLine(begin, end, [&](const char*& p, const char* line_begin) {
       bool has_phase_value = false;
       for (size_t col = 0; col < columns_.size(); ++col) {
@@ -225,6 +226,7 @@ class LongParser final : public RowParser {
           if (!Number(p, col, values[c.slot], c.required)) return false;
         } else if (c.kind == Kind::kGpu) {
           if (!GpuField(p, col, gpu)) return false;
+          gpu_col = col;
         } else if (c.kind == Kind::kPhase) {
           const char* field_end = FieldEnd(p);
           if (!TextField(p, field_end, col)) return false;
@@ -250,7 +252,9 @@ class LongParser final : public RowParser {
         }
       }
       const int64_t known = FindGpu(gpu);
-      if (!CheckTime(known, t_s, slot_column_[kTimeSlot])) return false;
+      if (!CheckTime(known, t_s, slot_column_[kTimeSlot]) || !GpuFits(known, gpu_col)) {
+        return false;
+      }
       uint16_t phase_index = SampleBatch::kNoPhase;
       if (has_phase_value) {
         const auto found = InternPhase(phase);

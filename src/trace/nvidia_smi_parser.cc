@@ -119,6 +119,7 @@ class NvidiaSmiParser final : public RowParser {
       double power_w = kNaN;
       GpuToken gpu;
       size_t t_column = 0;
+      size_t gpu_col = 0;
       fields[FieldIndex(Field::kUtilPct)] = kNaN;
       fields[FieldIndex(Field::kSmClockMhz)] = kNaN;
       for (size_t col = 0; col < roles_.size(); ++col) {
@@ -141,6 +142,7 @@ class NvidiaSmiParser final : public RowParser {
           }
           case Role::kIndex:
             if (!GpuField(p, col, gpu)) return false;
+            gpu_col = col;
             break;
           case Role::kPower:
             if (NotAvailable(p)) return Fail(col, "power not available ('[N/A]')");
@@ -178,8 +180,9 @@ class NvidiaSmiParser final : public RowParser {
       }
       if (!origin_ns_) origin_ns_ = ns;
       const double t_s = static_cast<double>(ns - *origin_ns_) / kNanosPerSecond;
-      if (!CheckTime(FindGpu(gpu), t_s, t_column)) return false;
-      Emit(InternGpu(gpu), t_s, power_w, fields, SampleBatch::kNoPhase);
+      const int64_t known = FindGpu(gpu);
+      if (!CheckTime(known, t_s, t_column) || !GpuFits(known, gpu_col)) return false;
+      Emit(InternGpu(gpu, known), t_s, power_w, fields, SampleBatch::kNoPhase);
       ++summary_.rows;
       return true;
     });

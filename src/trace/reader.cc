@@ -22,6 +22,12 @@
 
 namespace headroom::trace {
 
+std::string TooManyGpusText(size_t max_gpus) {
+  return fmt::format(
+      "more than {} GPUs in the trace, the bound on GPUs per trace (--max-gpus raises it)",
+      max_gpus);
+}
+
 using detail::kReadChunkBytes;
 using detail::MakeParser;
 using detail::RowParser;

@@ -87,6 +87,11 @@ class SampleSink {
 };
 
 inline constexpr size_t kDefaultMaxLineBytes = size_t{1} << 20;
+// GPUs one trace may name (--max-gpus raises it): a reader's memory grows with each GPU named,
+// so a file of one row per GPU id, or a PromQL selector without a host filter on a large
+// cluster, is refused with one line rather than exhausting memory.
+inline constexpr size_t kDefaultMaxGpus = 4096;
+inline constexpr size_t kMaxMaxGpus = 1'000'000;
 
 struct ReadOptions {
   TraceFormat format = TraceFormat::kAuto;
@@ -94,6 +99,8 @@ struct ReadOptions {
   int gpus_per_poll = 0;
   // A line longer than this is an error.
   size_t max_line_bytes = kDefaultMaxLineBytes;
+  // A trace naming more GPUs than this is an error naming the GPU column and --max-gpus.
+  size_t max_gpus = kDefaultMaxGpus;
   // Bytes per view for sources read in place (files are mapped this much at a time); at least
   // max_line_bytes + 2 is used.
   size_t view_bytes = size_t{4} << 20;
@@ -110,6 +117,9 @@ struct ReadSummary {
   uint64_t samples = 0;  // GPU samples produced (a wide row holds several)
   std::vector<std::string> warnings;
 };
+
+// "more than N GPUs ..., the bound on GPUs per trace (--max-gpus raises it)".
+std::string TooManyGpusText(size_t max_gpus);
 
 // Reads a whole trace. `name` is used in messages (the file path).
 Result<ReadSummary> ReadTrace(ByteSource& source, std::string_view name, const ReadOptions& options,

@@ -239,6 +239,18 @@ class RowParser {
     return it == named_gpu_.end() ? int64_t{-1} : static_cast<int64_t>(it->second);
   }
 
+  // Whether a GPU not seen yet (`found` < 0) fits within options_.max_gpus; else the error, on
+  // `column`.
+  [[gnu::always_inline]] bool GpuFits(int64_t found, size_t column) {
+    if (found >= 0 || summary_.schema.gpu_ids.size() < options_.max_gpus) [[likely]] {
+      return true;
+    }
+    return TooManyGpus(column);
+  }
+  [[gnu::noinline, gnu::cold]] bool TooManyGpus(size_t column) {
+    return Fail(column, TooManyGpusText(options_.max_gpus));
+  }
+
   [[gnu::always_inline]] uint32_t InternGpu(const GpuToken& token, int64_t found) {
     if (found >= 0) [[likely]] {
       return static_cast<uint32_t>(found);

@@ -34,6 +34,10 @@ class WideParser final : public RowParser {
     }
     if (!has_t) return "missing column 't_s' (wide format: t_s, p0_w, p1_w, ...)";
     if (gpu_numbers.empty()) return "no power columns p<i>_w (wide format: t_s, p0_w, p1_w, ...)";
+    if (gpu_numbers.size() > options_.max_gpus) {
+      return fmt::format("{} power columns: {}", gpu_numbers.size(),
+                         TooManyGpusText(options_.max_gpus));
+    }
     for (const auto& name : names) {
       Column c;
       if (name == "t_s") {

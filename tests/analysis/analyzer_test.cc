@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <malloc.h>
+
 #include <cmath>
 #include <random>
 #include <string>
@@ -226,6 +228,39 @@ TEST(Analyzer, TimesRepeatedByACoarseLoggerAreRefusedNotIntegratedAsZero) {
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.error().message().find("540 of 599 steps repeat"), std::string::npos)
         << r.error().message();
+  }
+}
+
+TEST(Analyzer, MemoryFollowsEachGpusDataNotTheGpuCount) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizers' allocators keep their own books (mallinfo2 is glibc's)";
+#endif
+  // 10,000 GPUs of two samples each. Before: every GPU took a Welch segment (32 KiB) and run
+  // buffers of a whole batch (2 x 31.5 KiB) at once, ~1 GB; 30,000 aborted with bad_alloc.
+  constexpr int kGpus = 10000;
+  std::string csv = "t_s,gpu,power_w\n";
+  for (int t = 0; t < 2; ++t) {
+    for (int g = 0; g < kGpus; ++g) csv += fmt::format("{},{},300\n", t, g);
+  }
+  trace::ReadOptions read;
+  read.max_gpus = kGpus;
+  const auto heap_bytes = [] {
+    const struct mallinfo2 m = mallinfo2();
+    return m.uordblks + m.hblkhd;
+  };
+  const size_t before = heap_bytes();
+  {
+    trace::MemorySource source(csv);
+    Analyzer analyzer({});
+    auto summary = trace::ReadTrace(source, "t.csv", read, analyzer);
+    ASSERT_TRUE(summary.ok()) << summary.error().message();
+    const size_t during = heap_bytes();
+    auto r = analyzer.Finish(summary->schema);
+    ASSERT_TRUE(r.ok()) << r.error().message();
+    EXPECT_EQ(r->gpus, static_cast<uint64_t>(kGpus));
+    const size_t after = heap_bytes();
+    const size_t per_gpu = (std::max(during, after) - std::min(before, during)) / kGpus;
+    EXPECT_LT(per_gpu, size_t{10} << 10) << per_gpu << " bytes per GPU";
   }
 }
 

@@ -496,6 +496,22 @@ TEST(PromFetch, NoSeriesInTheRangeIsAnErrorNamingTheServer) {
   EXPECT_FALSE(FetchRange(fake, Query(after, after + 10000, 500), {}).ok());
 }
 
+TEST(PromFetch, MoreSeriesThanTheBoundIsAnErrorNamingTheOption) {
+  // A selector without a host filter on a large cluster: one series per GPU, thousands.
+  const RangeQuery q = Query(kT0Ms, kT0Ms + (kScrapes - 1) * kScrapeMs, kScrapeMs);
+  FakePrometheus fake = Scraped();
+  FetchOptions options;
+  options.max_series = kGpus - 1;
+  const auto r = FetchRange(fake, q, options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind(), ErrorKind::kInput);
+  EXPECT_THAT(r.error().message(),
+              HasSubstr("the query answered 3 series, more than 2 GPUs, the bound on GPUs per "
+                        "trace (narrow --query, e.g. to one host, or raise --max-gpus)"));
+  options.max_series = kGpus;
+  EXPECT_TRUE(FetchRange(fake, q, options).ok());
+}
+
 TEST(PromFetch, ServerErrorsEndTheFetch) {
   const RangeQuery q = Query(kT0Ms, kT0Ms + (kScrapes - 1) * kScrapeMs, kScrapeMs);
   {

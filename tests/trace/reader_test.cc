@@ -1,5 +1,6 @@
 #include "trace/reader.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -331,6 +332,30 @@ TEST(AllFormats, RefuseTimesBeyondTheBound) {
   auto c = Read("t_s,gpu,power_w\n0,0,5\n100000000000,0,5\n");
   ASSERT_TRUE(c.summary.ok()) << c.summary.error().message();
   EXPECT_EQ(c.sink.series()[0].t_s, (std::vector<double>{0.0, 1e11}));
+}
+
+TEST(AllFormats, AGpuBeyondMaxGpusIsAnErrorNamingTheOption) {
+  // Before: a file of one row per GPU id grew memory ~100 KB per id until it aborted.
+  ReadOptions three;
+  three.max_gpus = 3;
+  const std::string bound = "more than 3 GPUs in the trace, the bound on GPUs per trace "
+                            "(--max-gpus raises it)";
+  // The fast path of the minimal layout, then the general layout (named GPUs, a tokens column).
+  EXPECT_THAT(ErrorOf("t_s,gpu,power_w\n0,0,1\n0,1,1\n0,2,1\n1,0,1\n1,7,1\n", three),
+              HasSubstr("x.csv:6:2: column 'gpu': " + bound));
+  EXPECT_THAT(ErrorOf("t_s,power_w,gpu,tokens\n0,1,a,0\n0,1,b,0\n0,1,c,0\n0,1,d,0\n", three),
+              HasSubstr("x.csv:5:3: column 'gpu': " + bound));
+  EXPECT_THAT(ErrorOf("t_s,p0_w,p1_w,p2_w,p3_w\n0,1,1,1,1\n", three),
+              HasSubstr("4 power columns: " + bound));
+  const std::string smi = "timestamp, index, power.draw [W]\n";
+  std::string polls = smi;
+  for (int g = 0; g < 4; ++g) polls += fmt::format("2025/07/27 00:47:09.120, {}, 5 W\n", g);
+  EXPECT_THAT(ErrorOf(polls, three), HasSubstr("x.csv:5:2: column 'index': " + bound));
+  // At the bound, read.
+  auto c = Read("t_s,gpu,power_w\n0,0,1\n0,1,1\n0,2,1\n1,2,1\n", three);
+  ASSERT_TRUE(c.summary.ok()) << c.summary.error().message();
+  EXPECT_EQ(c.summary->schema.gpu_ids.size(), 3u);
+  EXPECT_EQ(ReadOptions{}.max_gpus, 4096u);
 }
 
 TEST(NvidiaSmiFormat, WithIndexColumn) {

@@ -1,5 +1,7 @@
 #include "agent/guard_state.h"
 
+#include <sys/stat.h>
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <sstream>
 
 #include "common/atomic_file.h"
+#include "common/read_file.h"
 
 namespace headroom::agent {
 
@@ -82,14 +85,11 @@ Status WriteGuardState(const std::string& path, const GuardState& state) {
 }
 
 Result<std::optional<GuardState>> ReadGuardState(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (errno == ENOENT) return std::optional<GuardState>();
-    return Error::Io(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto state = GuardStateFromJson(ss.str(), path);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 && errno == ENOENT) return std::optional<GuardState>();
+  auto text = ReadFileCapped(path, kMaxSmallFileBytes);
+  if (!text) return std::move(text).error();
+  auto state = GuardStateFromJson(*text, path);
   if (!state) return std::move(state).error();
   return std::optional<GuardState>(std::move(*state));
 }

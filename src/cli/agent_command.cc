@@ -34,6 +34,7 @@
 #include "cli/stop_signal.h"
 #include "common/paths.h"
 #include "common/process_identity.h"
+#include "common/read_file.h"
 #include "control/baselines.h"
 #include "control/factory.h"
 #include "control/policy.h"
@@ -140,11 +141,9 @@ class FleetLog {
 };
 
 Result<control::Policy> ReadPolicy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error::Io(fmt::format("{}: cannot open", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return control::PolicyFromJson(ss.str(), path);
+  auto text = ReadFileCapped(path, kMaxDataFileBytes);
+  if (!text) return std::move(text).error();
+  return control::PolicyFromJson(*text, path);
 }
 
 // Puts back the limits a state file holds, then removes it. Nothing there: nothing to do.
@@ -899,9 +898,11 @@ Status RunAgent(const AgentArgs& args) {
 // Every key of the TOML file is an option name; the command line wins over the file. Values go
 // through the option's own parsing and checks.
 Status ApplyConfig(CLI::App& app, const std::string& path) {
+  auto file = ReadFileCapped(path, kMaxSmallFileBytes, "--config");
+  if (!file) return std::move(file).error();
   toml::table root;
   try {
-    root = toml::parse_file(path);
+    root = toml::parse(*file, path);
   } catch (const toml::parse_error& e) {
     return Error::Input(fmt::format("{}:{}:{}: {}", path, e.source().begin.line,
                                     e.source().begin.column, e.description()));

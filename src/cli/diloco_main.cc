@@ -54,6 +54,17 @@ using nlohmann::json;
 namespace dist = headroom::dist;
 namespace lm = headroom::lm;
 
+// A run's or a worker's name becomes part of etcd keys: 1-64 of [A-Za-z0-9._-] (a '/' would put
+// one run's keys inside another's round; an empty one is no name).
+CLI::Validator NameRule() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        auto st = headroom::coord::CheckName(text, "name");
+        return st ? std::string() : st.error().message();
+      },
+      "NAME");
+}
+
 constexpr int kExitOk = 0;
 constexpr int kExitError = 1;
 constexpr int kExitUsage = 2;
@@ -112,11 +123,14 @@ void AddWorkerOptions(CLI::App& app, Args& a, bool need_etcd) {
   auto* etcd = app.add_option("--etcd", a.etcd, "etcd endpoints (http://127.0.0.1:2379,...)");
   if (need_etcd) etcd->required();
   headroom::cli::AddEtcdOptions(app, &a.etcd_options);
-  app.add_option("--run", a.w.run, "The run's name (its keys in etcd)")->capture_default_str();
+  app.add_option("--run", a.w.run, "The run's name (its keys in etcd)")
+      ->check(NameRule())
+      ->capture_default_str();
   app.add_option("--data", a.data, "Corpus directory (train.txt, val.txt)")->capture_default_str();
   app.add_option("--out", a.out, "Directory for the worker's JSON and the final checkpoint");
   app.add_option("--name", a.w.name,
-                 "This worker's name in logs; it also seeds its data stream (default worker-PID)");
+                 "This worker's name in logs; it also seeds its data stream (default worker-PID)")
+      ->check(NameRule());
   app.add_option("--model", a.w.model, "tiny or small")->capture_default_str();
   app.add_option("--inner-steps", a.w.inner_steps, "H: inner AdamW steps per outer round")
       ->capture_default_str();
@@ -443,6 +457,10 @@ Status RunEval(const std::string& checkpoint, const std::string& data, int windo
   model.SetParameters(c->parameters);
   const double loss =
       lm::ValidationLoss(model, lm::ValidationBatches(corpus->val, windows, 16, seq_len));
+  if (!std::isfinite(loss)) {
+    return Error::Input(fmt::format("{}: the validation loss is {}: not a usable model",
+                                    checkpoint, loss));
+  }
   if (json_out) {
     std::printf("%s\n", json{{"checkpoint", checkpoint},
                              {"model", c->model},
@@ -916,8 +934,12 @@ int main(int argc, char** argv) {
   auto* control = app.add_subcommand("control", "Ask a worker, at run time: threads, duty, leave");
   ControlArgs control_args;
   control->add_option("--etcd", control_args.etcd, "etcd endpoints")->required();
-  control->add_option("--run", control_args.run, "The run")->capture_default_str();
-  control->add_option("--worker", control_args.worker, "The worker's --name")->required();
+  control->add_option("--run", control_args.run, "The run")
+      ->check(NameRule())
+      ->capture_default_str();
+  control->add_option("--worker", control_args.worker, "The worker's --name")
+      ->check(NameRule())
+      ->required();
   control->add_option("--threads", control_args.threads, "libtorch threads");
   control->add_option("--duty", control_args.duty, "Fraction of time computing, (0, 1]");
   control->add_flag("--leave", control_args.leave, "Leave at the next round boundary");

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <array>
 #include <cerrno>
 #include <charconv>
@@ -22,6 +23,7 @@
 #include <thread>
 #include <utility>
 
+#include "common/read_file.h"
 #include "common/sigpipe.h"
 
 namespace headroom::coord {
@@ -520,6 +522,20 @@ Result<std::vector<std::string>> ParseEndpoints(const std::string& text) {
       return Error::Usage(fmt::format(
           "etcd endpoint '{}' in '{}': expected host:port or http(s)://host:port", item, text));
     }
+    // The host: a name or an IPv4 address ([A-Za-z0-9.-_]), or an IPv6 one in brackets.
+    const std::string_view host = item.substr(0, colon);
+    const bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
+    const std::string_view host_chars = bracketed ? host.substr(1, host.size() - 2) : host;
+    const bool host_ok =
+        std::all_of(host_chars.begin(), host_chars.end(), [&](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ||
+                 (bracketed ? c == ':' : c == '_');
+        });
+    if (!host_ok) {
+      return Error::Usage(fmt::format(
+          "etcd endpoint '{}' in '{}': host '{}': expected a host name or an IP address", item,
+          text, host));
+    }
     urls.push_back(fmt::format("{}://{}", item_scheme, item));
     if (comma == std::string_view::npos) break;
     rest.remove_prefix(comma + 1);
@@ -535,11 +551,9 @@ Result<EtcdCredentials> ReadEtcdCredentials(const std::string& user,
   if (password_file.empty()) {
     return Error::Usage("--etcd-user " + user + ": needs --etcd-password-file");
   }
-  std::ifstream f(password_file);
-  std::string password;
-  if (!f || !std::getline(f, password)) {
-    return Error::Input(password_file + ":1: cannot read a password (--etcd-password-file)");
-  }
+  auto read = ReadFileCapped(password_file, kMaxSmallFileBytes, "--etcd-password-file");
+  if (!read) return std::move(read).error();
+  std::string password = read->substr(0, read->find('\n'));
   while (!password.empty() && (password.back() == '\r' || password.back() == ' ')) {
     password.pop_back();
   }

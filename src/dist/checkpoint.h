@@ -17,8 +17,13 @@ struct Checkpoint {
   std::vector<float> parameters;
 };
 
+// The most parameters a checkpoint may hold (4 GiB of float32).
+inline constexpr std::uint64_t kMaxCheckpointParameters = std::uint64_t{1} << 30;
+
 Status WriteCheckpoint(const std::string& path, const Checkpoint& c);
-// An input error naming the file and what is wrong (header, size, hash).
+// An input error naming the file and what is wrong: not a regular file, the header (each
+// field's type and range), the size, the hash, a parameter that is not a finite number. The
+// parameters are read only once the header and the file's size agree.
 Result<Checkpoint> ReadCheckpoint(const std::string& path);
 
 }  // namespace headroom::dist

@@ -1,5 +1,6 @@
 #include "lm/corpus.h"
 
+#include "common/read_file.h"
 #include <fstream>
 #include <iterator>
 
@@ -7,9 +8,12 @@ namespace headroom::lm {
 namespace {
 
 Result<std::string> ReadAll(const std::string& path, std::size_t min_bytes) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Error::Input(path + ": cannot open (build it with scripts/build_corpus.py)");
-  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  // A corpus is text of a few MB; 1 GiB bounds a device or a wrong path read whole.
+  auto read = ReadFileCapped(path, std::size_t{1} << 30);
+  if (!read) {
+    return Error::Input(read.error().message() + " (build it with scripts/build_corpus.py)");
+  }
+  std::string text = std::move(*read);
   if (text.size() < min_bytes) {
     return Error::Input(path + ": " + std::to_string(text.size()) +
                         " bytes, fewer than one window of " + std::to_string(min_bytes));

@@ -17,6 +17,7 @@
 #include "agent/budget.h"
 #include "agent/fleet_budget.h"
 #include "agent/guard.h"
+#include "common/read_file.h"
 #include "analysis/window_stats.h"
 #include "control/factory.h"
 #include "control/policy.h"
@@ -122,11 +123,9 @@ struct WorkerRun {
 };
 
 Result<control::Policy> ReadPolicy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error::Io(fmt::format("{}: cannot open", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return control::PolicyFromJson(ss.str(), path);
+  auto text = ReadFileCapped(path, kMaxDataFileBytes);
+  if (!text) return std::move(text).error();
+  return control::PolicyFromJson(*text, path);
 }
 
 // One run: with a store (the site), or without (the baseline).

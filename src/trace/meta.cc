@@ -1,5 +1,6 @@
 #include "trace/meta.h"
 
+#include "common/read_file.h"
 #include <fmt/format.h>
 
 #include <cmath>
@@ -74,11 +75,9 @@ Result<std::optional<TraceMeta>> LoadMetaFor(const std::string& trace_path,
   for (const auto& candidate : candidates) {
     std::error_code ec;
     if (!fs::is_regular_file(candidate, ec)) continue;
-    std::ifstream in(candidate, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (!in.good() && !in.eof()) return Error::Io(fmt::format("{}: cannot read", candidate));
-    auto meta = ParseMeta(text.str(), candidate, warnings);
+    auto text = ReadFileCapped(candidate, kMaxSmallFileBytes);
+    if (!text) return std::move(text).error();
+    auto meta = ParseMeta(*text, candidate, warnings);
     if (!meta) return std::move(meta).error();
     return std::optional<TraceMeta>(std::move(meta).value());
   }

@@ -1,5 +1,6 @@
 #include "twin/scenario.h"
 
+#include "common/read_file.h"
 #include <fmt/format.h>
 
 #include <toml++/toml.h>
@@ -581,10 +582,9 @@ Result<Scenario> LoadScenario(std::string_view name_or_path) {
     return Error::Usage(
         fmt::format("no scenario '{}': not a built-in ({}) and not a file", name_or_path, names));
   }
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseScenario(text.str(), path);
+  auto text = ReadFileCapped(path, kMaxSmallFileBytes);
+  if (!text) return std::move(text).error();
+  return ParseScenario(*text, path);
 }
 
 std::vector<std::string> BuiltinScenarioNames() {

@@ -255,6 +255,25 @@ TEST_F(Cli, SitesSimRefusesAScheduleDirThatIsAFileBeforeItRuns) {
   EXPECT_THAT(o.err, ::testing::Not(HasSubstr("simulated s")));
 }
 
+// Files read whole stop at their bound, whatever they are (before: a config or a password file
+// of /dev/zero read until memory ran out).
+TEST_F(Cli, WholeFileReadsStopAtTheirBound) {
+  Outcome config = Headroom("agent --config /dev/zero");
+  EXPECT_EQ(config.status, 1);
+  EXPECT_THAT(config.err, HasSubstr("--config /dev/zero: larger than 65536 bytes"));
+  Outcome password = Headroom(
+      "coordinator --site s --etcd http://127.0.0.1:9 --etcd-user u --etcd-password-file "
+      "/dev/zero --site-budget-w 1000");
+  EXPECT_EQ(password.status, 1);
+  EXPECT_THAT(password.err, HasSubstr("--etcd-password-file /dev/zero: larger than 65536 bytes"));
+  Outcome prom_token = Headroom(
+      "analyze prometheus://127.0.0.1:9 --query q --start 0 --end 1 --prometheus-token-file "
+      "/dev/zero");
+  EXPECT_EQ(prom_token.status, 1);
+  EXPECT_THAT(prom_token.err,
+              HasSubstr("--prometheus-token-file /dev/zero: larger than 65536 bytes"));
+}
+
 // SIGTERM while twin run writes: no temporary file left, and the status says "killed by
 // SIGTERM". The signal is sent once the temporary file exists (polled, with a deadline).
 TEST_F(Cli, SigtermDuringTwinRunLeavesNoTemporaryFile) {

@@ -357,6 +357,23 @@ TEST_F(DilocoLocal, BadInputIsOneLineAndExitTwo) {
                               " diloco control --etcd http://127.0.0.1:9 --worker w --duty 2 2> " +
                               (dir_ / "control.stderr").string();
   EXPECT_EQ(WEXITSTATUS(std::system(control.c_str())), 2);
+  // Names become etcd keys: a '/' would put one run's keys inside another's round (a ghost
+  // arrival), an empty one is no name. Before: both accepted.
+  for (const std::string& args : {std::string("--run a/b"), std::string("--run ''")}) {
+    const Outcome named = Local("named", args);
+    EXPECT_EQ(WEXITSTATUS(named.status), 2) << args;
+    EXPECT_NE(named.err.find("--run: name '"), std::string::npos) << named.err;
+  }
+  const std::string worker = std::string(HEADROOM_BINARY) +
+                             " diloco control --etcd http://127.0.0.1:9 --worker ../w 2> " +
+                             (dir_ / "worker.stderr").string();
+  EXPECT_EQ(WEXITSTATUS(std::system(worker.c_str())), 2);
+  std::ifstream e(dir_ / "worker.stderr");
+  std::string line;
+  std::getline(e, line);
+  EXPECT_NE(line.find("--worker: name '../w': expected letters, digits, '.', '_' or '-' only"),
+            std::string::npos)
+      << line;
 }
 
 }  // namespace

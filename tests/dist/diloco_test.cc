@@ -2,11 +2,13 @@
 // and their HMAC, the screen and the trimmed mean, the outer Nesterov step, checkpoints, and
 // SHA-256 / HMAC-SHA256 against their published test vectors.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -261,6 +263,56 @@ TEST(Checkpoint, RoundTripAndEveryKindOfDamage) {
   r = ReadCheckpoint(path);
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message().find(":1:"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Checkpoint, HostileHeadersAndFilesAreOneLineErrorsNotLibraryErrorsOrHugeReads) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("headroom_ckpt_hostile_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "m.ckpt").string();
+  const auto write = [&](const std::string& b) {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f << b;
+  };
+  const auto error_of = [&](const std::string& header) {
+    write("headroom-diloco-checkpoint 1\n" + header + "\n");
+    auto r = ReadCheckpoint(path);
+    return r ? std::string("(read)") : r.error().message();
+  };
+  const std::string sha0 = Hex(Sha256Floats({}));
+  const auto header = [&](const std::string& round, const std::string& parameters,
+                          const std::string& tokens) {
+    return R"({"model":"tiny","parameters":)" + parameters + R"(,"sha256":")" + sha0 +
+           R"(","round":)" + round + R"(,"tokens":)" + tokens + "}";
+  };
+  EXPECT_EQ(error_of(header("0", "0", "0")), "(read)");
+  // Before: nlohmann's type_error for "x", a wrapped size check for 2^62 + 1, -1 taken as 2^64-1.
+  EXPECT_EQ(error_of(header("\"x\"", "0", "0")),
+            path + ":2: field 'round': expected a whole number from 0 to 2147483647");
+  EXPECT_EQ(error_of(header("-1", "0", "0")),
+            path + ":2: field 'round': expected a whole number from 0 to 2147483647");
+  EXPECT_EQ(error_of(header("0", "4611686018427387905", "0")),
+            path + ":2: field 'parameters': expected a count from 0 to 1073741824");
+  EXPECT_EQ(error_of(header("0", "0", "-1")),
+            path + ":2: field 'tokens': expected a whole number, 0 or more");
+  EXPECT_EQ(error_of(header("0", "1", "0")), path + ": 0 bytes of parameters, expected 4");
+  // A directory and a device: refused before any read (before: /dev/zero read until memory ran
+  // out, a directory gave a raw library error).
+  for (const std::string& other : {dir.string(), std::string("/dev/zero")}) {
+    auto r = ReadCheckpoint(other);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().message(),
+              other + ": not a regular file (a checkpoint is one, written by `headroom diloco`)");
+  }
+  // A model of NaN or Inf is no model (before: `diloco eval` printed val_loss null, exit 0).
+  for (const float bad : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
+    ASSERT_TRUE(WriteCheckpoint(path, Checkpoint{"tiny", 1, 10, {0.5f, bad}}));
+    auto r = ReadCheckpoint(path);
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message().find(path + ": parameter 1 is "), std::string::npos)
+        << r.error().message();
+  }
   std::filesystem::remove_all(dir);
 }
 

@@ -32,6 +32,10 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
+// A request's whole deadline, in timeouts: connecting, then the answer, each bounded by the
+// timeout; a member trickling bytes is cut there.
+constexpr double kWholeRequestTimeouts = 2.0;
+
 // The least time a watch waits for etcd's messages, whatever its wait_s: httplib's read timeout
 // is the only deadline a stream has, and it also bounds the wait for "created" and for history
 // (etcd sends the events of a watch that starts in the past from a loop that runs every 100 ms).
@@ -685,10 +689,12 @@ Result<EtcdStore::Answer> EtcdStore::PostLocked(const char* path, const std::str
     };
     httplib::Client* client = clients_[i].get();  // under mu_ (the analysis does not follow
                                                   // the lock into a lambda)
+    request_deadline_.Arm(kWholeRequestTimeouts * timeout_s_, [client] { client->stop(); });
     const httplib::Result res = [&] {
       ScopedSigpipeBlock no_sigpipe;
       return client->send(request);
     }();
+    const bool cut = request_deadline_.Disarm();
     if (res || Answered(res.error(), status, received)) {
       if (status == 200) {
         current_ = i;
@@ -709,12 +715,14 @@ Result<EtcdStore::Answer> EtcdStore::PostLocked(const char* path, const std::str
     }
     const httplib::Error error = res.error();
     current_ = (i + 1) % n;
+    const std::string why =
+        cut ? fmt::format("no whole answer within {} s", kWholeRequestTimeouts * timeout_s_)
+            : DescribeHttpError(error, timeout_s_);
     if (!NotSent(error) && resend == Resend::kNever) {
       return Error::Io(fmt::format("etcd at {}: {}: {} ({}: it may have been applied)", url, path,
-                                   DescribeHttpError(error, timeout_s_), kOutcomeUnknown));
+                                   why, kOutcomeUnknown));
     }
-    tried += fmt::format("{}{}: {}", tried.empty() ? "" : "; ", url,
-                         DescribeHttpError(error, timeout_s_));
+    tried += fmt::format("{}{}: {}", tried.empty() ? "" : "; ", url, why);
   }
   return Error::Io(fmt::format("etcd at {}: {}: {}", Describe(), path, tried));
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/thread_annotations.h"
+#include "common/watchdog.h"
 #include "coord/store.h"
 
 namespace httplib {
@@ -129,6 +130,9 @@ class EtcdStore final : public Store {
   mutable Mutex mu_;
   std::vector<std::unique_ptr<httplib::Client>> clients_ GUARDED_BY(mu_);  // one per url
   size_t current_ GUARDED_BY(mu_) = 0;  // the member that last answered
+  // Each request's whole deadline, kWholeRequestTimeouts x timeout_s_ (httplib's timeouts bound
+  // each read: a member trickling bytes would hold the request, and mu_, for ever).
+  RearmableWatchdog request_deadline_;
   std::string token_ GUARDED_BY(mu_);   // etcd's auth token, when credentials_ has a user
 
   Mutex lanes_mu_;

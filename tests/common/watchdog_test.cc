@@ -30,5 +30,26 @@ TEST(Watchdog, PastItsDeadlineItFiresOnceAndSaysSo) {
   EXPECT_EQ(calls, 1);
 }
 
+TEST(RearmableWatchdog, EachArmingIsItsOwnDeadline) {
+  RearmableWatchdog dog;
+  int calls = 0;  // written by the watchdog's thread under its lock; read after Disarm
+  for (int i = 0; i < 100; ++i) {
+    dog.Arm(3600.0, [&] { ++calls; });
+    EXPECT_FALSE(dog.Disarm());
+  }
+  EXPECT_EQ(calls, 0);
+  std::promise<void> fired;
+  dog.Arm(0.0, [&] {
+    ++calls;
+    fired.set_value();
+  });
+  fired.get_future().wait();
+  EXPECT_TRUE(dog.Disarm());
+  EXPECT_EQ(calls, 1);
+  dog.Arm(3600.0, [&] { ++calls; });  // after an expiry it arms again
+  EXPECT_FALSE(dog.Disarm());
+  EXPECT_EQ(calls, 1);
+}
+
 }  // namespace
 }  // namespace headroom

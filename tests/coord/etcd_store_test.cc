@@ -23,6 +23,7 @@
 #include <fstream>
 
 #include "etcd_cluster.h"
+#include "support/trickling_server.h"
 
 namespace headroom::coord {
 namespace {
@@ -777,6 +778,20 @@ TEST(EtcdStoreOpen, ReportsUnreachableEndpointsAndBadOnes) {
     ASSERT_FALSE(store.ok()) << bad;
     EXPECT_EQ(store.error().kind(), ErrorKind::kUsage) << bad << ": " << store.error().message();
   }
+}
+
+// A member that trickles its answer a byte at a time passes every read timeout; the request's
+// whole deadline (twice the timeout) cuts it. Before: the request, and the store's lock, were
+// held for as long as the member went on.
+TEST(EtcdStoreOpen, AMemberTricklingItsAnswerIsCutAtTheWholeDeadline) {
+  test_support::TricklingServer member;
+  ASSERT_GT(member.port(), 0);
+  Result<std::unique_ptr<EtcdStore>> store =
+      EtcdStore::Open("127.0.0.1:" + std::to_string(member.port()), 0.3);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.error().kind(), ErrorKind::kIo);
+  EXPECT_NE(store.error().message().find("no whole answer within 0.6 s"), std::string::npos)
+      << store.error().message();
 }
 
 // Writes go on through a follower's SIGKILL at once, and through the leader's after an

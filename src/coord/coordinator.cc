@@ -124,6 +124,7 @@ void Coordinator::Step() {
       } else {
         status_.role = "follower";
         status_.leader = kv.value;
+        Follow();
         return;
       }
     } else {
@@ -146,30 +147,50 @@ std::string_view JobOf(const std::string& key, const std::string& prefix) {
 
 }  // namespace
 
+bool Coordinator::SeesStateLost(int64_t revision) {
+  // The store's revision never goes back in one history: when it does, the store's state was
+  // lost (a new cluster, or restored from an older snapshot). What was learnt from the old
+  // history goes with it.
+  const int64_t before = max_revision_seen_;
+  max_revision_seen_ = std::max(max_revision_seen_, revision);
+  if (before == 0 || revision >= before) return false;
+  max_revision_seen_ = revision;
+  log_(fmt::format("the store's revision went back from {} to {}: its state was lost; "
+                   "starting afresh",
+                   before, revision));
+  revisions_seen_.clear();
+  // The last ledger this replica held or read: its jobs may still draw their floors, and the
+  // operator's last budget is in it. The new ledger starts from it, whichever replica leads.
+  if (status_.ledger) lost_ledger_ = status_.ledger;
+  compacted_to_ = 0;
+  status_.compacted_to = 0;
+  gone_since_s_.clear();
+  malformed_seen_.clear();
+  ++status_.store_resets;
+  return true;
+}
+
+void Coordinator::Follow() {
+  auto r = store_.Get(keys_.ledger(), /*prefix=*/false);
+  if (!r) {
+    status_.last_error = r.error().message();
+    return;
+  }
+  SeesStateLost(r->revision);
+  if (r->kvs.empty()) return;  // deleted, or lost with the state: the last one read stays
+  auto l = LedgerFromJson(r->kvs[0].value, r->kvs[0].key);
+  if (!l) return;  // the leader logs and keeps it; the last one read stays
+  status_.ledger = std::move(*l);
+  lost_ledger_.reset();  // a ledger after the loss: the site has one again
+}
+
 void Coordinator::Lead(double now_s) {
   auto snap = store_.Get(keys_.root, /*prefix=*/true);
   if (!snap) {
     status_.last_error = snap.error().message();
     return;
   }
-  // The store's revision never goes back in one history: when it does, the store's state was
-  // lost (a new cluster, or restored from an older snapshot). What was learnt from the old
-  // history goes with it.
-  if (!revisions_seen_.empty() && snap->revision < revisions_seen_.back().second) {
-    log_(
-        fmt::format("the store's revision went back from {} to {}: its state was lost; "
-                    "starting afresh",
-                    revisions_seen_.back().second, snap->revision));
-    revisions_seen_.clear();
-    // The ledger this replica held before: its jobs may still draw their floors, and the
-    // operator's last budget is in it. The new ledger starts from it.
-    if (status_.ledger) lost_ledger_ = status_.ledger;
-    compacted_to_ = 0;
-    status_.compacted_to = 0;
-    gone_since_s_.clear();
-    malformed_seen_.clear();
-    ++status_.store_resets;
-  }
+  SeesStateLost(snap->revision);
   // The history older than keep_history_s goes (one compaction at most per tenth of it).
   revisions_seen_.emplace_back(now_s, snap->revision);
   int64_t compact_to = 0;
@@ -284,6 +305,7 @@ void Coordinator::Lead(double now_s) {
     }
     ledger = std::move(*l);
     ledger_rev = ledger_kv->mod_revision;
+    lost_ledger_.reset();  // a ledger after the loss (another replica's): the site has one
     const bool budget_differs =
         std::abs(ledger.target_site_budget_w - config_.site_budget_w) > 1e-6;
     const bool reserve_differs = std::abs(ledger.TargetReserveW() - config_.reserve_w) > 1e-6;

@@ -121,6 +121,12 @@ class Coordinator {
   void StepDown(const std::string& why, bool lost = true);
   void PlanStagger(const Ledger& ledger, PlanInput* in);
   void Lead(double now_s);
+  // A follower's period: reads the ledger, so that whichever replica leads after the store's
+  // state is lost starts from the site's last ledger (docs/FLEET.md, "State loss").
+  void Follow();
+  // Whether `revision`, read from the store, is behind one read before: the store's state was
+  // lost. If so, forgets what the old history taught and keeps the last ledger seen.
+  bool SeesStateLost(int64_t revision);
   bool KeepLease(double now_s);
   void WriteGrantOps(const std::vector<Op>& ops);
   void RepairGrants(const Ledger& ledger, int64_t epoch, const std::map<std::string, Grant>& stored,
@@ -141,8 +147,10 @@ class Coordinator {
   std::deque<std::pair<double, int64_t>> revisions_seen_;  // (when, store revision) read
   int64_t compacted_to_ = 0;
   double created_ledger_s_ = -1e300;  // when this replica last created the ledger
-  // The ledger this replica held when it saw the store's state lost, until a new one is written.
+  // The last ledger this replica held or, following, read (status_.ledger) when it saw the
+  // store's state lost, until a new one is written or read.
   std::optional<Ledger> lost_ledger_;
+  int64_t max_revision_seen_ = 0;  // of every read, leading or following
   double last_compact_s_ = -1e300;
   CoordinatorStatus status_;
 };

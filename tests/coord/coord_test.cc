@@ -1543,6 +1543,37 @@ TEST(Protocol, AfterTheStoreLosesItsStateEveryoneFollowsTheNewLeader) {
   EXPECT_EQ(site.violations_, 0);
 }
 
+// Found by make chaos (1,000 faults): after etcd was wiped, a replica that had never led won the
+// election and built the new ledger from its flags, so the operator's last cut was lost and
+// eight agents were granted 4,336 W under a 4,097 W limit (a replica that had led long before
+// would have taken its own stale ledger the same way). Followers read the ledger each period:
+// whichever replica wins starts from the site's last ledger.
+TEST(Protocol, AfterTheStoreLosesItsStateAFollowerThatLeadsKeepsTheOperatorsLastCut) {
+  Site site(3, 1500, 100, 2);
+  site.Run(8);
+  ASSERT_TRUE(site.FullyAllocated());
+  const size_t leader = site.coordinators_[0]->leading() ? 0 : 1;
+  ASSERT_TRUE(site.coordinators_[leader]->leading());
+  ASSERT_FALSE(site.coordinators_[1 - leader]->leading());
+  ASSERT_TRUE(site.coordinators_[leader]->RequestSiteBudget(900));
+  site.Run(4);
+  // The replica that led goes with the state; the other (flags: 1,500 W) leads next.
+  site.coord_up_[leader] = false;
+  site.store_.LoseState();
+  site.max_sum_w_ = 0.0;
+  site.Run(3 + 2 + 4);
+  EXPECT_TRUE(site.coordinators_[1 - leader]->leading());
+  EXPECT_TRUE(site.FullyAllocated());
+  auto l = site.store_.Get("/headroom/s/ledger", false);
+  ASSERT_TRUE(l && l->kvs.size() == 1);
+  const Ledger rebuilt = *LedgerFromJson(l->kvs[0].value, "ledger");
+  EXPECT_DOUBLE_EQ(rebuilt.target_site_budget_w, 900.0);
+  EXPECT_DOUBLE_EQ(rebuilt.site_budget_w, 900.0);
+  // What the agents acted on, after the loss: never above the cut less the reserve.
+  EXPECT_LE(site.max_sum_w_, 900.0 - 100.0 + 1e-6);
+  EXPECT_EQ(site.violations_, 0);
+}
+
 // F5 with epochs: a ledger deleted (etcdctl del) is rebuilt under a new epoch; agents follow
 // its grants though its sequence starts again.
 TEST(Protocol, ARebuiltLedgerStartsANewEpochThatAgentsFollow) {

@@ -94,11 +94,11 @@ Status RunAnalyze(const AnalyzeArgs& args) {
 
   std::optional<Progress> asking;
   if (IsPrometheusUrl(args.trace)) asking.emplace("querying " + args.trace, std::nullopt);
-  auto source = OpenTrace(args.trace, 0, args.prometheus, read_options->max_gpus,
-                          [&](size_t done, size_t total) {
-    if (asking)
-      asking->UpdateCount(static_cast<double>(done), static_cast<double>(total), "queries");
-  });
+  auto source = OpenTrace(
+      args.trace, 0, args.prometheus, read_options->max_gpus, [&](size_t done, size_t total) {
+        if (asking)
+          asking->UpdateCount(static_cast<double>(done), static_cast<double>(total), "queries");
+      });
   if (!source) return std::move(source).error();
   asking.reset();
   if (source->made_in_memory) read_options->format = trace::TraceFormat::kLong;

@@ -458,8 +458,8 @@ Status RunEval(const std::string& checkpoint, const std::string& data, int windo
   const double loss =
       lm::ValidationLoss(model, lm::ValidationBatches(corpus->val, windows, 16, seq_len));
   if (!std::isfinite(loss)) {
-    return Error::Input(fmt::format("{}: the validation loss is {}: not a usable model",
-                                    checkpoint, loss));
+    return Error::Input(
+        fmt::format("{}: the validation loss is {}: not a usable model", checkpoint, loss));
   }
   if (json_out) {
     std::printf("%s\n", json{{"checkpoint", checkpoint},

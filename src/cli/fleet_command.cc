@@ -107,13 +107,13 @@ Status RunFleet(FleetArgs& args) {
     // The trace first: a missing trace is "cannot open", whatever else is missing.
     std::optional<Progress> asking;
     if (url) asking.emplace("querying " + path, std::nullopt);
-    auto source =
-        OpenTrace(path, url ? url_index++ : 0, args.prometheus, read_options->max_gpus,
-                  [&](size_t done, size_t total) {
-          if (asking) {
-            asking->UpdateCount(static_cast<double>(done), static_cast<double>(total), "queries");
-          }
-        });
+    auto source = OpenTrace(path, url ? url_index++ : 0, args.prometheus, read_options->max_gpus,
+                            [&](size_t done, size_t total) {
+                              if (asking) {
+                                asking->UpdateCount(static_cast<double>(done),
+                                                    static_cast<double>(total), "queries");
+                              }
+                            });
     if (!source) return std::move(source).error();
     asking.reset();
     if (!source->resolution.empty()) {

@@ -155,9 +155,10 @@ bool Coordinator::SeesStateLost(int64_t revision) {
   max_revision_seen_ = std::max(max_revision_seen_, revision);
   if (before == 0 || revision >= before) return false;
   max_revision_seen_ = revision;
-  log_(fmt::format("the store's revision went back from {} to {}: its state was lost; "
-                   "starting afresh",
-                   before, revision));
+  log_(
+      fmt::format("the store's revision went back from {} to {}: its state was lost; "
+                  "starting afresh",
+                  before, revision));
   revisions_seen_.clear();
   // The last ledger this replica held or read: its jobs may still draw their floors, and the
   // operator's last budget is in it. The new ledger starts from it, whichever replica leads.

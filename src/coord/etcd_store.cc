@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -530,11 +530,10 @@ Result<std::vector<std::string>> ParseEndpoints(const std::string& text) {
     const std::string_view host = item.substr(0, colon);
     const bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
     const std::string_view host_chars = bracketed ? host.substr(1, host.size() - 2) : host;
-    const bool host_ok =
-        std::all_of(host_chars.begin(), host_chars.end(), [&](char c) {
-          return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ||
-                 (bracketed ? c == ':' : c == '_');
-        });
+    const bool host_ok = std::all_of(host_chars.begin(), host_chars.end(), [&](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ||
+             (bracketed ? c == ':' : c == '_');
+    });
     if (!host_ok) {
       return Error::Usage(fmt::format(
           "etcd endpoint '{}' in '{}': host '{}': expected a host name or an IP address", item,

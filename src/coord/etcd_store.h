@@ -133,7 +133,7 @@ class EtcdStore final : public Store {
   // Each request's whole deadline, kWholeRequestTimeouts x timeout_s_ (httplib's timeouts bound
   // each read: a member trickling bytes would hold the request, and mu_, for ever).
   RearmableWatchdog request_deadline_;
-  std::string token_ GUARDED_BY(mu_);   // etcd's auth token, when credentials_ has a user
+  std::string token_ GUARDED_BY(mu_);  // etcd's auth token, when credentials_ has a user
 
   Mutex lanes_mu_;
   std::vector<std::unique_ptr<EtcdStore>> lanes_ GUARDED_BY(lanes_mu_);  // TxnEach's others

@@ -1,8 +1,8 @@
 #include "lm/corpus.h"
 
-#include "common/read_file.h"
 #include <fstream>
 #include <iterator>
+#include "common/read_file.h"
 
 namespace headroom::lm {
 namespace {

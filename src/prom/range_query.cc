@@ -209,7 +209,7 @@ Result<std::vector<Series>> ParseMatrix(std::string_view body, std::string_view 
 }
 
 Status CheckAnswerTimes(const std::vector<Series>& series, const RangeQuery& asked,
-                              std::string_view name) {
+                        std::string_view name) {
   for (const Series& s : series) {
     for (const int64_t t_ms : s.t_ms) {
       if (t_ms >= asked.start_ms && t_ms <= asked.end_ms &&
@@ -220,8 +220,7 @@ Status CheckAnswerTimes(const std::vector<Series>& series, const RangeQuery& ask
           "{}: series {}: a sample at {:.3f} s, not an instant asked for (from {:.3f} to {:.3f} "
           "s every {:g} s): the server answered another range",
           name, LabelText(s.labels), static_cast<double>(t_ms) / 1000.0,
-          static_cast<double>(asked.start_ms) / 1000.0,
-          static_cast<double>(asked.end_ms) / 1000.0,
+          static_cast<double>(asked.start_ms) / 1000.0, static_cast<double>(asked.end_ms) / 1000.0,
           static_cast<double>(asked.step_ms) / 1000.0));
     }
   }

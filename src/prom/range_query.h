@@ -60,7 +60,7 @@ Result<std::vector<Series>> ParseMatrix(std::string_view body, std::string_view 
 // time (a server answering another range, or the same range to every chunk) is an error naming
 // `name`, the series and the time: joined, such chunks would repeat or widen the range.
 Status CheckAnswerTimes(const std::vector<Series>& series, const RangeQuery& asked,
-                              std::string_view name);
+                        std::string_view name);
 
 // Appends each chunk's series to the whole: the same label set is the same series, its points
 // in time order (a chunk's first instant follows the previous chunk's last).

@@ -1,7 +1,7 @@
 #include "trace/meta.h"
 
-#include "common/read_file.h"
 #include <fmt/format.h>
+#include "common/read_file.h"
 
 #include <cmath>
 #include <filesystem>

@@ -1,7 +1,7 @@
 #include "twin/scenario.h"
 
-#include "common/read_file.h"
 #include <fmt/format.h>
+#include "common/read_file.h"
 
 #include <toml++/toml.h>
 #include <cmath>

@@ -770,10 +770,10 @@ TEST(EtcdStoreOpen, ReportsUnreachableEndpointsAndBadOnes) {
   EXPECT_NE(store.error().message().find("http://127.0.0.1:" + port), std::string::npos)
       << store.error().message();
 
-  for (const char* bad : {"", "localhost", "ftp://127.0.0.1:2379", "127.0.0.1:0", "127.0.0.1:2379,",
-                          "127.0.0.1:x", "http://127.0.0.1:2379,https://127.0.0.1:2380",
-                          "etcd://a b:2379", "etcd://user@host:2379", "etcd://h/x:2379",
-                          "etcd://[::1:2379"}) {
+  for (const char* bad :
+       {"", "localhost", "ftp://127.0.0.1:2379", "127.0.0.1:0", "127.0.0.1:2379,", "127.0.0.1:x",
+        "http://127.0.0.1:2379,https://127.0.0.1:2380", "etcd://a b:2379", "etcd://user@host:2379",
+        "etcd://h/x:2379", "etcd://[::1:2379"}) {
     store = EtcdStore::Open(bad);
     ASSERT_FALSE(store.ok()) << bad;
     EXPECT_EQ(store.error().kind(), ErrorKind::kUsage) << bad << ": " << store.error().message();
@@ -934,9 +934,7 @@ TEST(EtcdStoreAuth, CredentialsFromAFile) {
   EXPECT_FALSE(ReadEtcdCredentials("alice", dir + "/empty").ok());
   // Only the first line is the password; /dev/zero stops at the bound (before: getline read
   // until memory ran out).
-  {
-    std::ofstream(dir + "/two") << "s3cret\nsecond line\n";
-  }
+  { std::ofstream(dir + "/two") << "s3cret\nsecond line\n"; }
   EXPECT_EQ(ReadEtcdCredentials("alice", dir + "/two")->password, "s3cret");
   Result<EtcdCredentials> zero = ReadEtcdCredentials("alice", "/dev/zero");
   ASSERT_FALSE(zero.ok());

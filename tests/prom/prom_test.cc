@@ -22,11 +22,11 @@
 #include <vector>
 
 #include "fake_prometheus.h"
-#include "support/trickling_server.h"
 #include "prom/api.h"
 #include "prom/fetch.h"
 #include "prom/http_api.h"
 #include "prom/range_query.h"
+#include "support/trickling_server.h"
 
 namespace headroom::prom {
 namespace {

@@ -338,8 +338,9 @@ TEST(AllFormats, AGpuBeyondMaxGpusIsAnErrorNamingTheOption) {
   // Before: a file of one row per GPU id grew memory ~100 KB per id until it aborted.
   ReadOptions three;
   three.max_gpus = 3;
-  const std::string bound = "more than 3 GPUs in the trace, the bound on GPUs per trace "
-                            "(--max-gpus raises it)";
+  const std::string bound =
+      "more than 3 GPUs in the trace, the bound on GPUs per trace "
+      "(--max-gpus raises it)";
   // The fast path of the minimal layout, then the general layout (named GPUs, a tokens column).
   EXPECT_THAT(ErrorOf("t_s,gpu,power_w\n0,0,1\n0,1,1\n0,2,1\n1,0,1\n1,7,1\n", three),
               HasSubstr("x.csv:6:2: column 'gpu': " + bound));

@@ -23,12 +23,14 @@ ledger revision (a watch on etcd, each revision timestamped as it arrives). It c
     its first TTL + 2 periods (the reserve covers it while grants come down), and with it
     <= the site budget itself at every instant;
   - every grant acted on was issued by a ledger of that term (same seq, lease and watts), and
-    no agent process acted on a term older than one it had already acted on;
+    no agent process acted on a term older than one it had already acted on, unless etcd was
+    wiped after it first acted on that one (terms start again with the store's history);
   - the fleet is back to a full allocation within TTL + 2 periods of each fault (p50/p99);
   - the twins' summed true power is never above the site budget in any 30 s window (of the
     twins' time: 30 s / speed of wall time).
 Exit 0 when all hold, 1 otherwise, 77 when etcd is not installed. Prints a table; --json and
---markdown for the docs (make chaos).
+--markdown for the docs (make chaos). A run keeps what its audit read besides the logs in
+audit_input.json; `--audit DIR` audits a kept run (--keep, or a failed one) again.
 """
 import argparse
 import collections
@@ -46,6 +48,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 import urllib.error
 import urllib.request
 
@@ -614,6 +617,43 @@ class Chaos:
     def stop(self):
         self.watch.stop = True
         self.procs.stop_all()
+        self.save_audit_input()
+
+    # What the audit reads besides the logs, kept beside them (--audit DIR runs it again).
+    AUDIT_INPUT = "audit_input.json"
+
+    def save_audit_input(self):
+        state = {
+            "params": {"speed": self.speed, "ttl": self.ttl, "period_s": self.period_s,
+                       "budget_w": self.budget_w, "reserve_w": self.reserve_w},
+            "revisions": list(self.watch.revisions),
+            "faults": self.faults, "wipe_times": self.wipe_times,
+            "agents": [{"log": a.log, "job": a.job} for a in self.agents],
+            "transient": [{"log": a.log, "job": a.job, "killed_at": a.killed_at}
+                          for a in self.transient],
+            "cuts_before_quorum_loss": self.cuts_before_quorum_loss,
+            "budget_w_restarts": dict(self.budget_w_restarts),
+        }
+        with open(os.path.join(self.tmp, self.AUDIT_INPUT), "w") as f:
+            json.dump(state, f)
+
+    @classmethod
+    def from_audit_input(cls, tmp):
+        """A Chaos whose audit reads a kept run's logs and what it saved beside them."""
+        with open(os.path.join(tmp, cls.AUDIT_INPUT)) as f:
+            state = json.load(f)
+        c = cls.__new__(cls)
+        c.tmp = tmp
+        for k, v in state["params"].items():
+            setattr(c, k, v)
+        c.watch = types.SimpleNamespace(revisions=[tuple(r) for r in state["revisions"]])
+        c.faults = [tuple(f) for f in state["faults"]]
+        c.wipe_times = state["wipe_times"]
+        c.agents = [types.SimpleNamespace(killed_at=None, **a) for a in state["agents"]]
+        c.transient = [types.SimpleNamespace(**a) for a in state["transient"]]
+        c.cuts_before_quorum_loss = state["cuts_before_quorum_loss"]
+        c.budget_w_restarts = collections.Counter(state["budget_w_restarts"])
+        return c
 
     # -- the audit --
     def audit(self):
@@ -654,15 +694,13 @@ class Chaos:
         # outside the invariant (docs/FLEET.md: it runs on its local budget until admitted;
         # the reserve is for it); the true-power windows below still count its power.
         admitted_by_time = [set(l["jobs"]) for _, _, l in revisions]
-        # The ledger that issued grant seq s: the first (by revision) whose last seq used is s or
-        # more (a ledger's seq is the last grant sequence it used; grants are numbered upwards).
-        issuing_limit = {}
-
-        def issued_by(s):
-            if s not in issuing_limit:
-                issuing_limit[s] = next((l["site_budget_w"] - l["reserve_w"]
-                                         for _, _, l in revisions if l["seq"] >= s), None)
-            return issuing_limit[s]
+        # The ledger that issued a grant: the first revision of its term that holds it for its
+        # job (same seq and lease; leases are unique to one etcd history, so a grant from before
+        # a wipe is not taken for one after it). Its index orders it among the revisions.
+        issuing = {}  # (job, term, seq, lease) -> index in revisions
+        for i, (_, _, l) in enumerate(revisions):
+            for job, j in l["jobs"].items():
+                issuing.setdefault((job, l["term"], j["seq"], j["lease"]), i)
 
         events = []  # (t, path, record)
         stale = []
@@ -678,15 +716,20 @@ class Chaos:
                     key = (job, r["term"], r["seq"], r["lease"])
                     if not any(abs(w - r["job_budget_w"]) <= 1e-3 for w in issued.get(key, ())):
                         stale.append(f"{job}: acted on a grant no ledger issued: {key}")
-                    # Terms start again when etcd's state is lost: older ones are not stale then.
-                    era = bisect.bisect_right(self.wipe_times, r["t_mono_s"])
-                    if era != max_term.get(("era", r["pid"]), 0):
-                        max_term[("era", r["pid"])] = era
-                        max_term[r["pid"]] = 0
-                    if r["term"] < max_term.get(r["pid"], 0):
-                        stale.append(f"{job}: pid {r['pid']} acted on term {r['term']} after "
-                                     f"term {max_term[r['pid']]}")
-                    max_term[r["pid"]] = max(max_term.get(r["pid"], 0), r["term"])
+                    # Terms start again when etcd's state is lost: a lower term is not stale
+                    # when etcd was wiped after the process first acted on the higher one (a
+                    # grant from before a wipe stays valid, and is logged, past the wipe).
+                    pid = r["pid"]
+                    term_max, since = max_term.get(pid, (0, 0.0))
+                    if r["term"] < term_max:
+                        if bisect.bisect_right(self.wipe_times, r["t_mono_s"]) > \
+                                bisect.bisect_right(self.wipe_times, since):
+                            max_term[pid] = (r["term"], r["t_mono_s"])
+                        else:
+                            stale.append(f"{job}: pid {pid} acted on term {r['term']} after "
+                                         f"term {term_max}")
+                    elif r["term"] > term_max:
+                        max_term[pid] = (r["term"], r["t_mono_s"])
         events.sort(key=lambda e: e[0])
         # Sweep: each job's record and its validity; checks at every record and every expiry.
         current = {}
@@ -716,17 +759,18 @@ class Chaos:
                 arrival[path] = t_first
         max_sum = float("-inf")
         ei = 0
-        max_seq_acted = 0
+        latest_acted = -1  # the latest ledger (index) whose grant an agent has acted on
         for t in checkpoints:
             while ei < len(events) and events[ei][0] <= t:
-                _, job, r = events[ei]
-                current[job] = r
+                _, path, r = events[ei]
+                current[path] = r
                 if r["state"] == "granted":
-                    max_seq_acted = max(max_seq_acted, r["seq"])
+                    i = issuing.get((units[path], r["term"], r["seq"], r["lease"]), -1)
+                    latest_acted = max(latest_acted, i)
                 ei += 1
             total = 0.0
             newcomers_w = 0.0
-            k = bisect.bisect_right([x[0] for x in by_time], t) - 1
+            k = bisect.bisect_right(rev_times, t) - 1
             admitted = admitted_by_time[k] if k >= 0 else set()
             for path, r in current.items():
                 job = units[path]
@@ -745,11 +789,11 @@ class Chaos:
                 if (r["state"] == "standby" and path in arrival
                         and arrival[path] <= t < arrival[path] + settle_s):
                     newcomers_w += w
+            # The budget in force: that of the latest ledger to arrive, or of a later one whose
+            # grants an agent already acts on.
             limit = self.budget_w - self.reserve_w
-            if k >= 0:
-                limit = by_time[k][1]
-            if max_seq_acted > 0 and issued_by(max_seq_acted) is not None:
-                limit = max(limit, issued_by(max_seq_acted))
+            if max(k, latest_acted) >= 0:
+                limit = by_time[max(k, latest_acted)][1]
             max_sum = max(max_sum, total - newcomers_w - limit)
             if total - newcomers_w > limit + 1e-3:
                 violations.append((t, total, limit))
@@ -781,7 +825,7 @@ class Chaos:
                     idx[job] += 1
                 if job in gone_after and idx[job] >= len(series):
                     last[job] = 0.0  # its twin died with it
-            k = bisect.bisect_right([x[0] for x in by_time], t) - 1
+            k = bisect.bisect_right(rev_times, t) - 1
             budget = self.budget_w if k < 0 else by_time[k][1] + self.reserve_w
             acc += sum(last.values())
             acc_budget += budget
@@ -876,7 +920,14 @@ def main():
                     help="the auditor's own test: write a grant no leader issued (twice the "
                          "site budget, for the current lease and the next seq) straight into "
                          "etcd; passes when the audit catches it")
+    ap.add_argument("--audit", metavar="DIR",
+                    help="audit a kept run again (its logs and audit_input.json) without running one")
     args = ap.parse_args()
+    if args.audit:
+        result = Chaos.from_audit_input(args.audit).audit()
+        for k, v in result.items():
+            print(f"{k:32} {v}")
+        return 0
     if not os.access(ETCD, os.X_OK):
         print("chaos: skipped: /usr/bin/etcd is not installed (scripts/setup.sh)", file=sys.stderr)
         return 77

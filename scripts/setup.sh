@@ -3,7 +3,9 @@
 # of web/ (the agent dashboard's uPlot, and playwright-core that drives Chromium in its test) with
 # `npm ci` from web/package-lock.json.
 # Idempotent: installs only what is missing. Runs apt-get as root, or through sudo.
-# `setup.sh --torch` adds python3-torch, the peer of `make bench-ppo` only (large; not for tests).
+# python3-torch is in the default list (the GRPO example, the Python client's multi-rank test,
+# the PyTorch peers of `make bench-ppo` and `make bench-diloco`); `setup.sh --torch`, which used
+# to add it, is still accepted and does nothing more.
 set -euo pipefail
 
 packages=(
@@ -25,14 +27,14 @@ packages=(
   wrk                                # the agent's API load benchmark
   prometheus                         # power from Prometheus (tests start their own) and promtool
   python3-yaml                       # the alert rules' checks (tests/deploy/check_monitoring.py)
+  python3-venv python3-pip python3-setuptools python3-wheel  # the client package's install test
+  python3-torch                      # the GRPO example and the Python client's multi-rank test
 )
 # Node.js and npm: the machine's own where it has them, else Debian's.
 if ! command -v npm >/dev/null 2>&1; then
   packages+=(nodejs npm)
 fi
-if [ "${1:-}" = "--torch" ]; then
-  packages+=(python3-torch)
-fi
+# `--torch` (make bench-ppo, make bench-diloco) adds nothing: python3-torch is in the list above.
 
 missing=()
 for p in "${packages[@]}"; do

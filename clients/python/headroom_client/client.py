@@ -1,41 +1,26 @@
-"""Client of the headroom agent's actuation API, standard library only (Python 3.8+).
+"""AgentClient: the agent's actuation API over HTTP, standard library only.
 
-    from headroom_client import AgentClient, ConcurrencyGate
-    client = AgentClient("http://127.0.0.1:9400", safe_concurrency=4, safe_group_size=8)
-    a = client.actuation()              # {"concurrency", "group_size", "seq", "valid_for_s", "reason"}
-    a = client.actuation(wait_s=10)     # long-poll: returns as soon as a newer decision exists
-    client.report(step=3, phase="rollout", tokens=12000, in_flight=7)
-
-Never raises on network errors: while the agent does not answer, the last decision is used until
-its `valid_for_s` runs out, and then the safe values (reason "fallback: ...") -- except in a site
-(the agent's answers say "site": true, or site=True here): there the trainer fails closed, and
-the fallback holds it at its step boundary (take_hold) until the agent answers again.
-
-At each step boundary, a trainer takes its holds (a site staggering its jobs, or not admitting
-one yet) before it starts the step:
-
-    a = client.actuation()
-    while (hold := client.take_hold(a)) > 0:
-        client.report(step, "idle", tokens, 0)
-        time.sleep(hold)
-        a = client.actuation()
+Not thread-safe: one AgentClient per thread (it keeps the last decision heard and the last hold
+honoured), or calls serialized by the caller.
 """
 
-import asyncio
 import json
 import math
 import time
 import urllib.error
 import urllib.request
+from typing import Any, Callable, Dict, Optional
 
 MAX_WAIT_S = 30.0  # the agent's longest long-poll
 MAX_HOLD_S = 3600.0  # the longest hold a site may ask before a step
 STANDBY_WAIT_S = 1.0  # held until admitted (or until the agent answers): look again this often
 
+Actuation = Dict[str, Any]  # {"concurrency", "group_size", "seq", "valid_for_s", "reason", ...}
 
-def _valid(a):
+
+def _valid(a: Any) -> bool:
     """Whether an answer is a decision this client can apply (anything else: fallback)."""
-    def count(v):
+    def count(v: Any) -> bool:
         return isinstance(v, int) and not isinstance(v, bool) and v >= 1
     return (isinstance(a, dict) and count(a.get("concurrency")) and count(a.get("group_size"))
             and isinstance(a.get("seq"), int) and a["seq"] >= 0
@@ -45,21 +30,29 @@ def _valid(a):
 
 
 class AgentClient:
-    def __init__(self, base_url="http://127.0.0.1:9400", token=None, safe_concurrency=1,
-                 safe_group_size=1, timeout_s=2.0, clock=time.monotonic, site=False):
+    """Reads the agent's decisions (actuation) and tells it where the trainer is (report).
+
+    Never raises on network errors or on an answer that is not a decision: see the package doc
+    for the fallback rule. `clock` (seconds, monotonic) is injectable for tests."""
+
+    def __init__(self, base_url: str = "http://127.0.0.1:9400", token: Optional[str] = None,
+                 safe_concurrency: int = 1, safe_group_size: int = 1, timeout_s: float = 2.0,
+                 clock: Callable[[], float] = time.monotonic, site: bool = False) -> None:
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.safe = {"concurrency": int(safe_concurrency), "group_size": int(safe_group_size)}
         self.timeout_s = timeout_s
         self.clock = clock
-        self._last = None       # the last decision heard
-        self._last_at = None    # when it was heard (client clock)
-        self.reachable = None   # did the last request get an answer? (None: none made yet)
+        self._last: Optional[Actuation] = None  # the last decision heard
+        self._last_at: Optional[float] = None   # when it was heard (client clock)
+        # Did the last request get an answer? (None: none made yet)
+        self.reachable: Optional[bool] = None
         self._held_id = 0       # the last hold honoured
         # In a site (given, or said by an answer): fail closed when the agent is not heard.
         self.site = bool(site)
 
-    def _request(self, path, body=None, timeout_s=None):
+    def _request(self, path: str, body: Optional[Dict[str, Any]] = None,
+                 timeout_s: Optional[float] = None) -> Any:
         headers = {"Content-Type": "application/json"} if body is not None else {}
         if self.token:  # on reads too: an agent started with --token-on-reads needs it
             headers["Authorization"] = "Bearer " + self.token
@@ -69,8 +62,11 @@ class AgentClient:
         with urllib.request.urlopen(req, timeout=timeout_s or self.timeout_s) as r:
             return json.loads(r.read().decode())
 
-    def actuation(self, wait_s=0.0):
-        """The decision to apply now (see the module doc for the fallback rule)."""
+    def actuation(self, wait_s: float = 0.0) -> Actuation:
+        """The decision to apply now (see the package doc for the fallback rule).
+
+        wait_s > 0 long-polls: returns as soon as a decision newer than the last one heard
+        exists, or after wait_s (clamped to [0, MAX_WAIT_S]; not finite: 0)."""
         path = "/v1/actuation"
         wait_s = min(max(float(wait_s), 0.0), MAX_WAIT_S) if math.isfinite(wait_s) else 0.0
         if wait_s > 0 and self._last is not None:
@@ -88,8 +84,9 @@ class AgentClient:
             self.reachable = False
             return self._fallback(str(e))
 
-    def _fallback(self, why):
-        if self._last is not None and self.clock() - self._last_at <= self._last["valid_for_s"]:
+    def _fallback(self, why: str) -> Actuation:
+        if (self._last is not None and self._last_at is not None
+                and self.clock() - self._last_at <= self._last["valid_for_s"]):
             return dict(self._last)
         seq = self._last["seq"] if self._last is not None else 0
         if self.site:
@@ -98,9 +95,9 @@ class AgentClient:
                         reason="fallback, held (in a site): " + why)
         return dict(self.safe, seq=seq, valid_for_s=0.0, reason="fallback: " + why)
 
-    def take_hold(self, actuation=None):
+    def take_hold(self, actuation: Optional[Actuation] = None) -> float:
         """Seconds to wait before starting the next step (docs/FLEET.md); call it again after
-        the wait, with the actuation read then, until it returns 0 (see the module doc).
+        the wait, with the actuation read then, until it returns 0 (see the package doc).
 
         Call at the step boundary with the actuation read there (or none: it is read now).
         While the site has not admitted the job ("standby": true), or, in a site, while the
@@ -118,11 +115,12 @@ class AgentClient:
         self._held_id = hold_id
         return min(float(hold_s), MAX_HOLD_S)
 
-    def report(self, step, phase, tokens, in_flight, progress=None, group_size=None):
+    def report(self, step: int, phase: str, tokens: float, in_flight: int,
+               progress: Optional[float] = None, group_size: Optional[int] = None) -> bool:
         """Tells the agent where the trainer is (group_size: the one in force this step).
         Returns False (never raises) when it fails."""
-        body = {"step": int(step), "phase": phase, "tokens": float(tokens),
-                "in_flight": int(in_flight)}
+        body: Dict[str, Any] = {"step": int(step), "phase": phase, "tokens": float(tokens),
+                                "in_flight": int(in_flight)}
         if progress is not None:
             body["progress"] = float(progress)
         if group_size is not None:
@@ -132,39 +130,3 @@ class AgentClient:
             return True
         except (urllib.error.URLError, OSError, ValueError):
             return False
-
-
-class ConcurrencyGate:
-    """An asyncio gate whose limit can be changed while tasks wait: generation requests enter
-    with `async with gate:`, and `resize(n)` lets more in at once or stops admitting until the
-    number in flight falls below n (requests already running are never interrupted)."""
-
-    def __init__(self, limit):
-        self._limit = max(1, int(limit))
-        self._in_flight = 0
-        self._cond = asyncio.Condition()
-
-    @property
-    def limit(self):
-        return self._limit
-
-    @property
-    def in_flight(self):
-        return self._in_flight
-
-    async def resize(self, limit):
-        async with self._cond:
-            self._limit = max(1, int(limit))
-            self._cond.notify_all()
-
-    async def __aenter__(self):
-        async with self._cond:
-            await self._cond.wait_for(lambda: self._in_flight < self._limit)
-            self._in_flight += 1
-        return self
-
-    async def __aexit__(self, *exc):
-        async with self._cond:
-            self._in_flight -= 1
-            self._cond.notify_all()
-        return False

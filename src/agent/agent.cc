@@ -11,6 +11,7 @@ namespace headroom::agent {
 Agent::Agent(AgentConfig config, control::Controller& controller)
     : config_(config),
       controller_(controller),
+      group_gate_(config.group_size_rule),
       budget_w_(config.budget_w),
       budget_from_(config.budget_from),
       stats_{analysis::WindowStats(kWindowsS[0], &budgets_),
@@ -79,12 +80,16 @@ const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& samp
       last_good_s_ = now_s;
     }
   }
+  // The trainer's step, when a fresh report says it: group size changes only then.
+  const bool fresh_report = report_ && now_s - report_t_s_ <= config_.report_timeout_s;
+  const std::optional<int> step = fresh_report ? std::optional<int>(report_->step) : std::nullopt;
   if (!failure.empty()) {
     ++telemetry_errors_;
     ++safe_decisions_;
     applied_.concurrency = config_.safe_concurrency;
-    applied_.group_size = config_.safe_group_size;
-    Set(config_.safe_concurrency, config_.safe_group_size, "safe: " + failure, now_s);
+    applied_.group_size =
+        group_gate_.Decide(actuation_.group_size, config_.safe_group_size, step);
+    Set(config_.safe_concurrency, applied_.group_size, "safe: " + failure, now_s);
     Remember(now_s, /*good=*/false);
     return actuation_;
   }
@@ -106,7 +111,6 @@ const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& samp
   in.group_size = applied_.group_size;
   in.next_group_size = applied_.group_size;
   in.power_limit_w = applied_.power_limit_w;
-  const bool fresh_report = report_ && now_s - report_t_s_ <= config_.report_timeout_s;
   std::string reason;
   if (fresh_report) {
     in.phase = report_->phase;
@@ -125,6 +129,7 @@ const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& samp
                           budget_w_, *config_.floor_w);
   }
   applied_ = control::ApplyLimits(config_.limits, applied_, controller_.Decide(in));
+  applied_.group_size = group_gate_.Decide(actuation_.group_size, applied_.group_size, step);
   if (applied_.power_limit_w != actuation_.power_limit_w) {
     actuation_.power_limit_w = applied_.power_limit_w;
     ++actuation_.seq;
@@ -198,6 +203,8 @@ AgentStatus Agent::Status(double now_s) const {
   s.reports = reports_;
   s.concurrency_at_minimum = actuation_.concurrency <= config_.limits.concurrency.lo;
   s.budget_below_floor = config_.floor_w && budget_w_ < *config_.floor_w;
+  s.group_size_changes = group_gate_.changes();
+  s.group_size_changed_at_step = group_gate_.changed_at_step();
   s.tokens_per_s = tokens_per_s_;
   s.latency_samples = latency_samples_;
   s.latency_sum_s = latency_sum_s_;

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/group_size_gate.h"
 #include "analysis/window_stats.h"
 #include "control/actuators.h"
 #include "control/controller.h"
@@ -42,6 +43,9 @@ struct AgentConfig {
   double valid_for_s = 5.0;
   double stale_after_s = 1.5;
   double report_timeout_s = 30.0;
+  // When and to what group size may change (group_size_gate.h): at step boundaries, among the
+  // choices, at most once every min_steps steps. The initial and safe sizes are choices.
+  GroupSizeRule group_size_rule;
 };
 
 struct Actuation {
@@ -105,6 +109,9 @@ struct AgentStatus {
   // The floor is known and the budget in force is below it: the budget cannot be met by steering
   // the workload.
   bool budget_below_floor = false;
+  // Group size changes decided so far, and the trainer step of the last (none before it).
+  int group_size_changes = 0;
+  std::optional<int> group_size_changed_at_step;
   double tokens_per_s = 0.0;
   // Decision latency (telemetry read + decision + publication) over the last kLatencyKeep
   // decisions, nearest-rank quantiles; 0 with none recorded.
@@ -166,6 +173,7 @@ class Agent {
 
   AgentConfig config_;
   control::Controller& controller_;
+  GroupSizeGate group_gate_;
   double budget_w_;  // per GPU, in force
   std::string budget_from_;
   analysis::BudgetSchedule budgets_;  // the budget at each decision: what the windows score

@@ -67,6 +67,9 @@ std::string StatusJson(const AgentStatus& s,
   j["trace_write_errors"] = s.trace_write_errors;
   j["safe_decisions"] = s.safe_decisions;
   j["tokens_per_s"] = s.tokens_per_s;
+  j["group_size_changes"] = s.group_size_changes;
+  j["group_size_changed_at_step"] =
+      s.group_size_changed_at_step ? json(*s.group_size_changed_at_step) : json(nullptr);
   j["report_age_s"] = s.report_age_s < 0.0 ? json(nullptr) : json(s.report_age_s);
   if (s.report) {
     j["report"] = {{"step", s.report->step},

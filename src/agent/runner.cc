@@ -42,6 +42,14 @@ RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared, Rec
     clock.sleep_until(t_s);
     if (stop.load()) break;  // the sleep ends early on a stop
     const double started_s = options.monotonic_s ? options.monotonic_s() : 0.0;
+    if (link != nullptr && link->follows_trainer()) {
+      std::optional<TrainerReport> report;
+      {
+        MutexLock lock(shared.mu);
+        report = shared.agent->report();
+      }
+      link->FollowTrainer(report, t_s);
+    }
     Result<telemetry::Sample> sample = source.Read(t_s);
     for (const std::string& w : source.TakeWarnings()) log(w);
     Actuation a;
@@ -61,7 +69,9 @@ RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared, Rec
         shared.agent->SetSite(budget->site, budget->standby);
       }
       budget_w = shared.agent->budget_w();
-      if (link != nullptr) shared.agent->Report(link->Report(t_s), t_s);
+      if (link != nullptr && !link->follows_trainer()) {
+        shared.agent->Report(link->Report(t_s), t_s);
+      }
       a = shared.agent->Tick(t_s, sample);
     }
     shared.NotifyDecision();

@@ -4,6 +4,7 @@
 // free of the simulator.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "agent/agent.h"
@@ -26,6 +27,10 @@ class TrainerLink {
   virtual void Apply(const Actuation& actuation) = 0;
   // For the trace, after the decision.
   virtual TrainerState State() const = 0;
+  // A link that follows a trainer outside the process (it reports over HTTP): before each
+  // decision it is given the agent's last report instead of giving one (Report is not called).
+  virtual bool follows_trainer() const { return false; }
+  virtual void FollowTrainer(const std::optional<TrainerReport>& /*report*/, double /*t_s*/) {}
 };
 
 }  // namespace headroom::agent

@@ -83,12 +83,15 @@ struct AgentArgs {
   std::optional<int> safe_group_size;
   std::optional<int> initial_concurrency;
   std::optional<int> initial_group_size;
+  std::string group_size_choices;
+  int group_size_min_steps = 10;
   double valid_for_s = 5.0;
   ServerArgs server = ListeningOn("127.0.0.1:9400");  // --listen, the token, --allow-host, caps
   bool token_on_reads = false;
   std::string trace_out;
   std::optional<double> duration_s;
   bool guard_power_limit = false;
+  bool twin_follows_trainer = false;
   std::string guard_state;
   bool restore_limits = false;
   // A member of a site (docs/FLEET.md).
@@ -369,6 +372,33 @@ Status RunAgent(const AgentArgs& args) {
   if (args.initial_group_size) {
     config.initial_group_size = config.limits.group_size.Clamp(*args.initial_group_size);
   }
+  config.group_size_rule.min_steps = args.group_size_min_steps;
+  if (!args.group_size_choices.empty()) {
+    auto& choices = config.group_size_rule.choices;
+    if (auto why = agent::ParseGroupSizeChoices(args.group_size_choices, &choices); !why.empty()) {
+      return Error::Usage(why);
+    }
+    const auto& range = config.limits.group_size;
+    for (int c : choices) {
+      if (c < range.lo || c > range.hi) {
+        return Error::Usage(fmt::format(
+            "--group-size-choices: {} is outside the group size range [{}, {}]{}", c, range.lo,
+            range.hi, args.group_size_range.empty() ? " (--group-size-range sets it)" : ""));
+      }
+    }
+    const auto among = [&](int v) { return std::find(choices.begin(), choices.end(), v) != choices.end(); };
+    if (args.safe_group_size && !among(config.safe_group_size)) {
+      return Error::Usage(fmt::format("--safe-group-size: {} is not among --group-size-choices {}",
+                                      config.safe_group_size, args.group_size_choices));
+    }
+    if (config.initial_group_size && !among(*config.initial_group_size)) {
+      return Error::Usage(fmt::format(
+          "--initial-group-size: {} is not among --group-size-choices {}",
+          *config.initial_group_size, args.group_size_choices));
+    }
+    // The trainer's own size (the scenario's) when it is a choice; else the nearest choice.
+    config.safe_group_size = agent::GroupSizeGate(config.group_size_rule).Snap(config.safe_group_size);
+  }
   config.valid_for_s = args.valid_for_s;
   // A member's decisions are trusted no longer than its lease (less the fencing margin): a
   // trainer whose agent stopped falls to its safe values before the site moves the watts.
@@ -457,6 +487,14 @@ Status RunAgent(const AgentArgs& args) {
   std::unique_ptr<telemetry::Source> source;
   sim::TwinLink* twin = nullptr;
   telemetry::NvmlSource* nvml = nullptr;
+  if (args.twin_follows_trainer && args.source != "twin") {
+    return Error::Usage("--twin-follows-trainer: only with --source twin");
+  }
+  if (args.twin_follows_trainer && args.speed != 1.0) {
+    return Error::Usage(fmt::format(
+        "--twin-follows-trainer: the trainer runs in wall time; --speed must be 1, not {}",
+        args.speed));
+  }
   if (args.source == "twin") {
     twin::Scenario twin_scenario = *scenario;
     if (fleet) {
@@ -465,7 +503,7 @@ Status RunAgent(const AgentArgs& args) {
       // site's answer -- held until admitted -- comes before any step begins.
       twin_scenario.startup_s = std::max(twin_scenario.startup_s, 1.0);
     }
-    auto t = std::make_unique<sim::TwinLink>(twin_scenario, args.seed);
+    auto t = std::make_unique<sim::TwinLink>(twin_scenario, args.seed, args.twin_follows_trainer);
     twin = t.get();
     source = std::move(t);
   } else if (args.source == "replay") {
@@ -996,6 +1034,17 @@ Command SetupAgent(CLI::App& app) {
   app.add_option("--initial-group-size", a->initial_group_size,
                  "Group size announced before the first decision (default: the safe one)")
       ->check(Integer(1, kMaxGroupSize));
+  app.add_flag("--twin-follows-trainer", a->twin_follows_trainer,
+               "With --source twin: rehearse a real trainer without GPUs. The twin's phases and "
+               "steps follow the trainer's POST /v1/report; its power is simulated for them at "
+               "the decided concurrency and power limit (docs/TRAINERS.md)");
+  app.add_option("--group-size-choices", a->group_size_choices,
+                 "The group sizes the agent may choose, e.g. 4,8,16 (default: any in the range); "
+                 "one fixes it: then only concurrency and the power limit move");
+  app.add_option("--group-size-min-steps", a->group_size_min_steps,
+                 "Change group size at most once every K trainer steps, and only at a step "
+                 "boundary (docs/TRAINERS.md); 0: at any decision, as eval does")
+      ->check(Integer(0, 100000));
   app.add_option("--valid-for-s", a->valid_for_s, "How long a client may trust a decision")
       ->check(Real(0.1, 3600.0));
   AddServerOptions(app, &a->server, "agent");

@@ -223,8 +223,12 @@ Status RunTrain(const TrainArgs& args, const std::string& command_line) {
   config.ppo.entropy_coef = args.entropy_coef;
   if (args.actuators == "group_size") {
     config.group_size_only = true;
+  } else if (args.actuators == "concurrency") {
+    config.fixed_group_size = true;
   } else if (args.actuators != "concurrency,group_size") {
-    return Error::Usage("--actuators: 'concurrency,group_size' (default) or 'group_size'");
+    return Error::Usage(
+        "--actuators: 'concurrency,group_size' (default), 'concurrency' (the group size fixed at "
+        "the scenario's) or 'group_size'");
   }
   config.ppo.learning_rate = args.learning_rate;
   const std::string curve_path = !args.curve.empty()
@@ -407,7 +411,9 @@ Command SetupTrain(CLI::App& app) {
                "speed x0.85-1.15 / x0.8-1.25, update power and length, completion lengths, "
                "noise): one policy for machines it has not seen");
   app.add_option("--actuators", args->actuators,
-                 "What the policy may move: concurrency,group_size (default) or group_size");
+                 "What the policy may move: concurrency,group_size (default), concurrency (group size "
+                 "fixed at the scenario's, as GRPO trainers configure it; the power limit "
+                 "moves) or group_size");
   app.add_option("--entropy-coef", args->entropy_coef, "PPO entropy bonus")->check(Real(0.0, 1.0));
   app.add_option("--learning-rate", args->learning_rate, "Adam learning rate")
       ->check(Real(1e-7, 1.0));

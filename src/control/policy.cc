@@ -51,8 +51,9 @@ std::string PolicyToJson(const Policy& policy) {
       {"trained_budget", policy.trained_budget},
       {"violation_target", policy.violation_target},
       {"cost_window_s", policy.cost_window_s},
-      {"actuators", policy.group_size_only ? json::array({"group_size"})
-                                           : json::array({"concurrency", "group_size"})},
+      {"actuators", policy.group_size_only    ? json::array({"group_size"})
+                    : policy.fixed_group_size ? json::array({"concurrency"})
+                                              : json::array({"concurrency", "group_size"})},
       {"timesteps", policy.timesteps},
       {"seed", policy.seed},
       {"command", policy.command},
@@ -310,9 +311,12 @@ Result<Policy> PolicyFromJson(std::string_view text, std::string_view source) {
   Policy p;
   if (actuators == std::vector<std::string>{"group_size"}) {
     p.group_size_only = true;
+  } else if (actuators == std::vector<std::string>{"concurrency"}) {
+    p.fixed_group_size = true;
   } else if (actuators != std::vector<std::string>{"concurrency", "group_size"}) {
     return Bad(source, "actuators",
-               "expected [\"concurrency\", \"group_size\"] or [\"group_size\"]");
+               "expected [\"concurrency\", \"group_size\"], [\"concurrency\"] or "
+               "[\"group_size\"]");
   }
   p.net = rl::ActorCritic(kFeatureCount, heads, hidden, 0);
   p.net.actor().SetParameters(
@@ -362,6 +366,7 @@ Command PolicyController::Decide(const Inputs& in) {
     c.concurrency.reset();
     c.power_limit_w.reset();
   }
+  if (policy_.fixed_group_size) c.group_size.reset();
   return c;
 }
 

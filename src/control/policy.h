@@ -34,6 +34,9 @@ struct Policy {
   double violation_target = 0.01;
   double cost_window_s = 0.5;
   bool group_size_only = false;  // the policy may not move concurrency (the paper's 72B null test)
+  // The policy may not move group size: it stays at the trainer's own (GRPO trainers fix it in
+  // their config; docs/TRAINERS.md). Concurrency and the power limit only.
+  bool fixed_group_size = false;
   ShieldRule shield;             // the shield it was trained in, and runs in (before ShieldFor)
   long long timesteps = 0;
   unsigned long long seed = 0;

@@ -235,6 +235,7 @@ control::Policy Train(
     p.violation_target = config.violation_target;
     p.cost_window_s = config.cost_window_s;
     p.group_size_only = config.group_size_only;
+    p.fixed_group_size = config.fixed_group_size;
     p.shield = config.shield;
     p.timesteps = timesteps;
     p.seed = config.seed;
@@ -269,6 +270,7 @@ control::Policy Train(
           e.sampled.command.concurrency.reset();
           e.sampled.command.power_limit_w.reset();
         }
+        if (config.fixed_group_size) e.sampled.command.group_size.reset();
         const control::Inputs in = ToInputs(e.obs, e.scenario.interval_s);
         e.applied = control::ApplyLimits(e.limits, e.applied,
                                          e.shield ? e.shield->Decide(in) : e.sampled.Decide(in));

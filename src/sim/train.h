@@ -56,6 +56,7 @@ struct TrainConfig {
   // itself) above the budget. 30 s scores like the paper's 72B runs.
   double cost_window_s = 0.5;
   bool group_size_only = false;  // concurrency stays at the trainer's default
+  bool fixed_group_size = false;  // group size stays at the trainer's default
   // Randomise each episode over a wide family around its scenario (decode power and speed, the
   // update's power and length, completion lengths, noise) instead of small perturbations.
   bool family = false;

@@ -42,6 +42,10 @@ void TwinLink::Apply(const agent::Actuation& actuation) {
   // guard, or SetPowerLimit), as on real GPUs.
 }
 
+void TwinLink::FollowTrainer(const std::optional<agent::TrainerReport>& report, double) {
+  if (report) twin_.Follow(report->phase, report->step);
+}
+
 agent::TrainerState TwinLink::State() const {
   return {std::string(twin::PhaseName(twin_.phase())), twin_.steps_done(), twin_.tokens_total()};
 }

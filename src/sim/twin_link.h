@@ -16,7 +16,10 @@ namespace headroom::sim {
 
 class TwinLink final : public telemetry::Source, public agent::TrainerLink {
  public:
-  TwinLink(const twin::Scenario& scenario, uint64_t seed) : twin_(scenario, seed) {}
+  // follows_trainer: the twin's phases and steps are an external trainer's (Twin::Follow,
+  // `--twin-follows-trainer`); its power is still simulated, at the decided actuation.
+  TwinLink(const twin::Scenario& scenario, uint64_t seed, bool follows_trainer = false)
+      : twin_(scenario, seed), follows_trainer_(follows_trainer) {}
 
   // telemetry::Source
   std::string_view name() const override { return "twin"; }
@@ -28,6 +31,9 @@ class TwinLink final : public telemetry::Source, public agent::TrainerLink {
   agent::TrainerReport Report(double t_s) override;
   void Apply(const agent::Actuation& actuation) override;
   agent::TrainerState State() const override;
+  bool follows_trainer() const override { return follows_trainer_; }
+  // Until the trainer's first report the twin stays in its startup (the job loading).
+  void FollowTrainer(const std::optional<agent::TrainerReport>& report, double t_s) override;
 
   const twin::Twin& twin() const { return twin_; }
   // The hardware power limit per GPU (a controller's, or fleet-sim's without job control);
@@ -38,6 +44,7 @@ class TwinLink final : public telemetry::Source, public agent::TrainerLink {
 
  private:
   twin::Twin twin_;
+  const bool follows_trainer_;
 };
 
 }  // namespace headroom::sim

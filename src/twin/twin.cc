@@ -105,6 +105,11 @@ void Twin::BeginStep() {
                     scenario_.train_power_w);
     return;
   }
+  StartRollout();
+  phase_ = Phase::kRollout;
+}
+
+void Twin::StartRollout() {
   // P prompts x G completions; a prompt's completions share an engine (and its prompt prefix).
   const size_t engines = engines_.size();
   std::vector<std::vector<double>> lengths(engines);
@@ -123,7 +128,70 @@ void Twin::BeginStep() {
   const double prefill_per_sequence = scenario_.prompt_tokens / step_group_size_;
   for (size_t e = 0; e < engines; ++e)
     engines_[e].Start(std::move(lengths[e]), prefill_per_sequence);
-  phase_ = Phase::kRollout;
+}
+
+void Twin::Follow(Phase phase, int step) {
+  const bool new_rollout = phase == Phase::kRollout &&
+                           (!following_ || phase_ != Phase::kRollout || step != steps_done_);
+  following_ = true;
+  if (new_rollout && scenario_.has_rollout) {
+    step_group_size_ = group_size_;  // the group size is taken at the step boundary
+    StartRollout();
+  }
+  phase_ = phase;
+  steps_done_ = step;
+}
+
+void Twin::FollowWork(double dt) {
+  const Phase phase = phase_;
+  double occupancy = 0.0;
+  if (phase == Phase::kRollout && scenario_.has_rollout) {
+    const EngineRates rates{&scenario_.decode, scenario_.prefill_tokens_per_s,
+                            scenario_.prefill_power_w, power_limit_w_, &scenario_.clock};
+    double remaining = dt;
+    int empty = 0;
+    while (remaining > kTimeEpsilon && empty <= kMaxEmptyPhases) {
+      // The trainer still generates when a batch is done: the next one starts at once.
+      bool all_done = true;
+      for (const RolloutEngine& e : engines_) all_done = all_done && e.done();
+      if (all_done) {
+        StartRollout();
+        ++empty;
+        continue;
+      }
+      for (size_t e = 0; e < engines_.size(); ++e) {
+        const auto tick = engines_[e].Advance(remaining, concurrency_, kv_capacity_, rates);
+        for (int g = 0; g < scenario_.tp; ++g) {
+          target_energy_[e * static_cast<size_t>(scenario_.tp) + static_cast<size_t>(g)] +=
+              tick.power_w * remaining;
+        }
+        tick_tokens_[e * static_cast<size_t>(scenario_.tp)] += tick.tokens;
+        occupancy += tick.occupancy / static_cast<double>(engines_.size());
+      }
+      remaining = 0.0;
+    }
+    if (remaining > kTimeEpsilon) AddUniform(scenario_.idle_loaded_w, remaining);
+  } else {
+    double full_w = scenario_.idle_loaded_w;  // idle, startup
+    switch (phase) {
+      case Phase::kRollout:  // a scenario without rollout: its compute
+      case Phase::kTrain: full_w = scenario_.train_power_w; break;
+      case Phase::kLogprob: full_w = scenario_.logprob_power_w; break;
+      case Phase::kSync: full_w = scenario_.sync_power_w; break;
+      case Phase::kCheckpoint: full_w = scenario_.checkpoint_power_w; break;
+      case Phase::kStopped: full_w = scenario_.idle_w; break;
+      case Phase::kIdle:
+      case Phase::kStartup: break;
+    }
+    const bool works = phase != Phase::kIdle && phase != Phase::kStartup && phase != Phase::kStopped;
+    const double w = works && power_limit_w_ > 0.0
+                         ? scenario_.clock.Apply(full_w, power_limit_w_).power_w
+                         : full_w;
+    AddUniform(w, dt);
+  }
+  phase_time_[static_cast<size_t>(phase)] += dt;
+  if (phase == Phase::kIdle) held_s_ += dt;
+  tick_occupancy_ = occupancy;
 }
 
 void Twin::BeginFixedPhase(Phase phase, double work_s, double full_power_w) {
@@ -191,6 +259,11 @@ void Twin::Tick() {
   std::fill(target_energy_.begin(), target_energy_.end(), 0.0);
   std::fill(tick_tokens_.begin(), tick_tokens_.end(), 0.0);
   phase_time_.fill(0.0);
+  if (following_) {
+    FollowWork(dt);
+    Settle();
+    return;
+  }
   double occupancy = 0.0;
   double t_now = t_s();
   double remaining = dt;
@@ -262,6 +335,12 @@ void Twin::Tick() {
     }
   }
 
+  tick_occupancy_ = occupancy;
+  Settle();
+}
+
+void Twin::Settle() {
+  const double dt = scenario_.tick_s;
   // Dynamics, noise, telemetry.
   const size_t gpus = target_energy_.size();
   const size_t slot = static_cast<size_t>(ticks_ % window_ticks_);
@@ -284,7 +363,6 @@ void Twin::Tick() {
   }
   energy_j_ += tick_energy;
   tokens_total_ += tick_tokens;
-  tick_occupancy_ = occupancy;
   tick_phase_ = static_cast<Phase>(std::max_element(phase_time_.begin(), phase_time_.end()) -
                                    phase_time_.begin());
   ++ticks_;

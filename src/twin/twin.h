@@ -50,6 +50,16 @@ class Twin {
   void SetStandby(bool on) { standby_ = on; }
   static constexpr double kStandbySliceS = 0.5;
 
+  // Rehearsal without GPUs (`headroom agent --source twin --twin-follows-trainer`): from the
+  // first call on, the twin runs no step machine of its own. Its phase and step are the ones an
+  // external trainer last reported, for as long as it reports them; its power is simulated for
+  // that phase at the decided concurrency and power limit: rollout decodes batches of
+  // prompts x group size (a new batch at each step, and whenever one is done while the trainer
+  // still generates), the fixed phases draw their scenario power (stretched by a power limit as
+  // ever), idle and startup the GPUs idle with the model loaded, stopped the GPUs idle.
+  void Follow(Phase phase, int step);
+  bool following() const { return following_; }
+
   // Advances one tick.
   void Tick();
 
@@ -82,6 +92,9 @@ class Twin {
 
  private:
   void BeginStep();
+  void StartRollout();              // a batch of prompts x the group size in force
+  void FollowWork(double dt);       // one tick of the followed trainer's phase
+  void Settle();                    // dynamics, noise and telemetry of the tick's energy
   void BeginFixedPhase(Phase phase, double work_s, double full_power_w);
   void NextAfter(Phase finished, double at_s);  // at_s: when it finished
   void AddUniform(double power_w, double duration_s);
@@ -132,6 +145,7 @@ class Twin {
   double pending_hold_s_ = 0.0;
   bool standby_ = false;
   double held_s_ = 0.0;
+  bool following_ = false;  // Follow() was called: the trainer's phases, not the step machine
 };
 
 }  // namespace headroom::twin

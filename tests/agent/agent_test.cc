@@ -78,7 +78,9 @@ struct Served {
 
 TEST(Agent, DecidesOnPowerAndReportsPhase) {
   Probe probe;
-  Agent a(Config(), probe);
+  AgentConfig config = Config();
+  config.group_size_rule.min_steps = 0;  // group size moves at any decision, as eval's
+  Agent a(config, probe);
   EXPECT_EQ(a.actuation().concurrency, 1);  // safe until the first decision
   const uint64_t seq0 = a.actuation().seq;
   // No report: on power alone, as if in rollout. Job power = mean over GPUs = 250 W.
@@ -110,6 +112,90 @@ TEST(Agent, DecidesOnPowerAndReportsPhase) {
   // The report goes stale after 10 s: back to power alone.
   a.Tick(11.0, At(11.0, {100.0, 100.0}));
   EXPECT_EQ(probe.last.phase, control::Phase::kRollout);
+}
+
+// Proposes the group size the test sets; concurrency 4.
+class GroupProbe final : public control::Controller {
+ public:
+  std::string_view name() const override { return "group-probe"; }
+  control::Command Decide(const control::Inputs&) override { return {4, group, {}}; }
+  int group = 4;
+};
+
+TEST(Agent, GroupSizeChangesOnlyAtAKnownStepAmongTheChoicesAtMostOnceEveryKSteps) {
+  GroupProbe probe;
+  AgentConfig config = Config();
+  config.group_size_rule = {{4, 8, 16}, 3};
+  Agent a(config, probe);
+  double t = 0.0;
+  const auto tick = [&] {
+    t += 0.5;
+    return a.Tick(t, At(t, {100.0, 100.0})).group_size;
+  };
+  const auto at_step = [&](int step) {
+    a.Report({step, control::Phase::kRollout, 0.0, 0, 0.0, std::nullopt}, t);
+  };
+  EXPECT_EQ(a.actuation().group_size, 4);
+  probe.group = 16;
+  EXPECT_EQ(tick(), 4);  // no report: the trainer's step is unknown, nothing changes
+  at_step(1);
+  EXPECT_EQ(tick(), 16);  // decided during step 1, for step 2
+  EXPECT_EQ(a.Status(t).group_size_changed_at_step, 1);
+  probe.group = 8;
+  EXPECT_EQ(tick(), 16);  // the same step: no second change
+  at_step(2);
+  EXPECT_EQ(tick(), 16);
+  at_step(3);
+  EXPECT_EQ(tick(), 16);  // 3 - 1 < 3 steps
+  at_step(4);
+  EXPECT_EQ(tick(), 8);  // 4 - 1 = 3 steps after the last change
+  probe.group = 6;        // between 4 and 8: the lower on a tie
+  at_step(7);
+  EXPECT_EQ(tick(), 4);
+  probe.group = 13;  // nearest: 16
+  at_step(9);
+  EXPECT_EQ(tick(), 4);  // 9 - 7 < 3
+  at_step(10);
+  EXPECT_EQ(tick(), 16);
+  EXPECT_EQ(a.Status(t).group_size_changes, 4);
+  // Telemetry lost: concurrency to the safe 1 at once; group size to the safe 4 only as the
+  // step rules allow (a trainer takes it at a boundary in any case).
+  at_step(11);
+  t += 0.5;
+  EXPECT_EQ(a.Tick(t, Error::Io("nvml gone")).concurrency, 1);
+  EXPECT_EQ(a.actuation().group_size, 16);
+  at_step(13);
+  t += 0.5;
+  EXPECT_EQ(a.Tick(t, Error::Io("nvml gone")).group_size, 4);
+}
+
+TEST(Agent, OneGroupSizeChoiceFixesIt) {
+  GroupProbe probe;
+  AgentConfig config = Config();
+  config.safe_group_size = 8;
+  config.group_size_rule = {{8}, 1};
+  Agent a(config, probe);
+  double t = 0.0;
+  for (int step = 0; step < 50; ++step) {
+    probe.group = 4 + (step % 3) * 6;  // 4, 10, 16, ...
+    a.Report({step, control::Phase::kRollout, 0.0, 0, 0.0, std::nullopt}, t);
+    t += 0.5;
+    EXPECT_EQ(a.Tick(t, At(t, {100.0, 100.0})).group_size, 8);
+  }
+  EXPECT_EQ(a.Status(t).group_size_changes, 0);
+}
+
+TEST(GroupSizeChoices, ParsedSortedAndEveryBadEntryNamed) {
+  std::vector<int> c;
+  EXPECT_EQ(ParseGroupSizeChoices("16,4,8", &c), "");
+  EXPECT_EQ(c, (std::vector<int>{4, 8, 16}));
+  for (const char* bad : {"", "4,,8", "0", "x", "4,8,", "8.5", "5000", "-4", " 4"}) {
+    std::vector<int> out = {99};
+    const std::string why = ParseGroupSizeChoices(bad, &out);
+    EXPECT_THAT(why, HasSubstr("--group-size-choices")) << bad;
+    EXPECT_EQ(out, (std::vector<int>{99})) << bad;  // untouched
+  }
+  EXPECT_THAT(ParseGroupSizeChoices("4,8,4", &c), HasSubstr("twice"));
 }
 
 TEST(Agent, DecisionLatencyQuantilesAreNearestRankOverTheLastDecisions) {

@@ -64,7 +64,10 @@ def run_case(scenario, policy, steps, speed, defaults, gpus):
             [headroom, "agent", "--source", "twin", "--scenario", scenario, "--seed", str(SEED),
              "--controller", "ppo", "--policy", policy, "--speed", str(speed), "--duration-s",
              str(horizon_s), "--listen", "127.0.0.1:0", "--trace-out", trace,
-             "--initial-concurrency", str(defaults[0]), "--initial-group-size", str(defaults[1])],
+             "--initial-concurrency", str(defaults[0]), "--initial-group-size", str(defaults[1]),
+             # eval moves group size at any decision (the twin applies it at the next step
+             # boundary); the agent's step rules (docs/TRAINERS.md) are lifted to agree with it.
+             "--group-size-min-steps", "0"],
             stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         line = agent.stderr.readline()
         m = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)

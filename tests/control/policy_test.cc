@@ -80,6 +80,34 @@ TEST(Policy, PowerLimitLevelZeroIsNoLimitAndAGroupOnlyPolicySetsNone) {
   EXPECT_FALSE(cmd.power_limit_w.has_value());
 }
 
+TEST(Policy, AFixedGroupPolicyMovesConcurrencyAndThePowerLimitNeverTheGroup) {
+  ActuatorLimits l;
+  l.concurrency = {1, 16};
+  l.group_size = {4, 16};
+  Policy p = Small();
+  p.fixed_group_size = true;
+  // Round trip: the file says what it may move.
+  const std::string text = PolicyToJson(p);
+  EXPECT_EQ(nlohmann::json::parse(text)["actuators"], nlohmann::json::array({"concurrency"}));
+  auto back = PolicyFromJson(text, "fixed.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_TRUE(back->fixed_group_size);
+  EXPECT_FALSE(back->group_size_only);
+  // Whatever the group head says, the command leaves the group size as it is.
+  back->net.actor().SetParameters(Eigen::VectorXd::Zero(back->net.actor().ParameterCount()));
+  back->net.actor().biases().back()(kConcurrencyMoves + kGroupLevels - 1) = 5.0;  // largest group
+  PolicyController c(*back, l);
+  std::vector<double> power{250.0};
+  Inputs in;
+  in.budget_w = 300.0;
+  in.smoothed_power_w = power;
+  in.concurrency = 4;
+  in.group_size = 8;
+  const Command cmd = c.Decide(in);
+  EXPECT_FALSE(cmd.group_size.has_value());
+  EXPECT_TRUE(cmd.concurrency.has_value());
+}
+
 TEST(Policy, RefusesOtherVersionsFamiliesAndShapes) {
   const std::string good = PolicyToJson(Small());
   auto edit = [&](auto f) {

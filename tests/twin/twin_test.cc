@@ -403,6 +403,75 @@ std::vector<double> PowerRun(const Scenario& s, uint64_t seed, int ticks) {
   return out;
 }
 
+TEST(Twin, FollowingATrainerItsPhasesAndStepsAreTheTrainersAndItsPowerTheirs) {
+  // Tiny: no lag, no noise, so each tick's power is its phase's level exactly.
+  Twin twin(Parse(testing::TinyScenario()), 1);
+  EXPECT_FALSE(twin.following());
+  const auto hold = [&](Phase phase, int step, int ticks, double power_w) {
+    twin.Follow(phase, step);
+    for (int k = 0; k < ticks; ++k) {
+      twin.Tick();
+      ASSERT_NEAR(twin.power_w()[0], power_w, 1e-9) << PhaseName(phase) << " tick " << k;
+      ASSERT_EQ(twin.phase(), phase);
+      ASSERT_EQ(twin.steps_done(), step);  // its own step machine never advances
+    }
+  };
+  // Each phase for longer than its own work would take (a 2 s step's training, a 1 s sync).
+  hold(Phase::kTrain, 3, 50, 350.0);
+  hold(Phase::kSync, 3, 30, 120.0);
+  hold(Phase::kLogprob, 3, 30, 300.0);
+  hold(Phase::kIdle, 3, 10, 80.0);     // held: idle with the model loaded
+  hold(Phase::kStartup, 0, 10, 80.0);  // loading
+  hold(Phase::kStopped, 9, 10, 50.0);  // the job has ended: idle
+  EXPECT_TRUE(twin.following());
+  // A power limit lowers a working phase along the clock curve, as in the step machine.
+  const Scenario tiny = Parse(testing::TinyScenario());
+  twin.SetPowerLimit(200.0);
+  hold(Phase::kTrain, 4, 10, tiny.clock.Apply(350.0, 200.0).power_w);
+  twin.SetPowerLimit(0.0);
+}
+
+TEST(Twin, FollowingATrainerRolloutDecodesAtTheDecidedConcurrencyForAsLongAsItLasts) {
+  const Scenario tiny = Parse(testing::TinyScenario());
+  // Mean power of 60 s of rollout at a concurrency: 8 sequences a batch, so 8 is the most
+  // that run at once. Decode power 100 + 100 / (1 + e^-(log2 n - 3)): 104.7 W at 1, 150 W at 8.
+  const auto rollout = [&](int concurrency, double* tokens) {
+    Twin twin(tiny, 7);
+    twin.SetConcurrency(concurrency);
+    twin.Follow(Phase::kRollout, 1);
+    double energy = 0.0;
+    for (int k = 0; k < 600; ++k) {
+      twin.Tick();
+      energy += twin.power_w()[0] * tiny.tick_s;
+      EXPECT_EQ(twin.phase(), Phase::kRollout);
+    }
+    *tokens = twin.tokens_total();
+    return energy / 60.0;
+  };
+  double tokens_1 = 0.0, tokens_8 = 0.0;
+  const double at_1 = rollout(1, &tokens_1);
+  const double at_8 = rollout(8, &tokens_8);
+  EXPECT_GT(at_8, at_1 + 20.0);
+  // Batches start again while the trainer still generates: 60 s at 10 tok/s per sequence is
+  // about 600 tokens a sequence at once, several 8 x ~100-token batches at concurrency 8.
+  EXPECT_GT(tokens_8, 3.0 * 8 * 100);
+  EXPECT_GT(tokens_8, 2.0 * tokens_1);
+}
+
+TEST(Twin, FollowingATrainerTheGroupSizeChangesAtItsNextStep) {
+  Twin twin(Parse(testing::TinyScenario()), 1);
+  twin.Follow(Phase::kRollout, 4);
+  EXPECT_EQ(twin.group_size(), 4);
+  twin.SetGroupSize(16);
+  twin.Tick();
+  twin.Follow(Phase::kRollout, 4);  // the same step's rollout, reported again
+  EXPECT_EQ(twin.group_size(), 4);
+  twin.Follow(Phase::kTrain, 4);
+  EXPECT_EQ(twin.group_size(), 4);
+  twin.Follow(Phase::kRollout, 5);  // the next step's
+  EXPECT_EQ(twin.group_size(), 16);
+}
+
 TEST(Twin, DeterministicForASeedAlsoAcrossThreads) {
   auto s = LoadScenario("a100-14b-tp2");
   ASSERT_TRUE(s.ok());

@@ -18,7 +18,7 @@ HEADROOM := build/bin/headroom
 
 CHAOS_FAULTS ?= 1000
 
-.PHONY: check stress test-chaos bench-diloco diloco-results diloco-results-warm calibration-results hybrid-results universal-results sites-results fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile bench-hostile-coordinator demo policies results clean format
+.PHONY: fixed-group-results check stress test-chaos bench-diloco diloco-results diloco-results-warm calibration-results hybrid-results universal-results sites-results fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile bench-hostile-coordinator demo policies results clean format
 
 all: build
 
@@ -179,6 +179,11 @@ bench-fleet: bench-build
 # Retrain the shipped policies (policies/*.json) and rerun docs/RESULTS.md's evaluations.
 policies: build
 	./scripts/train_policies.sh $(HEADROOM)
+
+# Issue 34: policies trained with the group size fixed at each scenario's
+# (policies/*-fixed-group.json) against the shipped ones, table in docs/RESULTS.md (~20 min).
+fixed-group-results: build
+	./scripts/fixed_group_results.sh $(HEADROOM)
 
 results: build
 	./scripts/control_results.sh $(HEADROOM) build/results

@@ -168,6 +168,7 @@ void Agent::Report(const TrainerReport& report, double now_s) {
   if (report_ && now_s > report_t_s_ && report.tokens >= tokens_at_report_) {
     tokens_per_s_ = (report.tokens - tokens_at_report_) / (now_s - report_t_s_);
   }
+  if (report.group_size) group_gate_.Confirm(report.step, *report.group_size);
   report_ = report;
   report_t_s_ = now_s;
   ++reports_;

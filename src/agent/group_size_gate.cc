@@ -50,11 +50,28 @@ int GroupSizeGate::Decide(int current, int proposed, std::optional<int> step) {
   if (next == current) return current;
   if (rule_.min_steps > 0) {
     if (!step) return current;
-    if (changed_at_step_ && *step - *changed_at_step_ < rule_.min_steps) return current;
+    // Decided during `step`, the change is in force from step + 1 at the earliest: that is
+    // min_steps after the step the last change came into force.
+    if (changed_at_step_ && *step + 1 - InForceFrom() < rule_.min_steps) return current;
   }
-  changed_at_step_ = *step;
+  if (step) {  // none known with min_steps 0: the change still counts
+    changed_at_step_ = *step;
+    in_force_from_.reset();
+    announced_ = next;
+  }
   ++changes_;
   return next;
+}
+
+void GroupSizeGate::Confirm(int step, int group_size) {
+  if (announced_ && group_size == *announced_ && !in_force_from_ && changed_at_step_ &&
+      step > *changed_at_step_) {
+    in_force_from_ = step;
+  }
+}
+
+int GroupSizeGate::InForceFrom() const {
+  return in_force_from_ ? *in_force_from_ : *changed_at_step_ + 1;
 }
 
 }  // namespace headroom::agent

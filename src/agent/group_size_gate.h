@@ -37,6 +37,11 @@ class GroupSizeGate {
   // controller's `proposed` differs and a change is allowed at trainer step `step` (nullopt:
   // the trainer's step is not known). Records the change.
   int Decide(int current, int proposed, std::optional<int> step);
+  // A trainer's report: `group_size` in force at `step`. The first step that reports the last
+  // change in force is where its min_steps count from (a trainer that read the decision a step
+  // late, or whose report lagged, is counted from where it really took it); without one, from
+  // the step after the one it was decided in.
+  void Confirm(int step, int group_size);
 
   // The trainer step during which the last change was decided; none before the first.
   std::optional<int> changed_at_step() const { return changed_at_step_; }
@@ -44,8 +49,12 @@ class GroupSizeGate {
   const GroupSizeRule& rule() const { return rule_; }
 
  private:
+  int InForceFrom() const;  // REQUIRES: changed_at_step_
+
   GroupSizeRule rule_;
   std::optional<int> changed_at_step_;
+  std::optional<int> announced_;      // the last change's size
+  std::optional<int> in_force_from_;  // the step a report first had it in force
   int changes_ = 0;
 };
 

@@ -43,7 +43,11 @@ void TwinLink::Apply(const agent::Actuation& actuation) {
 }
 
 void TwinLink::FollowTrainer(const std::optional<agent::TrainerReport>& report, double) {
-  if (report) twin_.Follow(report->phase, report->step);
+  if (report) {
+    twin_.Follow(report->phase, report->step);
+  } else {
+    twin_.Follow(twin::Phase::kStartup, 0);  // the job loading, until its trainer reports
+  }
 }
 
 agent::TrainerState TwinLink::State() const {

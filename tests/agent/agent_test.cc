@@ -185,6 +185,31 @@ TEST(Agent, OneGroupSizeChoiceFixesIt) {
   EXPECT_EQ(a.Status(t).group_size_changes, 0);
 }
 
+TEST(GroupSizeGate, KStepsCountFromTheStepTheTrainerReportsTheChangeInForce) {
+  GroupSizeGate gate({{4, 8, 16}, 3});
+  EXPECT_EQ(gate.Decide(4, 16, 1), 16);  // decided during step 1: in force from 2 at best
+  gate.Confirm(2, 4);                     // the trainer read it late: step 2 still ran 4
+  gate.Confirm(3, 16);                    // in force from step 3
+  EXPECT_EQ(gate.Decide(16, 8, 4), 16);   // 4 + 1 - 3 < 3
+  EXPECT_EQ(gate.Decide(16, 8, 5), 8);    // in force from 6 at best: 3 steps after 3
+  // Unconfirmed, counted from the step after the decision: 5 + 1 = 6.
+  EXPECT_EQ(gate.Decide(8, 4, 7), 8);
+  EXPECT_EQ(gate.Decide(8, 4, 8), 4);
+  gate.Confirm(7, 4);  // a report from before the decision is not a confirmation
+  EXPECT_EQ(gate.Decide(4, 16, 10), 4);
+  EXPECT_EQ(gate.Decide(4, 16, 11), 16);
+}
+
+TEST(GroupSizeGate, WithoutStepRulesItChangesAtOnceEvenWithNoStepKnown) {
+  GroupSizeGate gate({{4, 8, 16}, 0});
+  EXPECT_EQ(gate.Decide(4, 16, std::nullopt), 16);  // no report: allowed, nothing to record
+  EXPECT_FALSE(gate.changed_at_step().has_value());
+  EXPECT_EQ(gate.Decide(16, 5, 2), 4);
+  EXPECT_EQ(gate.Decide(4, 8, 2), 8);  // the same step again: no step rule
+  EXPECT_EQ(gate.changed_at_step(), 2);
+  EXPECT_EQ(gate.changes(), 3);
+}
+
 TEST(GroupSizeChoices, ParsedSortedAndEveryBadEntryNamed) {
   std::vector<int> c;
   EXPECT_EQ(ParseGroupSizeChoices("16,4,8", &c), "");

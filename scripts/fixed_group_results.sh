@@ -15,26 +15,17 @@ cd "$root"
 out="build/fixed-group"
 mkdir -p "$out"
 jobs_max="${JOBS:-2}"
-wait_slot() {
-  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
-}
-# NAME|EVAL_STEPS|TRAIN_OPTIONS: scripts/train_policies.sh's recipes, with the group fixed.
-recipes=(
-  "a100-7b-tp1|500|--scenario a100-7b-tp1 --timesteps 6000000 --violation-target 0.003 --entropy-coef 0.01"
-  "a100-72b-tp4|8|--scenario a100-72b-tp4 --timesteps 1500000 --violation-target 0.001 --cost-window-s 30"
-  "h100-8b-tp1|100|--scenario h100-8b-tp1 --timesteps 3000000 --violation-target 0.0001"
-  "a100-14b-tp2|100|--scenario a100-14b-tp2 --timesteps 2000000 --violation-target 0.003"
-  "h100-70b-tp4|100|--scenario h100-70b-tp4 --timesteps 1500000 --violation-target 0.003"
-)
+# The shipped policies' recipes, trained here with the group fixed.
+# shellcheck source=scripts/policy_recipes.sh
+source "scripts/policy_recipes.sh"
 if [ "${TRAIN:-1}" != 0 ]; then
   for r in "${recipes[@]}"; do
     IFS='|' read -r name steps options <<< "$r"
     wait_slot
     echo "fixed-group: training $name"
     # shellcheck disable=SC2086
-    "$headroom" train $options --actuators concurrency --select-checkpoints 8 --select-seeds 5 \
-      --select-steps "$steps" --seed 1 --out "policies/$name-fixed-group.json" \
-      > "$out/$name.train.txt" &
+    "$headroom" train $options --actuators concurrency $(select_options "$steps") --seed 1 \
+      --out "policies/$name-fixed-group.json" > "$out/$name.train.txt" &
   done
   wait
 fi

@@ -86,17 +86,21 @@ class AuditorTest(unittest.TestCase):
         self.run.ledger_at(t, rev, ledger(term, max(seq_a, seq_b), budget_w,
                                           {"a": (a, seq_a, 11), "b": (b, seq_b, 12)}))
 
-    def test_a_raise_acted_on_before_the_watch_delivers_its_ledger_is_in_force(self):
-        # 1,000 W split 500/500, then a raise to 1,200 W: the agents act on 600/600 at t=2.0,
-        # the watch delivers that ledger only at t=2.5. The budget in force is the raise's.
+    def grants_of_600_acted_on_before_their_ledger_arrives(self, budget_w):
+        """1,000 W split 500/500 (t=1.0), then a ledger of `budget_w` granting 600/600 that the
+        agents act on at t=2.0 and the watch delivers at t=2.5."""
         r = self.run
         self.two_jobs_at(1.0, 5, 1000.0, 500.0, 500.0, rev=10, seq_a=1, seq_b=2)
-        self.two_jobs_at(2.5, 5, 1200.0, 600.0, 600.0, rev=11, seq_a=3, seq_b=4)
+        self.two_jobs_at(2.5, 5, budget_w, 600.0, 600.0, rev=11, seq_a=3, seq_b=4)
         for job, pid, lease, s1, s2 in (("a", 1, 11, 1, 3), ("b", 2, 12, 2, 4)):
             r.log(job, power(1.0, pid, job, 400.0),
                   granted(1.1, pid, job, 500.0, 5, s1, lease, valid_s=5.0),
                   granted(2.0, pid, job, 600.0, 5, s2, lease, valid_s=5.0))
-        result = r.audit()
+        return r.audit()
+
+    def test_a_raise_acted_on_before_the_watch_delivers_its_ledger_is_in_force(self):
+        # A raise to 1,200 W: the budget in force at t=2.0 is the raise's.
+        result = self.grants_of_600_acted_on_before_their_ledger_arrives(1200.0)
         self.assertEqual(result["invariant_violations"], 0)
         self.assertEqual(result["stale_grants_acted_on"], 0)
 
@@ -120,14 +124,7 @@ class AuditorTest(unittest.TestCase):
 
     def test_grants_over_the_budget_of_the_ledger_that_issued_them_are_caught(self):
         # The same, but the second ledger grants 600/600 on 1,000 W: 1,200 W over 1,000 W.
-        r = self.run
-        self.two_jobs_at(1.0, 5, 1000.0, 500.0, 500.0, rev=10, seq_a=1, seq_b=2)
-        self.two_jobs_at(2.5, 5, 1000.0, 600.0, 600.0, rev=11, seq_a=3, seq_b=4)
-        for job, pid, lease, s1, s2 in (("a", 1, 11, 1, 3), ("b", 2, 12, 2, 4)):
-            r.log(job, power(1.0, pid, job, 400.0),
-                  granted(1.1, pid, job, 500.0, 5, s1, lease, valid_s=5.0),
-                  granted(2.0, pid, job, 600.0, 5, s2, lease, valid_s=5.0))
-        result = r.audit()
+        result = self.grants_of_600_acted_on_before_their_ledger_arrives(1000.0)
         self.assertGreater(result["invariant_violations"], 0)
         self.assertAlmostEqual(result["worst_excess_w"], 200.0, places=3)
 

@@ -382,6 +382,14 @@ void Coordinator::Lead(double now_s) {
       counted_w += w;
     }
     for (const auto& [name, m] : in.duplicates) counted_w += StandbyChargeW(m);
+    // An unreadable member may act on its stored grant as well (unknown is not gone).
+    for (const auto& [name, lease] : in.unreadable) {
+      if (const auto g = in.grants.find(name); g != in.grants.end() && g->second.admitted &&
+                                               g->second.lease == lease) {
+        counted_w += g->second.job_budget_w;
+        stored = true;
+      }
+    }
     if (stored && counted_w + ledger.reserve_w > ledger.site_budget_w + 1e-6) {
       ledger.site_budget_w = counted_w + ledger.reserve_w;
       decrease_since_s_ = now_s;

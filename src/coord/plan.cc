@@ -210,6 +210,26 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
     count_standby(name, m, false);
   }
   for (const auto& [name, m] : in.duplicates) count_standby(name, m, true);
+  // An unreadable member the ledger does not hold (the ledger deleted or rebuilt while its value
+  // could not be read): its agent may act on the grant stored for its lease, so that is counted
+  // until the value can be read (unknown is not gone). Its floor is unknown: it is not admitted.
+  for (const auto& [name, lease] : in.unreadable) {
+    if (l.jobs.contains(name)) continue;
+    const auto g = in.grants.find(name);
+    if (g == in.grants.end() || !g->second.admitted || g->second.lease != lease) continue;
+    auto [it, fresh] = l.standby.try_emplace(name);
+    StandbyJob& s = it->second;
+    const double charge_w = fresh || s.lease != lease
+                                ? g->second.job_budget_w
+                                : std::max(s.standby_w, g->second.job_budget_w);
+    if (fresh || s.lease != lease || std::abs(s.standby_w - charge_w) > kEpsW) {
+      log(fmt::format("{}: unreadable (lease {:x}): counted at its stored grant {:.1f} W until "
+                      "it can be read",
+                      name, lease, charge_w));
+      s = {charge_w, fresh ? charge_w : s.floor_w, lease, false};
+      out.changed = true;
+    }
+  }
 
   // An increase of the site budget, or a decrease of the reserve, is in force at once (a
   // decrease of the budget, or an increase of the reserve, once it fits: step 5).

@@ -1050,6 +1050,45 @@ TEST(PlanStandby, EveryRegisteredJobIsCountedAndAdmissionMovesStandbyToFloor) {
   EXPECT_NEAR(p.ledger.jobs.at("a").grant_w + p.ledger.jobs.at("b").grant_w, 600, 1e-6);
 }
 
+// The ledger deleted while a member's value cannot be read: its agent may act on the grant
+// stored for its lease, so the rebuilt ledger counts it there until the value can be read.
+TEST(PlanStandby, AnUnreadableMemberOfARebuiltLedgerIsCountedAtItsStoredGrant) {
+  PlanInput in;
+  in.members = {{"a", M("a", 300, 800, 1)}};
+  in.registered_at = {{"a", 1}};
+  in.unreadable = {{"b", 2}};
+  Grant stored;
+  stored.job = "b";
+  stored.lease = 2;
+  stored.seq = 7;
+  stored.job_budget_w = 450;
+  stored.admitted = true;
+  in.grants["b"] = stored;
+  PlanOutput p = Plan(Fresh(1000, 100), in, 5);  // a ledger rebuilt: no jobs yet
+  ASSERT_TRUE(p.ledger.standby.contains("b"));
+  EXPECT_NEAR(p.ledger.standby.at("b").standby_w, 450, 1e-9);
+  EXPECT_FALSE(p.ledger.jobs.contains("b"));  // its floor is unknown: not admitted
+  // a gets at most what b's stored grant leaves: 900 - 450.
+  ASSERT_TRUE(p.ledger.jobs.contains("a"));
+  EXPECT_LE(p.ledger.jobs.at("a").grant_w, 450 + 1e-9);
+  EXPECT_LE(p.ledger.HeldW(), 900 + 1e-9);
+  // A grant stored for another lease (an older incarnation) is not what this one acts on.
+  in.grants["b"].lease = 3;
+  p = Plan(Fresh(1000, 100), in, 5);
+  EXPECT_FALSE(p.ledger.standby.contains("b"));
+  // Readable again: counted as any registered job, at least at the grant it may still act on.
+  in.grants["b"].lease = 2;
+  p = Plan(Fresh(1000, 100), in, 5);
+  in.unreadable.clear();
+  in.members["b"] = Standby(M("b", 200, 800, 2), 40);
+  in.registered_at["b"] = 2;
+  p = Plan(p.ledger, in, 5);
+  ASSERT_TRUE(p.ledger.standby.contains("b") || p.ledger.jobs.contains("b"));
+  if (p.ledger.standby.contains("b")) {
+    EXPECT_NEAR(p.ledger.standby.at("b").standby_w, 450, 1e-9);
+  }
+}
+
 TEST(PlanStandby, WhatCannotFitEvenAtTheFloorsIsOvercommittedAndARefusedJobStaysCounted) {
   PlanInput in;
   in.members = {{"a", M("a", 500, 800, 1)}};

@@ -204,6 +204,7 @@ class LedgerWatch(threading.Thread):
         self.etcd, self.key = etcd, key
         self.revisions = []  # (t_mono, mod_revision, ledger dict)
         self.last_rev = 0
+        self.cluster = None  # the etcd cluster id the revisions are of (a wipe makes another)
         self.stop = False
         self.lock = threading.Lock()
 
@@ -223,6 +224,18 @@ class LedgerWatch(threading.Thread):
                         if self.stop:
                             return
                         msg = json.loads(line.decode())
+                        # A new cluster (etcd wiped and started empty): its revisions start
+                        # again, so the watch does too, from its first -- at once, not after a
+                        # quiet stream opened past them times out.
+                        cid = msg.get("result", {}).get("header", {}).get("cluster_id")
+                        if cid is not None and cid != self.cluster:
+                            fresh = self.cluster is not None
+                            with self.lock:
+                                self.cluster = cid
+                                if fresh:
+                                    self.last_rev = 0
+                            if fresh:
+                                break
                         for ev in msg.get("result", {}).get("events", []) or []:
                             kv = ev.get("kv", {})
                             if ev.get("type") == "DELETE" or "value" not in kv:
@@ -483,11 +496,10 @@ class Chaos:
             self.wipes += 1
             t = time.monotonic()
             self.wipe_times.append(t)
-            with self.watch.lock:
-                self.watch.last_rev = 0
+            # The watch starts again from the new cluster's first revision when it first hears
+            # from it (LedgerWatch: by the cluster id): resetting it here would replay the old
+            # cluster's history, stamped as arriving now.
             self.etcd.wipe(self.wipes)
-            with self.watch.lock:
-                self.watch.last_rev = 0
             self.extra_check = lambda: self.leader() is not None
             return t
         if kind == "member_unreadable":

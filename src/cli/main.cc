@@ -2,10 +2,12 @@
 //
 // Exit status: 0 success, 1 runtime or input error, 2 usage error.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -46,6 +48,34 @@ int ExecDiloco(int argc, char** argv) {
   execv(path.c_str(), args.data());
   fmt::print(stderr, "headroom: error: diloco: cannot run {}: {}\n", path, std::strerror(errno));
   return kExitError;
+}
+
+// Edits (insertions, deletions, substitutions) from a to b.
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// "unknown command 'analize' (did you mean 'analyze'?)", or the list of commands when none is
+// within two edits.
+std::string UnknownCommand(std::string_view name, const std::vector<std::string>& commands) {
+  std::string best;
+  size_t best_d = 3;
+  for (const std::string& c : commands) {
+    if (const size_t d = EditDistance(name, c); d < best_d) best = c, best_d = d;
+  }
+  if (!best.empty()) return fmt::format("unknown command '{}' (did you mean '{}'?)", name, best);
+  return fmt::format("unknown command '{}' (commands: {})", name, fmt::join(commands, ", "));
 }
 
 }  // namespace
@@ -93,6 +123,14 @@ int main(int argc, char** argv) {
                      "Elastic low-communication training on etcd and Gloo (worker, ddp, eval, "
                      "local)");
 
+  if (argc >= 2 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+    if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+      fmt::print(stderr, "headroom: error: {}\n", UnknownCommand(argv[1], names));
+      return kExitUsage;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

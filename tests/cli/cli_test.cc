@@ -54,7 +54,13 @@ TEST_F(Cli, VersionAndHelp) {
 
 TEST_F(Cli, UsageErrorsExitTwo) {
   EXPECT_EQ(Headroom("").status, 2);
-  EXPECT_EQ(Headroom("frobnicate").status, 2);
+  auto unknown = Headroom("frobnicate");
+  EXPECT_EQ(unknown.status, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("unknown command 'frobnicate' (commands: analyze, "));
+  auto typo = Headroom("analize x.csv");
+  EXPECT_EQ(typo.status, 2);
+  EXPECT_EQ(typo.err, "headroom: error: unknown command 'analize' (did you mean 'analyze'?)\n");
+  EXPECT_THAT(Headroom("fleetsim").err, HasSubstr("did you mean 'fleet-sim'?"));
   EXPECT_EQ(Headroom("analyze").status, 2);
   const std::string trace = Write("t.csv", "t_s,gpu,power_w\n0,0,1\n1,0,2\n");
   auto bad_window = Headroom("analyze " + trace + " --windows 5x");

@@ -4,8 +4,8 @@
 Start an agent on the twin, then this trainer:
 
     headroom agent --source twin --scenario a100-7b-tp1 --controller ppo \\
-        --policy policies/a100-7b-tp1.json --speed 20 --listen 127.0.0.1:9400 &
-    python3 examples/fake_trainer.py --agent http://127.0.0.1:9400 --steps 5
+        --policy policies/a100-7b-tp1.json --speed 20 --listen 127.0.0.1:10470 &
+    python3 examples/fake_trainer.py --agent http://127.0.0.1:10470 --steps 5
 
 What it shows is the integration a real trainer needs: generation requests pass an asyncio
 gate resized live from the agent's long-poll; the group size is read at each step boundary;
@@ -44,7 +44,7 @@ async def generate(gate, rng, tokens):
 
 async def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--agent", default="http://127.0.0.1:9400")
+    p.add_argument("--agent", default="http://127.0.0.1:10470")
     p.add_argument("--token")
     p.add_argument("--steps", type=int, default=5,
                    help="GRPO steps to run; 0: until the agent stops answering")

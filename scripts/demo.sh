@@ -39,8 +39,8 @@ echo "      its own trace analyzed"
   --policy policies/a100-7b-tp1.json --speed 0 --duration-s 600 --listen 127.0.0.1:0 \
   --trace-out "$out/agent.csv"
 "$headroom" analyze "$out/agent.csv" --budget-w 314.6 --report "$out/agent.html"
-echo "   (live, with its dashboard: $headroom agent --controller ppo \\"
-echo "      --policy policies/a100-7b-tp1.json, then open http://127.0.0.1:9400/)"
+echo "   (live, with its dashboard: $headroom agent --source twin --controller ppo \\"
+echo "      --policy policies/a100-7b-tp1.json, then open http://127.0.0.1:10470/)"
 
 echo
 echo "== 7. headroom fleet-sim: the same 16 GPUs as one site on 60 % of their nameplate (3840 W):"

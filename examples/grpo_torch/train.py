@@ -9,7 +9,7 @@ the step boundary) and the concurrency (sequences decoded at once, re-read betwe
 the trainer reports its phases. Without an agent it runs on the safe values.
 
     build/bin/headroom agent --source twin --scenario a100-7b-tp1 --controller ppo \\
-        --policy policies/a100-7b-tp1.json --speed 20 --listen 127.0.0.1:9400 &
+        --policy policies/a100-7b-tp1.json --speed 20 --listen 127.0.0.1:10470 &
     /usr/bin/python3 examples/grpo_torch/train.py --steps 100 --json run.json
 
 The loop, top to bottom (one step): step boundary (holds, group size) -> rollout (chunks of the
@@ -77,7 +77,7 @@ def parse_args(argv=None):
         return "%s (default %s; --small %s)" % (what, DEFAULT[key], SMALL[key])
 
     g = p.add_argument_group("agent")
-    g.add_argument("--agent", default="http://127.0.0.1:9400",
+    g.add_argument("--agent", default="http://127.0.0.1:10470",
                    help="the agent's base URL (default %(default)s)")
     g.add_argument("--token", help="bearer token of the agent's API")
     g.add_argument("--safe-concurrency", type=int, default=16, metavar="N",

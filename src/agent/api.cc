@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/dashboard.h"
+#include "common/build_info.h"
 #include "net/json_body.h"
 #include "net/query.h"
 
@@ -50,6 +51,8 @@ std::string ActuationJson(const Actuation& a) {
 std::string StatusJson(const AgentStatus& s,
                        const std::optional<net::ConnectionCounters>& connections) {
   json j;
+  j["version"] = Version();
+  j["commit"] = Commit();
   j["t_s"] = s.t_s;
   j["power_w"] = s.power_w;
   j["job_power_w"] = s.job_power_w;
@@ -97,7 +100,7 @@ std::string StatusJson(const AgentStatus& s,
 }
 
 std::string MetricsText(const AgentStatus& s, const std::optional<FleetHealth>& fleet) {
-  std::string out;
+  std::string out = BuildInfoMetric();
   out +=
       "# HELP headroom_power_watts Telemetry power per GPU.\n# TYPE headroom_power_watts gauge\n";
   for (size_t g = 0; g < s.power_w.size(); ++g) {

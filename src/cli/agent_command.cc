@@ -32,6 +32,7 @@
 #include "cli/etcd_options.h"
 #include "cli/server_options.h"
 #include "cli/stop_signal.h"
+#include "common/build_info.h"
 #include "common/paths.h"
 #include "common/process_identity.h"
 #include "common/read_file.h"
@@ -65,7 +66,7 @@ inline constexpr double kGrantQuietS = 30.0;
 inline constexpr double kGrantReadWithWatchS = 1.0;
 
 struct AgentArgs {
-  std::string source = "twin";
+  std::string source;  // no default: a forgotten --source must not steer a real job by the twin
   std::string scenario;  // none: the twin runs kDefaultTwinScenario
   uint64_t seed = 1;
   std::string replay;
@@ -86,7 +87,7 @@ struct AgentArgs {
   std::string group_size_choices;
   int group_size_min_steps = 10;
   double valid_for_s = 5.0;
-  ServerArgs server = ListeningOn("127.0.0.1:9400");  // --listen, the token, --allow-host, caps
+  ServerArgs server = ListeningOn("127.0.0.1:10470");  // --listen, the token, --allow-host, caps
   bool token_on_reads = false;
   std::string trace_out;
   std::optional<double> duration_s;
@@ -280,6 +281,11 @@ Status RunAgent(const AgentArgs& args) {
   if (args.restore_limits) return RestoreFromStateFile(guard_state, args.nvml_library, log);
 
   // Options first: nothing is opened, bound or written before they are all good.
+  if (args.source.empty()) {
+    return Error::Usage(
+        "--source is required: nvml (this node's GPUs), replay (a recorded trace) or twin (the "
+        "simulator)");
+  }
   auto serving = ResolveServerOptions(args.server, log, "steer this job and read its power");
   if (!serving) return std::move(serving).error();
   if (args.token_on_reads && serving->access.token.empty()) {
@@ -386,18 +392,21 @@ Status RunAgent(const AgentArgs& args) {
             range.hi, args.group_size_range.empty() ? " (--group-size-range sets it)" : ""));
       }
     }
-    const auto among = [&](int v) { return std::find(choices.begin(), choices.end(), v) != choices.end(); };
+    const auto among = [&](int v) {
+      return std::find(choices.begin(), choices.end(), v) != choices.end();
+    };
     if (args.safe_group_size && !among(config.safe_group_size)) {
       return Error::Usage(fmt::format("--safe-group-size: {} is not among --group-size-choices {}",
                                       config.safe_group_size, args.group_size_choices));
     }
     if (config.initial_group_size && !among(*config.initial_group_size)) {
-      return Error::Usage(fmt::format(
-          "--initial-group-size: {} is not among --group-size-choices {}",
-          *config.initial_group_size, args.group_size_choices));
+      return Error::Usage(
+          fmt::format("--initial-group-size: {} is not among --group-size-choices {}",
+                      *config.initial_group_size, args.group_size_choices));
     }
     // The trainer's own size (the scenario's) when it is a choice; else the nearest choice.
-    config.safe_group_size = agent::GroupSizeGate(config.group_size_rule).Snap(config.safe_group_size);
+    config.safe_group_size =
+        agent::GroupSizeGate(config.group_size_rule).Snap(config.safe_group_size);
   }
   config.valid_for_s = args.valid_for_s;
   // A member's decisions are trusted no longer than its lease (less the fencing margin): a
@@ -807,10 +816,10 @@ Status RunAgent(const AgentArgs& args) {
   }
 
   fmt::print(stderr,
-             "headroom agent: {} source, {} controller, budget {:.1f} W per GPU, "
-             "listening on {}:{} (dashboard: http://{}:{}/)\n",
-             source->name(), controller->name(), config.budget_w, listen.host, server.port(),
-             listen.host, server.port());
+             "headroom agent: version {} (commit {}), {} source, {} controller, budget {:.1f} W "
+             "per GPU, listening on {}:{} (dashboard: http://{}:{}/)\n",
+             Version(), Commit(), source->name(), controller->name(), config.budget_w, listen.host,
+             server.port(), listen.host, server.port());
   agent::RunnerOptions options;
   options.interval_s = args.interval_s;
   options.duration_s = args.duration_s;
@@ -996,7 +1005,7 @@ Command SetupAgent(CLI::App& app) {
   auto a = std::make_shared<AgentArgs>();
   auto config = std::make_shared<std::string>();
   app.add_option("--config", *config, "TOML file of these options (keys: the option names)");
-  app.add_option("--source", a->source, "Telemetry: nvml, replay or twin");
+  app.add_option("--source", a->source, "Telemetry: nvml, replay or twin (required)");
   app.add_option("--scenario", a->scenario,
                  "Scenario: ranges, defaults and budget, and what the twin runs (needed with "
                  "--source twin, default a100-7b-tp1, and with --controller ppo)");

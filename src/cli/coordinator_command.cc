@@ -29,6 +29,7 @@
 #include "cli/scheduling_options.h"
 #include "cli/server_options.h"
 #include "cli/stop_signal.h"
+#include "common/build_info.h"
 #include "coord/batch_scheduler.h"
 #include "coord/coordinator.h"
 #include "coord/coordinator_server.h"
@@ -55,7 +56,7 @@ struct CoordinatorArgs {
   EtcdOptions etcd_options;
   double period_s = 1.0;
   int64_t lease_ttl_s = 3;
-  ServerArgs server = ListeningOn("127.0.0.1:9500");  // --listen, the token, --allow-host, caps
+  ServerArgs server = ListeningOn("127.0.0.1:10471");  // --listen, the token, --allow-host, caps
   double forget_after_s = 60.0;
   double loan_lead_s = 0.0;
   double loan_cover = 0.5;
@@ -143,12 +144,13 @@ Status RunCoordinator(const CoordinatorArgs& args) {
   host.SetOnTarget([&signals] { signals.Wake(); });
   server.Serve(host);
 
-  log(fmt::format(
-      "replica {} of site '{}': etcd {}, site budget {:.1f} W (when the site has no ledger yet), "
-      "reserve {:.1f} W, period {} s, lease TTL {} s, forget after {} s, token {}",
-      config.id, config.site, (*store)->Describe(), config.site_budget_w, config.reserve_w,
-      config.period_s, config.lease_ttl_s, config.forget_after_s,
-      api.access.token.empty() ? "none" : "required on POST"));
+  log(
+      fmt::format("version {} (commit {}), replica {} of site '{}': etcd {}, site budget {:.1f} W "
+                  "(when the site has no ledger yet), "
+                  "reserve {:.1f} W, period {} s, lease TTL {} s, forget after {} s, token {}",
+                  Version(), Commit(), config.id, config.site, (*store)->Describe(),
+                  config.site_budget_w, config.reserve_w, config.period_s, config.lease_ttl_s,
+                  config.forget_after_s, api.access.token.empty() ? "none" : "required on POST"));
   log(fmt::format("listening on http://{}/", config.listen));
 
   // Every period on the steady clock; a period missed (a slow store) is skipped, not caught up.

@@ -31,6 +31,7 @@
 
 #include "cli/etcd_options.h"
 #include "common/atomic_file.h"
+#include "common/build_info.h"
 #include "common/read_file.h"
 #include "coord/batch_scheduler.h"
 #include "coord/etcd_store.h"
@@ -916,6 +917,8 @@ void PrintError(std::string message) {
 
 int main(int argc, char** argv) {
   CLI::App app{"headroom diloco: elastic low-communication training on etcd and Gloo"};
+  app.set_version_flag("--version", fmt::format("headroom-diloco {} (commit {})",
+                                                headroom::Version(), headroom::Commit()));
   app.require_subcommand(1);
   Args worker_args, ddp_args, local_args;
   auto* worker = app.add_subcommand("worker", "One DiLoCo worker of a run on etcd");

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "common/build_info.h"
 
 namespace {
 
@@ -85,7 +86,8 @@ int main(int argc, char** argv) {
   CLI::App app{
       "headroom: keep AI training inside a power budget, and measure the headroom the "
       "installed power already has."};
-  app.set_version_flag("--version", std::string("headroom ") + HEADROOM_VERSION);
+  app.set_version_flag(
+      "--version", fmt::format("headroom {} (commit {})", headroom::Version(), headroom::Commit()));
   app.require_subcommand(1);
   app.fallthrough(false);
 

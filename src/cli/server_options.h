@@ -27,7 +27,7 @@ struct ServerArgs {
   int max_connections_per_address = net::ServerLimits{}.max_connections_per_address;
 };
 
-// The defaults, listening on `listen` ("127.0.0.1:9400").
+// The defaults, listening on `listen` ("127.0.0.1:10470").
 ServerArgs ListeningOn(std::string listen);
 
 // `who` names the daemon in the help texts ("agent", "replica").

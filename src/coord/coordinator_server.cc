@@ -7,6 +7,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "common/build_info.h"
 #include "coord/fleet_page.h"
 #include "net/json_body.h"
 #include "net/query.h"
@@ -137,6 +138,8 @@ std::string CoordinatorStatusJson(const CoordinatorStatus& s, const CoordinatorC
   const bool leading = Leading(s);
   const LeaderInfo leader = ParseLeader(s, config);
   json j;
+  j["version"] = Version();
+  j["commit"] = Commit();
   j["role"] = s.role;
   j["term"] = s.term;
   j["id"] = config.id;
@@ -251,7 +254,7 @@ std::string EscapeLabelValue(std::string_view value) {
 }
 
 std::string CoordinatorMetricsText(const CoordinatorStatus& s) {
-  std::string out;
+  std::string out = BuildInfoMetric();
   const auto metric = [&](std::string_view name, std::string_view type, std::string_view help) {
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
   };

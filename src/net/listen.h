@@ -13,7 +13,7 @@ inline constexpr std::string_view kDefaultListenHost = "127.0.0.1";
 struct ListenAddress {
   std::string host;  // an address or a name, without brackets
   int port = 0;
-  // host:port as others reach it, with the port bound: "[::1]:9500" for IPv6.
+  // host:port as others reach it, with the port bound: "[::1]:10471" for IPv6.
   std::string WithPort(int bound_port) const;
 };
 

@@ -71,7 +71,7 @@ bool IsLoopbackHost(std::string_view host) {
 bool HostAllowed(const AccessPolicy& policy, std::optional<std::string_view> host) {
   if (!host) return true;  // HTTP/1.0 without Host: not a browser
   std::string_view h = Trim(*host);
-  // Strip the port: "name:9400", "[::1]:9400", "1.2.3.4:9400".
+  // Strip the port: "name:10470", "[::1]:10470", "1.2.3.4:10470".
   if (!h.empty() && h.front() == '[') {
     const size_t close = h.find(']');
     if (close == std::string_view::npos) return false;

@@ -23,6 +23,13 @@ void RolloutEngine::Start(std::vector<double> lengths, double prefill_tokens_per
   prefill_per_sequence_ = prefill_tokens_per_sequence;
 }
 
+void RolloutEngine::Abandon() {
+  lengths_.clear();
+  next_ = 0;
+  in_flight_ = {};
+  prefill_queue_tokens_ = 0.0;
+}
+
 RolloutEngine::Tick RolloutEngine::Advance(double dt_s, int concurrency, int kv_capacity,
                                            const EngineRates& rates) {
   Tick tick;

@@ -33,6 +33,8 @@ class RolloutEngine {
   // Starts a rollout. REQUIRES: done(). `lengths` are completion lengths in tokens;
   // each admitted sequence adds `prefill_tokens_per_sequence` of prompt work.
   void Start(std::vector<double> lengths, double prefill_tokens_per_sequence);
+  // Drops what is left of the rollout (a trainer that began its next one): done() after.
+  void Abandon();
 
   struct Tick {
     double tokens = 0.0;     // tokens generated in the tick

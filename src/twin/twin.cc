@@ -131,11 +131,12 @@ void Twin::StartRollout() {
 }
 
 void Twin::Follow(Phase phase, int step) {
-  const bool new_rollout = phase == Phase::kRollout &&
-                           (!following_ || phase_ != Phase::kRollout || step != steps_done_);
+  const bool new_rollout =
+      phase == Phase::kRollout && (!following_ || phase_ != Phase::kRollout || step != steps_done_);
   following_ = true;
   if (new_rollout && scenario_.has_rollout) {
-    step_group_size_ = group_size_;  // the group size is taken at the step boundary
+    step_group_size_ = group_size_;                 // the group size is taken at the step boundary
+    for (RolloutEngine& e : engines_) e.Abandon();  // what the trainer left of its last one
     StartRollout();
   }
   phase_ = phase;
@@ -175,15 +176,27 @@ void Twin::FollowWork(double dt) {
     double full_w = scenario_.idle_loaded_w;  // idle, startup
     switch (phase) {
       case Phase::kRollout:  // a scenario without rollout: its compute
-      case Phase::kTrain: full_w = scenario_.train_power_w; break;
-      case Phase::kLogprob: full_w = scenario_.logprob_power_w; break;
-      case Phase::kSync: full_w = scenario_.sync_power_w; break;
-      case Phase::kCheckpoint: full_w = scenario_.checkpoint_power_w; break;
-      case Phase::kStopped: full_w = scenario_.idle_w; break;
+      case Phase::kTrain:
+        full_w = scenario_.train_power_w;
+        break;
+      case Phase::kLogprob:
+        full_w = scenario_.logprob_power_w;
+        break;
+      case Phase::kSync:
+        full_w = scenario_.sync_power_w;
+        break;
+      case Phase::kCheckpoint:
+        full_w = scenario_.checkpoint_power_w;
+        break;
+      case Phase::kStopped:
+        full_w = scenario_.idle_w;
+        break;
       case Phase::kIdle:
-      case Phase::kStartup: break;
+      case Phase::kStartup:
+        break;
     }
-    const bool works = phase != Phase::kIdle && phase != Phase::kStartup && phase != Phase::kStopped;
+    const bool works =
+        phase != Phase::kIdle && phase != Phase::kStartup && phase != Phase::kStopped;
     const double w = works && power_limit_w_ > 0.0
                          ? scenario_.clock.Apply(full_w, power_limit_w_).power_w
                          : full_w;

@@ -92,9 +92,9 @@ class Twin {
 
  private:
   void BeginStep();
-  void StartRollout();              // a batch of prompts x the group size in force
-  void FollowWork(double dt);       // one tick of the followed trainer's phase
-  void Settle();                    // dynamics, noise and telemetry of the tick's energy
+  void StartRollout();         // a batch of prompts x the group size in force
+  void FollowWork(double dt);  // one tick of the followed trainer's phase
+  void Settle();               // dynamics, noise and telemetry of the tick's energy
   void BeginFixedPhase(Phase phase, double work_s, double full_power_w);
   void NextAfter(Phase finished, double at_s);  // at_s: when it finished
   void AddUniform(double power_w, double duration_s);

@@ -25,6 +25,7 @@
 #include "agent/guard.h"
 #include "agent/recorder.h"
 #include "agent/runner.h"
+#include "common/build_info.h"
 #include "control/baselines.h"
 #include "trace/meta.h"
 #include "trace/reader.h"
@@ -149,7 +150,7 @@ TEST(Agent, GroupSizeChangesOnlyAtAKnownStepAmongTheChoicesAtMostOnceEveryKSteps
   EXPECT_EQ(tick(), 16);  // 3 - 1 < 3 steps
   at_step(4);
   EXPECT_EQ(tick(), 8);  // 4 - 1 = 3 steps after the last change
-  probe.group = 6;        // between 4 and 8: the lower on a tie
+  probe.group = 6;       // between 4 and 8: the lower on a tie
   at_step(7);
   EXPECT_EQ(tick(), 4);
   probe.group = 13;  // nearest: 16
@@ -188,10 +189,10 @@ TEST(Agent, OneGroupSizeChoiceFixesIt) {
 TEST(GroupSizeGate, KStepsCountFromTheStepTheTrainerReportsTheChangeInForce) {
   GroupSizeGate gate({{4, 8, 16}, 3});
   EXPECT_EQ(gate.Decide(4, 16, 1), 16);  // decided during step 1: in force from 2 at best
-  gate.Confirm(2, 4);                     // the trainer read it late: step 2 still ran 4
-  gate.Confirm(3, 16);                    // in force from step 3
-  EXPECT_EQ(gate.Decide(16, 8, 4), 16);   // 4 + 1 - 3 < 3
-  EXPECT_EQ(gate.Decide(16, 8, 5), 8);    // in force from 6 at best: 3 steps after 3
+  gate.Confirm(2, 4);                    // the trainer read it late: step 2 still ran 4
+  gate.Confirm(3, 16);                   // in force from step 3
+  EXPECT_EQ(gate.Decide(16, 8, 4), 16);  // 4 + 1 - 3 < 3
+  EXPECT_EQ(gate.Decide(16, 8, 5), 8);   // in force from 6 at best: 3 steps after 3
   // Unconfirmed, counted from the step after the decision: 5 + 1 = 6.
   EXPECT_EQ(gate.Decide(8, 4, 7), 8);
   EXPECT_EQ(gate.Decide(8, 4, 8), 4);
@@ -419,7 +420,7 @@ TEST(Api, MetricsCarryTheSiteMembersHealth) {
   net::Request request;
   request.method = "GET";
   request.target = "/metrics";
-  request.host = "127.0.0.1:9400";
+  request.host = "127.0.0.1:10470";
   const net::Response r = api.Handle(request);
   ASSERT_EQ(r.status, 200);
   std::map<std::string, std::string> types;
@@ -815,6 +816,8 @@ TEST(Server, ApiEndToEnd) {
   EXPECT_EQ(j["report"]["step"], 3);
   EXPECT_EQ(j["report"]["phase"], "rollout");
   EXPECT_EQ(j["budget_w"], 300.0);
+  EXPECT_EQ(j["version"], std::string(Version()));  // what runs, for a bug report
+  EXPECT_EQ(j["commit"], std::string(Commit()));
   EXPECT_EQ(j["windows"]["0.5s"], 0);  // one sample so far: its window is still open
   r = c.Get("/v1/history");
   ASSERT_TRUE(r);
@@ -845,6 +848,9 @@ TEST(Server, ApiEndToEnd) {
   EXPECT_THAT(r->body, HasSubstr("headroom_power_watts{gpu=\"0\"} 100"));
   EXPECT_THAT(r->body, HasSubstr("headroom_budget_watts 300"));
   EXPECT_THAT(r->body, HasSubstr("# TYPE headroom_decisions_total counter"));
+  EXPECT_THAT(r->body,
+              HasSubstr(fmt::format("headroom_build_info{{version=\"{}\",commit=\"{}\"}} 1",
+                                    Version(), Commit())));
   server.Stop();
 }
 
@@ -970,7 +976,7 @@ TEST(Api, AnswersEachBadRequestWithItsStatus) {
   Api api(shared, config);
   const std::string report = R"({"step": 1, "phase": "train", "tokens": 1, "in_flight": 0})";
   const auto call = [&](std::string_view method, std::string_view target,
-                        std::optional<std::string_view> host = "127.0.0.1:9400",
+                        std::optional<std::string_view> host = "127.0.0.1:10470",
                         std::optional<std::string_view> auth = std::nullopt,
                         std::optional<std::string_view> type = std::nullopt,
                         std::string_view body = "") {
@@ -986,9 +992,9 @@ TEST(Api, AnswersEachBadRequestWithItsStatus) {
   EXPECT_EQ(call("GET", "/v1/status").status, 200);
   EXPECT_EQ(call("GET", "/v1/status", std::nullopt).status, 200);  // HTTP/1.0: no Host
   EXPECT_EQ(call("GET", "/v1/status", "node-7").status, 200);
-  EXPECT_EQ(call("GET", "/v1/status", "NODE-7:9400").status, 200);
-  EXPECT_EQ(call("GET", "/v1/status", "10.1.2.3:9400").status, 200);
-  EXPECT_EQ(call("GET", "/v1/status", "[fe80::1]:9400").status, 200);
+  EXPECT_EQ(call("GET", "/v1/status", "NODE-7:10470").status, 200);
+  EXPECT_EQ(call("GET", "/v1/status", "10.1.2.3:10470").status, 200);
+  EXPECT_EQ(call("GET", "/v1/status", "[fe80::1]:10470").status, 200);
   EXPECT_EQ(call("GET", "/", "evil.example").status, 403);
   EXPECT_EQ(call("GET", "/v1/status", "node-7.evil.example").status, 403);
   EXPECT_EQ(call("GET", "/nope").status, 404);

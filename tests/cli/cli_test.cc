@@ -45,6 +45,7 @@ TEST_F(Cli, VersionAndHelp) {
   auto r = Headroom("--version");
   EXPECT_EQ(r.status, 0);
   EXPECT_THAT(r.out, HasSubstr("headroom "));
+  EXPECT_THAT(r.out, HasSubstr(" (commit "));  // the build's git commit, "unknown" outside git
   for (const char* command : {"analyze", "fleet", "synth"}) {
     auto h = Headroom(std::string(command) + " --help");
     EXPECT_EQ(h.status, 0) << command;
@@ -608,10 +609,13 @@ TEST_F(Cli, AgentRefusesBadConfigAndOptions) {
   r = Headroom("agent --config " + Write("c.toml", "speed = [\n"));
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.err, HasSubstr("c.toml:"));
-  r = Headroom("agent --listen nowhere --speed 0 --duration-s 1");
+  r = Headroom("agent --listen 127.0.0.1:0 --speed 0 --duration-s 1");  // no --source
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err, HasSubstr("--source is required: nvml"));  // not the twin by default
+  r = Headroom("agent --source twin --listen nowhere --speed 0 --duration-s 1");
   EXPECT_EQ(r.status, 2);
   EXPECT_THAT(r.err, HasSubstr("--listen: 'nowhere': expected HOST:PORT"));
-  r = Headroom("agent --controller bang-bang --speed 0 --duration-s 1");
+  r = Headroom("agent --source twin --controller bang-bang --speed 0 --duration-s 1");
   EXPECT_EQ(r.status, 2);
   r = Headroom(
       "agent --source nvml --nvml-library /nonexistent/libnvidia-ml.so.1 --speed 0 "
@@ -690,7 +694,7 @@ TEST_F(Cli, AgentGuardRestoresPowerLimitsOnExitAndOnSigterm) {
       (env + "timeout --preserve-status -s TERM 3 " + agent + " --speed 10 2>/dev/null").c_str());
   EXPECT_TRUE(WIFEXITED(raw) && WEXITSTATUS(raw) == 0);
   EXPECT_EQ(Slurp(log), "0 300000\n1 300000\n0 400000\n1 400000\n");
-  auto r = Headroom("agent --guard-power-limit --speed 0 --duration-s 1");
+  auto r = Headroom("agent --source twin --guard-power-limit --speed 0 --duration-s 1");
   EXPECT_EQ(r.status, 2);
   EXPECT_THAT(r.err, HasSubstr("--guard-power-limit needs --source nvml"));
   // --gpus: the guard touches only the job's GPUs (NVML 1 here, of 2), and only nvml has GPUs
@@ -699,7 +703,7 @@ TEST_F(Cli, AgentGuardRestoresPowerLimitsOnExitAndOnSigterm) {
   ASSERT_EQ(std::system((env + agent + " --gpus 1 --speed 0 --duration-s 5 2>/dev/null").c_str()),
             0);
   EXPECT_EQ(Slurp(log), "1 300000\n1 400000\n");
-  r = Headroom("agent --gpus 0,1 --speed 0 --duration-s 1 --listen 127.0.0.1:0");
+  r = Headroom("agent --source twin --gpus 0,1 --speed 0 --duration-s 1 --listen 127.0.0.1:0");
   EXPECT_EQ(r.status, 2);
   EXPECT_THAT(r.err, HasSubstr("--gpus needs --source nvml"));
 }

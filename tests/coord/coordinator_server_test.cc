@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/build_info.h"
 #include "coord/coordinator.h"
 #include "coord/layout.h"
 #include "coord/memory_store.h"
@@ -288,6 +289,8 @@ TEST_F(CoordinatorServerTest, AnOvercommittedSiteSaysSoWithTheNumbers) {
   PutMember({"c", 700, 800, 650, 0, "rollout", 0, 60});
   Step(r, 1);
   json s = GetJson(r, "/v1/status");
+  EXPECT_EQ(s["version"], std::string(Version()));  // what runs, for a bug report
+  EXPECT_EQ(s["commit"], std::string(Commit()));
   EXPECT_NEAR(s["overcommitted_w"].get<double>(), 100.0 + 200.0 + 700.0 - 900.0, 1e-6) << s.dump();
   EXPECT_NEAR(s["sum_standby_w"].get<double>(), 700.0, 1e-6);
   // The others come down to their floors (never below).
@@ -302,6 +305,7 @@ TEST_F(CoordinatorServerTest, AnOvercommittedSiteSaysSoWithTheNumbers) {
   ASSERT_TRUE(got);
   const std::string metrics = got->body;
   EXPECT_NE(metrics.find("headroom_site_overcommitted_watts 100"), std::string::npos) << metrics;
+  EXPECT_EQ(metrics.rfind(BuildInfoMetric(), 0), 0u) << metrics;
   EXPECT_NE(metrics.find("headroom_job_standby_watts{job=\"c\"} 700"), std::string::npos);
   // At its step boundary c holds: 60 W, and the site fits again.
   PutMember({"c", 700, 800, 60, 0, "idle", 0, 60});
@@ -313,7 +317,7 @@ TEST_F(CoordinatorServerTest, AnOvercommittedSiteSaysSoWithTheNumbers) {
 
 // Prometheus text, line by line (without std::regex, which trips g++ 12's maybe-uninitialized
 // under ASan): "# HELP name text", "# TYPE name gauge|counter|summary", and samples
-// "name{label="value"} number" (one label at most, escapes \\ \" \n), each after its family's
+// "name{label="value",...} number" (escapes \\ \" \n), each after its family's
 // # TYPE. Returns the samples by "name{labels}" as written.
 bool IsNameChar(char c, bool first) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' ||
@@ -359,17 +363,24 @@ std::map<std::string, double> ParseMetrics(const std::string& text,
     rest.remove_prefix(name.size());
     std::string labels;
     if (!rest.empty() && rest.front() == '{') {
-      const std::string label = NameAt(rest.substr(1));
-      size_t i = 1 + label.size();
-      bool ok = !label.empty() && rest.substr(i, 2) == "=\"";
-      for (i += 2; ok && i < rest.size() && rest[i] != '"'; ++i) {
-        if (rest[i] == '\n') ok = false;
-        if (rest[i] == '\\') {
-          ok = i + 1 < rest.size() &&
-               (rest[i + 1] == '\\' || rest[i + 1] == '"' || rest[i + 1] == 'n');
-          ++i;
+      size_t i = 0;  // at '{' or at the ',' before each label
+      bool ok = true;
+      do {
+        const std::string label = NameAt(rest.substr(i + 1));
+        i += 1 + label.size();
+        ok = !label.empty() && rest.substr(i, 2) == "=\"";
+        for (i += 2; ok && i < rest.size() && rest[i] != '"'; ++i) {
+          if (rest[i] == '\n') ok = false;
+          if (rest[i] == '\\') {
+            ok = i + 1 < rest.size() &&
+                 (rest[i + 1] == '\\' || rest[i + 1] == '"' || rest[i + 1] == 'n');
+            ++i;
+          }
         }
-      }
+        ok = ok && i < rest.size();
+        ++i;  // past the closing quote
+      } while (ok && i < rest.size() && rest[i] == ',');
+      --i;  // at the closing quote of the last label
       ok = ok && rest.substr(i, 2) == "\"}";
       if (!ok) {
         ADD_FAILURE() << "bad labels: '" << line << "'";
@@ -680,10 +691,10 @@ TEST_F(CoordinatorServerTest, RoutesMethodsAndHosts) {
   // No token configured: writes are open (the replica listens on loopback only, by the CLI's
   // rule), yet a DNS name that may have been rebound to it is refused.
   httplib::Result rebound =
-      c.Get("/v1/status", httplib::Headers{{"Host", "attacker.example:9500"}});
+      c.Get("/v1/status", httplib::Headers{{"Host", "attacker.example:10471"}});
   ASSERT_TRUE(rebound);
   EXPECT_EQ(rebound->status, 403);
-  httplib::Result allowed = c.Get("/v1/status", httplib::Headers{{"Host", "coord.example:9500"}});
+  httplib::Result allowed = c.Get("/v1/status", httplib::Headers{{"Host", "coord.example:10471"}});
   ASSERT_TRUE(allowed);
   EXPECT_EQ(allowed->status, 200);
   httplib::Result open = PostBudget(r, R"({"site_budget_w": 1500})", "");
@@ -868,7 +879,7 @@ TEST(CoordinatorCli, BadOptionsAreOneLineAndExit2) {
       {{"--site", "s", "--site-budget-w", "1000", "--lease-ttl-s", "2.5"}, "--lease-ttl-s"},
       {{"--site", "s", "--site-budget-w", "1000", "--period-s", "5", "--lease-ttl-s", "4"},
        "must exceed --period-s"},
-      {{"--site", "s", "--site-budget-w", "1000", "--listen", "0.0.0.0:9500"}, "--listen"},
+      {{"--site", "s", "--site-budget-w", "1000", "--listen", "0.0.0.0:10471"}, "--listen"},
       {{"--site", "s", "--site-budget-w", "1000", "--listen", "nonsense"}, "--listen"},
       {{"--site", "s", "--site-budget-w", "1000", "--token", "a b"}, "--token"},
       {{"--site", "s", "--site-budget-w", "1000", "--forget-after-s", "0"}, "--forget-after-s"},

@@ -69,7 +69,7 @@ struct CoordinatorWorld {
     config.site_budget_w = 1000.0;
     config.reserve_w = 100.0;
     config.id = "c0";
-    config.listen = "127.0.0.1:9500";
+    config.listen = "127.0.0.1:10471";
     host = std::make_unique<coord::CoordinatorHost>(
         store, config, [this] { return now_s; }, [](const std::string&) {});
     host->Step();

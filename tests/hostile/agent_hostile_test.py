@@ -32,10 +32,12 @@ PPO_POLICY = os.path.join(ROOT, "policies", "a100-7b-tp1.json")
 
 
 class Agent(Daemon):
-    """`headroom agent ...` on a free port."""
+    """`headroom agent ...` on a free port, on the twin unless --source says otherwise."""
 
     def __init__(self, *args, env=None, expect_start=True):
         argv = [HEADROOM, "agent", *args]
+        if "--source" not in args:
+            argv += ["--source", "twin"]
         if "--listen" not in args:
             argv += ["--listen", "127.0.0.1:0"]
         super().__init__(argv, r"listening on [^ ]+:(\d+)", env=env, expect_start=expect_start)
@@ -81,7 +83,7 @@ class Serving(unittest.TestCase):
             trace = os.path.join(tmp, "agent.csv")
             with open(trace, "w") as f:
                 f.write("the trace of the run that just failed\n")
-            r = run("agent", "--listen", "127.0.0.1:%d" % first.port, "--trace-out", trace,
+            r = run("agent", "--source", "twin", "--listen", "127.0.0.1:%d" % first.port, "--trace-out", trace,
                     "--duration-s", "5")
             self.assertEqual(r.returncode, 1, r.stderr)
             errors = [l for l in r.stderr.splitlines() if l.startswith("headroom: error:")]
@@ -195,7 +197,7 @@ class Requests(unittest.TestCase):
                 self.assertEqual(get(p, b"/v1/actuation")[0], 401)
                 auth = b"Authorization: Bearer t0ken-from-a-file\r\n"
                 self.assertEqual(get(p, b"/v1/status", auth)[0], 200)
-                self.assertEqual(get(p, b"/v1/status", auth, host=b"GPU-NODE-7:9400")[0], 200)
+                self.assertEqual(get(p, b"/v1/status", auth, host=b"GPU-NODE-7:10470")[0], 200)
                 self.assertEqual(get(p, b"/v1/status", auth, host=b"gpu-node-8")[0], 403)
                 # The page holds no data: served without the token (its scripts send it).
                 status, headers, body = get(p, b"/")
@@ -206,20 +208,20 @@ class Requests(unittest.TestCase):
                 self.assertIsNone(agent.find("visible to every user"))
 
     def test_tokens_come_from_a_file_or_the_environment_and_are_checked(self):
-        r = run("agent", "--token", "a", "--token-file", "/nonexistent", "--duration-s", "1")
+        r = run("agent", "--source", "twin", "--token", "a", "--token-file", "/nonexistent", "--duration-s", "1")
         self.assertEqual(r.returncode, 2)
         self.assertIn("give one", r.stderr)
-        r = run("agent", "--token-file", "/nonexistent/token", "--duration-s", "1")
+        r = run("agent", "--source", "twin", "--token-file", "/nonexistent/token", "--duration-s", "1")
         self.assertEqual(r.returncode, 1)
         self.assertIn("cannot open", r.stderr)
-        r = run("agent", "--token-on-reads", "--duration-s", "1", "--listen", "127.0.0.1:0")
+        r = run("agent", "--source", "twin", "--token-on-reads", "--duration-s", "1", "--listen", "127.0.0.1:0")
         self.assertEqual(r.returncode, 2)
         self.assertIn("--token-on-reads needs a token", r.stderr)
         with tempfile.TemporaryDirectory() as tmp:
             bad = os.path.join(tmp, "token")
             with open(bad, "w") as f:
                 f.write("two words\n")
-            r = run("agent", "--token-file", bad, "--duration-s", "1")
+            r = run("agent", "--source", "twin", "--token-file", bad, "--duration-s", "1")
             self.assertEqual(r.returncode, 2)
             self.assertIn("visible ASCII only", r.stderr)
         with Agent("--speed", "1", "--token", "on-the-command-line") as agent:
@@ -236,7 +238,7 @@ class AgentTransport(TransportSuite, unittest.TestCase):
     MAX_BODY = 64 * 1024
 
     def argv(self, *args):
-        argv = [HEADROOM, "agent", "--speed", "1", *args]
+        argv = [HEADROOM, "agent", "--source", "twin", "--speed", "1", *args]
         return argv if "--listen" in args else argv + ["--listen", "127.0.0.1:0"]
 
     def daemon(self, *args, env=None):
@@ -363,8 +365,8 @@ class Traces(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             trace = os.path.join(tmp, "agent.csv")
             for _ in range(3):
-                r = run("agent", "--speed", "0", "--duration-s", "3", "--listen", "127.0.0.1:0",
-                        "--trace-out", trace)
+                r = run("agent", "--source", "twin", "--speed", "0", "--duration-s", "3",
+                        "--listen", "127.0.0.1:0", "--trace-out", trace)
                 self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(sorted(os.listdir(tmp)),
                              ["agent.1.csv", "agent.1.csv.meta.json", "agent.2.csv",
@@ -518,7 +520,7 @@ class Options(unittest.TestCase):
                                              "events": 2, "unsettled": 2})
 
     def test_ppo_budget_outside_the_trained_range_is_refused(self):
-        r = run("agent", "--controller", "ppo", "--policy", PPO_POLICY, "--budget-w", "50",
+        r = run("agent", "--source", "twin", "--controller", "ppo", "--policy", PPO_POLICY, "--budget-w", "50",
                 "--duration-s", "1", "--listen", "127.0.0.1:0")
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("outside scenario 'a100-7b-tp1''s budget range", r.stderr)

@@ -138,7 +138,8 @@ def base_commands(d):
         ("twin", "calibrate"): ["--trace", trace, "--fit-dynamics", "--out", out + ".toml"],
         ("train",): ["--scenario", "a100-7b-tp1", "--timesteps", "10", "--out", out + ".json"],
         ("eval",): ["--scenario", "a100-7b-tp1", "--seeds", "1", "--steps", "1"],
-        ("agent",): ["--speed", "0", "--duration-s", "1", "--listen", "127.0.0.1:0"],
+        ("agent",): ["--source", "twin", "--speed", "0", "--duration-s", "1", "--listen",
+                     "127.0.0.1:0"],
         ("pilot", "plan"): ["--baseline", trace, "--effect", "10%"],
         ("pilot", "report"): ["--blocks", os.path.join(d, "blocks.csv"), "--traces", trace],
         ("fleet-sim",): ["--site-budget-w", "3840", "--speed", "0", "--duration-s", "1"],
@@ -232,7 +233,7 @@ class NumericOptions(HostileTest):
         # twin run wrote 0 W rows, analyze and fleet reported 0 % over budget.
         t = self.write("t.csv", TRACE)
         out = self.path("o.csv")
-        agent = ["agent", "--speed", "0", "--listen", "127.0.0.1:0"]
+        agent = ["agent", "--source", "twin", "--speed", "0", "--listen", "127.0.0.1:0"]
         for args, flag in [
             (["twin", "run", "--scenario", "a100-7b-tp1", "--duration-s", "nan", "--out", out],
              "--duration-s"),

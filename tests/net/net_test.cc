@@ -95,7 +95,7 @@ TEST(NetFraming, TheRequestTheHandlerSees) {
   http::request_parser<http::string_body> parser;
   parser.eager(true);
   const std::string bytes =
-      "POST /v1/report?x=1 HTTP/1.1\r\nHost: node-7:9400\r\nAuthorization: Bearer t\r\n"
+      "POST /v1/report?x=1 HTTP/1.1\r\nHost: node-7:10470\r\nAuthorization: Bearer t\r\n"
       "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}";
   boost::beast::error_code ec;
   parser.put(boost::asio::buffer(bytes), ec);
@@ -104,7 +104,7 @@ TEST(NetFraming, TheRequestTheHandlerSees) {
   const Request r = ToRequest(parser.get());
   EXPECT_EQ(r.method, "POST");
   EXPECT_EQ(r.target, "/v1/report?x=1");
-  EXPECT_EQ(r.host, "node-7:9400");
+  EXPECT_EQ(r.host, "node-7:10470");
   EXPECT_EQ(r.authorization, "Bearer t");
   EXPECT_EQ(r.content_type, "application/json");
   EXPECT_EQ(r.body, "{}");
@@ -199,14 +199,14 @@ TEST(NetPolicy, HostsTokensAndContentTypes) {
   policy.token = "s3cret";
   policy.allowed_hosts = {"coord.example"};
   for (const char* h :
-       {"127.0.0.1", "127.0.0.1:9500", "localhost", "LOCALHOST:1", "[::1]:9500", "[fe80::1]",
-        "10.1.2.3:80", "coord.example", "Coord.Example:9500", " 127.0.0.1 "}) {
+       {"127.0.0.1", "127.0.0.1:10471", "localhost", "LOCALHOST:1", "[::1]:10471", "[fe80::1]",
+        "10.1.2.3:80", "coord.example", "Coord.Example:10471", " 127.0.0.1 "}) {
     EXPECT_TRUE(HostAllowed(policy, std::string_view(h))) << h;
   }
   // Brackets hold an IPv6 literal, parsed (issue 36, item 9: "[anything]" passed).
   for (const char* h :
-       {"evil.example", "coord.example.evil", "[::1", "", ":9500", "localhost.evil.com",
-        "127.0.0.1.nip.io", "[evil.example]", "[evil.example]:9500", "[]", "[::1]x", "[1.2.3.4]"}) {
+       {"evil.example", "coord.example.evil", "[::1", "", ":10471", "localhost.evil.com",
+        "127.0.0.1.nip.io", "[evil.example]", "[evil.example]:10471", "[]", "[::1]x", "[1.2.3.4]"}) {
     EXPECT_FALSE(HostAllowed(policy, std::string_view(h))) << h;
   }
   EXPECT_TRUE(HostAllowed(policy, std::nullopt));
@@ -285,18 +285,18 @@ TEST(NetQuery, StrictParametersAndNumbers) {
 }
 
 TEST(NetListen, HostPortAndIpv6) {
-  auto ok = ParseListen("127.0.0.1:9400");
+  auto ok = ParseListen("127.0.0.1:10470");
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(ok->host, "127.0.0.1");
-  EXPECT_EQ(ok->port, 9400);
+  EXPECT_EQ(ok->port, 10470);
   EXPECT_EQ(ok->WithPort(9401), "127.0.0.1:9401");
   auto v6 = ParseListen("[::1]:0");
   ASSERT_TRUE(v6.ok());
   EXPECT_EQ(v6->host, "::1");
-  EXPECT_EQ(v6->WithPort(9500), "[::1]:9500");
+  EXPECT_EQ(v6->WithPort(9500), "[::1]:10471");
   EXPECT_EQ(ParseListen("node-7:65535")->port, 65535);
-  for (const char* bad : {"127.0.0.1", "127.0.0.1:99999", "127.0.0.1:94x", ":9400", "::1:9400",
-                          "[::1:9400", "[]:9400", "127.0.0.1:", "127.0.0.1:-1"}) {
+  for (const char* bad : {"127.0.0.1", "127.0.0.1:99999", "127.0.0.1:94x", ":10470", "::1:10470",
+                          "[::1:10470", "[]:10470", "127.0.0.1:", "127.0.0.1:-1"}) {
     const auto r = ParseListen(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.error().kind(), ErrorKind::kUsage);

@@ -249,16 +249,16 @@ TEST(PromNames, OneHostIsTheGpuLabel) {
 }
 
 TEST(PromNames, TwoHostsArePrefixedByHostname) {
-  EXPECT_EQ(Names({WithLabels({{"gpu", "0"}, {"Hostname", "node1"}, {"instance", "a:9400"}}),
-                   WithLabels({{"gpu", "1"}, {"Hostname", "node1"}, {"instance", "a:9400"}}),
-                   WithLabels({{"gpu", "0"}, {"Hostname", "node2"}, {"instance", "b:9400"}})}),
+  EXPECT_EQ(Names({WithLabels({{"gpu", "0"}, {"Hostname", "node1"}, {"instance", "a:10470"}}),
+                   WithLabels({{"gpu", "1"}, {"Hostname", "node1"}, {"instance", "a:10470"}}),
+                   WithLabels({{"gpu", "0"}, {"Hostname", "node2"}, {"instance", "b:10470"}})}),
             (std::vector<std::string>{"node1/0", "node1/1", "node2/0"}));
 }
 
 TEST(PromNames, WithoutHostnameTheInstance) {
-  EXPECT_EQ(Names({WithLabels({{"gpu", "0"}, {"instance", "10.0.0.1:9400"}}),
-                   WithLabels({{"gpu", "0"}, {"instance", "10.0.0.2:9400"}})}),
-            (std::vector<std::string>{"10.0.0.1:9400/0", "10.0.0.2:9400/0"}));
+  EXPECT_EQ(Names({WithLabels({{"gpu", "0"}, {"instance", "10.0.0.1:10470"}}),
+                   WithLabels({{"gpu", "0"}, {"instance", "10.0.0.2:10470"}})}),
+            (std::vector<std::string>{"10.0.0.1:10470/0", "10.0.0.2:10470/0"}));
 }
 
 TEST(PromNames, WithoutGpuTheUuidThenAllLabels) {
@@ -334,7 +334,7 @@ double RawW(int64_t g, int64_t k) {
 Labels GpuLabels(int g) {
   return {
       {"__name__", kMetric}, {"gpu", std::to_string(g)},    {"UUID", "GPU-000" + std::to_string(g)},
-      {"Hostname", "node1"}, {"instance", "10.0.0.1:9400"}, {"job", "dcgm"}};
+      {"Hostname", "node1"}, {"instance", "10.0.0.1:10470"}, {"job", "dcgm"}};
 }
 
 // kGpus GPUs scraped every kScrapeMs from kT0Ms; GPU 0 starts `late` scrapes late.

@@ -1,7 +1,7 @@
 """Client of the headroom agent's actuation API, standard library only (Python 3.8+).
 
     from headroom_client import AgentClient, ConcurrencyGate
-    client = AgentClient("http://127.0.0.1:9400", safe_concurrency=4, safe_group_size=8)
+    client = AgentClient("http://127.0.0.1:10470", safe_concurrency=4, safe_group_size=8)
     a = client.actuation()              # {"concurrency", "group_size", "seq", "valid_for_s", "reason"}
     a = client.actuation(wait_s=10)     # long-poll: returns as soon as a newer decision exists
     client.report(step=3, phase="rollout", tokens=12000, in_flight=7)

@@ -145,7 +145,7 @@ class HeadroomCallback:
     trainer callback (transformers.TrainerCallback: `on_step_begin(args, state, control)`,
     `state.global_step`) without depending on transformers.
 
-        cb = HeadroomCallback(AgentClient("http://127.0.0.1:9400", safe_group_size=8))
+        cb = HeadroomCallback(AgentClient("http://127.0.0.1:10470", safe_group_size=8))
         for step in range(steps):
             a = cb.on_step_begin(step=step, tokens=tokens)   # holds taken here, every rank
             cb.on_phase("rollout")

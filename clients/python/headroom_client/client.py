@@ -35,7 +35,7 @@ class AgentClient:
     Never raises on network errors or on an answer that is not a decision: see the package doc
     for the fallback rule. `clock` (seconds, monotonic) is injectable for tests."""
 
-    def __init__(self, base_url: str = "http://127.0.0.1:9400", token: Optional[str] = None,
+    def __init__(self, base_url: str = "http://127.0.0.1:10470", token: Optional[str] = None,
                  safe_concurrency: int = 1, safe_group_size: int = 1, timeout_s: float = 2.0,
                  clock: Callable[[], float] = time.monotonic, site: bool = False) -> None:
         self.base_url = base_url.rstrip("/")

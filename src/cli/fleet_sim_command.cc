@@ -2,6 +2,8 @@
 // store or a real etcd (docs/FLEET.md). Thin: options, the store, progress, the outputs.
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include "cli/budget_options.h"
 #include "cli/commands.h"
 #include "cli/etcd_options.h"
@@ -9,6 +11,7 @@
 #include "cli/scheduling_options.h"
 #include "cli/trace_options.h"
 #include "common/atomic_file.h"
+#include "common/install_paths.h"
 #include "common/paths.h"
 #include "coord/etcd_store.h"
 #include "report/fleet_sim_report.h"
@@ -28,7 +31,7 @@ struct FleetSimArgs {
   EtcdOptions etcd_options;
   bool json = false;
   std::string report;
-  std::string policies = "policies";
+  std::string policies;  // the installed policies/ or the source tree's (common/install_paths.h)
   std::string controller = "ppo";
   double period_s = 1.0;
   int64_t lease_ttl_s = 3;
@@ -55,6 +58,9 @@ Status RunFleetSimCommand(const FleetSimArgs& args) {
   }
   if (args.controller != "ppo" && args.controller != "pid") {
     return Error::Usage(fmt::format("--controller: unknown '{}' (ppo, pid)", args.controller));
+  }
+  if (!args.policies.empty() && !std::filesystem::is_directory(args.policies)) {
+    return Error::Usage(fmt::format("--policies '{}': not a directory", args.policies));
   }
   if (!args.report.empty()) {
     if (auto st = RefuseOutputOverInput(args.report, "--report", {{"--policies", args.policies}});
@@ -157,8 +163,10 @@ Command SetupFleetSim(CLI::App& app) {
   AddEtcdOptions(app, &a->etcd_options);
   app.add_flag("--json", a->json, "Print the result as JSON");
   app.add_option("--report", a->report, "Write an HTML report");
+  a->policies = SharedDataDir("policies");
   app.add_option("--policies", a->policies,
-                 "Directory of the scenarios' policies (<scenario>.json; without one: pid)")
+                 "Directory of the scenarios' policies (<scenario>.json; without one: pid); "
+                 "default: the installed share/headroom/policies, else the source tree's")
       ->capture_default_str();
   app.add_option("--controller", a->controller, "ppo (where a policy exists) or pid")
       ->capture_default_str();

@@ -161,7 +161,10 @@ json FleetSimToJson(const sim::FleetSimResult& r, uint64_t seed) {
                     {"energy_j", job.energy_j},
                     {"mean_grant_w", job.mean_grant_w},
                     {"floor_w", job.floor_w},
-                    {"admitted", job.admitted}});
+                    {"admitted", job.admitted},
+                    {"controller", job.controller},
+                    {"policy", job.policy.empty() ? json(nullptr) : json(job.policy)},
+                    {"controller_note", job.controller_note}});
   }
   j["jobs"] = jobs;
   const auto summary = [](const sim::FleetSimRun& run) {
@@ -210,6 +213,15 @@ json FleetSimToJson(const sim::FleetSimResult& r, uint64_t seed) {
   return j;
 }
 
+namespace {
+// "ppo (policies/a100-7b-tp1.json)", "pid: no policy for this scenario in DIR", "pid".
+std::string ControllerText(const sim::FleetSimJobResult& j) {
+  if (!j.policy.empty()) return fmt::format("{} ({})", j.controller, j.policy);
+  if (!j.controller_note.empty()) return fmt::format("{}: {}", j.controller, j.controller_note);
+  return j.controller;
+}
+}  // namespace
+
 std::string FleetSimToText(const sim::FleetSimResult& r) {
   std::string out = fmt::format(
       "fleet-sim: {} jobs, {:.0f} W nameplate, site budget {:.0f} W ({:.1f} % of nameplate), "
@@ -242,15 +254,16 @@ std::string FleetSimToText(const sim::FleetSimResult& r) {
       Pct(r.site.tokens, r.baseline.tokens), Pct(r.site.tokens, r.own_budgets.tokens),
       r.reassignments, r.ledger_writes, r.stagger, r.site.hold_count, r.site.hold_total_s,
       r.site.hold_tokens_cost_pct);
-  TextTable jobs({"job", "GPUs", "floor W", "mean grant W", "tokens", "no budget", "own budget"});
+  TextTable jobs({"job", "controller", "GPUs", "floor W", "mean grant W", "tokens", "no budget",
+                  "own budget"});
   for (size_t i = 0; i < r.site.jobs.size(); ++i) {
     const auto& j = r.site.jobs[i];
     const double free = i < r.baseline.jobs.size() ? r.baseline.jobs[i].tokens : 0.0;
     const double own = i < r.own_budgets.jobs.size() ? r.own_budgets.jobs[i].tokens : 0.0;
-    jobs.AddRow({j.job + (j.admitted ? "" : " (not admitted)"), std::to_string(j.gpus),
-                 fmt::format("{:.0f}", j.floor_w), fmt::format("{:.0f}", j.mean_grant_w),
-                 fmt::format("{:.4g}", j.tokens), fmt::format("{:.4g}", free),
-                 fmt::format("{:.4g}", own)});
+    jobs.AddRow({j.job + (j.admitted ? "" : " (not admitted)"), ControllerText(j),
+                 std::to_string(j.gpus), fmt::format("{:.0f}", j.floor_w),
+                 fmt::format("{:.0f}", j.mean_grant_w), fmt::format("{:.4g}", j.tokens),
+                 fmt::format("{:.4g}", free), fmt::format("{:.4g}", own)});
   }
   out += jobs.Render();
   if (r.opportunistic) {
@@ -290,6 +303,16 @@ std::string FleetSimReportHtml(const sim::FleetSimResult& r, uint64_t seed) {
   body += HtmlTable({"", "tokens", "energy MJ", "windows over 0.5 s", "over 30 s", "over 5 min",
                      "peak 30 s / nameplate"},
                     rows);
+  {
+    std::vector<std::vector<std::string>> job_rows;
+    for (const auto& j : r.site.jobs) {
+      job_rows.push_back({j.job + (j.admitted ? "" : " (not admitted)"), ControllerText(j),
+                          std::to_string(j.gpus), fmt::format("{:.0f}", j.floor_w),
+                          fmt::format("{:.0f}", j.mean_grant_w), fmt::format("{:.4g}", j.tokens)});
+    }
+    body += "<h2>The jobs and what steered each</h2>" +
+            HtmlTable({"job", "controller", "GPUs", "floor W", "mean grant W", "tokens"}, job_rows);
+  }
   const auto chart = [&](const sim::FleetSimRun& run, const std::string& title) {
     double hi = r.site_budget_w;
     for (double p : run.site_power_w) hi = std::max(hi, p);

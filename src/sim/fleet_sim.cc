@@ -75,6 +75,9 @@ namespace {
 
 struct Job {
   std::string name;
+  std::string controller_kind;  // what MakeController built: ppo, pid, uncontrolled
+  std::string policy_path;      // the ppo policy's file
+  std::string controller_note;  // why ppo was asked and pid runs
   twin::Scenario scenario;
   std::optional<control::Policy> policy;
   std::optional<control::BuiltController> controller;
@@ -166,15 +169,24 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
       Job j;
       j.name = fmt::format("{}-{}", spec.scenario, c + 1);
       j.scenario = *scenario;
-      const std::string path = fmt::format("{}/{}.json", config.policies_dir, spec.scenario);
+      const std::string path = config.policies_dir.empty()
+                                   ? std::string()
+                                   : fmt::format("{}/{}.json", config.policies_dir, spec.scenario);
       control::ControllerSpec cs;
       cs.limits = LimitsOf(j.scenario);
       cs.interval_s = config.interval_s;
-      if (mode != Mode::kUncontrolled && config.job_control && config.controller == "ppo" &&
-          std::ifstream(path).good()) {
+      const bool wants_ppo =
+          mode != Mode::kUncontrolled && config.job_control && config.controller == "ppo";
+      if (wants_ppo && !path.empty() && std::ifstream(path).good()) {
         auto p = ReadPolicy(path);
         if (!p) return std::move(p).error();
         j.policy = std::move(*p);
+        j.policy_path = path;
+      } else if (wants_ppo) {
+        j.controller_note =
+            config.policies_dir.empty()
+                ? "no policies directory"
+                : fmt::format("no policy for this scenario in {}", config.policies_dir);
       }
       jobs.push_back(std::move(j));
       Job& job = jobs.back();
@@ -194,6 +206,7 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
         cs.concurrency = job.scenario.concurrency_range.lo;
         cs.group_size = job.scenario.group_size;
       }
+      job.controller_kind = cs.kind;
       auto built = control::MakeController(cs);
       if (!built) return std::move(built).error();
       job.controller.emplace(std::move(*built));
@@ -591,6 +604,9 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
     r.mean_grant_w = config.duration_s > 0.0 ? j.grant_time_w_s / config.duration_s : 0.0;
     r.floor_w = j.floor_w;
     r.admitted = j.budget ? j.admitted_ever : true;
+    r.controller = j.controller_kind;
+    r.policy = j.policy_path;
+    r.controller_note = j.controller_note;
     run.tokens += r.tokens;
     run.energy_j += r.energy_j;
     const double held_s = j.link->twin().held_s();

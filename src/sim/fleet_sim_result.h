@@ -21,6 +21,11 @@ struct FleetSimJobResult {
   double mean_grant_w = 0.0;  // time-mean of the job budget it acted on
   double floor_w = 0.0;
   bool admitted = true;
+  // What steered it: "ppo", "pid" or "uncontrolled" (its trainer's own settings), and the policy
+  // file a ppo job ran ("" otherwise); `controller_note` says why a job asked for ppo got pid.
+  std::string controller;
+  std::string policy;
+  std::string controller_note;
 };
 
 // The opportunistic workers of a run (docs/FLEET.md, "Spare power in fleet-sim").

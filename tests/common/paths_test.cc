@@ -1,4 +1,5 @@
 #include "common/paths.h"
+#include "common/install_paths.h"
 #include "common/read_file.h"
 
 #include <gmock/gmock.h>
@@ -6,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 namespace headroom {
 namespace {
@@ -100,6 +102,23 @@ TEST_F(PathsTest, WholeFileReadsStopAtTheirBound) {
   ASSERT_FALSE(missing.ok());
   EXPECT_THAT(missing.error().message(), HasSubstr("--key-file " + P("missing") + ": cannot open"));
   EXPECT_EQ(*ReadFileCapped("/dev/null", 64), "");
+}
+
+// Shipped data: the install prefix's share/headroom first, then the source tree; never ".".
+TEST(DataDir, TheInstallPrefixFirstThenTheSourceTreeNeverTheCurrentDirectory) {
+  std::set<std::string> dirs;
+  const auto is_dir = [&dirs](const std::string& p) { return dirs.count(p) > 0; };
+  EXPECT_EQ(ResolveDataDir("/usr/bin/headroom", "/src/headroom", "policies", is_dir), "");
+  dirs.insert("/src/headroom/policies");
+  EXPECT_EQ(ResolveDataDir("/usr/bin/headroom", "/src/headroom", "policies", is_dir),
+            "/src/headroom/policies");
+  dirs.insert("/usr/share/headroom/policies");
+  EXPECT_EQ(ResolveDataDir("/usr/bin/headroom", "/src/headroom", "policies", is_dir),
+            "/usr/share/headroom/policies");
+  // No source tree (a package built elsewhere), no binary path: nothing, not "policies".
+  dirs = {"policies", "./policies"};
+  EXPECT_EQ(ResolveDataDir("", "", "policies", is_dir), "");
+  EXPECT_EQ(ResolveDataDir("headroom", "", "policies", is_dir), "");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "../coord/etcd_cluster.h"
@@ -41,6 +42,10 @@ TEST(FleetSim, ThePapersCompositeAtSixtyPercentStaysUnderTheSiteBudget) {
   ASSERT_TRUE(r) << r.error().message();
   EXPECT_DOUBLE_EQ(r->nameplate_w, 6400);
   EXPECT_EQ(r->site.jobs.size(), 8u);
+  for (const auto& j : r->site.jobs) {  // what steered each, said
+    EXPECT_EQ(j.controller, "ppo") << j.job;
+    EXPECT_EQ(j.policy, std::string(HEADROOM_SOURCE_DIR "/policies/") + j.scenario + ".json");
+  }
   EXPECT_EQ(r->site.violation_fraction[1], 0.0);  // 30 s windows
   EXPECT_EQ(r->site.violation_fraction[2], 0.0);
   // The grants add up to the budget (demand is above it), every floor covered.
@@ -258,6 +263,34 @@ TEST(FleetSim, TheSameSummaryOverARealEtcd) {
   jm.erase("store");
   je.erase("store");
   EXPECT_EQ(jm.dump(), je.dump());
+}
+
+// Without a policy for a scenario the job runs PID, and the result says so: in the jobs, the
+// table and the JSON (issue 35: run from elsewhere, every job had quietly fallen back to PID).
+TEST(FleetSim, AJobWithoutAPolicySaysItRanPid) {
+  FleetSimConfig c = Paper(20);
+  c.policies_dir = HEADROOM_SOURCE_DIR "/tests";  // a directory with no <scenario>.json
+  auto r = RunFleetSim(c, nullptr, "memory", nullptr, nullptr);
+  ASSERT_TRUE(r) << r.error().message();
+  for (const auto& j : r->site.jobs) {
+    EXPECT_EQ(j.controller, "pid") << j.job;
+    EXPECT_EQ(j.policy, "");
+    EXPECT_EQ(j.controller_note, "no policy for this scenario in " HEADROOM_SOURCE_DIR "/tests");
+  }
+  EXPECT_NE(report::FleetSimToText(*r).find("pid: no policy for this scenario in"),
+            std::string::npos);
+  const nlohmann::json json = report::FleetSimToJson(*r, c.seed);
+  EXPECT_EQ(json["jobs"][0]["controller"], "pid");
+  EXPECT_TRUE(json["jobs"][0]["policy"].is_null());
+  c.policies_dir = "";  // none at all
+  r = RunFleetSim(c, nullptr, "memory", nullptr, nullptr);
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->site.jobs[0].controller_note, "no policies directory");
+  c.job_control = false;  // the trainers' own settings: nothing asked for ppo
+  r = RunFleetSim(c, nullptr, "memory", nullptr, nullptr);
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->site.jobs[0].controller, "uncontrolled");
+  EXPECT_EQ(r->site.jobs[0].controller_note, "");
 }
 
 }  // namespace

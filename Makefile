@@ -18,7 +18,7 @@ HEADROOM := build/bin/headroom
 
 CHAOS_FAULTS ?= 1000
 
-.PHONY: fixed-group-results check stress test-chaos bench-diloco diloco-results diloco-results-warm calibration-results hybrid-results universal-results sites-results fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile bench-hostile-coordinator demo policies results clean format
+.PHONY: package fixed-group-results check stress test-chaos bench-diloco diloco-results diloco-results-warm calibration-results hybrid-results universal-results sites-results fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile bench-hostile-coordinator demo policies results clean format
 
 all: build
 
@@ -49,6 +49,11 @@ stress: build
 
 # The dashboard test skips where Chromium is missing, except here: setup installs it.
 export HEADROOM_REQUIRE_BROWSER := 1
+
+# The .deb: build/headroom_<version>_amd64.deb (CPack, cmake/Install.cmake; docs/INSTALL.md).
+# Install it with `sudo apt install ./build/headroom_*.deb`.
+package: build
+	cmake --build --preset release --target package
 
 # Every tier of the release build but the chaos test, which scripts/test.sh runs beside the
 # other stages (make test-chaos runs it alone).

@@ -29,6 +29,7 @@
 #include "agent/recorder.h"
 #include "agent/runner.h"
 #include "cli/commands.h"
+#include "cli/config_file.h"
 #include "cli/etcd_options.h"
 #include "cli/server_options.h"
 #include "cli/stop_signal.h"
@@ -49,8 +50,6 @@
 #include "trace/meta.h"
 #include "twin/scenario.h"
 
-#include <toml++/toml.h>
-
 namespace headroom::cli {
 namespace {
 
@@ -66,7 +65,7 @@ inline constexpr double kGrantQuietS = 30.0;
 inline constexpr double kGrantReadWithWatchS = 1.0;
 
 struct AgentArgs {
-  std::string source;  // no default: a forgotten --source must not steer a real job by the twin
+  std::string source;    // no default: a forgotten --source must not steer a real job by the twin
   std::string scenario;  // none: the twin runs kDefaultTwinScenario
   uint64_t seed = 1;
   std::string replay;
@@ -942,63 +941,6 @@ Status RunAgent(const AgentArgs& args) {
   return restored;
 }
 
-// Every key of the TOML file is an option name; the command line wins over the file. Values go
-// through the option's own parsing and checks.
-Status ApplyConfig(CLI::App& app, const std::string& path) {
-  auto file = ReadFileCapped(path, kMaxSmallFileBytes, "--config");
-  if (!file) return std::move(file).error();
-  toml::table root;
-  try {
-    root = toml::parse(*file, path);
-  } catch (const toml::parse_error& e) {
-    return Error::Input(fmt::format("{}:{}:{}: {}", path, e.source().begin.line,
-                                    e.source().begin.column, e.description()));
-  }
-  for (const auto& [key, node] : root) {
-    const std::string name(key.str());
-    const auto line = node.source().begin.line;
-    CLI::Option* opt = nullptr;
-    try {
-      opt = app.get_option("--" + name);
-    } catch (const CLI::Error&) {
-      opt = nullptr;
-    }
-    if (opt == nullptr || name == "config") {
-      return Error::Usage(
-          fmt::format("{}:{}: key '{}': not an option of headroom agent", path, line, name));
-    }
-    if (opt->count() > 0) continue;  // given on the command line
-    std::vector<std::string> values;
-    auto text = [](const toml::node& n) -> std::optional<std::string> {
-      if (auto v = n.value<std::string>()) return *v;
-      if (auto v = n.value<int64_t>()) return std::to_string(*v);
-      if (auto v = n.value<double>()) return fmt::format("{}", *v);
-      if (auto v = n.value<bool>()) return *v ? "true" : "false";
-      return std::nullopt;
-    };
-    if (const auto* arr = node.as_array()) {
-      for (const auto& item : *arr) {
-        auto t = text(item);
-        if (!t)
-          return Error::Usage(
-              fmt::format("{}:{}: key '{}': expected plain values", path, line, name));
-        values.push_back(*t);
-      }
-    } else if (auto t = text(node)) {
-      values.push_back(*t);
-    } else {
-      return Error::Usage(fmt::format("{}:{}: key '{}': expected a value", path, line, name));
-    }
-    try {
-      for (const auto& v : values) opt->add_result(v);
-      opt->run_callback();
-    } catch (const CLI::Error& e) {
-      return Error::Usage(fmt::format("{}:{}: key '{}': {}", path, line, name, e.what()));
-    }
-  }
-  return OkStatus();
-}
-
 }  // namespace
 
 Command SetupAgent(CLI::App& app) {
@@ -1097,7 +1039,7 @@ Command SetupAgent(CLI::App& app) {
       ->check(Real(0.0, 1e9));
   return [a, config, &app]() -> Status {
     if (!config->empty()) {
-      if (auto st = ApplyConfig(app, *config); !st) return st;
+      if (auto st = ApplyConfigFile(app, *config, "agent"); !st) return st;
     }
     return RunAgent(*a);
   };

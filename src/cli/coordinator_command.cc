@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/config_file.h"
 #include "cli/etcd_options.h"
 #include "cli/scheduling_options.h"
 #include "cli/server_options.h"
@@ -184,13 +185,16 @@ Status RunCoordinator(const CoordinatorArgs& args) {
 
 Command SetupCoordinator(CLI::App& app) {
   auto a = std::make_shared<CoordinatorArgs>();
-  app.add_option("--etcd", a->etcd, "etcd members, URL[,URL...] (http(s)://host:port)")->required();
+  auto config = std::make_shared<std::string>();
+  app.add_option("--config", *config, "TOML file of these options (keys: the option names)");
+  // --etcd, --site and --site-budget-w are required, from the command line or --config.
+  app.add_option("--etcd", a->etcd, "etcd members, URL[,URL...] (http(s)://host:port; required)");
   AddEtcdOptions(app, &a->etcd_options);
-  app.add_option("--site", a->site, "The site's name (letters, digits, '.', '_', '-')")->required();
+  app.add_option("--site", a->site, "The site's name (letters, digits, '.', '_', '-'; required)");
   app.add_option("--site-budget-w", a->site_budget_w,
                  "The site budget (whole jobs: GPUs and node overhead), used when the site has "
-                 "no ledger yet; afterwards the ledger's (POST /v1/site-budget changes it)")
-      ->required()
+                 "no ledger yet; afterwards the ledger's (POST /v1/site-budget changes it; "
+                 "required)")
       ->check(Real(0.0, kMaxFleetPowerW));
   app.add_option("--reserve-w", a->reserve_w, "Watts of the site budget never granted")
       ->check(Real(0.0, kMaxFleetPowerW));
@@ -224,7 +228,18 @@ Command SetupCoordinator(CLI::App& app) {
       ->check(Real(0.0, 1.0))
       ->capture_default_str();
   AddSchedulingOptions(app, &a->scheduling);
-  return [a]() -> Status { return RunCoordinator(*a); };
+  return [a, config, &app]() -> Status {
+    if (!config->empty()) {
+      if (auto st = ApplyConfigFile(app, *config, "coordinator"); !st) return st;
+    }
+    for (const char* flag : {"--etcd", "--site", "--site-budget-w"}) {
+      if (app.get_option(flag)->count() == 0) {
+        return Error::Usage(
+            fmt::format("{} is required (on the command line or in --config)", flag));
+      }
+    }
+    return RunCoordinator(*a);
+  };
 }
 
 }  // namespace headroom::cli

@@ -599,6 +599,34 @@ TEST_F(Cli, CalibrateFromAnAgentTraceThenTrainThenRunThePolicy) {
   EXPECT_FALSE(fs::exists(dir_ / "bad.toml"));
 }
 
+// The coordinator's --config: the agent's rules (keys = flags, strict, file:line:key errors); the
+// three it needs from either place.
+TEST_F(Cli, CoordinatorTakesItsOptionsFromAConfigFile) {
+  auto r = Headroom("coordinator --listen 127.0.0.1:0");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err, HasSubstr("--etcd is required (on the command line or in --config)"));
+  r = Headroom("coordinator --config " +
+               Write("a.toml", "etcd = \"http://127.0.0.1:1\"\nsite = \"s\"\nsite_budget = 3\n"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err,
+              HasSubstr("a.toml:3: key 'site_budget': not an option of headroom coordinator"));
+  r = Headroom("coordinator --config " +
+               Write("b.toml", "etcd = \"http://127.0.0.1:1\"\nsite = \"s\"\nreserve-w = -1\n"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err, HasSubstr("b.toml:3: key 'reserve-w'"));
+  r = Headroom("coordinator --config " + Write("c.toml", "etcd = [\n"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("c.toml:"));
+  // Every option good (the file's, and --site-budget-w from the command line, which wins):
+  // only then is etcd reached, and it is not here.
+  r = Headroom("coordinator --site-budget-w 900 --config " +
+               Write("d.toml",
+                     "etcd = \"http://127.0.0.1:1\"\nsite = \"s\"\nsite-budget-w = 0\n"
+                     "listen = \"127.0.0.1:0\"\n"));
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("cannot reach etcd"));
+}
+
 TEST_F(Cli, AgentRefusesBadConfigAndOptions) {
   auto r = Headroom("agent --config " + Write("a.toml", "speed = 0\ncontroler = \"pid\"\n"));
   EXPECT_EQ(r.status, 2);

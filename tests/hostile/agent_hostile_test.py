@@ -348,9 +348,9 @@ class Shutdown(unittest.TestCase):
             self.assertTrue(os.path.exists(state))
 
     def test_service_restores_limits_after_the_agent_stops(self):
-        with open(os.path.join(ROOT, "deploy", "headroom-agent.service")) as f:
+        with open(os.path.join(ROOT, "deploy", "headroom-agent@.service.in")) as f:
             unit = f.read()
-        self.assertRegex(unit, r"(?m)^ExecStopPost=\+?/usr/local/bin/headroom agent "
+        self.assertRegex(unit, r"(?m)^ExecStopPost=\+?@HEADROOM_BINDIR@/headroom agent "
                                r"--restore-limits")
 
     def test_sigint_during_a_slow_interval_stops_at_once(self):

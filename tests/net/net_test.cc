@@ -293,7 +293,7 @@ TEST(NetListen, HostPortAndIpv6) {
   auto v6 = ParseListen("[::1]:0");
   ASSERT_TRUE(v6.ok());
   EXPECT_EQ(v6->host, "::1");
-  EXPECT_EQ(v6->WithPort(9500), "[::1]:10471");
+  EXPECT_EQ(v6->WithPort(9500), "[::1]:9500");
   EXPECT_EQ(ParseListen("node-7:65535")->port, 65535);
   for (const char* bad : {"127.0.0.1", "127.0.0.1:99999", "127.0.0.1:94x", ":10470", "::1:10470",
                           "[::1:10470", "[]:10470", "127.0.0.1:", "127.0.0.1:-1"}) {

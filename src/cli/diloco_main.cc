@@ -10,6 +10,7 @@
 // Exit status: 0 success, 1 runtime or input error, 2 usage error.
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -976,6 +977,13 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
       app.exit(e);
       return kExitOk;
+    }
+    if (app.get_subcommands().empty()) {  // no command given: name them
+      std::vector<std::string> names;
+      for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+      PrintError(
+          fmt::format("needs a command: {} (headroom diloco --help)", fmt::join(names, ", ")));
+      return kExitUsage;
     }
     PrintError(e.what());
     return kExitUsage;

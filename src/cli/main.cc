@@ -90,6 +90,8 @@ int main(int argc, char** argv) {
       "--version", fmt::format("headroom {} (commit {})", headroom::Version(), headroom::Commit()));
   app.require_subcommand(1);
   app.fallthrough(false);
+  // Every --help shows each option's default (the value it holds before parsing).
+  app.option_defaults()->always_capture_default();
 
   std::map<CLI::App*, headroom::cli::Command> commands;
   const auto add = [&](const char* name, const char* description, auto setup) {
@@ -140,6 +142,26 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
       app.exit(e);
       return kExitOk;
+    }
+    // A command with commands of its own and none given: name them.
+    const CLI::App* at = &app;
+    std::string path = "headroom";
+    for (bool deeper = true; deeper;) {
+      deeper = false;
+      for (const CLI::App* sub : at->get_subcommands()) {
+        at = sub;
+        path += " " + sub->get_name();
+        deeper = true;
+        break;
+      }
+    }
+    const auto subs = at->get_subcommands({});
+    if (!subs.empty() && at->get_subcommands().empty()) {
+      std::vector<std::string> names;
+      for (const CLI::App* sub : subs) names.push_back(sub->get_name());
+      fmt::print(stderr, "headroom: error: {} needs a command: {} ({} --help)\n", path,
+                 fmt::join(names, ", "), path);
+      return kExitUsage;
     }
     fmt::print(stderr, "headroom: error: {}\n", OneLine(e.what()));
     return kExitUsage;

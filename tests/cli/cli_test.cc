@@ -53,6 +53,26 @@ TEST_F(Cli, VersionAndHelp) {
   }
 }
 
+// A command with commands of its own, given none, names them; --help shows the defaults.
+TEST_F(Cli, ACommandWithoutItsSubcommandNamesThem) {
+  auto r = Headroom("twin");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err, HasSubstr("headroom twin needs a command: run, authority, calibrate, "
+                               "scenarios (headroom twin --help)"));
+  r = Headroom("");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err, HasSubstr("headroom needs a command: analyze, fleet,"));
+  EXPECT_THAT(Headroom("pilot").err, HasSubstr("headroom pilot needs a command: plan, report"));
+  if (fs::exists(fs::path(HEADROOM_BINARY).parent_path() / "headroom-diloco")) {
+    r = Headroom("diloco");
+    EXPECT_EQ(r.status, 2);
+    EXPECT_THAT(r.err, HasSubstr("needs a command: worker, ddp, eval, control, replay, local"));
+  }
+  const std::string help = Headroom("agent --help").out;
+  EXPECT_THAT(help, HasSubstr("--interval-s FLOAT:[0.01, 60]=0.5"));
+  EXPECT_THAT(help, HasSubstr("--nvml-library TEXT=libnvidia-ml.so.1"));
+}
+
 TEST_F(Cli, UsageErrorsExitTwo) {
   EXPECT_EQ(Headroom("").status, 2);
   auto unknown = Headroom("frobnicate");

@@ -71,8 +71,8 @@ struct FleetSimConfig {
   double interval_s = 0.5;
   double period_s = 1.0;
   int64_t lease_ttl_s = 3;
-  std::string controller = "ppo";         // ppo (a scenario without a policy file: pid) or pid
-  std::string policies_dir;  // <scenario>.json; "": none (every job pid)
+  std::string controller = "ppo";  // ppo (a scenario without a policy file: pid) or pid
+  std::string policies_dir;        // <scenario>.json; "": none (every job pid)
   // How the coordinator splits the watts above the floors (docs/FLEET.md). By value, each job
   // publishes its scenario's rollout value curve (twin::RolloutValueCurve) and its demand by
   // phase (the floor outside rollout).

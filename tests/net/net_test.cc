@@ -204,9 +204,9 @@ TEST(NetPolicy, HostsTokensAndContentTypes) {
     EXPECT_TRUE(HostAllowed(policy, std::string_view(h))) << h;
   }
   // Brackets hold an IPv6 literal, parsed (issue 36, item 9: "[anything]" passed).
-  for (const char* h :
-       {"evil.example", "coord.example.evil", "[::1", "", ":10471", "localhost.evil.com",
-        "127.0.0.1.nip.io", "[evil.example]", "[evil.example]:10471", "[]", "[::1]x", "[1.2.3.4]"}) {
+  for (const char* h : {"evil.example", "coord.example.evil", "[::1", "", ":10471",
+                        "localhost.evil.com", "127.0.0.1.nip.io", "[evil.example]",
+                        "[evil.example]:10471", "[]", "[::1]x", "[1.2.3.4]"}) {
     EXPECT_FALSE(HostAllowed(policy, std::string_view(h))) << h;
   }
   EXPECT_TRUE(HostAllowed(policy, std::nullopt));

@@ -332,9 +332,12 @@ double RawW(int64_t g, int64_t k) {
 }
 
 Labels GpuLabels(int g) {
-  return {
-      {"__name__", kMetric}, {"gpu", std::to_string(g)},    {"UUID", "GPU-000" + std::to_string(g)},
-      {"Hostname", "node1"}, {"instance", "10.0.0.1:10470"}, {"job", "dcgm"}};
+  return {{"__name__", kMetric},
+          {"gpu", std::to_string(g)},
+          {"UUID", "GPU-000" + std::to_string(g)},
+          {"Hostname", "node1"},
+          {"instance", "10.0.0.1:10470"},
+          {"job", "dcgm"}};
 }
 
 // kGpus GPUs scraped every kScrapeMs from kT0Ms; GPU 0 starts `late` scrapes late.

@@ -30,6 +30,7 @@
 #include "agent/runner.h"
 #include "cli/commands.h"
 #include "cli/config_file.h"
+#include "cli/daemon_log.h"
 #include "cli/etcd_options.h"
 #include "cli/server_options.h"
 #include "cli/stop_signal.h"
@@ -65,6 +66,7 @@ inline constexpr double kGrantQuietS = 30.0;
 inline constexpr double kGrantReadWithWatchS = 1.0;
 
 struct AgentArgs {
+  std::string log_format = "text";  // --log-format
   std::string source;    // no default: a forgotten --source must not steer a real job by the twin
   std::string scenario;  // none: the twin runs kDefaultTwinScenario
   uint64_t seed = 1;
@@ -274,7 +276,16 @@ class LazyStore final : public coord::Store {
 };
 
 Status RunAgent(const AgentArgs& args) {
-  const Log log = [](const std::string& line) { fmt::print(stderr, "headroom agent: {}\n", line); };
+  LogFormat log_format = LogFormat::kText;
+  if (!ParseLogFormat(args.log_format, &log_format)) {
+    return Error::Usage(fmt::format("--log-format: unknown '{}' (text, json)", args.log_format));
+  }
+  // Every line with its time and level (cli/daemon_log.h).
+  const Log log = [log_format](const std::string& line) {
+    fmt::print(
+        stderr, "{}\n",
+        FormatLogLine(log_format, std::chrono::system_clock::now(), LevelOf(line), "agent", line));
+  };
   const std::string guard_state =
       args.guard_state.empty() ? agent::DefaultGuardStatePath() : args.guard_state;
   if (args.restore_limits) return RestoreFromStateFile(guard_state, args.nvml_library, log);
@@ -814,11 +825,11 @@ Status RunAgent(const AgentArgs& args) {
     recorder.emplace(std::move(*r));
   }
 
-  fmt::print(stderr,
-             "headroom agent: version {} (commit {}), {} source, {} controller, budget {:.1f} W "
-             "per GPU, listening on {}:{} (dashboard: http://{}:{}/)\n",
-             Version(), Commit(), source->name(), controller->name(), config.budget_w, listen.host,
-             server.port(), listen.host, server.port());
+  log(
+      fmt::format("version {} (commit {}), {} source, {} controller, budget {:.1f} W per GPU, "
+                  "listening on {}:{} (dashboard: http://{}:{}/)",
+                  Version(), Commit(), source->name(), controller->name(), config.budget_w,
+                  listen.host, server.port(), listen.host, server.port()));
   agent::RunnerOptions options;
   options.interval_s = args.interval_s;
   options.duration_s = args.duration_s;
@@ -927,8 +938,8 @@ Status RunAgent(const AgentArgs& args) {
     fleet_thread.join();
     member->Leave();  // the lease at once: the ledger keeps the floor until it forgets the job
   }
-  fmt::print(stderr, "headroom agent: stopped after {:.1f} s, {} intervals, {} telemetry errors\n",
-             summary.duration_s, summary.intervals, summary.telemetry_errors);
+  log(fmt::format("stopped after {:.1f} s, {} intervals, {} telemetry errors", summary.duration_s,
+                  summary.intervals, summary.telemetry_errors));
   if (!restored) return restored;
   if (summary.trace_write_errors > 0) {
     // The run went on; its trace did not: say so in the exit status.
@@ -948,6 +959,8 @@ Command SetupAgent(CLI::App& app) {
   auto config = std::make_shared<std::string>();
   app.add_option("--config", *config, "TOML file of these options (keys: the option names)");
   app.add_option("--source", a->source, "Telemetry: nvml, replay or twin (required)");
+  app.add_option("--log-format", a->log_format,
+                 "Log lines: text (RFC 3339 time, level, message) or json (one object a line)");
   app.add_option("--scenario", a->scenario,
                  "Scenario: ranges, defaults and budget, and what the twin runs (needed with "
                  "--source twin, default a100-7b-tp1, and with --controller ppo)");

@@ -26,6 +26,7 @@
 
 #include "cli/commands.h"
 #include "cli/config_file.h"
+#include "cli/daemon_log.h"
 #include "cli/etcd_options.h"
 #include "cli/scheduling_options.h"
 #include "cli/server_options.h"
@@ -52,6 +53,7 @@ inline constexpr double kEtcdTimeoutS = 2.0;  // connecting, and each wait for a
 struct CoordinatorArgs {
   std::string etcd;
   std::string site;
+  std::string log_format = "text";
   double site_budget_w = 0.0;
   double reserve_w = 0.0;
   EtcdOptions etcd_options;
@@ -79,10 +81,17 @@ std::string ReplicaId() {
 }
 
 Status RunCoordinator(const CoordinatorArgs& args) {
+  LogFormat log_format = LogFormat::kText;
+  if (!ParseLogFormat(args.log_format, &log_format)) {
+    return Error::Usage(fmt::format("--log-format: unknown '{}' (text, json)", args.log_format));
+  }
   static std::mutex log_mu;  // the loop, the server and the signal thread all log
-  const Log log = [](const std::string& line) {
+  const Log log = [log_format](const std::string& line) {
+    // Every line with its time and level (cli/daemon_log.h).
+    const std::string text = FormatLogLine(log_format, std::chrono::system_clock::now(),
+                                           LevelOf(line), "coordinator", line);
     std::lock_guard lock(log_mu);
-    fmt::print(stderr, "headroom coordinator: {}\n", line);
+    fmt::print(stderr, "{}\n", text);
   };
 
   // Options first: nothing is opened or bound before they are all good.
@@ -187,6 +196,8 @@ Command SetupCoordinator(CLI::App& app) {
   auto a = std::make_shared<CoordinatorArgs>();
   auto config = std::make_shared<std::string>();
   app.add_option("--config", *config, "TOML file of these options (keys: the option names)");
+  app.add_option("--log-format", a->log_format,
+                 "Log lines: text (RFC 3339 time, level, message) or json (one object a line)");
   // --etcd, --site and --site-budget-w are required, from the command line or --config.
   app.add_option("--etcd", a->etcd, "etcd members, URL[,URL...] (http(s)://host:port; required)");
   AddEtcdOptions(app, &a->etcd_options);

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/numbers.h"
 #include "cli/output_files.h"
 #include "cli/progress.h"
 #include "cli/trace_input.h"
@@ -24,8 +25,6 @@ constexpr double kMinBudgetFraction = 0.01;
 constexpr double kMaxBudgetFraction = 10.0;
 constexpr double kMaxMargin = 10.0;  // +1000 %
 constexpr double kMaxCapacityCostUsdPerKwYear = 1e6;
-constexpr double kMaxEnergyPriceUsdPerMwh = 1e5;  // 100 USD per kWh
-constexpr double kMaxCarbonGPerKwh = 5000.0;      // coal is ~1000
 constexpr int64_t kMaxCopies = 100000;
 // Grid points x copies x distinct trials: under a minute of composition on one core (about
 // 4.6 ns a sample measured, 3.6e9 samples in 16.6 s).

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/numbers.h"
 #include "cli/output_files.h"
 #include "cli/trace_options.h"
 #include "common/atomic_file.h"
@@ -32,8 +33,6 @@ constexpr double kMaxPower = 0.9999;
 constexpr double kMinEffectPct = 0.01;
 constexpr double kMaxEffectPct = 1000.0;
 constexpr double kMaxUsdPerGpuHour = 1e4;
-constexpr double kMaxEnergyPriceUsdPerMwh = 1e5;
-constexpr double kMaxCarbonGPerKwh = 5000.0;
 constexpr int64_t kMaxResamples = 1000000;
 constexpr int64_t kMaxPilots = 100000;
 constexpr int64_t kMaxPilotGpus = 10000000;

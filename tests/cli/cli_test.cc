@@ -663,6 +663,9 @@ TEST_F(Cli, AgentRefusesBadConfigAndOptions) {
   r = Headroom("agent --source twin --listen nowhere --speed 0 --duration-s 1");
   EXPECT_EQ(r.status, 2);
   EXPECT_THAT(r.err, HasSubstr("--listen: 'nowhere': expected HOST:PORT"));
+  r = Headroom("agent --source twin --log-format xml --speed 0 --duration-s 1");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err, HasSubstr("--log-format: unknown 'xml' (text, json)"));
   r = Headroom("agent --source twin --controller bang-bang --speed 0 --duration-s 1");
   EXPECT_EQ(r.status, 2);
   r = Headroom(

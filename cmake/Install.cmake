@@ -8,6 +8,7 @@
 #   lib/systemd/system/                        headroom-agent@.service, headroom-coordinator.service
 #   lib/python3/dist-packages/headroom_client  the Python client (import headroom_client)
 #   share/doc/headroom/                        README, docs, LICENSE, NOTICE, copyright, changelog
+#   share/bash-completion/completions/headroom `headroom completion bash`
 include(GNUInstallDirs)
 
 install(TARGETS headroom RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
@@ -43,6 +44,16 @@ add_custom_command(
   VERBATIM)
 add_custom_target(headroom_debian_changelog ALL DEPENDS ${CMAKE_BINARY_DIR}/changelog.gz)
 install(FILES ${CMAKE_BINARY_DIR}/changelog.gz DESTINATION ${HEADROOM_DOC})
+
+# Bash completion, from the binary's own commands and options (`headroom completion bash`).
+install(CODE "
+  execute_process(COMMAND \"$<TARGET_FILE:headroom>\" completion bash
+                  OUTPUT_FILE \"${CMAKE_BINARY_DIR}/headroom.bash\" RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR \"headroom completion bash failed: \${rc}\")
+  endif()
+  file(INSTALL DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_DATADIR}/bash-completion/completions\"
+       TYPE FILE RENAME headroom FILES \"${CMAKE_BINARY_DIR}/headroom.bash\")")
 
 # The units name the binary by its installed path: written at install time, when the prefix is
 # known (CPack installs to /usr; `cmake --install --prefix P` to P).

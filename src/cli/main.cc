@@ -79,6 +79,43 @@ std::string UnknownCommand(std::string_view name, const std::vector<std::string>
   return fmt::format("unknown command '{}' (commands: {})", name, fmt::join(commands, ", "));
 }
 
+// Every command path ("headroom", "headroom/twin", "headroom/twin/run") with the words that may
+// follow it: its commands, then its options.
+void CompletionWords(const CLI::App& app, const std::string& path,
+                     std::vector<std::pair<std::string, std::string>>* out) {
+  std::vector<std::string> words;
+  for (const CLI::App* sub : app.get_subcommands({})) words.push_back(sub->get_name());
+  for (const CLI::Option* opt : app.get_options()) {
+    for (const std::string& name : opt->get_lnames()) words.push_back("--" + name);
+  }
+  out->emplace_back(path, fmt::format("{}", fmt::join(words, " ")));
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    CompletionWords(*sub, path + "/" + sub->get_name(), out);
+  }
+}
+
+// `headroom completion bash`: commands and options by where the line is; a word that names no
+// command (an option's value) is stepped over; files for the rest (-o default).
+std::string BashCompletion(const CLI::App& app) {
+  std::vector<std::pair<std::string, std::string>> words;
+  CompletionWords(app, "headroom", &words);
+  std::string table;
+  for (const auto& [path, list] : words) table += fmt::format("    [{}]=\"{}\"\n", path, list);
+  return fmt::format(
+      "# bash completion for headroom (headroom completion bash)\n"
+      "_headroom() {{\n"
+      "  local -A words=(\n{}  )\n"
+      "  local path=headroom i w\n"
+      "  for ((i = 1; i < COMP_CWORD; i++)); do\n"
+      "    w=${{COMP_WORDS[i]}}\n"
+      "    if [[ $w != -* && -n ${{words[$path/$w]+x}} ]]; then path=$path/$w; fi\n"
+      "  done\n"
+      "  COMPREPLY=($(compgen -W \"${{words[$path]}}\" -- \"${{COMP_WORDS[COMP_CWORD]}}\"))\n"
+      "}}\n"
+      "complete -o default -F _headroom headroom\n",
+      table);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -127,6 +164,12 @@ int main(int argc, char** argv) {
                      "Elastic low-communication training on etcd and Gloo (worker, ddp, eval, "
                      "local)");
 
+  std::string shell;
+  CLI::App* completion = app.add_subcommand("completion",
+                                            "Print a shell completion script (bash): "
+                                            "source <(headroom completion bash)");
+  completion->add_option("shell", shell, "The shell")->required()->check(CLI::IsMember({"bash"}));
+
   if (argc >= 2 && argv[1][0] != '-') {
     std::vector<std::string> names;
     for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
@@ -167,6 +210,10 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
 
+  if (completion->parsed()) {
+    fmt::print("{}", BashCompletion(app));
+    return kExitOk;
+  }
   for (const auto& [sub, run] : commands) {
     if (!sub->parsed()) continue;
     const headroom::Status status = run();

@@ -73,6 +73,23 @@ TEST_F(Cli, ACommandWithoutItsSubcommandNamesThem) {
   EXPECT_THAT(help, HasSubstr("--nvml-library TEXT=libnvidia-ml.so.1"));
 }
 
+// `headroom completion bash`: a script bash accepts, completing commands, then the options of
+// the command the line is in (an option's value stepped over).
+TEST_F(Cli, BashCompletionCompletesCommandsAndTheirOptions) {
+  const std::string script = Write("completion.sh", Headroom("completion bash").out);
+  const auto complete = [&](const std::string& words, int cword) {
+    return Run("timeout 10 bash -c 'source " + script + "; COMP_WORDS=(" + words +
+               "); COMP_CWORD=" + std::to_string(cword) + "; _headroom; echo \"${COMPREPLY[*]}\"'")
+        .out;
+  };
+  EXPECT_EQ(complete("headroom tw", 1), "twin\n");
+  EXPECT_EQ(complete("headroom twin ru", 2), "run\n");
+  EXPECT_EQ(complete("headroom agent --source twin --sc", 4), "--scenario\n");
+  EXPECT_EQ(complete("headroom coordinator --con", 2), "--config\n");
+  auto r = Headroom("completion zsh");
+  EXPECT_EQ(r.status, 2);
+}
+
 TEST_F(Cli, UsageErrorsExitTwo) {
   EXPECT_EQ(Headroom("").status, 2);
   auto unknown = Headroom("frobnicate");

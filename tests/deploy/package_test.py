@@ -77,6 +77,16 @@ class Package(unittest.TestCase):
             self.assertEqual(job["controller"], "ppo", job)
             self.assertEqual(job["policy"], os.path.join(share, job["scenario"] + ".json"))
 
+    def test_bash_completion_is_installed_and_parses(self):
+        script = os.path.join(self.root, "usr", "share", "bash-completion", "completions",
+                              "headroom")
+        with open(script) as f:
+            text = f.read()
+        self.assertIn("complete -o default -F _headroom headroom", text)
+        self.assertIn("[headroom/twin]=", text)
+        r = run(["bash", "-n", script])
+        self.assertEqual(r.returncode, 0, r.stderr)
+
     def test_the_python_client_imports_from_the_package(self):
         site = os.path.join(self.root, "usr", "lib", "python3", "dist-packages")
         r = run(["/usr/bin/python3", "-c",

@@ -98,7 +98,12 @@ TEST_F(DilocoLocal, AReplayOfEveryMemberEveryRoundEndsOnTheRealRunsLossBitForBit
   const std::string pw = (dir_ / "etcd.pw").string();
   std::ofstream(pw) << "trainerpw\n";
   const std::string auth = " --etcd " + url + " --etcd-user trainer --etcd-password-file " + pw;
-  const Outcome real = Local("real", "--workers 3 --inner-steps 8 --rounds 3" + auth);
+  // Every member in every round, however slow the machine (an ASan build under a loaded CI):
+  // the round's group waits up to 120 s for a late member, a collective up to 60 s, a lease 30 s.
+  const Outcome real = Local("real",
+                             "--workers 3 --inner-steps 8 --rounds 3 --round-deadline-s 120 "
+                             "--collective-timeout-s 60 --lease-ttl-s 30" +
+                                 auth);
   ASSERT_EQ(real.status, 0) << real.err;
   EXPECT_TRUE(real.summary["hashes_agreed"].get<bool>());
   // `control` signs in the same way and merges into the worker's key.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "control/over_budget.h"
 #include "telemetry/source.h"
 
@@ -33,16 +34,16 @@ class PowerLimitGuard {
 
   // The budget per GPU from now on. Once engaged, the limits it set follow the budget (never
   // above a GPU's original limit).
-  void SetBudget(double budget_w, const std::function<void(const std::string&)>& log);
+  void SetBudget(double budget_w, const Logger& log);
   // One interval's sample; `log` gets one line per action or failure.
-  void Observe(const telemetry::Sample& sample, const std::function<void(const std::string&)>& log);
+  void Observe(const telemetry::Sample& sample, const Logger& log);
   // Hybrid actuation: the controller's power limit per GPU from now on (0: none). Written to
   // every GPU whose original limit is known, never above that original, when it changes (the
   // originals persisted first, as for the backstop); while the backstop is engaged the lower of
   // the two holds; 0 puts the originals back unless the backstop holds them. Call after Observe.
-  void Follow(double limit_w, const std::function<void(const std::string&)>& log);
+  void Follow(double limit_w, const Logger& log);
   // Restores every limit changed. Returns the first failure, after trying them all.
-  Status Restore(const std::function<void(const std::string&)>& log);
+  Status Restore(const Logger& log);
   bool engaged() const { return engaged_; }
 
  private:

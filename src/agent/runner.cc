@@ -5,7 +5,7 @@
 namespace headroom::agent {
 RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared, Recorder* recorder,
                const RunnerOptions& options, const Clock& clock, const std::atomic<bool>& stop,
-               const std::function<void(const std::string&)>& log) {
+               const Logger& log) {
   RunSummary summary;
   // A failure that repeats (a replay past its end, a GPU that stays lost) is logged once, with
   // the count when it changes or ends.
@@ -13,8 +13,11 @@ RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared, Rec
   uint64_t repeats = 0;
   const auto end_failure = [&](bool back) {
     if (failing.empty()) return;
-    if (repeats > 0) log(fmt::format("telemetry: the same failure {} more time(s)", repeats));
-    if (back) log("telemetry: back");
+    if (repeats > 0) {
+      log.Warn(fmt::format("telemetry: the same failure {} more time(s)", repeats),
+               {{"repeats", repeats}});
+    }
+    if (back) log.Info("telemetry: back");
     failing.clear();
     repeats = 0;
   };
@@ -23,7 +26,7 @@ RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared, Rec
   const auto note_trace_errors = [&] {
     if (recorder == nullptr || recorder->write_errors() == summary.trace_write_errors) return;
     if (summary.trace_write_errors == 0) {
-      log(
+      log.Error(
           fmt::format("trace: cannot write the agent trace: {} (the control loop goes on; "
                       "headroom_trace_write_errors_total counts the failed writes)",
                       recorder->first_error()));
@@ -51,7 +54,7 @@ RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared, Rec
       link->FollowTrainer(report, t_s);
     }
     Result<telemetry::Sample> sample = source.Read(t_s);
-    for (const std::string& w : source.TakeWarnings()) log(w);
+    for (const std::string& w : source.TakeWarnings()) log.Warn(w);
     Actuation a;
     double budget_w = 0.0;
     {
@@ -61,8 +64,9 @@ RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared, Rec
       if (budget && (budget->budget_per_gpu_w != shared.agent->budget_w() ||
                      budget->from != shared.agent->budget_from())) {
         shared.agent->SetBudget(budget->budget_per_gpu_w, budget->from);
-        log(fmt::format("budget {:.1f} W per GPU from {} at t={:.1f} s", budget->budget_per_gpu_w,
-                        budget->from, t_s));
+        log.Info(fmt::format("budget {:.1f} W per GPU from {} at t={:.1f} s",
+                             budget->budget_per_gpu_w, budget->from, t_s),
+                 {{"budget_per_gpu_w", budget->budget_per_gpu_w}, {"from", budget->from}});
       }
       if (budget) {
         shared.agent->SetHold(budget->hold_s, budget->hold_id);
@@ -87,7 +91,7 @@ RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared, Rec
         ++repeats;
       } else {
         end_failure(/*back=*/false);
-        log(fmt::format("telemetry: {} -> safe actuation", message));
+        log.Warn(fmt::format("telemetry: {} -> safe actuation", message));
         failing = message;
       }
     } else if (!failing.empty()) {

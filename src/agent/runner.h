@@ -11,6 +11,7 @@
 #include "agent/budget.h"
 #include "agent/recorder.h"
 #include "agent/trainer_link.h"
+#include "common/log.h"
 #include "telemetry/source.h"
 
 namespace headroom::agent {
@@ -48,6 +49,6 @@ struct RunSummary {
 // decision applied to it; null when the trainer talks over HTTP. `recorder` may be null.
 RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared, Recorder* recorder,
                const RunnerOptions& options, const Clock& clock, const std::atomic<bool>& stop,
-               const std::function<void(const std::string&)>& log);
+               const Logger& log);
 
 }  // namespace headroom::agent

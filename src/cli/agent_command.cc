@@ -109,7 +109,7 @@ struct AgentArgs {
   std::string fleet_log;
 };
 
-using Log = std::function<void(const std::string&)>;
+using Log = Logger;
 
 // --fleet-log: one JSON object per line, appended and flushed at once (for an auditor). A write
 // that fails (a full disk) is said once and counted (headroom_trace_write_errors_total, through
@@ -130,7 +130,7 @@ class FleetLog {
     const int error = errno != 0 ? errno : EIO;
     std::clearerr(f_);
     if (errors_.fetch_add(1) == 0) {
-      log_(
+      log_.Error(
           fmt::format("--fleet-log {}: cannot write: {} (the agent goes on; "
                       "headroom_trace_write_errors_total counts the failed writes)",
                       path_, std::strerror(error)));
@@ -173,12 +173,13 @@ Status RestoreFromStateFile(const std::string& path, const std::string& library,
     for (size_t i = 0; i < s.limits.size(); ++i) {
       const auto& l = s.limits[i];
       if (auto st = (*nvml)->SetPowerLimitW(static_cast<int>(i), l.original_w); !st) {
-        log(fmt::format("guard: {}", st.error().message()));
+        log.Error(fmt::format("guard: {}", st.error().message()), {{"gpu", l.nvml_index}});
         if (first) first = std::move(st);
         continue;
       }
-      log(fmt::format("guard: GPU {}: power limit restored to {:.0f} W", l.nvml_index,
-                      l.original_w));
+      log.Info(fmt::format("guard: GPU {}: power limit restored to {:.0f} W", l.nvml_index,
+                           l.original_w),
+               {{"gpu", l.nvml_index}, {"limit_w", l.original_w}});
     }
     if (!first) {
       return Error::Io(fmt::format("guard: {} kept: {}", path, first.error().message()));
@@ -281,11 +282,7 @@ Status RunAgent(const AgentArgs& args) {
     return Error::Usage(fmt::format("--log-format: unknown '{}' (text, json)", args.log_format));
   }
   // Every line with its time and level (cli/daemon_log.h).
-  const Log log = [log_format](const std::string& line) {
-    fmt::print(
-        stderr, "{}\n",
-        FormatLogLine(log_format, std::chrono::system_clock::now(), LevelOf(line), "agent", line));
-  };
+  const Log log = StreamLogger(log_format, "agent");
   const std::string guard_state =
       args.guard_state.empty() ? agent::DefaultGuardStatePath() : args.guard_state;
   if (args.restore_limits) return RestoreFromStateFile(guard_state, args.nvml_library, log);
@@ -449,8 +446,8 @@ Status RunAgent(const AgentArgs& args) {
     }
     const auto& on = policy->trained_on;
     if (!on.empty() && std::find(on.begin(), on.end(), scenario->name) == on.end()) {
-      log(fmt::format("warning: {} was trained on {}, not on scenario '{}'", args.policy,
-                      fmt::join(on, ", "), scenario->name));
+      log.Warn(fmt::format("{} was trained on {}, not on scenario '{}'", args.policy,
+                           fmt::join(on, ", "), scenario->name));
     }
     spec.policy = &*policy;
   } else if (args.controller == "pid") {
@@ -566,8 +563,8 @@ Status RunAgent(const AgentArgs& args) {
   std::optional<agent::PowerLimitGuard> guard;
   if (args.guard_power_limit) {
     if (auto st = RestoreFromStateFile(guard_state, args.nvml_library,
-                                       [&](const std::string& l) {
-                                         if (l.rfind("guard: no state file", 0) != 0) log(l);
+                                       [&](const LogEvent& e) {
+                                         if (!e.msg.starts_with("guard: no state file")) log(e);
                                        });
         !st) {
       return Error::Io(fmt::format("{}; run headroom agent --restore-limits before starting again",
@@ -589,7 +586,7 @@ Status RunAgent(const AgentArgs& args) {
         },
         [guard_state, log] {
           if (auto st = agent::RemoveGuardState(guard_state); !st) {
-            log(st.error().message());
+            log.Error(st.error().message());
           }
         });
   }
@@ -607,11 +604,12 @@ Status RunAgent(const AgentArgs& args) {
       if (o) {
         overhead.emplace(std::move(*o));
       } else {
-        log(fmt::format("node overhead 0 W: {} (--node-overhead-w sets one)", o.error().message()));
+        log.Warn(
+            fmt::format("node overhead 0 W: {} (--node-overhead-w sets one)", o.error().message()));
       }
     } else {
-      log(fmt::format("node overhead 0 W: {} (--node-overhead-w sets one)",
-                      reader.error().message()));
+      log.Warn(fmt::format("node overhead 0 W: {} (--node-overhead-w sets one)",
+                           reader.error().message()));
     }
     if (!overhead) overhead.emplace(telemetry::NodeOverhead::Constant(0.0));
     const double overhead_w = overhead->CurrentW(SteadyNowS());
@@ -625,7 +623,7 @@ Status RunAgent(const AgentArgs& args) {
       for (int g = 0; g < gpus && all; ++g) {
         auto r = nvml->PowerLimitRangeW(g);
         if (!r) {
-          log(fmt::format("fleet: {}", r.error().message()));
+          log.Warn(fmt::format("fleet: {}", r.error().message()));
           all = false;
         } else {
           lo_sum += r->first;
@@ -691,7 +689,7 @@ Status RunAgent(const AgentArgs& args) {
                       std::min(standby_per_gpu_w, floor_per_gpu_w)));
     } else {
       standby_per_gpu_w = floor_per_gpu_w;
-      log("fleet: standby unknown (telemetry unread at start): counted at the floor");
+      log.Warn("fleet: standby unknown (telemetry unread at start): counted at the floor");
     }
     standby_per_gpu_w = std::min(standby_per_gpu_w, floor_per_gpu_w);
     coord::MemberConfig mc;
@@ -699,7 +697,8 @@ Status RunAgent(const AgentArgs& args) {
     mc.standby_w = standby_per_gpu_w * gpus + overhead_w;
     mc.fail_open = args.fleet_fail_open;
     if (mc.fail_open) {
-      log("fleet: --fleet-fail-open: not admitted or etcd unreachable, the job runs on its local "
+      log.Warn(
+          "fleet: --fleet-fail-open: not admitted or etcd unreachable, the job runs on its local "
           "budget outside the site's count (unsafe for the site budget)");
     }
     mc.job = args.job;
@@ -757,8 +756,7 @@ Status RunAgent(const AgentArgs& args) {
         args.fleet,
         *coord::ReadEtcdCredentials(args.etcd_options.user, args.etcd_options.password_file),
         coord::EtcdTls{args.etcd_options.cacert, args.etcd_options.cert, args.etcd_options.key});
-    member.emplace(*fleet_store, *member_config, SteadyNowS,
-                   [&log](const std::string& line) { log(line); });
+    member.emplace(*fleet_store, *member_config, SteadyNowS, log);
     shared.fleet = [&member] {
       const coord::MemberStatus st = member->status();
       return agent::FleetHealth{st.acting == coord::Acting::State::kFenced, st.fences,
@@ -825,11 +823,16 @@ Status RunAgent(const AgentArgs& args) {
     recorder.emplace(std::move(*r));
   }
 
-  log(
-      fmt::format("version {} (commit {}), {} source, {} controller, budget {:.1f} W per GPU, "
-                  "listening on {}:{} (dashboard: http://{}:{}/)",
-                  Version(), Commit(), source->name(), controller->name(), config.budget_w,
-                  listen.host, server.port(), listen.host, server.port()));
+  log.Info(fmt::format("version {} (commit {}), {} source, {} controller, budget {:.1f} W per GPU, "
+                       "listening on {}:{} (dashboard: http://{}:{}/)",
+                       Version(), Commit(), source->name(), controller->name(), config.budget_w,
+                       listen.host, server.port(), listen.host, server.port()),
+           {{"version", Version()},
+            {"commit", Commit()},
+            {"source", source->name()},
+            {"controller", controller->name()},
+            {"budget_per_gpu_w", config.budget_w},
+            {"listen", fmt::format("{}:{}", listen.host, server.port())}});
   agent::RunnerOptions options;
   options.interval_s = args.interval_s;
   options.duration_s = args.duration_s;
@@ -847,7 +850,7 @@ Status RunAgent(const AgentArgs& args) {
     } else if (twin != nullptr) {
       twin->SetPowerLimit(limit_w);  // the twin's GPUs, as a hardware limit
     } else if (limit_w > 0.0 && !limit_unwritten_said) {
-      log(
+      log.Warn(
           fmt::format("{} asks for a power limit of {:.0f} W per GPU; not written: "
                       "--guard-power-limit lets the agent write the GPUs' limits",
                       args.controller, limit_w));
@@ -938,8 +941,11 @@ Status RunAgent(const AgentArgs& args) {
     fleet_thread.join();
     member->Leave();  // the lease at once: the ledger keeps the floor until it forgets the job
   }
-  log(fmt::format("stopped after {:.1f} s, {} intervals, {} telemetry errors", summary.duration_s,
-                  summary.intervals, summary.telemetry_errors));
+  log.Info(fmt::format("stopped after {:.1f} s, {} intervals, {} telemetry errors",
+                       summary.duration_s, summary.intervals, summary.telemetry_errors),
+           {{"duration_s", summary.duration_s},
+            {"intervals", summary.intervals},
+            {"telemetry_errors", summary.telemetry_errors}});
   if (!restored) return restored;
   if (summary.trace_write_errors > 0) {
     // The run went on; its trace did not: say so in the exit status.

@@ -69,7 +69,7 @@ struct CoordinatorArgs {
   SchedulingArgs scheduling;
 };
 
-using Log = std::function<void(const std::string&)>;
+using Log = Logger;
 
 // hostname:pid:random hex, unique per replica.
 std::string ReplicaId() {
@@ -85,14 +85,9 @@ Status RunCoordinator(const CoordinatorArgs& args) {
   if (!ParseLogFormat(args.log_format, &log_format)) {
     return Error::Usage(fmt::format("--log-format: unknown '{}' (text, json)", args.log_format));
   }
-  static std::mutex log_mu;  // the loop, the server and the signal thread all log
-  const Log log = [log_format](const std::string& line) {
-    // Every line with its time and level (cli/daemon_log.h).
-    const std::string text = FormatLogLine(log_format, std::chrono::system_clock::now(),
-                                           LevelOf(line), "coordinator", line);
-    std::lock_guard lock(log_mu);
-    fmt::print(stderr, "{}\n", text);
-  };
+  // Every line with its time and level (cli/daemon_log.h); the loop, the server and the signal
+  // thread all log, one line at a time.
+  const Log log = StreamLogger(log_format, "coordinator");
 
   // Options first: nothing is opened or bound before they are all good.
   if (auto st = coord::CheckName(args.site, "--site"); !st) return st;
@@ -154,14 +149,20 @@ Status RunCoordinator(const CoordinatorArgs& args) {
   host.SetOnTarget([&signals] { signals.Wake(); });
   server.Serve(host);
 
-  log(
+  log.Info(
       fmt::format("version {} (commit {}), replica {} of site '{}': etcd {}, site budget {:.1f} W "
                   "(when the site has no ledger yet), "
                   "reserve {:.1f} W, period {} s, lease TTL {} s, forget after {} s, token {}",
                   Version(), Commit(), config.id, config.site, (*store)->Describe(),
                   config.site_budget_w, config.reserve_w, config.period_s, config.lease_ttl_s,
-                  config.forget_after_s, api.access.token.empty() ? "none" : "required on POST"));
-  log(fmt::format("listening on http://{}/", config.listen));
+                  config.forget_after_s, api.access.token.empty() ? "none" : "required on POST"),
+      {{"version", Version()},
+       {"commit", Commit()},
+       {"replica", config.id},
+       {"site", config.site},
+       {"site_budget_w", config.site_budget_w},
+       {"reserve_w", config.reserve_w}});
+  log.Info(fmt::format("listening on http://{}/", config.listen), {{"listen", config.listen}});
 
   // Every period on the steady clock; a period missed (a slow store) is skipped, not caught up.
   const auto period = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -173,9 +174,14 @@ Status RunCoordinator(const CoordinatorArgs& args) {
       for (const coord::SuspendAction& a : suspender->Decide(host.Snapshot(), SteadyNowS())) {
         const bool suspend = a.kind == coord::SuspendAction::Kind::kSuspend;
         const Status st = suspend ? slurm->Suspend(a.slurm_job) : slurm->Resume(a.slurm_job);
-        log(st ? fmt::format("{}: slurm job {} {}", a.job, a.slurm_job,
-                             suspend ? "suspended (no watts granted)" : "resumed (watts back)")
-               : fmt::format("{}: {}", a.job, st.error().message()));
+        if (st) {
+          log.Info(fmt::format("{}: slurm job {} {}", a.job, a.slurm_job,
+                               suspend ? "suspended (no watts granted)" : "resumed (watts back)"),
+                   {{"job", a.job}, {"slurm_job", a.slurm_job}});
+        } else {
+          log.Error(fmt::format("{}: {}", a.job, st.error().message()),
+                    {{"job", a.job}, {"slurm_job", a.slurm_job}});
+        }
         suspender->Applied(a, st.ok(), SteadyNowS());
       }
     }

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <ctime>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 namespace headroom::cli {
@@ -19,33 +20,41 @@ bool ParseLogFormat(std::string_view text, LogFormat* format) {
   return true;
 }
 
-LogLevel LevelOf(std::string_view message) {
-  if (message.starts_with("warning: ") || message.starts_with("warning ")) return LogLevel::kWarn;
-  if (message.starts_with("error: ")) return LogLevel::kError;
-  return LogLevel::kInfo;
-}
-
-std::string FormatLogLine(LogFormat format, std::chrono::system_clock::time_point t, LogLevel level,
-                          std::string_view daemon, std::string_view message) {
+std::string FormatLogLine(LogFormat format, std::chrono::system_clock::time_point t,
+                          std::string_view daemon, const LogEvent& event) {
   const auto ms = std::chrono::time_point_cast<std::chrono::milliseconds>(t);
   const auto seconds = std::chrono::time_point_cast<std::chrono::seconds>(ms);
   const std::tm utc = fmt::gmtime(std::chrono::system_clock::to_time_t(seconds));  // not local
   const std::string ts =
       fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03d}Z", utc, static_cast<int>((ms - seconds).count()));
-  const char* name = level == LogLevel::kWarn    ? "warn"
-                     : level == LogLevel::kError ? "error"
-                                                 : "info";
+  const char* name = LogLevelName(event.level);
   if (format == LogFormat::kJson) {
     nlohmann::ordered_json j;
     j["ts"] = ts;
     j["level"] = name;
     j["daemon"] = daemon;
-    j["msg"] = message;
+    j["msg"] = event.msg;
+    for (const LogField& f : event.fields) {
+      const bool reserved =
+          f.key == "ts" || f.key == "level" || f.key == "daemon" || f.key == "msg";
+      const std::string key = reserved ? "field_" + f.key : f.key;
+      std::visit([&](const auto& v) { j[key] = v; }, f.value);
+    }
     return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   std::string upper(name);
   for (char& c : upper) c = static_cast<char>(c - 'a' + 'A');
-  return fmt::format("{} {} headroom {}: {}", ts, upper, daemon, message);
+  return fmt::format("{} {} headroom {}: {}", ts, upper, daemon, event.msg);
+}
+
+Logger StreamLogger(LogFormat format, std::string daemon, std::FILE* stream) {
+  static std::mutex mu;  // every StreamLogger of the process: one line at a time
+  return Logger([format, daemon = std::move(daemon), stream](const LogEvent& e) {
+    const std::string line = FormatLogLine(format, std::chrono::system_clock::now(), daemon, e);
+    std::lock_guard lock(mu);
+    fmt::print(stream, "{}\n", line);
+    std::fflush(stream);
+  });
 }
 
 }  // namespace headroom::cli

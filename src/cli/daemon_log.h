@@ -1,25 +1,31 @@
 // The daemons' log lines (agent, coordinator): each with an RFC 3339 UTC timestamp and a level,
-// as text or as JSON lines (`--log-format text|json`).
+// as text or as JSON lines (`--log-format text|json`), from the events core logic writes
+// (common/log.h).
 #pragma once
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <string_view>
+
+#include "common/log.h"
 
 namespace headroom::cli {
 
 enum class LogFormat { kText, kJson };
-enum class LogLevel { kInfo, kWarn, kError };
 
 // "text" or "json"; false for anything else.
 bool ParseLogFormat(std::string_view text, LogFormat* format);
 
-// A message's level: "warning: ..." is kWarn, "error: ..." kError, anything else kInfo.
-LogLevel LevelOf(std::string_view message);
+// One line, without its newline. Text: "2026-12-06T01:50:03.123Z INFO headroom agent: MSG" (the
+// fields are for machines: JSON only); JSON: {"ts":"2026-12-06T01:50:03.123Z","level":"info",
+// "daemon":"agent","msg":"MSG", then each field by its key}. A field named like one of the four
+// keys is written as "field_KEY".
+std::string FormatLogLine(LogFormat format, std::chrono::system_clock::time_point t,
+                          std::string_view daemon, const LogEvent& event);
 
-// One line, without its newline. Text: "2026-12-06T01:50:03.123Z INFO headroom agent: MSG";
-// JSON: {"ts":"2026-12-06T01:50:03.123Z","level":"info","daemon":"agent","msg":"MSG"}.
-std::string FormatLogLine(LogFormat format, std::chrono::system_clock::time_point t, LogLevel level,
-                          std::string_view daemon, std::string_view message);
+// A daemon's logger: each event a line on `stream` at the wall clock's time, one line at a time
+// however many threads log.
+Logger StreamLogger(LogFormat format, std::string daemon, std::FILE* stream = stderr);
 
 }  // namespace headroom::cli

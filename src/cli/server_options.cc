@@ -34,7 +34,7 @@ void AddServerOptions(CLI::App& app, ServerArgs* args, std::string_view who) {
 }
 
 Result<Serving> ResolveServerOptions(const ServerArgs& args,
-                                     const std::function<void(const std::string&)>& log,
+                                     const Logger& log,
                                      std::string_view exposed) {
   Serving s;
   auto listen = net::ParseListen(args.listen);

@@ -12,6 +12,7 @@
 
 #include "cli/token_options.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "net/listen.h"
 #include "net/policy.h"
 #include "net/server.h"
@@ -43,8 +44,7 @@ struct Serving {
 // Checks them before anything is opened or bound, each failure one line naming its flag:
 // --listen parses; the token is resolved; beyond loopback, a token or --insecure-listen
 // (`exposed` says what anyone who can reach it could then do); --allow-host values are names.
-Result<Serving> ResolveServerOptions(const ServerArgs& args,
-                                     const std::function<void(const std::string&)>& log,
+Result<Serving> ResolveServerOptions(const ServerArgs& args, const Logger& log,
                                      std::string_view exposed);
 
 }  // namespace headroom::cli

@@ -17,11 +17,13 @@
 #include <string>
 #include <thread>
 
+#include "common/log.h"
+
 namespace headroom::cli {
 
 class StopSignal {
  public:
-  using Log = std::function<void(const std::string&)>;
+  using Log = Logger;
   // `first` says what the shutdown does first, for the log line ("power limits first").
   StopSignal(Log log, std::string first);
   ~StopSignal();

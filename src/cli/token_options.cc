@@ -36,8 +36,7 @@ Status CheckToken(const std::string& token, std::string_view where) {
 
 // The bearer token: --token-file, else HEADROOM_TOKEN, else --token (which every user of the
 // machine can read in the process list: a warning says so).
-Result<std::string> ResolveToken(const TokenArgs& args,
-                                 const std::function<void(const std::string&)>& log) {
+Result<std::string> ResolveToken(const TokenArgs& args, const Logger& log) {
   if (!args.token.empty() && !args.token_file.empty()) {
     return Error::Usage("--token and --token-file: give one");
   }
@@ -50,8 +49,8 @@ Result<std::string> ResolveToken(const TokenArgs& args,
       return std::move(st).error();
     struct stat st {};
     if (stat(args.token_file.c_str(), &st) == 0 && (st.st_mode & 0077) != 0) {
-      log(fmt::format("warning: --token-file {} is readable by other users (chmod 600 it)",
-                      args.token_file));
+      log.Warn(fmt::format("--token-file {} is readable by other users (chmod 600 it)",
+                           args.token_file));
     }
     return token;
   }
@@ -63,7 +62,8 @@ Result<std::string> ResolveToken(const TokenArgs& args,
   }
   if (!args.token.empty()) {
     if (auto st = CheckToken(args.token, "--token"); !st) return std::move(st).error();
-    log("warning: --token is visible to every user of this machine (ps); prefer --token-file "
+    log.Warn(
+        "--token is visible to every user of this machine (ps); prefer --token-file "
         "or HEADROOM_TOKEN");
   }
   return args.token;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/log.h"
 
 namespace headroom::cli {
 
@@ -16,7 +17,6 @@ struct TokenArgs {
 
 // Empty: no token. Warns through `log` of a token on the command line or a token file others
 // can read.
-Result<std::string> ResolveToken(const TokenArgs& args,
-                                 const std::function<void(const std::string&)>& log);
+Result<std::string> ResolveToken(const TokenArgs& args, const Logger& log);
 
 }  // namespace headroom::cli

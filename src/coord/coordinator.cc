@@ -9,7 +9,7 @@
 namespace headroom::coord {
 
 Coordinator::Coordinator(Store& store, CoordinatorConfig config, std::function<double()> now_s,
-                         std::function<void(const std::string&)> log)
+                         Logger log)
     : store_(store),
       config_(std::move(config)),
       keys_(config_.site),
@@ -58,7 +58,8 @@ void Coordinator::PlanStagger(const Ledger& ledger, PlanInput* in) {
 
 void Coordinator::StepDown(const std::string& why, bool lost) {
   if (term_ != 0) {
-    log_(fmt::format("leadership of term {} lost: {}", term_, why));
+    log_.Warn(fmt::format("leadership of term {} lost: {}", term_, why),
+              {{"site", config_.site}, {"term", term_}});
     if (lost) ++status_.leadership_lost;
   }
   term_ = 0;
@@ -115,12 +116,14 @@ void Coordinator::Step() {
     }
     if (r->succeeded) {
       term_ = r->revision;
-      log_(fmt::format("leading site '{}', term {}", config_.site, term_));
+      log_.Info(fmt::format("leading site '{}', term {}", config_.site, term_),
+                {{"site", config_.site}, {"term", term_}});
     } else if (!r->responses.empty() && !r->responses[0].empty()) {
       const KeyValue& kv = r->responses[0][0];
       if (kv.lease == lease_) {
         term_ = kv.create_revision;  // our own campaign, whose reply was lost
-        log_(fmt::format("leading site '{}', term {}", config_.site, term_));
+        log_.Info(fmt::format("leading site '{}', term {}", config_.site, term_),
+                  {{"site", config_.site}, {"term", term_}});
       } else {
         status_.role = "follower";
         status_.leader = kv.value;
@@ -155,7 +158,7 @@ bool Coordinator::SeesStateLost(int64_t revision) {
   max_revision_seen_ = std::max(max_revision_seen_, revision);
   if (before == 0 || revision >= before) return false;
   max_revision_seen_ = revision;
-  log_(
+  log_.Warn(
       fmt::format("the store's revision went back from {} to {}: its state was lost; "
                   "starting afresh",
                   before, revision));
@@ -224,7 +227,7 @@ void Coordinator::Lead(double now_s) {
     auto& seen = malformed_seen_[kv.key];
     if (seen != kv.mod_revision) {
       seen = kv.mod_revision;
-      log_(fmt::format("ignored: {}", e.message()));
+      log_.Warn(fmt::format("ignored: {}", e.message()));
     }
   };
   for (const KeyValue& kv : snap->kvs) {
@@ -316,7 +319,7 @@ void Coordinator::Lead(double now_s) {
           "--reserve-w) {:.1f} W and {:.1f} W: following the ledger",
           ledger.target_site_budget_w, ledger.TargetReserveW(), config_.site_budget_w,
           config_.reserve_w);
-      log_(status_.conflict);
+      log_.Warn(status_.conflict);
     }
   } else if (lost_ledger_) {
     // The store's state was lost: every job of the last ledger this replica held is kept at
@@ -384,8 +387,8 @@ void Coordinator::Lead(double now_s) {
     for (const auto& [name, m] : in.duplicates) counted_w += StandbyChargeW(m);
     // An unreadable member may act on its stored grant as well (unknown is not gone).
     for (const auto& [name, lease] : in.unreadable) {
-      if (const auto g = in.grants.find(name); g != in.grants.end() && g->second.admitted &&
-                                               g->second.lease == lease) {
+      if (const auto g = in.grants.find(name);
+          g != in.grants.end() && g->second.admitted && g->second.lease == lease) {
         counted_w += g->second.job_budget_w;
         stored = true;
       }
@@ -410,17 +413,20 @@ void Coordinator::Lead(double now_s) {
           "target (revision {}) refused: site budget {:.1f} W - reserve {:.1f} W is below the "
           "floors of the running jobs {:.1f} W",
           target_kv->mod_revision, w, r, ledger.FloorsW());
-      log_(why);
+      log_.Error(why, {{"revision", target_kv->mod_revision},
+                       {"site_budget_w", w},
+                       {"reserve_w", r},
+                       {"floors_w", ledger.FloorsW()}});
       status_.last_error = why;
     } else {
       if (w < ledger.site_budget_w || r > ledger.reserve_w) decrease_since_s_ = now_s;
       ledger.target_site_budget_w = w;
       ledger.target_reserve_w = std::abs(r - ledger.reserve_w) > 1e-9 ? r : -1.0;
       status_.conflict.clear();
-      log_(fmt::format(
-          "target (revision {}): site budget {:.1f} W, reserve {:.1f} W (in force {:.1f} W, "
-          "{:.1f} W)",
-          target_kv->mod_revision, w, r, ledger.site_budget_w, ledger.reserve_w));
+      log_.Info(fmt::format("target (revision {}): site budget {:.1f} W, reserve {:.1f} W (in "
+                            "force {:.1f} W, {:.1f} W)",
+                            target_kv->mod_revision, w, r, ledger.site_budget_w, ledger.reserve_w),
+                {{"revision", target_kv->mod_revision}, {"site_budget_w", w}, {"reserve_w", r}});
     }
   }
   // Absences, on our clock: of admitted jobs and of jobs in standby.
@@ -450,7 +456,7 @@ void Coordinator::Lead(double now_s) {
     plan.forgotten.clear();
   }
   status_.opportunistic_pool_w = plan.opportunistic_pool_w;
-  for (const std::string& line : plan.log) log_(line);
+  for (const LogEvent& e : plan.log) log_(e);
   status_.members = in.members;
   status_.unreadable.clear();
   for (const auto& [job, lease] : in.unreadable) status_.unreadable.push_back(job);
@@ -475,14 +481,16 @@ void Coordinator::Lead(double now_s) {
   const double overcommitted_w = plan.ledger.OvercommittedW();
   if (std::abs(overcommitted_w - status_.overcommitted_w) > 1e-6) {
     if (overcommitted_w > 1e-6) {
-      log_(fmt::format(
-          "OVERCOMMITTED by {:.1f} W: the floors of the jobs admitted ({:.1f} W) and the standby "
-          "of "
-          "those not admitted ({:.1f} W) do not fit in site budget {:.1f} W - reserve {:.1f} W; "
-          "jobs that do not fit should not have been started",
-          overcommitted_w, plan.ledger.FloorsW(), plan.ledger.StandbyW(),
-          std::min(plan.ledger.site_budget_w, plan.ledger.target_site_budget_w),
-          std::max(plan.ledger.reserve_w, plan.ledger.TargetReserveW())));
+      log_.Error(fmt::format("OVERCOMMITTED by {:.1f} W: the floors of the jobs admitted ({:.1f} "
+                             "W) and the standby "
+                             "of "
+                             "those not admitted ({:.1f} W) do not fit in site budget {:.1f} W - "
+                             "reserve {:.1f} W; "
+                             "jobs that do not fit should not have been started",
+                             overcommitted_w, plan.ledger.FloorsW(), plan.ledger.StandbyW(),
+                             std::min(plan.ledger.site_budget_w, plan.ledger.target_site_budget_w),
+                             std::max(plan.ledger.reserve_w, plan.ledger.TargetReserveW())),
+                 {{"overcommitted_w", overcommitted_w}});
     } else if (status_.overcommitted_w > 1e-6) {
       log_("no longer overcommitted");
     }
@@ -490,7 +498,7 @@ void Coordinator::Lead(double now_s) {
   status_.overcommitted_w = overcommitted_w;
   if (InvariantSlackW(plan.ledger) < 0.0 && RaisedW(ledger, plan) > 1e-6) {
     ++status_.invariant_refusals;
-    log_(
+    log_.Error(
         fmt::format("BUG: a plan holding {:.3f} W > site budget {:.3f} W - reserve {:.3f} W was "
                     "not written",
                     plan.ledger.HeldW(JobClass::kGuaranteed), plan.ledger.site_budget_w,
@@ -528,8 +536,8 @@ void Coordinator::Lead(double now_s) {
       auto l = LedgerFromJson(back->kvs[0].value, keys_.ledger());
       written = l && l->request_id == plan.ledger.request_id;
     }
-    log_(fmt::format("ledger write {} had an unknown outcome: {}", plan.ledger.request_id,
-                     written ? "applied" : "not applied"));
+    log_.Warn(fmt::format("ledger write {} had an unknown outcome: {}", plan.ledger.request_id,
+                          written ? "applied" : "not applied"));
   } else {
     status_.last_error = r.error().message();
   }
@@ -635,8 +643,10 @@ Result<TargetWritten> Coordinator::RequestTarget(std::optional<double> site_budg
   if (!r->succeeded) return Error::Io("the target was not written: not the leader any more");
   t.revision = r->revision;
   ++status_.targets_written;
-  log_(fmt::format("target written (revision {}): site budget {:.1f} W, reserve {:.1f} W",
-                   t.revision, t.site_budget_w, t.reserve_w));
+  log_.Info(
+      fmt::format("target written (revision {}): site budget {:.1f} W, reserve {:.1f} W",
+                  t.revision, t.site_budget_w, t.reserve_w),
+      {{"revision", t.revision}, {"site_budget_w", t.site_budget_w}, {"reserve_w", t.reserve_w}});
   return t;
 }
 

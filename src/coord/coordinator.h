@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/log.h"
 #include "coord/layout.h"
 #include "coord/plan.h"
 #include "coord/store.h"
@@ -92,8 +93,7 @@ inline constexpr size_t kMaxTxnOps = 100;
 
 class Coordinator {
  public:
-  Coordinator(Store& store, CoordinatorConfig config, std::function<double()> now_s,
-              std::function<void(const std::string&)> log);
+  Coordinator(Store& store, CoordinatorConfig config, std::function<double()> now_s, Logger log);
 
   // One period. Never throws; store failures are logged and retried next period.
   void Step();
@@ -136,7 +136,7 @@ class Coordinator {
   CoordinatorConfig config_;
   Keys keys_;
   std::function<double()> now_s_;
-  std::function<void(const std::string&)> log_;
+  Logger log_;
   LeaseId lease_ = 0;
   double lease_renewed_s_ = 0.0;
   int64_t term_ = 0;

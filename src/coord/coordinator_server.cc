@@ -20,7 +20,7 @@ using nlohmann::json;
 
 CoordinatorHost::CoordinatorHost(Store& store, CoordinatorConfig config,
                                  std::function<double()> now_s,
-                                 std::function<void(const std::string&)> log)
+                                 Logger log)
     : config_(config), coordinator_(store, std::move(config), std::move(now_s), std::move(log)) {}
 
 void CoordinatorHost::Step() {

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "common/thread_annotations.h"
 #include "coord/coordinator.h"
 #include "net/http.h"
@@ -50,7 +51,7 @@ struct SiteBudgetAnswer {
 class CoordinatorHost {
  public:
   CoordinatorHost(Store& store, CoordinatorConfig config, std::function<double()> now_s,
-                  std::function<void(const std::string&)> log);
+                  Logger log);
 
   // One period of the coordinator, then publishes its status.
   void Step() EXCLUDES(mu_, snapshot_mu_);

@@ -26,7 +26,7 @@ std::string_view StateName(Acting::State s) {
 }
 
 FleetMember::FleetMember(Store& store, MemberConfig config, std::function<double()> monotonic_s,
-                         std::function<void(const std::string&)> log)
+                         Logger log)
     : store_(store),
       config_(std::move(config)),
       keys_(config_.site),
@@ -291,8 +291,9 @@ bool FleetMember::Register(double now_s) {
     if (!lease) {
       MutexLock lock(mu_);
       if (status_.last_error != lease.error().message()) {
-        log_(fmt::format("fleet: {} ({}; retrying)", lease.error().message(),
-                         config_.fail_open ? "on the local budget" : "at standby, held"));
+        log_.Warn(fmt::format("fleet: {} ({}; retrying)", lease.error().message(),
+                              config_.fail_open ? "on the local budget" : "at standby, held"),
+                  {{"site", config_.site}, {"job", config_.job}});
       }
       status_.last_error = lease.error().message();
       return false;
@@ -336,8 +337,12 @@ bool FleetMember::Register(double now_s) {
                                                         config_.fence_margin_s;
     if (gone && past_its_deadline) {
       if (auto revoked = store_.LeaseRevoke(taken.lease); revoked || IsLeaseGone(revoked.error())) {
-        log_(fmt::format("fleet: job '{}': its previous agent ({}) is gone: lease {:x} revoked",
-                         config_.job, before->holder, taken.lease));
+        log_.Warn(
+            fmt::format("fleet: job '{}': its previous agent ({}) is gone: lease {:x} revoked",
+                        config_.job, before->holder, taken.lease),
+            {{"site", config_.site},
+             {"job", config_.job},
+             {"lease", fmt::format("{:x}", taken.lease)}});
         r = store_.Txn(txn);
       }
     }
@@ -359,7 +364,9 @@ bool FleetMember::Register(double now_s) {
       why = "registration lost a race; retrying";
     }
     MutexLock lock(mu_);
-    if (status_.refused != why) log_(fmt::format("fleet: {}", why));
+    if (status_.refused != why) {
+      log_.Error(fmt::format("fleet: {}", why), {{"site", config_.site}, {"job", config_.job}});
+    }
     status_.refused = why;
     status_.duplicate = duplicate;
     return false;
@@ -377,8 +384,9 @@ bool FleetMember::Register(double now_s) {
   status_.last_error.clear();
   status_.registered = true;
   status_.lease = lease_;
-  log_(fmt::format("fleet: job '{}' registered at site '{}' (lease {:x})", config_.job,
-                   config_.site, lease_));
+  log_.Info(fmt::format("fleet: job '{}' registered at site '{}' (lease {:x})", config_.job,
+                        config_.site, lease_),
+            {{"site", config_.site}, {"job", config_.job}, {"lease", fmt::format("{:x}", lease_)}});
   return true;
 }
 
@@ -408,7 +416,9 @@ void FleetMember::Step() {
       renewed_sent_s_ = sent_s;
       if (*kept > 0) lease_ttl_s_ = std::min<int64_t>(*kept, config_.lease_ttl_s);
     } else if (IsLeaseGone(kept.error())) {
-      log_(fmt::format("fleet: lease {:x} gone: fenced at the floor, registering again", lease));
+      log_.Warn(
+          fmt::format("fleet: lease {:x} gone: fenced at the floor, registering again", lease),
+          {{"site", config_.site}, {"job", config_.job}, {"lease", fmt::format("{:x}", lease)}});
       ++status_.leases_lost;
       registered_ = false;
       status_.registered = false;
@@ -489,7 +499,7 @@ void FleetMember::SeenRevisionLocked(int64_t revision, int64_t before) {
   // and epochs start again there: forget the ones seen, or the new leader's grants would be
   // ignored for good.
   if (revision < before) {
-    log_(
+    log_.Warn(
         fmt::format("fleet: the store's revision went back from {} to {}: its state was lost; "
                     "following its new leader",
                     before, revision));
@@ -509,7 +519,7 @@ bool FleetMember::TakeGrantLocked(const KeyValue& kv) {
   auto g = GrantFromJson(kv.value, kv.key);
   if (!g) {
     if (status_.last_error != g.error().message())
-      log_(fmt::format("fleet: ignored: {}", g.error().message()));
+      log_.Warn(fmt::format("fleet: ignored: {}", g.error().message()));
     status_.last_error = g.error().message();
     return false;
   }
@@ -528,7 +538,9 @@ bool FleetMember::TakeGrantLocked(const KeyValue& kv) {
   }
   max_term_ = std::max(max_term_, g->term);
   status_.max_term = max_term_;
-  if (!g->admitted && (!grant_ || grant_->admitted)) log_(fmt::format("fleet: {}", g->reason));
+  if (!g->admitted && (!grant_ || grant_->admitted)) {
+    log_.Warn(fmt::format("fleet: {}", g->reason), {{"site", config_.site}, {"job", config_.job}});
+  }
   if (g->admitted) ever_granted_ = true;
   grant_ = std::move(*g);
   return true;

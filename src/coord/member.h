@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 
+#include "common/log.h"
 #include "common/thread_annotations.h"
 #include "coord/layout.h"
 #include "coord/store.h"
@@ -113,8 +114,7 @@ struct MemberStatus {
 
 class FleetMember {
  public:
-  FleetMember(Store& store, MemberConfig config, std::function<double()> monotonic_s,
-              std::function<void(const std::string&)> log);
+  FleetMember(Store& store, MemberConfig config, std::function<double()> monotonic_s, Logger log);
 
   // The store's work: register (or re-register after losing the lease), keep the lease, publish
   // the demand every update_s, read the grant, acknowledge what Current() has served.
@@ -176,7 +176,7 @@ class FleetMember {
   const MemberConfig config_;
   const Keys keys_;
   std::function<double()> now_s_;
-  std::function<void(const std::string&)> log_;
+  Logger log_;
   const double started_s_;  // when this process's member began (the reclaim waits on it)
 
   mutable Mutex mu_;

@@ -76,7 +76,7 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
   PlanOutput out;
   Ledger& l = out.ledger;
   l = read;
-  const auto log = [&](std::string line) { out.log.push_back(std::move(line)); };
+  const Logger log([&out](const LogEvent& e) { out.log.push_back(e); });
   std::map<std::string, bool> regrant;  // jobs whose grant must be (re)written
 
   // 1. Acknowledgements, gone leases, new incarnations.
@@ -92,8 +92,9 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
       // The lease the ledger addresses is gone (a member key is created only once the previous
       // one is deleted): that agent has fenced itself to its floor.
       if (j.lease != 0) {
-        log(fmt::format("{}: lease {:x} gone: held {:.1f} W -> floor {:.1f} W", name, j.lease,
-                        j.held_w, j.floor_w));
+        log.Warn(fmt::format("{}: lease {:x} gone: held {:.1f} W -> floor {:.1f} W", name, j.lease,
+                             j.held_w, j.floor_w),
+                 {{"job", name}, {"held_w", j.floor_w}});
         j.lease = 0;
         j.held_w = j.floor_w;
         j.grant_w = j.floor_w;
@@ -104,8 +105,9 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
       } else if (m == in.members.end()) {
         const auto gone = in.gone_for_s.find(name);
         if (gone != in.gone_for_s.end() && gone->second >= in.forget_after_s) {
-          log(fmt::format("{}: no member for {:.0f} s: forgotten, floor {:.1f} W released", name,
-                          gone->second, j.floor_w));
+          log.Info(fmt::format("{}: no member for {:.0f} s: forgotten, floor {:.1f} W released",
+                               name, gone->second, j.floor_w),
+                   {{"job", name}, {"released_w", j.floor_w}});
           out.forgotten.push_back(name);
           it = l.jobs.erase(it);
           out.changed = true;
@@ -119,10 +121,10 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
                                 std::max(l.reserve_w, l.TargetReserveW());
         if (more_w > kEpsW && (l.FloorsW() + l.StandbyW() + more_w > budget_w + kEpsW ||
                                l.HeldW() + more_w > l.site_budget_w - l.reserve_w + kEpsW)) {
-          log(
-              fmt::format("{}: lease {:x} waits: its floor {:.1f} W is {:.1f} W above the "
-                          "job's, not free yet",
-                          name, m->second.lease, m->second.floor_w, more_w));
+          log.Info(fmt::format("{}: lease {:x} waits: its floor {:.1f} W is {:.1f} W above the "
+                               "job's, not free yet",
+                               name, m->second.lease, m->second.floor_w, more_w),
+                   {{"job", name}});
           ++it;
           continue;
         }
@@ -136,7 +138,8 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
         if (j.job_class == JobClass::kOpportunistic) j.floor_w = 0.0;  // it pauses at 0
         j.demand_w = std::max(m->second.demand_w, j.floor_w);
         regrant[name] = true;
-        log(fmt::format("{}: lease {:x} takes the job's place", name, j.lease));
+        log.Info(fmt::format("{}: lease {:x} takes the job's place", name, j.lease),
+                 {{"job", name}});
         out.changed = true;
       }
     } else {
@@ -175,8 +178,9 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
     if (l.jobs.contains(name) || moved ||
         (gone != in.gone_for_s.end() && gone->second >= in.forget_after_s)) {
       if (!l.jobs.contains(name)) {
-        log(fmt::format("{}: standby {:.1f} W released ({})", name, s.standby_w,
-                        moved ? "its agent took the name" : "no member"));
+        log.Info(fmt::format("{}: standby {:.1f} W released ({})", name, s.standby_w,
+                             moved ? "its agent took the name" : "no member"),
+                 {{"job", name}, {"released_w", s.standby_w}});
       }
       it = l.standby.erase(it);
       out.changed = true;
@@ -197,8 +201,9 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
     if (fresh || s.lease != m.lease || std::abs(s.standby_w - charge_w) > kEpsW ||
         std::abs(s.floor_w - m.floor_w) > kEpsW || s.duplicate != duplicate) {
       if (fresh || s.lease != m.lease) {
-        log(fmt::format("{}: registered (lease {:x}){}: counted at {:.1f} W until admitted", name,
-                        m.lease, duplicate ? " under a name taken" : "", charge_w));
+        log.Info(fmt::format("{}: registered (lease {:x}){}: counted at {:.1f} W until admitted",
+                             name, m.lease, duplicate ? " under a name taken" : "", charge_w),
+                 {{"job", name}, {"counted_w", charge_w}});
         out.arrivals_w[name] = charge_w;
       }
       s = {charge_w, m.floor_w, m.lease, duplicate};
@@ -223,9 +228,10 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
                                 ? g->second.job_budget_w
                                 : std::max(s.standby_w, g->second.job_budget_w);
     if (fresh || s.lease != lease || std::abs(s.standby_w - charge_w) > kEpsW) {
-      log(fmt::format("{}: unreadable (lease {:x}): counted at its stored grant {:.1f} W until "
-                      "it can be read",
-                      name, lease, charge_w));
+      log.Warn(fmt::format("{}: unreadable (lease {:x}): counted at its stored grant {:.1f} W "
+                           "until it can be read",
+                           name, lease, charge_w),
+               {{"job", name}, {"counted_w", charge_w}});
       s = {charge_w, fresh ? charge_w : s.floor_w, lease, false};
       out.changed = true;
     }
@@ -270,8 +276,9 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
       const double extra_w = std::max(0.0, m.floor_w - charge_w);
       const double free_w = l.site_budget_w - l.reserve_w - l.HeldW() - waiting_w;
       if (extra_w > kEpsW && extra_w > free_w + kEpsW) {
-        log(fmt::format("{}: floor {:.1f} W fits, waiting for {:.1f} W to be released", name,
-                        m.floor_w, extra_w - std::max(0.0, free_w)));
+        log.Info(fmt::format("{}: floor {:.1f} W fits, waiting for {:.1f} W to be released", name,
+                             m.floor_w, extra_w - std::max(0.0, free_w)),
+                 {{"job", name}});
         waiting_w += extra_w;
         continue;
       }
@@ -288,7 +295,8 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
       if (sb != l.standby.end()) l.standby.erase(sb);
       regrant[name] = true;
       out.changed = true;
-      log(fmt::format("{}: admitted at its floor {:.1f} W", name, m.floor_w));
+      log.Info(fmt::format("{}: admitted at its floor {:.1f} W", name, m.floor_w),
+               {{"job", name}, {"floor_w", m.floor_w}});
     } else {
       Grant g;
       g.job = name;
@@ -307,7 +315,7 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
         g.seq = ++l.seq;
         out.grants.push_back(g);
         out.changed = true;
-        log(fmt::format("{}: {}", name, g.reason));
+        log.Warn(fmt::format("{}: {}", name, g.reason), {{"job", name}});
       }
     }
   }
@@ -422,11 +430,14 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
   if ((l.target_site_budget_w < l.site_budget_w || l.target_reserve_w > l.reserve_w) &&
       l.HeldW() <= l.target_site_budget_w - l.TargetReserveW() + kEpsW) {
     if (l.TargetReserveW() == l.reserve_w) {
-      log(fmt::format("site budget {:.1f} W -> {:.1f} W in force", l.site_budget_w,
-                      l.target_site_budget_w));
+      log.Info(fmt::format("site budget {:.1f} W -> {:.1f} W in force", l.site_budget_w,
+                           l.target_site_budget_w),
+               {{"site_budget_w", l.target_site_budget_w}});
     } else {
-      log(fmt::format("site budget {:.1f} W -> {:.1f} W, reserve {:.1f} W -> {:.1f} W in force",
-                      l.site_budget_w, l.target_site_budget_w, l.reserve_w, l.TargetReserveW()));
+      log.Info(
+          fmt::format("site budget {:.1f} W -> {:.1f} W, reserve {:.1f} W -> {:.1f} W in force",
+                      l.site_budget_w, l.target_site_budget_w, l.reserve_w, l.TargetReserveW()),
+          {{"site_budget_w", l.target_site_budget_w}, {"reserve_w", l.TargetReserveW()}});
     }
     l.site_budget_w = l.target_site_budget_w;
     l.reserve_w = l.TargetReserveW();
@@ -455,7 +466,7 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
   // key) follows the next grant instead of ignoring every later one.
   for (const auto& [name, g] : in.grants) {
     if (g.seq > l.seq) {
-      log(
+      log.Warn(
           fmt::format("{}: grant key's seq {} is above the ledger's {}: the sequence goes on "
                       "from it",
                       name, g.seq, l.seq));

@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "common/log.h"
 #include "coord/layout.h"
 #include "coord/value_allocation.h"
 
@@ -104,7 +105,7 @@ struct PlanOutput {
   std::vector<Grant> grants;           // to write (changed only)
   std::vector<std::string> forgotten;  // jobs whose grant key to delete
   bool changed = false;                // anything to write
-  std::vector<std::string> log;
+  std::vector<LogEvent> log;
   // What the opportunistic jobs' targets were computed from: what the guaranteed targets
   // leave, or the loans when more.
   double opportunistic_pool_w = 0.0;

@@ -17,7 +17,7 @@ double DutyForGrant(double grant_w, int threads, double watts_per_core) {
 }
 
 FleetPower::FleetPower(coord::Store& store, const FleetPowerConfig& config,
-                       std::function<double()> now_s, std::function<void(const std::string&)> log)
+                       std::function<double()> now_s, Logger log)
     : config_(config), now_s_(std::move(now_s)) {
   coord::MemberConfig mc;
   mc.site = config.site;

@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "common/log.h"
 #include "coord/member.h"
 #include "coord/store.h"
 
@@ -40,7 +41,7 @@ class FleetPower {
  public:
   // `store`: the site's etcd (it outlives this). Starts the member's thread.
   FleetPower(coord::Store& store, const FleetPowerConfig& config, std::function<double()> now_s,
-             std::function<void(const std::string&)> log);
+             Logger log);
   ~FleetPower();  // stops the thread and leaves the site (revokes the lease)
   FleetPower(const FleetPower&) = delete;
   FleetPower& operator=(const FleetPower&) = delete;

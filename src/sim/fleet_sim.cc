@@ -138,7 +138,7 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
                             std::vector<std::string>* names, uint64_t* reassignments,
                             uint64_t* writes, double* nameplate_w,
                             const std::function<void(double, double)>& progress, double offset,
-                            double total, const std::function<void(const std::string&)>& log) {
+                            double total, const Logger& log) {
   double now_s = 0.0;
   const auto clock = [&now_s] { return now_s; };
   const auto quiet = [](const std::string&) {};
@@ -338,10 +338,7 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
       cc.loan_cover = config.loan_cover;
       cc.loan_margin = config.loan_margin;
     }
-    coordinator = std::make_unique<coord::Coordinator>(*coordinator_store, cc, clock,
-                                                       [&log](const std::string& l) {
-                                                         if (log) log(l);
-                                                       });
+    coordinator = std::make_unique<coord::Coordinator>(*coordinator_store, cc, clock, log);
   }
 
   FleetSimRun run;
@@ -529,7 +526,7 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
     while (next_request < requests.size() && requests[next_request].at_s <= now_s + 1e-9) {
       if (auto st = coordinator->RequestSiteBudget(requests[next_request].site_budget_w);
           !st && log) {
-        log(st.error().message());
+        log.Error(st.error().message());
       }
       ++next_request;
     }
@@ -646,7 +643,7 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
 Result<FleetSimResult> RunFleetSim(const FleetSimConfig& config, coord::Store* store,
                                    const std::string& store_name,
                                    const std::function<void(double, double)>& progress,
-                                   const std::function<void(const std::string&)>& log) {
+                                   const Logger& log) {
   FleetSimResult out;
   out.store = store_name;
   out.allocation = config.allocation == coord::Allocation::kValue ? "value" : "proportional";

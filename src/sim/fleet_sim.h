@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "coord/plan.h"
 #include "coord/site_schedule.h"
 #include "coord/store.h"
@@ -118,6 +119,6 @@ Result<std::vector<FleetSimJobSpec>> ParseFleetJobs(std::string_view text);
 Result<FleetSimResult> RunFleetSim(const FleetSimConfig& config, coord::Store* store,
                                    const std::string& store_name,
                                    const std::function<void(double, double)>& progress,
-                                   const std::function<void(const std::string&)>& log);
+                                   const Logger& log);
 
 }  // namespace headroom::sim

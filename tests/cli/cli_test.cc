@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -690,6 +691,58 @@ TEST_F(Cli, AgentRefusesBadConfigAndOptions) {
       "--duration-s 1 --listen 127.0.0.1:0");
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.err, HasSubstr("nvml: cannot load /nonexistent/libnvidia-ml.so.1"));
+}
+
+// Issue 35: every line of a daemon's log with its time and level; as JSON lines, each an object
+// with ts, level, daemon, msg and the event's fields (the first: the version and the commit).
+TEST_F(Cli, AgentLogLinesAsTextAndAsJsonWithTheirFields) {
+  const std::string run =
+      "agent --source twin --scenario a100-7b-tp1 --controller pid --speed 0 --duration-s 2 "
+      "--listen 127.0.0.1:0 --token s3cr3t-t0ken-0123456789 --trace-out " +
+      (dir_ / "agent.csv").string();
+  auto r = Headroom(run + " --log-format json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::istringstream lines(r.err);
+  std::string line;
+  std::vector<nlohmann::json> events;
+  while (std::getline(lines, line)) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << "not a JSON line: " << line;
+    ASSERT_TRUE(j.is_object()) << line;
+    EXPECT_THAT(j.value("ts", ""), ::testing::MatchesRegex(
+                                       "20[0-9][0-9]-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:"
+                                       "[0-6][0-9]\\.[0-9][0-9][0-9]Z"))
+        << line;
+    EXPECT_EQ(j.value("daemon", ""), "agent") << line;
+    EXPECT_THAT(j.value("level", ""), ::testing::AnyOf("info", "warn", "error")) << line;
+    events.push_back(j);
+  }
+  ASSERT_GE(events.size(), 3u) << r.err;
+  const auto has = [&](const std::string& level, const std::string& text) {
+    return std::any_of(events.begin(), events.end(), [&](const nlohmann::json& e) {
+      return e["level"] == level && e["msg"].get<std::string>().find(text) != std::string::npos;
+    });
+  };
+  EXPECT_TRUE(has("warn", "--token is visible to every user")) << r.err;
+  const auto first = std::find_if(events.begin(), events.end(), [](const nlohmann::json& e) {
+    return e["msg"].get<std::string>().starts_with("version ");
+  });
+  ASSERT_NE(first, events.end()) << r.err;
+  EXPECT_EQ((*first)["level"], "info");
+  EXPECT_FALSE((*first)["version"].get<std::string>().empty());
+  EXPECT_TRUE(first->contains("commit"));
+  EXPECT_EQ((*first)["source"], "twin");
+  EXPECT_EQ((*first)["controller"], "pid");
+  EXPECT_GT((*first)["budget_per_gpu_w"].get<double>(), 0.0);
+  const auto last = events.back();
+  EXPECT_TRUE(last["msg"].get<std::string>().starts_with("stopped after")) << r.err;
+  EXPECT_TRUE(last["intervals"].is_number_integer()) << last.dump();
+  // Text: the same events, one line each, "TIME LEVEL headroom agent: MSG".
+  r = Headroom(run);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.err, ::testing::ContainsRegex(
+                         "Z WARN headroom agent: --token is visible to every user"));
+  EXPECT_THAT(r.err, ::testing::ContainsRegex("Z INFO headroom agent: version "));
 }
 
 // Issue 32, F1: in a site a local budget above the floor is watts no ledger holds (an agent

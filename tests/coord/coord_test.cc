@@ -1732,7 +1732,8 @@ struct ThreadedMember {
     CoordinatorConfig cc;
     cc.site = "s";
     cc.site_budget_w = 1000;
-    cc.id = "c";
+    cc.id =
+        std::string("c");  // not = "c": g++ 12 -O3 warns wrongly here (-Wrestrict, GCC PR 105651)
     coordinator = std::make_unique<Coordinator>(
         store, cc, [this] { return now.load(); }, [](auto&) {});
     MemberConfig mc;

@@ -9,6 +9,7 @@
 #   lib/python3/dist-packages/headroom_client  the Python client (import headroom_client)
 #   share/doc/headroom/                        README, docs, LICENSE, NOTICE, copyright, changelog
 #   share/bash-completion/completions/headroom `headroom completion bash`
+#   share/man/man1/headroom.1.gz, headroom-diloco.1.gz   from --help and --version (help2man)
 include(GNUInstallDirs)
 
 install(TARGETS headroom RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
@@ -54,6 +55,40 @@ install(CODE "
   endif()
   file(INSTALL DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_DATADIR}/bash-completion/completions\"
        TYPE FILE RENAME headroom FILES \"${CMAKE_BINARY_DIR}/headroom.bash\")")
+
+# Manual pages, from each binary's own --help and --version (help2man, a Debian package that
+# scripts/setup.sh installs; without it there are none, and lintian says no-manual-page).
+find_program(HEADROOM_HELP2MAN help2man)
+if(HEADROOM_HELP2MAN)
+  set(headroom_man_targets headroom)
+  if(TARGET headroom-diloco)
+    list(APPEND headroom_man_targets headroom-diloco)
+  endif()
+  foreach(target ${headroom_man_targets})
+    if(target STREQUAL "headroom")
+      set(summary "keep AI training inside a power budget by steering the workload")
+    else()
+      set(summary "elastic low-communication training (DiLoCo) on etcd and Gloo")
+    endif()
+    install(CODE "
+      file(MAKE_DIRECTORY \"${CMAKE_BINARY_DIR}/man\")
+      execute_process(COMMAND \"${HEADROOM_HELP2MAN}\" --no-info --no-discard-stderr
+                              --name \"${summary}\" --section 1 \"$<TARGET_FILE:${target}>\"
+                      OUTPUT_FILE \"${CMAKE_BINARY_DIR}/man/${target}.1\" RESULT_VARIABLE rc)
+      if(NOT rc EQUAL 0)
+        message(FATAL_ERROR \"help2man ${target} failed: \${rc}\")
+      endif()
+      execute_process(COMMAND gzip -9 -n -f \"${CMAKE_BINARY_DIR}/man/${target}.1\" RESULT_VARIABLE rc)
+      if(NOT rc EQUAL 0)
+        message(FATAL_ERROR \"gzip ${target}.1 failed: \${rc}\")
+      endif()
+      file(INSTALL DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_MANDIR}/man1\"
+           TYPE FILE PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ
+           FILES \"${CMAKE_BINARY_DIR}/man/${target}.1.gz\")")
+  endforeach()
+else()
+  message(STATUS "help2man not found: the package has no manual pages (scripts/setup.sh installs it)")
+endif()
 
 # The units name the binary by its installed path: written at install time, when the prefix is
 # known (CPack installs to /usr; `cmake --install --prefix P` to P).

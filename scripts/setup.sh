@@ -30,6 +30,7 @@ packages=(
   python3-venv python3-pip python3-setuptools python3-wheel  # the client package's install test
   python3-torch                      # the GRPO example and the Python client's multi-rank test
   lintian systemd                    # the package's test: lintian, and systemd-analyze on its units
+  help2man                           # the package's manual pages, from --help
   curl                               # the README's runnable examples (tests/docs/readme_commands_test.py)
 )
 # Node.js and npm: the machine's own where it has them, else Debian's.

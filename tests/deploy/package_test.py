@@ -11,7 +11,9 @@ lintian with no error (its warnings are listed in docs/INSTALL.md).
 """
 import glob
 import json
+import gzip
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -117,12 +119,27 @@ class Package(unittest.TestCase):
             # verify exits 0 on a key it ignores or a value it cannot parse: it only says so.
             self.assertEqual((r.returncode, r.stdout + r.stderr), (0, ""), name)
 
+    def test_manual_pages_from_the_binaries_help(self):
+        man1 = os.path.join(self.root, "usr", "share", "man", "man1")
+        self.assertEqual(sorted(os.listdir(man1)), ["headroom-diloco.1.gz", "headroom.1.gz"])
+        with gzip.open(os.path.join(man1, "headroom.1.gz"), "rt") as f:
+            page = f.read()
+        self.assertIn('.TH HEADROOM "1"', page)
+        for command in ("analyze", "fleet\\-sim", "agent", "coordinator"):
+            self.assertIn(command, page)
+
     def test_lintian_reports_no_error(self):
         if shutil.which("lintian") is None:
             self.fail("lintian is missing: scripts/setup.sh installs it")
         r = run(["lintian", "--no-tag-display-limit", self.deb])
         errors = [l for l in r.stdout.splitlines() if l.startswith("E:")]
         self.assertEqual(errors, [], r.stdout)
+        # Every warning is one docs/INSTALL.md lists, with why it stays.
+        install_md = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "INSTALL.md")
+        with open(install_md) as f:
+            listed = set(re.findall(r"^\| `([a-z0-9-]+)", f.read(), re.M))
+        tags = {l.split(":")[2].split()[0] for l in r.stdout.splitlines() if l.startswith("W:")}
+        self.assertEqual(tags - listed, set(), r.stdout)
 
 
 if __name__ == "__main__":

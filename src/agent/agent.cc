@@ -58,7 +58,7 @@ void Agent::SetBudget(double budget_w, std::string from) {
   budget_from_ = std::move(from);
 }
 
-const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& sample) {
+const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& sample, double unix_s) {
   ++decisions_;
   std::string failure;
   if (!sample.ok()) {
@@ -77,20 +77,26 @@ const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& samp
     if (failure.empty() && power.empty()) failure = "telemetry has no GPU";
     if (failure.empty()) {
       power_w_ = std::move(power);
+      power_limit_w_.clear();
+      for (const auto& g : sample->gpus) {
+        power_limit_w_.push_back(
+            g.power_limit_w && std::isfinite(*g.power_limit_w) ? g.power_limit_w : std::nullopt);
+      }
       last_good_s_ = now_s;
     }
   }
   // The trainer's step, when a fresh report says it: group size changes only then.
   const bool fresh_report = report_ && now_s - report_t_s_ <= config_.report_timeout_s;
   const std::optional<int> step = fresh_report ? std::optional<int>(report_->step) : std::nullopt;
+  const std::optional<control::Phase> phase =
+      fresh_report ? std::optional<control::Phase>(report_->phase) : std::nullopt;
   if (!failure.empty()) {
     ++telemetry_errors_;
     ++safe_decisions_;
     applied_.concurrency = config_.safe_concurrency;
-    applied_.group_size =
-        group_gate_.Decide(actuation_.group_size, config_.safe_group_size, step);
+    applied_.group_size = group_gate_.Decide(actuation_.group_size, config_.safe_group_size, step);
     Set(config_.safe_concurrency, applied_.group_size, "safe: " + failure, now_s);
-    Remember(now_s, /*good=*/false);
+    Remember(now_s, /*good=*/false, unix_s, phase);
     return actuation_;
   }
   double job_w = 0.0;
@@ -135,11 +141,11 @@ const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& samp
     ++actuation_.seq;
   }
   Set(applied_.concurrency, applied_.group_size, std::move(reason), now_s);
-  Remember(now_s, /*good=*/true);
+  Remember(now_s, /*good=*/true, unix_s, phase);
   return actuation_;
 }
 
-void Agent::Remember(double now_s, bool good) {
+void Agent::Remember(double now_s, bool good, double unix_s, std::optional<control::Phase> phase) {
   HistoryPoint p;
   if (history_.size() == kHistoryKeep) {
     p = std::move(history_.front());  // reuse its storage
@@ -148,9 +154,13 @@ void Agent::Remember(double now_s, bool good) {
   p.t_s = now_s;
   if (good) {
     p.power_w.assign(power_w_.begin(), power_w_.end());
+    p.power_limit_w.assign(power_limit_w_.begin(), power_limit_w_.end());
   } else {
     p.power_w.clear();
+    p.power_limit_w.clear();
   }
+  p.unix_s = unix_s;
+  p.phase = phase;
   p.budget_w = budget_w_;
   p.concurrency = actuation_.concurrency;
   p.group_size = actuation_.group_size;
@@ -193,6 +203,7 @@ AgentStatus Agent::Status(double now_s) const {
   s.floor_w = config_.floor_w;
   s.gpus = static_cast<int>(power_w_.size());
   s.power_w = power_w_;
+  s.power_limit_w = power_limit_w_;
   for (double p : power_w_) s.job_power_w += p / static_cast<double>(power_w_.size());
   s.actuation = actuation_;
   s.decisions = decisions_;

@@ -90,7 +90,11 @@ struct AgentStatus {
   std::optional<double> floor_w;
   int gpus = 0;                 // of the last good sample
   std::vector<double> power_w;  // last good sample, per GPU
-  double job_power_w = 0.0;     // mean over GPUs
+  // The power limit in force on each GPU (the telemetry's enforced limit) of the last good
+  // sample; empty where the source does not say. What the controller asks is
+  // actuation.power_limit_w.
+  std::vector<std::optional<double>> power_limit_w;
+  double job_power_w = 0.0;  // mean over GPUs
   Actuation actuation;
   uint64_t decisions = 0;
   uint64_t telemetry_errors = 0;
@@ -128,8 +132,11 @@ inline constexpr size_t kLatencyKeep = 4096;
 // One decision as the dashboard draws it.
 struct HistoryPoint {
   double t_s = 0.0;
-  std::vector<double> power_w;  // per GPU; empty when the telemetry failed
-  double budget_w = 0.0;        // per GPU, in force for this decision
+  std::vector<double> power_w;                       // per GPU; empty when the telemetry failed
+  double budget_w = 0.0;                             // per GPU, in force for this decision
+  std::vector<std::optional<double>> power_limit_w;  // per GPU, in force; empty: unknown
+  std::optional<control::Phase> phase;  // the trainer's, from a fresh report; none without
+  double unix_s = 0.0;  // wall-clock time of the decision (Unix seconds); 0: not known
   int concurrency = 0;
   int group_size = 0;
   double tokens_per_s = 0.0;
@@ -145,7 +152,8 @@ class Agent {
   Agent& operator=(const Agent&) = delete;
 
   // One control interval at `now_s` with what the source returned.
-  const Actuation& Tick(double now_s, const Result<telemetry::Sample>& sample);
+  // `unix_s`: the wall clock at this decision, for the history (0: not known).
+  const Actuation& Tick(double now_s, const Result<telemetry::Sample>& sample, double unix_s = 0.0);
   // The budget per GPU from the next decision on. REQUIRES: budget_w > 0 and finite.
   void SetBudget(double budget_w, std::string from);
   // The site's hold before the next step (0: none); a change is a new actuation (seq).
@@ -181,6 +189,7 @@ class Agent {
   Actuation actuation_;
   control::Applied applied_;
   std::vector<double> power_w_;
+  std::vector<std::optional<double>> power_limit_w_;  // of the last good sample
   double last_good_s_ = -1.0;
   std::optional<TrainerReport> report_;
   double report_t_s_ = -1.0;
@@ -193,7 +202,7 @@ class Agent {
   uint64_t trace_write_errors_ = 0;
   std::array<analysis::WindowStats, 3> stats_;
   bool saw_sample_ = false;
-  void Remember(double now_s, bool good);
+  void Remember(double now_s, bool good, double unix_s, std::optional<control::Phase> phase);
 
   std::deque<HistoryPoint> history_;
   std::vector<double> latency_s_;  // ring of the last kLatencyKeep

@@ -48,13 +48,36 @@ std::string ActuationJson(const Actuation& a) {
          "\n";
 }
 
+namespace {
+
+// Per GPU: a number, or null where the source does not say.
+json PerGpuJson(const std::vector<std::optional<double>>& values) {
+  json out = json::array();
+  for (const auto& v : values) out.push_back(v ? json(*v) : json(nullptr));
+  return out;
+}
+
+}  // namespace
+
 std::string StatusJson(const AgentStatus& s,
-                       const std::optional<net::ConnectionCounters>& connections) {
+                       const std::optional<net::ConnectionCounters>& connections,
+                       const std::optional<FleetHealth>& fleet) {
   json j;
   j["version"] = Version();
   j["commit"] = Commit();
   j["t_s"] = s.t_s;
   j["power_w"] = s.power_w;
+  j["power_limit_w"] = PerGpuJson(s.power_limit_w);
+  // The site card: what the job acts on in its site (null: not in a site).
+  j["site"] = fleet ? json{{"site", fleet->site},
+                           {"job", fleet->job},
+                           {"state", fleet->state},
+                           {"job_budget_w", fleet->job_budget_w},
+                           {"lease", fmt::format("{:x}", fleet->lease)},
+                           {"term", fleet->term},
+                           {"fences", fleet->fences},
+                           {"leases_lost", fleet->leases_lost}}
+                    : json(nullptr);
   j["job_power_w"] = s.job_power_w;
   j["actuation"] = {{"concurrency", s.actuation.concurrency},
                     {"group_size", s.actuation.group_size},
@@ -64,7 +87,8 @@ std::string StatusJson(const AgentStatus& s,
                     {"hold_s", s.actuation.hold_s},
                     {"hold_id", s.actuation.hold_id},
                     {"site", s.actuation.site},
-                    {"standby", s.actuation.standby}};
+                    {"standby", s.actuation.standby},
+                    {"power_limit_w", s.actuation.power_limit_w}};
   j["decisions"] = s.decisions;
   j["telemetry_errors"] = s.telemetry_errors;
   j["trace_write_errors"] = s.trace_write_errors;
@@ -105,6 +129,13 @@ std::string MetricsText(const AgentStatus& s, const std::optional<FleetHealth>& 
       "# HELP headroom_power_watts Telemetry power per GPU.\n# TYPE headroom_power_watts gauge\n";
   for (size_t g = 0; g < s.power_w.size(); ++g) {
     out += fmt::format("headroom_power_watts{{gpu=\"{}\"}} {}\n", g, s.power_w[g]);
+  }
+  out +=
+      "# HELP headroom_power_limit_watts The power limit in force per GPU (the telemetry's "
+      "enforced limit).\n# TYPE headroom_power_limit_watts gauge\n";
+  for (size_t g = 0; g < s.power_limit_w.size(); ++g) {
+    if (!s.power_limit_w[g]) continue;  // the source does not say
+    out += fmt::format("headroom_power_limit_watts{{gpu=\"{}\"}} {}\n", g, *s.power_limit_w[g]);
   }
   out += fmt::format(
       "# HELP headroom_budget_watts Budget per GPU in force.\n"
@@ -203,12 +234,16 @@ std::string HistoryJson(const std::vector<HistoryPoint>& points, double budget_w
   j["budget_w"] = budget_w;
   json& out = j["points"] = json::array();
   for (const HistoryPoint& p : points) {
-    out.push_back({{"t_s", p.t_s},
-                   {"power_w", p.power_w.empty() ? json(nullptr) : json(p.power_w)},
-                   {"budget_w", p.budget_w},
-                   {"concurrency", p.concurrency},
-                   {"group_size", p.group_size},
-                   {"tokens_per_s", p.tokens_per_s}});
+    out.push_back(
+        {{"t_s", p.t_s},
+         {"unix_s", p.unix_s > 0.0 ? json(p.unix_s) : json(nullptr)},
+         {"power_w", p.power_w.empty() ? json(nullptr) : json(p.power_w)},
+         {"power_limit_w", p.power_limit_w.empty() ? json(nullptr) : PerGpuJson(p.power_limit_w)},
+         {"phase", p.phase ? json(control::PhaseName(*p.phase)) : json(nullptr)},
+         {"budget_w", p.budget_w},
+         {"concurrency", p.concurrency},
+         {"group_size", p.group_size},
+         {"tokens_per_s", p.tokens_per_s}});
   }
   return Dump(j) + "\n";
 }
@@ -461,11 +496,11 @@ net::Response Api::StatusOrMetrics(bool status_json, std::string_view query) {
     if (shared_.connections) connections = shared_.connections();
   }
   // Serialised outside the lock.
-  if (status_json) return Json(200, StatusJson(status, connections));
-  net::Response r;
-  r.content_type = "text/plain; version=0.0.4";
   std::optional<FleetHealth> fleet;
   if (shared_.fleet) fleet = shared_.fleet();
+  if (status_json) return Json(200, StatusJson(status, connections, fleet));
+  net::Response r;
+  r.content_type = "text/plain; version=0.0.4";
   r.body = MetricsText(status, fleet);
   return r;
 }

@@ -49,6 +49,11 @@ inline constexpr int kDefaultMaxLongPolls = 256;
 
 // A site member's health, as /metrics reports it (with --fleet; docs/FLEET.md).
 struct FleetHealth {
+  std::string site, job;        // --site, --job
+  std::string state;            // what the job acts on: granted, fenced, standby or local
+  double job_budget_w = 0.0;    // the budget acted on for the whole job (a grant, the floor...)
+  uint64_t lease = 0;           // the member's etcd lease (0: not registered)
+  int64_t term = 0;             // the highest coordinator term the member has seen
   bool fenced = false;          // the budget acted on is the floor: the lease not renewed in time
   uint64_t fences = 0;          // times the member began acting on its floor, fenced
   uint64_t leases_lost = 0;     // renewals the store answered "lease gone" (expired)
@@ -117,7 +122,8 @@ class Api final : public net::Handler {
 // The bodies, exposed for tests and the runner's log.
 std::string ActuationJson(const Actuation& a);
 std::string StatusJson(const AgentStatus& s,
-                       const std::optional<net::ConnectionCounters>& connections = std::nullopt);
+                       const std::optional<net::ConnectionCounters>& connections = std::nullopt,
+                       const std::optional<FleetHealth>& fleet = std::nullopt);
 std::string MetricsText(const AgentStatus& s,
                         const std::optional<FleetHealth>& fleet = std::nullopt);
 std::string HistoryJson(const std::vector<HistoryPoint>& points, double budget_w);

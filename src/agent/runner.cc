@@ -76,7 +76,7 @@ RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared, Rec
       if (link != nullptr && !link->follows_trainer()) {
         shared.agent->Report(link->Report(t_s), t_s);
       }
-      a = shared.agent->Tick(t_s, sample);
+      a = shared.agent->Tick(t_s, sample, options.unix_s ? options.unix_s() : 0.0);
     }
     shared.NotifyDecision();
     if (options.monotonic_s) {

@@ -31,6 +31,9 @@ struct RunnerOptions {
   // A monotonic clock in seconds, to measure each decision (read, decide, publish); none: not
   // measured.
   std::function<double()> monotonic_s;
+  // The wall clock in Unix seconds, stamped on each decision of the history (the dashboard's
+  // axes); none: not stamped.
+  std::function<double()> unix_s;
 };
 
 // Sleeps until agent time t_s (the clock maps agent time to wall time; speed 0: returns at once).

@@ -757,10 +757,20 @@ Status RunAgent(const AgentArgs& args) {
         *coord::ReadEtcdCredentials(args.etcd_options.user, args.etcd_options.password_file),
         coord::EtcdTls{args.etcd_options.cacert, args.etcd_options.cert, args.etcd_options.key});
     member.emplace(*fleet_store, *member_config, SteadyNowS, log);
-    shared.fleet = [&member] {
+    shared.fleet = [&member, site = args.site, job = args.job] {
       const coord::MemberStatus st = member->status();
-      return agent::FleetHealth{st.acting == coord::Acting::State::kFenced, st.fences,
-                                st.leases_lost, st.grants_watched};
+      agent::FleetHealth h;
+      h.site = site;
+      h.job = job;
+      h.state = std::string(coord::StateName(st.acting));
+      h.job_budget_w = st.acting_job_budget_w;
+      h.lease = static_cast<uint64_t>(st.lease);
+      h.term = st.acting_term > 0 ? st.acting_term : st.max_term;
+      h.fenced = st.acting == coord::Acting::State::kFenced;
+      h.fences = st.fences;
+      h.leases_lost = st.leases_lost;
+      h.grants_watched = st.grants_watched;
+      return h;
     };
     // Every change of what the job acts on, for an auditor: steady-clock times (the machine's
     // CLOCK_MONOTONIC), one JSON object per line, flushed at once.
@@ -838,6 +848,10 @@ Status RunAgent(const AgentArgs& args) {
   options.duration_s = args.duration_s;
   options.monotonic_s = [] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  options.unix_s = [] {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
         .count();
   };
   options.budget = &budget;

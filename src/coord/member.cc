@@ -87,6 +87,8 @@ Acting FleetMember::Current() {
     ++status_.fences;
   }
   status_.acting = a.state;
+  status_.acting_job_budget_w = a.job_budget_w;
+  status_.acting_term = a.term;
   served_ = a;
   return a;
 }

@@ -105,6 +105,8 @@ struct MemberStatus {
   uint64_t acks = 0;
   // What Current() last served, and how often it began serving the floor, fenced.
   Acting::State acting = Acting::State::kLocal;
+  double acting_job_budget_w = 0.0;  // the budget Current() last served
+  int64_t acting_term = 0;           // its grant's term (0: none)
   uint64_t fences = 0;
   uint64_t leases_lost = 0;     // renewals the store answered "lease gone" (expired)
   uint64_t store_resets = 0;    // times the store's revision went back (its state lost)

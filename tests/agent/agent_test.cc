@@ -414,7 +414,18 @@ TEST(Api, MetricsCarryTheSiteMembersHealth) {
   int calls = 0;
   served.shared.fleet = [&calls] {
     ++calls;
-    return FleetHealth{true, 3, 2, 5};
+    FleetHealth h;
+    h.site = "hall-a";
+    h.job = "grpo-7b";
+    h.state = "fenced";
+    h.job_budget_w = 1600.0;
+    h.lease = 0x2a;
+    h.term = 7;
+    h.fenced = true;
+    h.fences = 3;
+    h.leases_lost = 2;
+    h.grants_watched = 5;
+    return h;
   };
   Api api(served.shared, ApiConfig{});
   net::Request request;
@@ -434,6 +445,65 @@ TEST(Api, MetricsCarryTheSiteMembersHealth) {
   EXPECT_EQ(types.at("headroom_fleet_lease_lost_total"), "counter");
   EXPECT_EQ(m.at("headroom_fleet_grants_watched_total"), 5.0);
   EXPECT_EQ(types.at("headroom_fleet_grants_watched_total"), "counter");
+  // /v1/status: the site card, as the dashboard shows it.
+  request.target = "/v1/status";
+  const auto j = nlohmann::json::parse(api.Handle(request).body);
+  EXPECT_EQ(j["site"]["site"], "hall-a");
+  EXPECT_EQ(j["site"]["job"], "grpo-7b");
+  EXPECT_EQ(j["site"]["state"], "fenced");
+  EXPECT_EQ(j["site"]["job_budget_w"], 1600.0);
+  EXPECT_EQ(j["site"]["lease"], "2a");
+  EXPECT_EQ(j["site"]["term"], 7);
+  EXPECT_EQ(calls, 2);
+}
+
+// Issue 37: the power limit in force on each GPU (the telemetry's enforced limit) is in
+// /v1/status, /v1/history and /metrics; the history also carries each decision's wall-clock
+// time and the trainer's phase. Not in a site: "site" is null.
+TEST(Api, ThePowerLimitInForcePhaseAndWallClockAreServed) {
+  Served served;
+  telemetry::Sample s0 = At(0.0, {250.0, 260.0});
+  s0.gpus[0].power_limit_w = 300.0;  // GPU 1's source does not say
+  served.core.Tick(0.0, s0, 1796521803.25);
+  TrainerReport report;
+  report.step = 3;
+  report.phase = control::Phase::kTrain;
+  served.core.Report(report, 0.25);
+  telemetry::Sample s1 = At(0.5, {280.0, 290.0});
+  s1.gpus[0].power_limit_w = 275.0;
+  s1.gpus[1].power_limit_w = 400.0;
+  served.core.Tick(0.5, s1, 1796521803.75);
+  served.core.Tick(1.0, Result<telemetry::Sample>(Error::Io("gone")), 1796521804.25);
+  served.now = 1.0;
+  Api api(served.shared, ApiConfig{});
+  net::Request request;
+  request.method = "GET";
+  request.host = "127.0.0.1:10470";
+  request.target = "/v1/history";
+  const auto h = nlohmann::json::parse(api.Handle(request).body);
+  ASSERT_EQ(h["points"].size(), 3u);
+  const auto& p0 = h["points"][0];
+  EXPECT_EQ(p0["power_limit_w"], nlohmann::json::parse("[300.0, null]"));
+  EXPECT_EQ(p0["unix_s"], 1796521803.25);
+  EXPECT_TRUE(p0["phase"].is_null());  // no report yet
+  const auto& p1 = h["points"][1];
+  EXPECT_EQ(p1["power_limit_w"], nlohmann::json::parse("[275.0, 400.0]"));
+  EXPECT_EQ(p1["phase"], "train");
+  EXPECT_EQ(p1["unix_s"], 1796521803.75);
+  const auto& p2 = h["points"][2];  // telemetry failed: no power, no limit
+  EXPECT_TRUE(p2["power_w"].is_null());
+  EXPECT_TRUE(p2["power_limit_w"].is_null());
+  request.target = "/v1/status";
+  const auto st = nlohmann::json::parse(api.Handle(request).body);
+  EXPECT_EQ(st["power_limit_w"], nlohmann::json::parse("[275.0, 400.0]"));  // the last good
+  EXPECT_TRUE(st["site"].is_null());
+  EXPECT_TRUE(st["actuation"].contains("power_limit_w"));
+  request.target = "/metrics";
+  std::map<std::string, std::string> types;
+  const auto m = ParseMetrics(api.Handle(request).body, &types);
+  EXPECT_EQ(m.at("headroom_power_limit_watts{gpu=\"0\"}"), 275.0);
+  EXPECT_EQ(m.at("headroom_power_limit_watts{gpu=\"1\"}"), 400.0);
+  EXPECT_EQ(types.at("headroom_power_limit_watts"), "gauge");
 }
 
 TEST(Agent, ABudgetSetNowIsTheBudgetOfTheVeryNextDecision) {

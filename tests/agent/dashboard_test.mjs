@@ -97,7 +97,7 @@ try {
   check(await page.textContent("#stat-budget") === `${status.budget_w.toFixed(1)} W`,
         "budget card shows the agent's budget");
   const legend = await page.$$eval("#chart-power .u-legend .u-label", (els) => els.map((e) => e.textContent));
-  for (const name of ["GPU 0", "GPU 1", "GPU 2", "GPU 3", "budget"]) {
+  for (const name of ["GPU 0", "GPU 1", "GPU 2", "GPU 3", "budget", "power limit"]) {
     check(legend.includes(name), `power chart has series '${name}' (legend: ${legend})`);
   }
   const actLegend = await page.$$eval("#chart-actuation .u-legend .u-label", (els) => els.map((e) => e.textContent));
@@ -128,6 +128,27 @@ try {
   check(data.power.length === 4 && data.power.every((p) => p.length === data.t.length && p.every((w) => w > 0)),
         "a power series per GPU, every point positive");
   check(data.concurrency.every((c) => Number.isInteger(c) && c >= 1), "concurrency series integral");
+  // Issue 37: the power limit in force drawn (the twin's: its nameplate, or the controller's),
+  // the x axis on the wall clock (agent time in the legend), the trainer's phase under it, and
+  // no site card for an agent that is not in a site.
+  const more = await page.evaluate(() => {
+    const s = window.headroomDashboard;
+    return { wall: s.wall, limit: s.limit, phase: s.phase, useWall: s.useWall,
+             siteHidden: document.getElementById("site").hidden,
+             limitCard: document.getElementById("stat-limit").textContent,
+             xLabel: document.querySelector("#chart-power .u-legend .u-series:first-child .u-label").textContent };
+  });
+  check(more.useWall === true && more.xLabel === "time", `x axis on the wall clock (${more.xLabel})`);
+  check(more.wall.length === data.t.length && more.wall.every((w, i) => i === 0 || w >= more.wall[i - 1]),
+        "wall-clock times kept and non-decreasing");
+  const now = Date.now() / 1000;
+  check(Math.abs(more.wall[more.wall.length - 1] - now) < 120, `wall clock is now (${more.wall.at(-1)} vs ${now})`);
+  check(more.limit.length === data.t.length && more.limit.every((w) => typeof w === "number" && w > 0),
+        `power limit series (${more.limit.slice(-3)})`);
+  check(/^\d+( ?–\d+)? W$/.test(more.limitCard), `power limit card (${more.limitCard})`);
+  check(more.phase.some((p) => p === "rollout") && more.phase.every((p) => p === null || typeof p === "string"),
+        `phases kept (${[...new Set(more.phase)]})`);
+  check(more.siteHidden === true, "no site card outside a site");
 
   // A budget posted now: the budget line steps down at one decision and stays there.
   const lowered = Math.round(status.budget_w * 0.8 * 10) / 10;

@@ -31,7 +31,11 @@ std::string AgentExposition() {
   s.windows_over = {20, 0, 0};
   s.latency_samples = 200;
   s.latency_sum_s = 0.2;
-  return headroom::agent::MetricsText(s, headroom::agent::FleetHealth{false, 1, 1});
+  s.power_limit_w = {300.0, std::nullopt};
+  headroom::agent::FleetHealth fleet;
+  fleet.fences = 1;
+  fleet.leases_lost = 1;
+  return headroom::agent::MetricsText(s, fleet);
 }
 
 std::string CoordinatorExposition() {

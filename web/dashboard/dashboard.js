@@ -10,8 +10,16 @@
                   "#bcbd22", "#17becf", "#d62728"];
   const WINDOWS = ["0.5s", "30s", "5min"];
 
-  const state = { t: [], power: [], budget: [], concurrency: [], group: [], tokens: [],
-                  gpus: -1, lastT: null, samples: 0, errors: 0 }; // samples: decisions received
+  // Phases as the trainer reports them (docs/AGENT.md), each with its colour in the band under
+  // the power chart.
+  const PHASES = { idle: "#e8e8e8", startup: "#dadaeb", rollout: "#9ecae1", logprob: "#c6dbef",
+                   train: "#fdae6b", sync: "#a1d99b", checkpoint: "#bdbdbd", stopped: "#969696" };
+  // t: agent time; wall: the wall clock of each decision (Unix s; the charts' x axis when the
+  // agent stamps it, agent time in the legend); limit: the lowest power limit in force over the
+  // GPUs (null where the source does not say); phase: the trainer's, null without a report.
+  const state = { t: [], wall: [], power: [], budget: [], limit: [], phase: [], concurrency: [],
+                  group: [], tokens: [], gpus: -1, lastT: null, samples: 0, errors: 0,
+                  useWall: null }; // samples: decisions received
   let charts = null;
 
   // An agent that needs its token on reads (--token-on-reads) is opened as .../#token=T: the
@@ -24,13 +32,46 @@
 
   function widthOf(el) { return Math.max(300, el.clientWidth - 8); }
 
-  function makeChart(el, series, yLabel, height, extraAxes) {
+  // The x legend: the wall-clock time and, beside it, the agent's time of that decision.
+  function xValue(u, v, si, idx) {
+    if (!state.useWall) return fmt(v, 1) + " s";
+    const i = idx === null || idx === undefined ? state.t.length - 1 : idx;
+    const agent = i >= 0 && i < state.t.length ? " (agent t = " + fmt(state.t[i], 1) + " s)" : "";
+    return v === null || v === undefined ? "–" : new Date(v * 1000).toLocaleTimeString() + agent;
+  }
+
+  // The phase band: a strip along the bottom of the power chart, one colour per phase.
+  function drawPhases(u) {
+    const xs = u.data[0];
+    if (!xs || xs.length === 0) return;
+    const ctx = u.ctx;
+    const h = Math.round(10 * devicePixelRatio);
+    const top = u.bbox.top + u.bbox.height - h;
+    ctx.save();
+    for (let i = 0; i < xs.length; i++) {
+      const phase = state.phase[i];
+      if (!phase || !PHASES[phase]) continue;
+      const x0 = Math.round(u.valToPos(xs[i], "x", true));
+      const next = i + 1 < xs.length ? xs[i + 1] : xs[i];
+      const x1 = Math.max(x0 + 1, Math.round(u.valToPos(next, "x", true)));
+      const left = Math.max(x0, u.bbox.left), right = Math.min(x1, u.bbox.left + u.bbox.width);
+      if (right <= left) continue;
+      ctx.fillStyle = PHASES[phase];
+      ctx.fillRect(left, top, right - left, h);
+    }
+    ctx.restore();
+  }
+
+  function makeChart(el, series, yLabel, height, extraAxes, hooks) {
+    const wall = state.useWall === true;
     const opts = {
       width: widthOf(el), height: height,
-      scales: { x: { time: false } },
-      series: [{ label: "agent time (s)", value: (u, v) => fmt(v, 1) }].concat(series),
-      axes: [{ label: "agent time (s)" }, { label: yLabel }].concat(extraAxes || []),
+      scales: { x: { time: wall } },
+      series: [{ label: wall ? "time" : "agent time (s)", value: xValue }].concat(series),
+      axes: [{ label: wall ? "wall-clock time" : "agent time (s)" }, { label: yLabel }]
+        .concat(extraAxes || []),
       legend: { live: true },
+      hooks: hooks || {},
     };
     return new uPlot(opts, [[]].concat(series.map(() => [])), el);
   }
@@ -46,8 +87,11 @@
     // The budget in force at each decision: a line that steps when it moves.
     powerSeries.push({ label: "budget", stroke: "#d62728", width: 2, dash: [8, 4], paths: stepped,
                        value: (u, v) => fmt(v, 1) });
+    // The power limit in force (the lowest over the GPUs): the hardware cap the GPUs run under.
+    powerSeries.push({ label: "power limit", stroke: "#444444", width: 1.5, dash: [2, 3],
+                       paths: stepped, value: (u, v) => fmt(v, 0) });
     charts = {
-      power: makeChart($("chart-power"), powerSeries, "W", 260),
+      power: makeChart($("chart-power"), powerSeries, "W", 260, [], { draw: [drawPhases] }),
       actuation: makeChart($("chart-actuation"), [
         { label: "concurrency", stroke: "#1f77b4", width: 2, paths: stepped },
         { label: "group size", stroke: "#ff7f0e", width: 2, paths: stepped, scale: "group" },
@@ -63,7 +107,8 @@
 
   function reset(gpus) {
     state.gpus = gpus;
-    state.t = []; state.budget = []; state.concurrency = []; state.group = []; state.tokens = [];
+    state.t = []; state.wall = []; state.budget = []; state.limit = []; state.phase = [];
+    state.concurrency = []; state.group = []; state.tokens = [];
     state.power = Array.from({ length: gpus }, () => []);
     buildCharts(gpus);
   }
@@ -73,10 +118,15 @@
     let added = 0;
     for (const p of h.points) {
       if (state.lastT !== null && p.t_s <= state.lastT) continue;
+      if (state.useWall === null) state.useWall = typeof p.unix_s === "number";
       if (p.power_w !== null && p.power_w.length !== state.gpus) reset(p.power_w.length);
       if (state.gpus < 0) continue; // nothing to draw against until a good sample
       state.lastT = p.t_s;
       state.t.push(p.t_s);
+      state.wall.push(typeof p.unix_s === "number" ? p.unix_s : null);
+      const limits = (p.power_limit_w || []).filter((w) => typeof w === "number");
+      state.limit.push(limits.length > 0 ? Math.min(...limits) : null);
+      state.phase.push(typeof p.phase === "string" ? p.phase : null);
       for (let g = 0; g < state.gpus; g++) state.power[g].push(p.power_w === null ? null : p.power_w[g]);
       state.budget.push(typeof p.budget_w === "number" ? p.budget_w : h.budget_w);
       state.concurrency.push(p.concurrency);
@@ -84,15 +134,17 @@
       state.tokens.push(p.tokens_per_s);
       added += 1;
     }
-    for (const a of [state.t, state.budget, state.concurrency, state.group, state.tokens].concat(state.power)) trim(a);
+    for (const a of [state.t, state.wall, state.budget, state.limit, state.phase, state.concurrency,
+                     state.group, state.tokens].concat(state.power)) trim(a);
     state.samples += added;
     return added;
   }
 
   function drawCharts() {
-    charts.power.setData([state.t].concat(state.power, [state.budget]));
-    charts.actuation.setData([state.t, state.concurrency, state.group]);
-    charts.tokens.setData([state.t, state.tokens]);
+    const x = state.useWall ? state.wall : state.t;
+    charts.power.setData([x].concat(state.power, [state.budget, state.limit]));
+    charts.actuation.setData([x, state.concurrency, state.group]);
+    charts.tokens.setData([x, state.tokens]);
     const samples = $("samples");
     samples.textContent = String(state.samples);
     samples.dataset.count = String(state.samples);
@@ -109,6 +161,24 @@
     $("stat-tokens").textContent = fmt(s.tokens_per_s, 0);
     $("stat-decisions").textContent = s.decisions;
     $("stat-errors").textContent = s.telemetry_errors;
+    const limits = (s.power_limit_w || []).filter((w) => typeof w === "number");
+    $("stat-limit").textContent = limits.length === 0 ? "–"
+      : Math.min(...limits) === Math.max(...limits) ? fmt(limits[0], 0) + " W"
+      : fmt(Math.min(...limits), 0) + "–" + fmt(Math.max(...limits), 0) + " W";
+    $("stat-limit").title = s.actuation.power_limit_w > 0
+      ? "the controller asks " + fmt(s.actuation.power_limit_w, 0) + " W per GPU"
+      : "the controller asks for no power limit";
+    // The site card: shown only for an agent in a site (--fleet).
+    const site = s.site;
+    $("site").hidden = !site;
+    if (site) {
+      $("site-name").textContent = site.site + " / " + site.job;
+      $("site-state").textContent = site.state;
+      $("site-state").dataset.state = site.state;
+      $("site-grant").textContent = fmt(site.job_budget_w, 1) + " W";
+      $("site-lease").textContent = site.lease;
+      $("site-term").textContent = String(site.term);
+    }
     $("reason").textContent = "t = " + fmt(s.t_s, 1) + " s · " + s.actuation.reason;
     for (const w of WINDOWS) {
       const row = document.querySelector('tr[data-window="' + w + '"]');

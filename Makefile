@@ -18,7 +18,7 @@ HEADROOM := build/bin/headroom
 
 CHAOS_FAULTS ?= 1000
 
-.PHONY: package fixed-group-results check stress test-chaos bench-diloco diloco-results diloco-results-warm calibration-results hybrid-results universal-results sites-results fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile bench-hostile-coordinator demo policies results clean format
+.PHONY: screenshots package fixed-group-results check stress test-chaos bench-diloco diloco-results diloco-results-warm calibration-results hybrid-results universal-results sites-results fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile bench-hostile-coordinator demo policies results clean format
 
 all: build
 
@@ -54,6 +54,14 @@ export HEADROOM_REQUIRE_BROWSER := 1
 # Install it with `sudo apt install ./build/headroom_*.deb`.
 package: build
 	cmake --build --preset release --target package
+
+# The pictures in docs/images/: the agent's dashboard (a 4-GPU twin job under PID, a minute of
+# decisions) and the coordinator's fleet page (two jobs in a site), taken by their Chromium tests.
+screenshots: build
+	cd build && DASHBOARD_MIN_SAMPLES=120 HEADROOM_REQUIRE_BROWSER=1 \
+	  ctest -R '^(agent_dashboard_chromium|fleet_page_chromium)$$' --output-on-failure
+	cp build/test-artifacts/dashboard.png build/test-artifacts/fleet-page.png docs/images/
+	@echo "screenshots: docs/images/dashboard.png docs/images/fleet-page.png"
 
 # Every tier of the release build but the chaos test, which scripts/test.sh runs beside the
 # other stages (make test-chaos runs it alone).

@@ -28,6 +28,18 @@ void CoordinatorHost::Step() {
   coordinator_.Step();
   MutexLock snapshot(snapshot_mu_);
   snapshot_ = coordinator_.status();
+  if (history_) history_->Add(PointOf(snapshot_, unix_s_()));
+}
+
+void CoordinatorHost::KeepHistory(std::function<double()> unix_s, double keep_s) {
+  MutexLock snapshot(snapshot_mu_);
+  unix_s_ = std::move(unix_s);
+  history_.emplace(keep_s, config_.period_s);
+}
+
+std::vector<SiteHistoryPoint> CoordinatorHost::History(double after_unix_s) const {
+  MutexLock snapshot(snapshot_mu_);
+  return history_ ? history_->After(after_unix_s) : std::vector<SiteHistoryPoint>{};
 }
 
 CoordinatorStatus CoordinatorHost::Snapshot() const {
@@ -131,6 +143,38 @@ std::optional<double> Quantile(std::vector<double> values, double q) {
   const auto nth = values.begin() + static_cast<std::ptrdiff_t>(std::min(rank, values.size()) - 1);
   std::nth_element(values.begin(), nth, values.end());
   return *nth;
+}
+
+std::string SiteHistoryJson(const std::vector<SiteHistoryPoint>& points, double period_s) {
+  // The newest points whose entries (one each, plus one per job) fit kMaxHistoryEntries: an
+  // answer stays bounded however many jobs the site has; the page asks again from the last.
+  size_t first = points.size(), entries = 0;
+  while (first > 0 && entries + 1 + points[first - 1].jobs.size() <= kMaxHistoryEntries) {
+    --first;
+    entries += 1 + points[first].jobs.size();
+  }
+  const auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+  json j;
+  j["period_s"] = period_s;
+  j["truncated"] = first > 0;
+  json& out = j["points"] = json::array();
+  for (size_t i = first; i < points.size(); ++i) {
+    const SiteHistoryPoint& p = points[i];
+    json jobs = json::object();
+    for (const auto& [name, job] : p.jobs) {
+      jobs[name] = {{"grant_w", opt(job.grant_w)}, {"power_w", opt(job.power_w)}};
+    }
+    out.push_back({{"unix_s", p.unix_s},
+                   {"role", p.role},
+                   {"term", p.term},
+                   {"site_budget_w", opt(p.site_budget_w)},
+                   {"target_site_budget_w", opt(p.target_site_budget_w)},
+                   {"reserve_w", opt(p.reserve_w)},
+                   {"held_w", opt(p.held_w)},
+                   {"power_w", opt(p.power_w)},
+                   {"jobs", std::move(jobs)}});
+  }
+  return j.dump() + "\n";
 }
 
 std::string CoordinatorStatusJson(const CoordinatorStatus& s, const CoordinatorConfig& config,
@@ -460,6 +504,17 @@ CoordinatorApi::CoordinatorApi(CoordinatorHost& host, net::AccessPolicy access,
     std::optional<net::ConnectionCounters> counters;
     if (connections_) counters = connections_();
     return Reply(200, CoordinatorStatusJson(host_.Snapshot(), host_.config(), counters));
+  });
+  router_.Add("/v1/history", Access::kRead, [this](const net::Request&, std::string_view query) {
+    auto q = net::ParseQuery(query, {"after"});
+    if (!q) return net::ErrorResponse(400, q.error().message());
+    double after = -1.0;
+    if (const auto text = q->Get("after")) {
+      const auto t = net::ParseQueryReal(*text);
+      if (!t) return net::ErrorResponse(400, "after: expected a Unix time in seconds");
+      after = *t;
+    }
+    return Reply(200, SiteHistoryJson(host_.History(after), host_.config().period_s));
   });
   router_.Add("/metrics", Access::kRead, [this](const net::Request&, std::string_view query) {
     if (auto q = net::ParseQuery(query, {}); !q)

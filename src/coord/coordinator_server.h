@@ -2,6 +2,7 @@
 //   GET  /                the fleet page (self-contained: polls /v1/status, draws with <canvas>)
 //   GET  /v1/status       the replica's role and, while it leads, the ledger and the members;
 //                         the transport's connections
+//   GET  /v1/history[?after=UNIX_S]  the last hour, one point per period (site_history.h)
 //   GET  /metrics         Prometheus text format 0.0.4
 //   POST /v1/site-budget  {"site_budget_w": W} and/or {"reserve_w": W}: a new target, leader only,
 //                         answered 202 once written to the store (the ledger is the
@@ -31,6 +32,7 @@
 #include "common/log.h"
 #include "common/thread_annotations.h"
 #include "coord/coordinator.h"
+#include "coord/site_history.h"
 #include "net/http.h"
 #include "net/policy.h"
 #include "net/router.h"
@@ -69,6 +71,11 @@ class CoordinatorHost {
   // and granted within the request's round trip. Set before serving.
   void SetOnTarget(std::function<void()> on_target) { on_target_ = std::move(on_target); }
 
+  // Keeps the last `keep_s` of points, one per Step, stamped by `unix_s` (the wall clock):
+  // GET /v1/history. Set before serving; without it the history stays empty.
+  void KeepHistory(std::function<double()> unix_s, double keep_s = 3600.0) EXCLUDES(snapshot_mu_);
+  std::vector<SiteHistoryPoint> History(double after_unix_s) const EXCLUDES(snapshot_mu_);
+
   // Constant after construction.
   const CoordinatorConfig& config() const { return config_; }
 
@@ -84,6 +91,8 @@ class CoordinatorHost {
   Coordinator coordinator_ GUARDED_BY(mu_);
   mutable Mutex snapshot_mu_;
   CoordinatorStatus snapshot_ GUARDED_BY(snapshot_mu_);
+  std::function<double()> unix_s_ GUARDED_BY(snapshot_mu_);
+  std::optional<SiteHistory> history_ GUARDED_BY(snapshot_mu_);
 };
 
 // The transport's limits for a replica: net's defaults, small bodies (413 beyond), and one
@@ -113,6 +122,7 @@ std::string CoordinatorStatusJson(
     const CoordinatorStatus& s, const CoordinatorConfig& config,
     const std::optional<net::ConnectionCounters>& connections = std::nullopt);
 std::string CoordinatorMetricsText(const CoordinatorStatus& s);
+std::string SiteHistoryJson(const std::vector<SiteHistoryPoint>& points, double period_s);
 // {"site_budget_w": W} and/or {"reserve_w": W}: the budget in (0, 1e9] W, the reserve in
 // [0, 1e9] W, at least one of them; the error names the field.
 struct TargetBody {
@@ -126,6 +136,8 @@ std::string EscapeLabelValue(std::string_view value);
 std::optional<double> Quantile(std::vector<double> values, double q);
 
 inline constexpr double kMaxSiteBudgetW = 1e9;
+// GET /v1/history answers at most this many entries (a point, and each job in it).
+inline constexpr size_t kMaxHistoryEntries = 200000;
 
 // The routes as a net::Handler: reads answered on the transport's loop from the snapshot, a
 // budget request offloaded (it waits on the coordinator's mutex and the store).

@@ -53,30 +53,30 @@ footer { margin-top: 1rem; color: #5b6578; font-size: 0.8rem; }
   <span id="conn" class="pill down" data-state="connecting">connecting</span>
 </header>
 <section id="summary">
-  <div class="card"><div class="label">site budget in force</div><div class="value" id="stat-budget">–</div></div>
-  <div class="card"><div class="label">target site budget</div><div class="value" id="stat-target">–</div></div>
-  <div class="card"><div class="label">reserve</div><div class="value" id="stat-reserve">–</div></div>
-  <div class="card"><div class="label">Σ grants</div><div class="value" id="stat-grants">–</div></div>
-  <div class="card"><div class="label">Σ held</div><div class="value" id="stat-held">–</div></div>
-  <div class="card"><div class="label">Σ floors</div><div class="value" id="stat-floors">–</div></div>
-  <div class="card"><div class="label">Σ power</div><div class="value" id="stat-power">–</div></div>
-  <div class="card"><div class="label">term</div><div class="value" id="stat-term">–</div></div>
-  <div class="card"><div class="label">ledger writes</div><div class="value" id="stat-writes">–</div></div>
-  <div class="card"><div class="label">reassignments</div><div class="value" id="stat-reassign">–</div></div>
+  <div class="card" title="The site budget the ledger enforces now: what every job may draw, together, plus the reserve (site_budget_w)"><div class="label">site budget in force (W)</div><div class="value" id="stat-budget">–</div></div>
+  <div class="card" title="The budget the operator asked for; a decrease is in force once every job has acknowledged its lower grant"><div class="label">target site budget (W)</div><div class="value" id="stat-target">–</div></div>
+  <div class="card" title="Watts kept back from the jobs (what the site draws besides them, a margin)"><div class="label">reserve (W)</div><div class="value" id="stat-reserve">–</div></div>
+  <div class="card" title="Σ of the grants written to the jobs: the job budgets they are told"><div class="label">Σ grants (W)</div><div class="value" id="stat-grants">–</div></div>
+  <div class="card" title="Held: what each job may be drawing now — the higher of its new grant and the old one until it acknowledges. Σ held never exceeds budget − reserve: the site's invariant"><div class="label">Σ held (W)</div><div class="value" id="stat-held">–</div></div>
+  <div class="card" title="Floor: a job's power at its lowest setting; the site never grants a running job less"><div class="label">Σ floors (W)</div><div class="value" id="stat-floors">–</div></div>
+  <div class="card" title="The site's power as the members publish it (GPUs and node overheads)"><div class="label">Σ power (W)</div><div class="value" id="stat-power">–</div></div>
+  <div class="card" title="Term: the leading replica's election number; every grant carries it, and agents ignore grants of older terms"><div class="label">term</div><div class="value" id="stat-term">–</div></div>
+  <div class="card" title="Transactions that wrote the ledger (one etcd transaction each, conditioned on the revision read)"><div class="label">ledger writes</div><div class="value" id="stat-writes">–</div></div>
+  <div class="card" title="Times a job's name passed to a new agent (its lease took the job's place)"><div class="label">reassignments</div><div class="value" id="stat-reassign">–</div></div>
 </section>
 <p id="leader" class="note">–</p>
 <p id="conflict" class="note bad" hidden></p>
 <p id="error" class="note bad" hidden></p>
 <div id="refused"></div>
 <section class="charts">
-  <figure><figcaption>Grants per job, stacked, against the site budget (W)</figcaption>
+  <figure><figcaption>Grants per job, stacked, against the site budget, and the site's power (W)</figcaption>
     <canvas id="chart-grants"></canvas><div id="legend-grants" class="legend"></div></figure>
   <figure><figcaption>Power per job (W)</figcaption>
     <canvas id="chart-power"></canvas><div id="legend-power" class="legend"></div></figure>
 </section>
 <table id="jobs">
   <thead><tr><th>job</th><th>grant (W)</th><th>held (W)</th><th>floor (W)</th><th>demand (W)</th>
-    <th>acting on (W)</th><th>power (W)</th><th>phase</th><th>value (tokens/J)</th><th>lease</th></tr></thead>
+    <th title="The job budget its agent acts on now">acting on (W)</th><th>power (W)</th><th>phase</th><th title="Marginal value of power: tokens/s per W more, as the job publishes it (allocation by value)">value (tokens/J)</th><th>lease</th></tr></thead>
   <tbody></tbody>
 </table>
 <form id="budget-form">
@@ -85,19 +85,20 @@ footer { margin-top: 1rem; color: #5b6578; font-size: 0.8rem; }
   <button type="submit">Set</button>
   <span id="budget-result" class="note"></span>
 </form>
-<footer>API: <a href="/v1/status">/v1/status</a> · <a href="/metrics">/metrics</a> ·
+<footer>API: <a href="/v1/status">/v1/status</a> · <a href="/v1/history">/v1/history</a> · <a href="/metrics">/metrics</a> ·
   POST /v1/site-budget · points shown: <span id="points" data-count="0">0</span></footer>
 <script>
 "use strict";
 (function () {
   const POLL_MS = 1000;
-  const KEEP = 300; // points: 5 min at 1 s
+  const KEEP = 3600; // points: the coordinator's last hour at 1 s periods (GET /v1/history)
   // The jobs' colours; the budget lines' are none of them.
   const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
                   "#bcbd22", "#17becf", "#aec7e8"];
   const BUDGET_COLOR = "#d62728";
-  const RESERVE_COLOR = "#1d2433";
+  const RESERVE_COLOR = "#7b3294";
   const TARGET_COLOR = "#8a94a6";
+  const POWER_COLOR = "#111111";
 
   const token = new URLSearchParams(location.hash.slice(1)).get("token");
   const auth = token ? { Authorization: "Bearer " + token } : {};
@@ -105,9 +106,11 @@ footer { margin-top: 1rem; color: #5b6578; font-size: 0.8rem; }
   const fmt = (x, digits) => (x === null || x === undefined || !isFinite(x)) ? "–" : x.toFixed(digits);
   const watts = (x) => fmt(x, 0);
 
-  // The history, one point per poll: t (s, this page's clock), budget, target, reserve, and
-  // per job its grant and power.
+  // The history, one point per coordinator period (GET /v1/history: the last hour, then what came
+  // after the last point): t (Unix s), budget, target, reserve, the site's power, and per job
+  // its grant and power.
   const points = [];
+  let lastUnix = null;
   const colorOf = {};
   let nextColor = 0;
   function color(job) {
@@ -117,14 +120,18 @@ footer { margin-top: 1rem; color: #5b6578; font-size: 0.8rem; }
 
   function setText(id, text) { $(id).textContent = text; }
 
-  function record(s) {
-    const p = { t: Date.now() / 1000, budget: s.site_budget_w, target: s.target_site_budget_w,
-                reserve: s.reserve_w, grant: {}, power: {} };
-    for (const j of s.jobs) {
-      if (j.grant_w !== null) p.grant[j.job] = j.grant_w;
-      if (j.power_w !== null) p.power[j.job] = j.power_w;
+  function record(h) {
+    for (const q of h.points) {
+      if (lastUnix !== null && q.unix_s <= lastUnix) continue;
+      lastUnix = q.unix_s;
+      const p = { t: q.unix_s, budget: q.site_budget_w, target: q.target_site_budget_w,
+                  reserve: q.reserve_w, site: q.power_w, grant: {}, power: {} };
+      for (const [job, j] of Object.entries(q.jobs)) {
+        if (j.grant_w !== null) p.grant[job] = j.grant_w;
+        if (j.power_w !== null) p.power[job] = j.power_w;
+      }
+      points.push(p);
     }
-    points.push(p);
     if (points.length > KEEP) points.splice(0, points.length - KEEP);
     $("points").dataset.count = String(points.length);
     setText("points", String(points.length));
@@ -157,8 +164,8 @@ footer { margin-top: 1rem; color: #5b6578; font-size: 0.8rem; }
     return 10 * mag;
   }
 
-  // Axes for t in [t0, t1] (drawn as seconds before now) and y in [0, yMax]; returns the
-  // mapping functions.
+  // Axes for t in [t0, t1] (Unix s, labelled with the wall-clock time) and y in [0, yMax];
+  // returns the mapping functions.
   function axes(ctx, w, h, t0, t1, yMax) {
     const left = 56, right = 12, top = 10, bottom = 26;
     const x = (t) => left + (t1 === t0 ? 0 : (t - t0) / (t1 - t0)) * (w - left - right);
@@ -172,9 +179,12 @@ footer { margin-top: 1rem; color: #5b6578; font-size: 0.8rem; }
       ctx.fillText(step >= 1 ? String(Math.round(v)) : v.toFixed(2), left - 6, y(v));
     }
     ctx.textAlign = "center"; ctx.textBaseline = "top";
-    const span = Math.max(1, t1 - t0), tstep = niceStep(span, 6);
-    for (let ago = 0; ago <= span + 1e-9; ago += tstep) {
-      ctx.fillText(ago < 1e-9 ? "now" : "-" + Math.round(ago) + " s", x(t1 - ago), h - bottom + 6);
+    const span = Math.max(1, t1 - t0), tstep = Math.max(1, niceStep(span, 5));
+    const clock = (t) => new Date(t * 1000).toLocaleTimeString([], span < 600
+      ? { hour: "2-digit", minute: "2-digit", second: "2-digit" } : { hour: "2-digit", minute: "2-digit" });
+    for (let t = Math.ceil(t0 / tstep) * tstep; t <= t1 + 1e-9; t += tstep) {
+      if (x(t) < left + 20 || x(t) > w - right - 20) continue; // labels stay inside the frame
+      ctx.fillText(clock(t), x(t), h - bottom + 6);
     }
     return { x, y };
   }
@@ -222,7 +232,7 @@ footer { margin-top: 1rem; color: #5b6578; font-size: 0.8rem; }
     for (const p of points) {
       let sum = 0;
       for (const j of jobs) sum += p.grant[j] || 0;
-      yMax = Math.max(yMax, sum, p.budget || 0, p.target || 0);
+      yMax = Math.max(yMax, sum, p.budget || 0, p.target || 0, p.site || 0);
     }
     yMax *= 1.08;
     const t0 = points[0].t, t1 = points[points.length - 1].t;
@@ -242,9 +252,10 @@ footer { margin-top: 1rem; color: #5b6578; font-size: 0.8rem; }
     line(ctx, map, "budget", BUDGET_COLOR, [8, 4]);
     line(ctx, map, (p) => (p.budget === null ? null : p.budget - p.reserve), RESERVE_COLOR, [3, 3]);
     line(ctx, map, "target", TARGET_COLOR, [2, 4]);
+    line(ctx, map, "site", POWER_COLOR, []);
     legend("legend-grants", jobs.map((j) => [j, color(j)]).concat([
       ["site budget in force", BUDGET_COLOR], ["budget − reserve", RESERVE_COLOR],
-      ["target site budget", TARGET_COLOR]]));
+      ["target site budget", TARGET_COLOR], ["site power (Σ members)", POWER_COLOR]]));
   }
 
   function drawPower() {
@@ -344,12 +355,15 @@ footer { margin-top: 1rem; color: #5b6578; font-size: 0.8rem; }
 
   async function poll() {
     try {
-      const r = await fetch("/v1/status", { cache: "no-store", headers: auth });
-      if (!r.ok) throw new Error("HTTP " + r.status);
-      const s = await r.json();
+      const query = lastUnix === null ? "" : "?after=" + lastUnix;
+      const [r, hr] = await Promise.all([
+        fetch("/v1/status", { cache: "no-store", headers: auth }),
+        fetch("/v1/history" + query, { cache: "no-store", headers: auth })]);
+      if (!r.ok || !hr.ok) throw new Error("HTTP " + (r.ok ? hr.status : r.status));
+      const [s, h] = await Promise.all([r.json(), hr.json()]);
       setConn(true, "live");
       show(s);
-      record(s);
+      record(h);
       drawGrants();
       drawPower();
     } catch (e) {

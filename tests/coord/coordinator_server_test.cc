@@ -252,6 +252,50 @@ TEST_F(CoordinatorServerTest, StatusReportsTheLedgerAndTheMembers) {
   EXPECT_NEAR(l.jobs.at("a").grant_w, kGrantA, 1e-6);
 }
 
+// Issue 37: the last hour, one point per period, so the fleet page opened late has history:
+// the ledger's budget and reserve, each job's grant and power, and the site's power (the sum
+// its members publish), each point stamped with the wall clock the host is given.
+TEST_F(CoordinatorServerTest, HistoryKeepsEveryPeriodWithTheGrantsAndTheSitesPower) {
+  TwoJobs();
+  Replica r = StartReplica("c0");
+  r.host->KeepHistory([this] { return 1796521800.0 + clock_.t; });
+  const json none = GetJson(r, "/v1/history");
+  EXPECT_EQ(none["points"].size(), 0u);
+  Step(r, 3 + kNewLedgerHoldSteps);
+  const json h = GetJson(r, "/v1/history");
+  ASSERT_TRUE(h.is_object());
+  EXPECT_DOUBLE_EQ(h["period_s"].get<double>(), 1.0);
+  EXPECT_EQ(h["truncated"], false);
+  ASSERT_EQ(h["points"].size(), 3u + kNewLedgerHoldSteps);
+  const json& last = h["points"].back();
+  EXPECT_DOUBLE_EQ(last["unix_s"].get<double>(), 1796521800.0 + clock_.t);
+  EXPECT_EQ(last["role"], "leader");
+  EXPECT_DOUBLE_EQ(last["site_budget_w"].get<double>(), kSiteW);
+  EXPECT_DOUBLE_EQ(last["reserve_w"].get<double>(), kReserveW);
+  EXPECT_NEAR(last["held_w"].get<double>(), kAvailableW, 1e-6);
+  EXPECT_NEAR(last["jobs"]["a"]["grant_w"].get<double>(), kGrantA, 1e-6);
+  EXPECT_NEAR(last["jobs"]["b"]["grant_w"].get<double>(), kGrantB, 1e-6);
+  EXPECT_DOUBLE_EQ(last["jobs"]["a"]["power_w"].get<double>(), 310.0);
+  EXPECT_DOUBLE_EQ(last["power_w"].get<double>(), 310.0 + 550.0);
+  for (size_t i = 1; i < h["points"].size(); ++i) {
+    EXPECT_DOUBLE_EQ(h["points"][i]["unix_s"].get<double>() -
+                         h["points"][i - 1]["unix_s"].get<double>(),
+                     1.0);
+  }
+  // ?after=T: only what came after T (the page asks from its last point).
+  const double before_last = h["points"][h["points"].size() - 2]["unix_s"].get<double>();
+  const json tail = GetJson(r, "/v1/history?after=" + std::to_string(before_last));
+  ASSERT_EQ(tail["points"].size(), 1u);
+  EXPECT_EQ(tail["points"][0], last);
+  auto c = r.Client();
+  auto bad = c.Get("/v1/history?after=soon");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  bad = c.Get("/v1/history?before=1");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+}
+
 TEST_F(CoordinatorServerTest, ARefusedMemberIsListed) {
   TwoJobs();
   // 300 + 700 > 900: does not fit; held at its step boundary it draws its standby, 50 W.

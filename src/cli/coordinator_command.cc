@@ -147,6 +147,11 @@ Status RunCoordinator(const CoordinatorArgs& args) {
   }
   // A target accepted is planned at once, not at the next period.
   host.SetOnTarget([&signals] { signals.Wake(); });
+  // The last hour, one point per period, stamped with the wall clock (GET /v1/history).
+  host.KeepHistory([] {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  });
   server.Serve(host);
 
   log.Info(

@@ -19,8 +19,7 @@ using nlohmann::json;
 // ---- CoordinatorHost ----
 
 CoordinatorHost::CoordinatorHost(Store& store, CoordinatorConfig config,
-                                 std::function<double()> now_s,
-                                 Logger log)
+                                 std::function<double()> now_s, Logger log)
     : config_(config), coordinator_(store, std::move(config), std::move(now_s), std::move(log)) {}
 
 void CoordinatorHost::Step() {

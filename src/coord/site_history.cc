@@ -41,9 +41,8 @@ void SiteHistory::Add(SiteHistoryPoint point) {
 }
 
 std::vector<SiteHistoryPoint> SiteHistory::After(double after_unix_s) const {
-  auto first = std::upper_bound(
-      points_.begin(), points_.end(), after_unix_s,
-      [](double t, const SiteHistoryPoint& p) { return t < p.unix_s; });
+  auto first = std::upper_bound(points_.begin(), points_.end(), after_unix_s,
+                                [](double t, const SiteHistoryPoint& p) { return t < p.unix_s; });
   return {first, points_.end()};
 }
 

@@ -278,9 +278,8 @@ TEST_F(CoordinatorServerTest, HistoryKeepsEveryPeriodWithTheGrantsAndTheSitesPow
   EXPECT_DOUBLE_EQ(last["jobs"]["a"]["power_w"].get<double>(), 310.0);
   EXPECT_DOUBLE_EQ(last["power_w"].get<double>(), 310.0 + 550.0);
   for (size_t i = 1; i < h["points"].size(); ++i) {
-    EXPECT_DOUBLE_EQ(h["points"][i]["unix_s"].get<double>() -
-                         h["points"][i - 1]["unix_s"].get<double>(),
-                     1.0);
+    EXPECT_DOUBLE_EQ(
+        h["points"][i]["unix_s"].get<double>() - h["points"][i - 1]["unix_s"].get<double>(), 1.0);
   }
   // ?after=T: only what came after T (the page asks from its last point).
   const double before_last = h["points"][h["points"].size() - 2]["unix_s"].get<double>();

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "report/format.h"
 #include "report/html_page.h"
 #include "report/svg.h"
 
@@ -15,7 +16,10 @@ using nlohmann::json;
 std::string DilocoReportHtml(const json& s) {
   std::string body = fmt::format("<h2>Run {} ({})</h2>", HtmlEscape(s.value("run", "")),
                                  HtmlEscape(s.value("mode", "")));
-  const auto num = [&s](const char* k) { return s.contains(k) ? s[k].dump() : std::string("-"); };
+  const auto num = [&s](const char* k) {
+    if (!s.contains(k)) return std::string("-");
+    return s[k].is_number() ? Number(s[k].get<double>()) : s[k].dump();
+  };
   body += HtmlTable({"workers", "rounds", "H", "tokens", "final val loss", "bits/byte",
                      "bytes sent", "membership changes", "evictions", "hashes agreed", "overhead",
                      "energy J (compute / "
@@ -70,7 +74,15 @@ std::string DilocoReportHtml(const json& s) {
   body +=
       "<p>Definitions: docs/DILOCO.md (\"Accounting\"). Workers SIGKILLed on purpose leave "
       "no report and are not in this table.</p>";
-  return Page("headroom diloco", body);
+  const std::string headline = fmt::format(
+      "Final validation loss {:.4f} nats/byte ({:.4f} bits/byte) after {} tokens from {} workers "
+      "in {} rounds; {}; overhead {:.1f} %.",
+      s.value("final_val_loss", 0.0), s.value("val_bits_per_byte", 0.0),
+      Number(s.value("tokens", 0.0)), s.value("workers", 0), s.value("rounds", 0),
+      s.value("hashes_agreed", false) ? "every member's model hash agreed after every round"
+                                      : "the members' model hashes did NOT agree",
+      100.0 * s.value("overhead_fraction", 0.0));
+  return Page("headroom diloco", HtmlEscape(headline), body);
 }
 
 }  // namespace headroom::report

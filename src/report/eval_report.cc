@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "report/format.h"
 #include "report/html_page.h"
 #include "report/json.h"
 #include "report/svg.h"
@@ -197,10 +198,10 @@ std::string EvalReportHtml(const sim::EvalResult& r, double interval_s) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& c : r.controllers) {
     rows.push_back({c.name, FracText(c.violation_fraction[0]), FracText(c.violation_fraction[1]),
-                    FracText(c.violation_fraction[2]), fmt::format("{:.0f}", c.tokens.mean),
+                    FracText(c.violation_fraction[2]), Number(c.tokens.mean),
                     PctText(c.tokens_vs_uncontrolled_pct), PctText(c.tokens_vs_static_safe_pct),
-                    fmt::format("{:.4g}", c.tokens_per_mwh.mean),
-                    PctText(c.tokens_per_mwh_vs_uncontrolled_pct), c.setting});
+                    Number(c.tokens_per_mwh.mean), PctText(c.tokens_per_mwh_vs_uncontrolled_pct),
+                    c.setting});
   }
   body += "<h2>Results (mean ± std over seeds)</h2>\n";
   body +=
@@ -219,6 +220,7 @@ std::string EvalReportHtml(const sim::EvalResult& r, double interval_s) {
     n = std::max(n, c.runs[0].power_w.size());
     for (float p : c.runs[0].power_w) top = std::max(top, p);
     for (float b : c.runs[0].budget_w) top = std::max(top, b);
+    for (float l : c.runs[0].power_limit_w) top = std::max(top, l);
   }
   if (!r.schedule) n = std::min(n, static_cast<size_t>(600.0 / interval_s));
   const size_t stride = std::max<size_t>(1, (n + 1199) / 1200);
@@ -248,10 +250,71 @@ std::string EvalReportHtml(const sim::EvalResult& r, double interval_s) {
       } else {
         chart.HorizontalRule(r.budget_w, "#d62728", "budget");
       }
+      if (!c.runs[0].power_limit_w.empty()) {
+        std::vector<double> lx, ly;
+        bucketed(c.runs[0].power_limit_w, &lx, &ly);
+        chart.Line(lx, ly, "#444444", "power limit in force", /*dashed=*/true);
+      }
       body += "<h3>" + HtmlEscape(c.name) + "</h3>\n" + chart.Render();
     }
+    // What each controller did, all on one chart per actuator (seed 1, the same span).
+    const auto actuator = [&](const char* title, const char* label,
+                              std::vector<float> sim::EpisodeResult::*series) {
+      double hi = 1.0;
+      for (const auto& c : r.controllers) {
+        if (c.runs.empty()) continue;
+        const auto& v = c.runs[0].*series;
+        for (size_t i = 0; i < std::min(n, v.size()); ++i) hi = std::max(hi, double{v[i]});
+      }
+      SvgChart chart(Axis{0.0, static_cast<double>(n) * interval_s, false, "time (s)", 1.0},
+                     Axis{0.0, hi * 1.08, false, label, 1.0});
+      for (size_t ci = 0; ci < r.controllers.size(); ++ci) {
+        const auto& c = r.controllers[ci];
+        if (c.runs.empty() || (c.runs[0].*series).empty()) continue;
+        std::vector<double> xs, ys;
+        bucketed(c.runs[0].*series, &xs, &ys);
+        chart.Line(xs, ys, kPolicyColors[ci % 5], c.name);
+      }
+      body += fmt::format("<h2>{}</h2>\n", title) + chart.Render();
+    };
+    actuator("Generation concurrency (seed 1)", "concurrency", &sim::EpisodeResult::concurrency);
+    actuator("Group size (seed 1)", "group size", &sim::EpisodeResult::group_size);
+    actuator("Power limit in force per GPU (seed 1; nameplate: none)", "power limit (W)",
+             &sim::EpisodeResult::power_limit_w);
   }
-  return Page("headroom eval", body);
+  std::vector<std::vector<std::string>> limit_rows;
+  for (const auto& c : r.controllers) {
+    limit_rows.push_back({c.name, c.setting, fmt::format("{:.1f}", c.mean_concurrency.mean),
+                          fmt::format("{:.1f}", c.mean_group_size.mean),
+                          fmt::format("{:.1f} %", 100.0 * c.limit_fraction.mean),
+                          c.limit_fraction.mean > 0.0
+                              ? fmt::format("{:.1f} %", 100.0 * c.limit_depth.mean)
+                              : std::string("-")});
+  }
+  body += "<h2>Settings and the power limit in force (mean over seeds)</h2>\n";
+  body += HtmlTable({"controller", "setting", "mean concurrency", "mean group size",
+                     "intervals with a power limit", "mean limit depth"},
+                    limit_rows);
+  // The headline: the controllers' tokens at what violation, the best of those within the
+  // target named.
+  const sim::ControllerEval* best = nullptr;
+  for (const auto& c : r.controllers) {
+    if (c.violation_fraction[0].mean <= r.violation_target &&
+        (best == nullptr || c.tokens.mean > best->tokens.mean)) {
+      best = &c;
+    }
+  }
+  std::string headline =
+      best == nullptr
+          ? fmt::format("No controller kept 0.5 s violations within {:.1f} % on {}.",
+                        100.0 * r.violation_target, r.scenario)
+          : fmt::format(
+                "{} makes the most tokens within {:.1f} % of 0.5 s windows over budget: {} "
+                "({} against uncontrolled) at {} violations, on {} at {:.1f} W per GPU.",
+                best->name, 100.0 * r.violation_target, Number(best->tokens.mean),
+                PctText(best->tokens_vs_uncontrolled_pct), FracText(best->violation_fraction[0]),
+                r.scenario, r.budget_w);
+  return Page("headroom eval", HtmlEscape(headline), body);
 }
 
 }  // namespace headroom::report

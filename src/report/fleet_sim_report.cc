@@ -8,6 +8,7 @@
 #include "analysis/budget_schedule.h"
 #include "common/phase.h"
 #include "common/stats.h"
+#include "report/format.h"
 #include "report/html_page.h"
 #include "report/svg.h"
 #include "report/table.h"
@@ -69,8 +70,8 @@ std::string PhaseTimeline(const sim::FleetSimRun& run, double duration_s) {
     return kLeft + (duration_s > 0.0 ? t / duration_s : 0.0) * (width - kLeft - kRight);
   };
   std::string svg = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" "
-      "class=\"timeline\">",
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {:.0f} {:.0f}\" width=\"100%\" "
+      "class=\"timeline nochart\">",
       width, height);
   for (size_t j = 0; j < rows; ++j) {
     const double y = kTop + static_cast<double>(j) * (kRow + kGap);
@@ -238,8 +239,7 @@ std::string FleetSimToText(const sim::FleetSimResult& r) {
                                 : std::string("each on its own budget");
   };
   for (const auto* run : {&r.site, &r.baseline, &r.own_budgets}) {
-    t.AddRow({label(run), fmt::format("{:.4g}", run->tokens),
-              fmt::format("{:.2f}", run->energy_j / 1e6),
+    t.AddRow({label(run), Number(run->tokens), fmt::format("{:.2f}", run->energy_j / 1e6),
               fmt::format("{:.2f} %", 100.0 * run->violation_fraction[0]),
               fmt::format("{:.2f} %", 100.0 * run->violation_fraction[1]),
               fmt::format("{:.2f} %", 100.0 * run->violation_fraction[2]),
@@ -262,8 +262,8 @@ std::string FleetSimToText(const sim::FleetSimResult& r) {
     const double own = i < r.own_budgets.jobs.size() ? r.own_budgets.jobs[i].tokens : 0.0;
     jobs.AddRow({j.job + (j.admitted ? "" : " (not admitted)"), ControllerText(j),
                  std::to_string(j.gpus), fmt::format("{:.0f}", j.floor_w),
-                 fmt::format("{:.0f}", j.mean_grant_w), fmt::format("{:.4g}", j.tokens),
-                 fmt::format("{:.4g}", free), fmt::format("{:.4g}", own)});
+                 fmt::format("{:.0f}", j.mean_grant_w), Number(j.tokens), Number(free),
+                 Number(own)});
   }
   out += jobs.Render();
   if (r.opportunistic) {
@@ -294,7 +294,7 @@ std::string FleetSimReportHtml(const sim::FleetSimResult& r, uint64_t seed) {
     rows.push_back({run == &r.site       ? "site budget"
                     : run == &r.baseline ? "no budget at all (the trainers' own settings)"
                                          : "each job on its own scenario budget",
-                    fmt::format("{:.4g}", run->tokens), fmt::format("{:.2f}", run->energy_j / 1e6),
+                    Number(run->tokens), fmt::format("{:.2f}", run->energy_j / 1e6),
                     fmt::format("{:.2f} %", 100.0 * run->violation_fraction[0]),
                     fmt::format("{:.2f} %", 100.0 * run->violation_fraction[1]),
                     fmt::format("{:.2f} %", 100.0 * run->violation_fraction[2]),
@@ -308,18 +308,28 @@ std::string FleetSimReportHtml(const sim::FleetSimResult& r, uint64_t seed) {
     for (const auto& j : r.site.jobs) {
       job_rows.push_back({j.job + (j.admitted ? "" : " (not admitted)"), ControllerText(j),
                           std::to_string(j.gpus), fmt::format("{:.0f}", j.floor_w),
-                          fmt::format("{:.0f}", j.mean_grant_w), fmt::format("{:.4g}", j.tokens)});
+                          fmt::format("{:.0f}", j.mean_grant_w), Number(j.tokens)});
     }
     body += "<h2>The jobs and what steered each</h2>" +
             HtmlTable({"job", "controller", "GPUs", "floor W", "mean grant W", "tokens"}, job_rows);
   }
-  const auto chart = [&](const sim::FleetSimRun& run, const std::string& title) {
+  // `grants`: stack the run's grants under its power (a run with no site has none to show).
+  const auto chart = [&](const sim::FleetSimRun& run, const std::string& title, bool grants) {
     double hi = r.site_budget_w;
     for (double p : run.site_power_w) hi = std::max(hi, p);
+    for (double b : run.budget_w) hi = std::max(hi, b);
+    // The axis covers the stacked grants too: nothing is drawn above the frame.
+    std::vector<double> stacked(run.t_s.size(), 0.0);
+    for (size_t j = 0; grants && j < run.grant_w.size(); ++j) {
+      for (size_t i = 0; i < stacked.size() && i < run.grant_w[j].size(); ++i) {
+        stacked[i] += run.grant_w[j][i];
+        hi = std::max(hi, stacked[i]);
+      }
+    }
     SvgChart c({0.0, r.duration_s, false, "time (min)", 60.0}, {0.0, hi * 1.1, false, "W", 1.0});
     // The grants, stacked.
     std::vector<double> base(run.t_s.size(), 0.0);
-    for (size_t j = 0; j < run.grant_w.size(); ++j) {
+    for (size_t j = 0; grants && j < run.grant_w.size(); ++j) {
       std::vector<double> top = base;
       for (size_t i = 0; i < top.size() && i < run.grant_w[j].size(); ++i)
         top[i] += run.grant_w[j][i];
@@ -335,7 +345,7 @@ std::string FleetSimReportHtml(const sim::FleetSimResult& r, uint64_t seed) {
     }
     return fmt::format("<h2>{}</h2>{}", HtmlEscape(title), c.Render());
   };
-  body += chart(r.site, "Under the site budget: grants (stacked) and the site's true power");
+  body += chart(r.site, "Under the site budget: grants (stacked) and the site's true power", true);
   if (r.opportunistic) {
     const sim::FleetSimRun& run = r.site;
     const sim::OpportunisticRun& o = run.opportunistic;
@@ -343,11 +353,11 @@ std::string FleetSimReportHtml(const sim::FleetSimResult& r, uint64_t seed) {
     body += fmt::format(
         "<h2>Spare power: {} opportunistic DiLoCo workers</h2><p>Site energy <b>{:.1f} %</b> of "
         "budget × time ({:.1f} % without the workers); the jobs' tokens <b>{:+.2f} %</b> against "
-        "the site without them; the workers' {:.2f} MJ trained {:.4g} tokens in {} rounds, "
+        "the site without them; the workers' {:.2f} MJ trained {} tokens in {} rounds, "
         "coordination {:.2f} % of their compute energy; shrinking grants met {} times, p50 "
         "{:.2f} s, p99 {:.2f} s.</p>",
         o.workers, 100.0 * EnergyUseFraction(r, run), 100.0 * EnergyUseFraction(r, r.alone),
-        Pct(run.tokens, r.alone.tokens), o.energy_j / 1e6, o.tokens, o.rounds,
+        Pct(run.tokens, r.alone.tokens), o.energy_j / 1e6, Number(o.tokens), o.rounds,
         100.0 * CoordinationFraction(o), o.shrink_s.size(), sh.p50_s.value_or(0.0),
         sh.p99_s.value_or(0.0));
     double hi = r.site_budget_w;
@@ -379,22 +389,36 @@ std::string FleetSimReportHtml(const sim::FleetSimResult& r, uint64_t seed) {
       "in all, {:.2f} % of the tokens. A hold is the job idle at the start of a step.</p>{}",
       HtmlEscape(r.stagger), r.site.hold_count, r.site.hold_total_s, r.site.hold_tokens_cost_pct,
       PhaseTimeline(r.site, r.duration_s));
-  body += chart(r.baseline, "No budget at all: the site's true power");
-  body += chart(r.own_budgets, "Each job on its own budget (stacked) and the site's true power");
+  body += chart(r.baseline,
+                "No budget at all (the trainers' own settings): the site's true power against "
+                "the site budget it would have had",
+                false);
+  body +=
+      chart(r.own_budgets, "Each job on its own budget (stacked) and the site's true power", true);
   std::vector<std::vector<std::string>> jobs;
   for (size_t i = 0; i < r.site.jobs.size(); ++i) {
     const auto& j = r.site.jobs[i];
-    jobs.push_back(
-        {HtmlEscape(j.job), std::to_string(j.gpus), fmt::format("{:.0f}", j.floor_w),
-         fmt::format("{:.0f}", j.mean_grant_w), fmt::format("{:.4g}", j.tokens),
-         fmt::format("{:.4g}", i < r.baseline.jobs.size() ? r.baseline.jobs[i].tokens : 0.0),
-         fmt::format("{:.4g}", i < r.own_budgets.jobs.size() ? r.own_budgets.jobs[i].tokens : 0.0),
-         j.admitted ? "yes" : "no"});
+    jobs.push_back({HtmlEscape(j.job), std::to_string(j.gpus), fmt::format("{:.0f}", j.floor_w),
+                    fmt::format("{:.0f}", j.mean_grant_w), Number(j.tokens),
+                    Number(i < r.baseline.jobs.size() ? r.baseline.jobs[i].tokens : 0.0),
+                    Number(i < r.own_budgets.jobs.size() ? r.own_budgets.jobs[i].tokens : 0.0),
+                    j.admitted ? "yes" : "no"});
   }
   body += "<h2>Jobs</h2>" + HtmlTable({"job", "GPUs", "floor W", "mean grant W", "tokens",
                                        "tokens, no budget", "tokens, own budget", "admitted"},
                                       jobs);
-  return Page("headroom fleet-sim", body);
+  const std::string headline = fmt::format(
+      "Under one site budget of {} W ({:.1f} % of nameplate): {:.2f} % of 30 s windows over it, "
+      "peak {:.1f} % of nameplate, {} tokens ({} against each job on its own budget); with no "
+      "budget at all, {:.2f} % of 30 s windows would be over it.",
+      Number(r.site_budget_w), 100.0 * r.site_budget_w / r.nameplate_w,
+      100.0 * r.site.violation_fraction[1], 100.0 * r.site.peak_fraction_of_nameplate[1],
+      Number(r.site.tokens),
+      r.own_budgets.tokens > 0.0
+          ? fmt::format("{:+.1f} %", 100.0 * (r.site.tokens / r.own_budgets.tokens - 1.0))
+          : std::string("-"),
+      100.0 * r.baseline.violation_fraction[1]);
+  return Page("headroom fleet-sim", HtmlEscape(headline), body);
 }
 
 }  // namespace headroom::report

@@ -126,17 +126,39 @@ std::string AnalyzeReportHtml(const analysis::AnalyzeResult& r, const TraceInfo&
                     Pct(w.violation_fraction), Watts(w.max_window_power_w)});
   }
   body += HtmlTable({"window", "counted", "over budget", "max window W"}, rows);
-  body += "<h2>Summary</h2>\n<pre>" + HtmlEscape(AnalyzeToText(r, info)) + "</pre>\n";
-  return Page("headroom analyze: " + info.path, body);
+  body += "<h2>Summary</h2>\n" + HtmlTable({"metric", "value"}, AnalyzeSummaryRows(r));
+  // The headline: how often the budget was broken at the shortest and a 30 s window, or, with
+  // no budget, the peak against nameplate.
+  std::string headline;
+  if ((r.budget_w || r.moving_budget) && !r.windows.empty()) {
+    const auto& shortest = r.windows.front();
+    headline = fmt::format("{} of {} windows over the {}budget", Pct(shortest.violation_fraction),
+                           FormatDurationS(shortest.window_s),
+                           r.moving_budget ? "moving " : fmt::format("{} W ", Watts(r.budget_w)));
+    for (const auto& w : r.windows) {
+      if (&w != &shortest && std::abs(w.window_s - 30.0) < 1e-9) {
+        headline += fmt::format(", {} of 30 s windows", Pct(w.violation_fraction));
+      }
+    }
+    headline += fmt::format("; mean {} W, peak {} W over {}.", Number(r.mean_power_w, 1),
+                            Number(r.peak_power_w, 1), FormatDurationS(r.duration_s));
+  } else {
+    headline = fmt::format("No budget given: mean {} W, peak {} W ({} of nameplate) over {}.",
+                           Number(r.mean_power_w, 1), Number(r.peak_power_w, 1),
+                           Pct(r.peak_fraction_of_nameplate), FormatDurationS(r.duration_s));
+  }
+  return Page("headroom analyze: " + info.path, HtmlEscape(headline), body);
 }
 
 std::string FleetReportHtml(const planning::FleetResult& r,
                             const std::vector<planning::Job>& jobs) {
   std::string body;
   body += fmt::format(
-      "<p>{} GPUs in {} job trace(s), nameplate {:.1f} kW, {} trial(s) of {:.1f} "
-      "s at dt {:.4g} s.</p>\n",
-      r.gpus, jobs.size(), r.nameplate_w / 1e3, r.trials, r.duration_s, r.dt_s);
+      "<p>{} GPUs in {} job trace(s), nameplate {} kW, {} trial(s) of {} s at dt {} s; budget "
+      "{}.</p>\n",
+      r.gpus, jobs.size(), Number(r.nameplate_w / 1e3, 1), r.trials, Number(r.duration_s, 1),
+      Significant(r.dt_s, 3),
+      r.budget_w ? fmt::format("{} kW", Number(*r.budget_w / 1e3, 1)) : std::string("none"));
   body += "<h2>Fleet power over time (first trial)</h2>\n";
   body += PowerChart(r.power, r.budget_w, r.nameplate_w, "fleet");
 
@@ -176,8 +198,22 @@ std::string FleetReportHtml(const planning::FleetResult& r,
                     Pct(w.peak_fraction_max), Pct(w.violation_fraction)});
   }
   body += HtmlTable({"window", "peak/nameplate p50", "p95", "max", "over budget"}, rows);
-  body += "<h2>Summary</h2>\n<pre>" + HtmlEscape(FleetToText(r, jobs)) + "</pre>\n";
-  return Page("headroom fleet", body);
+  std::vector<std::vector<std::string>> job_rows;
+  for (const auto& job : jobs) {
+    job_rows.push_back({job.name, std::to_string(job.copies), std::to_string(job.gpus),
+                        Number(job.nameplate_w), Number(job.duration_s(), 1)});
+  }
+  body += "<h2>Jobs</h2>\n" +
+          HtmlTable({"job", "copies", "GPUs", "nameplate W", "duration s"}, job_rows);
+  body += "<h2>Summary</h2>\n" + HtmlTable({"metric", "value"}, FleetSummaryRows(r));
+  const std::string headline = fmt::format(
+      "Oversubscription factor {:.2f}x: a feed of these {} GPUs' nameplate ({} kW) can carry "
+      "{:.2f} times as many, their q{:g} peak over {} windows being {} kW (margin {:g} %); "
+      "{} kW of capacity freed.",
+      r.oversubscription_factor, r.gpus, Number(r.nameplate_w / 1e3, 1), r.oversubscription_factor,
+      r.quantile, FormatDurationS(r.risk_window_s), Number(r.risk_peak_w / 1e3, 1),
+      r.margin * 100.0, Number(r.economics.freed_capacity_kw, 1));
+  return Page("headroom fleet", HtmlEscape(headline), body);
 }
 
 }  // namespace headroom::report

@@ -6,7 +6,10 @@
 
 namespace headroom::report {
 
-std::string Page(const std::string& title, const std::string& body);
+// `headline`: one sentence with the figure the report exists for, first under the title (HTML:
+// the caller escapes what it puts in).
+std::string Page(const std::string& title, const std::string& headline, const std::string& body);
+// A table in its own horizontally scrolling box: a wide one never widens the page.
 std::string HtmlTable(const std::vector<std::string>& header,
                       const std::vector<std::vector<std::string>>& rows);
 

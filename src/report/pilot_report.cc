@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "common/duration.h"
+#include "report/format.h"
 #include "report/html_page.h"
 #include "report/svg.h"
 #include "report/table.h"
@@ -20,7 +21,7 @@ ordered_json OrNull(const std::optional<double>& v) {
   return v ? ordered_json(*v) : ordered_json();
 }
 
-std::string Num(double v) { return fmt::format("{:.4g}", v); }
+std::string Num(double v) { return Significant(v, 4); }
 std::string SignedPct(const std::optional<double>& v) {
   return v ? fmt::format("{:+.2f}%", *v) : "-";
 }
@@ -215,7 +216,12 @@ std::string PilotPlanReportHtml(const pilot::PilotPlan& p, const PilotBaseline& 
   }
   body += "<h2>Schedule</h2>" + HtmlTable({"block", "starts after", "arm"}, rows);
   if (p.schedule.size() > 200) body += "<p class=\"note\">The rest in the JSON.</p>";
-  return Page("headroom pilot plan", body);
+  const std::string headline = fmt::format(
+      "To detect a {:+g} % change of {}: {} blocks of {} ({} per arm, {:.1f} days), {} GPU-hours "
+      "at risk, {} USD.",
+      100.0 * o.effect_frac, pilot::MetricName(o.metric), p.blocks, FormatDurationS(o.block_s),
+      p.size.blocks_per_arm, p.days, Number(p.gpu_hours_at_risk, 1), Number(p.cost_usd));
+  return Page("headroom pilot plan", HtmlEscape(headline), body);
 }
 
 ordered_json PilotReportToJson(const pilot::PilotReport& r) {
@@ -319,7 +325,17 @@ std::string PilotReportHtml(const pilot::PilotReport& r) {
     for (const auto& n : g.notes) body += "<p class=\"note\">" + HtmlEscape(n) + "</p>";
   }
   for (const auto& w : r.warnings) body += "<p class=\"note\">" + HtmlEscape(w) + "</p>";
-  return Page("headroom pilot report", body);
+  std::string headline = "No metric could be compared.";
+  if (!r.all.metrics.empty()) {
+    const auto& m = r.all.metrics.front();
+    headline = fmt::format(
+        "{}: controlled {} against uncontrolled over {} + {} blocks (p = {}){}.", m.name,
+        m.effect.effect_pct ? fmt::format("{:+.2f} %", *m.effect.effect_pct) : std::string("-"),
+        m.effect.controlled_blocks, m.effect.uncontrolled_blocks,
+        Significant(m.effect.permutation.p_value, 3),
+        m.effect.significant ? ", significant" : ", not significant");
+  }
+  return Page("headroom pilot report", HtmlEscape(headline), body);
 }
 
 ordered_json PilotValidationToJson(const pilot::SimulationResult& r,

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+
+#include "report/format.h"
 
 namespace headroom::report {
 namespace {
@@ -15,6 +18,34 @@ constexpr double kBottom = 46.0;
 constexpr int kTargetTicks = 6;
 
 double Transform(double v, const Axis& a) { return a.log ? std::log10(std::max(v, 1e-300)) : v; }
+
+// Trailing zeros after the point, and a point left alone, dropped: "1,250.500" -> "1,250.5".
+std::string Trim(std::string s) {
+  if (s.find('.') == std::string::npos) return s;
+  while (!s.empty() && s.back() == '0') s.pop_back();
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s;
+}
+
+// Tick labels as people read them: thousands separated, never in scientific notation, with as
+// many decimals as the ticks' spacing needs.
+std::vector<std::string> TickLabels(const std::vector<double>& ticks, bool log) {
+  std::vector<std::string> out;
+  double step = 0.0;
+  for (size_t i = 1; i < ticks.size(); ++i) {
+    const double d = std::abs(ticks[i] - ticks[i - 1]);
+    if (d > 0.0 && (step == 0.0 || d < step)) step = d;
+  }
+  for (double v : ticks) {
+    if (log || step == 0.0) {
+      out.push_back(Trim(Significant(v, 3)));
+    } else {
+      const int decimals = std::clamp(static_cast<int>(std::ceil(-std::log10(step))) + 1, 0, 6);
+      out.push_back(Trim(Number(v, decimals)));
+    }
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -126,43 +157,52 @@ void SvgChart::HorizontalRule(double y, const std::string& color, const std::str
 }
 
 std::string SvgChart::Legend() const {
+  // HTML under the chart, not SVG over it: it wraps inside the page however many series.
   std::string out;
-  double x = kLeft + 8.0;
   for (const auto& [color, label] : legend_) {
     if (label.empty()) continue;
-    out += fmt::format(R"svg(<rect x="{:.0f}" y="{:.0f}" width="12" height="12" fill="{}"/>)svg", x,
-                       kTop + 4.0, color);
-    out += fmt::format(R"svg(<text x="{:.0f}" y="{:.0f}" font-size="12">{}</text>)svg", x + 16.0,
-                       kTop + 14.0, HtmlEscape(label));
-    x += 28.0 + 7.0 * static_cast<double>(label.size());
+    out += fmt::format(R"(<span><i style="background:{}"></i>{}</span>)", HtmlEscape(color),
+                       HtmlEscape(label));
   }
-  return out;
+  return out.empty() ? "" : "<div class=\"legend\">" + out + "</div>\n";
 }
 
 std::string SvgChart::Render() const {
-  std::string out = fmt::format(
-      R"svg(<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {} {}" width="100%" role="img" font-family="sans-serif">)svg",
-      kWidth, kHeight);
-  out += '\n';
   const double plot_bottom = kHeight - kBottom;
   const double plot_right = kWidth - kRight;
+  // The data are clipped to the plot frame (a chart's axes cover its data; the clip keeps a
+  // value off its scale, an outlier, from drawing over the labels). The id is the chart's own,
+  // from its content: two charts on a page differ, the same chart twice draws the same.
+  const std::string clip =
+      fmt::format("clip-{:016x}", std::hash<std::string>{}(body_ + x_.label + "\n" + y_.label));
+  std::string out = fmt::format(
+      R"svg(<figure class="chart"><svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {} {}" width="100%" role="img" font-family="sans-serif">)svg",
+      kWidth, kHeight);
+  out += fmt::format(
+      R"svg(<defs><clipPath id="{}"><rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}"/></clipPath></defs>)svg",
+      clip, kLeft, kTop, plot_right - kLeft, plot_bottom - kTop);
+  out += '\n';
   // Ticks are chosen in the units the labels show (value / scale).
-  for (double label : NiceTicks(y_.min / y_.scale, y_.max / y_.scale, y_.log)) {
-    const double t = label * y_.scale;
+  const std::vector<double> y_ticks = NiceTicks(y_.min / y_.scale, y_.max / y_.scale, y_.log);
+  const std::vector<std::string> y_labels = TickLabels(y_ticks, y_.log);
+  for (size_t i = 0; i < y_ticks.size(); ++i) {
+    const double t = y_ticks[i] * y_.scale;
     out += fmt::format(
-        R"svg(<line x1="{:.1f}" x2="{:.1f}" y1="{:.1f}" y2="{:.1f}" stroke="#ddd"/><text x="{:.1f}" y="{:.1f}" font-size="11" text-anchor="end">{:g}</text>)svg",
-        kLeft, plot_right, Y(t), Y(t), kLeft - 6.0, Y(t) + 4.0, label);
+        R"svg(<line x1="{:.1f}" x2="{:.1f}" y1="{:.1f}" y2="{:.1f}" stroke="#ddd"/><text x="{:.1f}" y="{:.1f}" font-size="11" text-anchor="end">{}</text>)svg",
+        kLeft, plot_right, Y(t), Y(t), kLeft - 6.0, Y(t) + 4.0, y_labels[i]);
     out += '\n';
   }
-  for (double label : NiceTicks(x_.min / x_.scale, x_.max / x_.scale, x_.log)) {
-    const double t = label * x_.scale;
+  const std::vector<double> x_ticks = NiceTicks(x_.min / x_.scale, x_.max / x_.scale, x_.log);
+  const std::vector<std::string> x_labels = TickLabels(x_ticks, x_.log);
+  for (size_t i = 0; i < x_ticks.size(); ++i) {
+    const double t = x_ticks[i] * x_.scale;
     out += fmt::format(
-        R"svg(<line x1="{:.1f}" x2="{:.1f}" y1="{:.1f}" y2="{:.1f}" stroke="#eee"/><text x="{:.1f}" y="{:.1f}" font-size="11" text-anchor="middle">{:g}</text>)svg",
-        X(t), X(t), kTop, plot_bottom, X(t), plot_bottom + 16.0, label);
+        R"svg(<line x1="{:.1f}" x2="{:.1f}" y1="{:.1f}" y2="{:.1f}" stroke="#eee"/><text x="{:.1f}" y="{:.1f}" font-size="11" text-anchor="middle">{}</text>)svg",
+        X(t), X(t), kTop, plot_bottom, X(t), plot_bottom + 16.0, x_labels[i]);
     out += '\n';
   }
   out += fmt::format(
-      R"svg(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="none" stroke="#888"/>)svg",
+      R"svg(<rect class="frame" x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="none" stroke="#888"/>)svg",
       kLeft, kTop, plot_right - kLeft, plot_bottom - kTop);
   out += fmt::format(
       R"svg(<text x="{:.1f}" y="{:.1f}" font-size="12" text-anchor="middle">{}</text>)svg",
@@ -171,9 +211,11 @@ std::string SvgChart::Render() const {
       R"svg(<text x="14" y="{:.1f}" font-size="12" text-anchor="middle" transform="rotate(-90 14 {:.1f})">{}</text>)svg",
       (kTop + plot_bottom) / 2.0, (kTop + plot_bottom) / 2.0, HtmlEscape(y_.label));
   out += '\n';
+  out += fmt::format(R"svg(<g class="data" clip-path="url(#{})">)svg", clip);
   out += body_;
+  out += "</g></svg>\n";
   out += Legend();
-  out += "</svg>\n";
+  out += "</figure>\n";
   return out;
 }
 

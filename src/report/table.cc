@@ -12,6 +12,12 @@ namespace {
 
 constexpr double kJoulesPerKwh = 3.6e6;
 
+// Rows gathered for a text table and an HTML one alike.
+struct TextRows {
+  std::vector<std::vector<std::string>> rows;
+  void AddRow(std::vector<std::string> row) { rows.push_back(std::move(row)); }
+};
+
 std::string Num(std::optional<double> v, int digits = 1) {
   return v ? fmt::format("{:.{}f}", *v, digits) : "-";
 }
@@ -84,14 +90,21 @@ std::string AnalyzeToText(const analysis::AnalyzeResult& r, const TraceInfo& inf
   out += '\n';
 
   TextTable summary({"metric", "value"});
+  for (auto& row : AnalyzeSummaryRows(r)) summary.AddRow(std::move(row));
+  out += summary.Render();
+  return out;
+}
+
+std::vector<std::vector<std::string>> AnalyzeSummaryRows(const analysis::AnalyzeResult& r) {
+  TextRows summary;
   summary.AddRow({"energy", fmt::format("{:.3f} kWh", r.energy_j / kJoulesPerKwh)});
   summary.AddRow({"mean power", fmt::format("{:.1f} W", r.mean_power_w)});
   summary.AddRow({"peak power", fmt::format("{:.1f} W", r.peak_power_w)});
   summary.AddRow({"peak / nameplate", Pct(r.peak_fraction_of_nameplate)});
   summary.AddRow({"max ramp (1 s windows)",
                   r.max_ramp_w_per_s ? fmt::format("{:.1f} W/s", *r.max_ramp_w_per_s) : "-"});
-  summary.AddRow({"tokens", Num(r.tokens, 0)});
-  summary.AddRow({"tokens per MWh", Num(r.tokens_per_mwh, 0)});
+  summary.AddRow({"tokens", r.tokens ? Number(*r.tokens) : "-"});
+  summary.AddRow({"tokens per MWh", r.tokens_per_mwh ? Number(*r.tokens_per_mwh) : "-"});
   if (r.has_spectrum) {
     summary.AddRow(
         {fmt::format("swing energy {:g}-{:g} Hz", r.spectrum.band_lo_hz, r.spectrum.band_hi_hz),
@@ -100,8 +113,7 @@ std::string AnalyzeToText(const analysis::AnalyzeResult& r, const TraceInfo& inf
                                               ? fmt::format("{:.4g} Hz", *r.spectrum.dominant_hz)
                                               : "-"});
   }
-  out += summary.Render();
-  return out;
+  return std::move(summary.rows);
 }
 
 std::string FleetToText(const planning::FleetResult& r, const std::vector<planning::Job>& jobs) {
@@ -126,8 +138,15 @@ std::string FleetToText(const planning::FleetResult& r, const std::vector<planni
   }
   out += windows.Render();
   out += '\n';
-  const auto& e = r.economics;
   TextTable summary({"metric", "value"});
+  for (auto& row : FleetSummaryRows(r)) summary.AddRow(std::move(row));
+  out += summary.Render();
+  return out;
+}
+
+std::vector<std::vector<std::string>> FleetSummaryRows(const planning::FleetResult& r) {
+  const auto& e = r.economics;
+  TextRows summary;
   summary.AddRow(
       {fmt::format("risk peak (q{:g} of {} peaks)", r.quantile, FormatDurationS(r.risk_window_s)),
        fmt::format("{:.1f} kW", r.risk_peak_w / 1e3)});
@@ -139,7 +158,7 @@ std::string FleetToText(const planning::FleetResult& r, const std::vector<planni
   summary.AddRow({"fleet energy", fmt::format("{:.4f} MWh", e.energy_mwh)});
   summary.AddRow({"energy cost", fmt::format("${:.2f}", e.energy_cost_usd)});
   summary.AddRow({"carbon", fmt::format("{:.2f} kg CO2e", e.carbon_kg)});
-  summary.AddRow({"tokens", Num(e.tokens, 0)});
+  summary.AddRow({"tokens", e.tokens ? Number(*e.tokens) : "-"});
   summary.AddRow({"cost per million tokens", e.usd_per_million_tokens
                                                  ? fmt::format("${:.4f}", *e.usd_per_million_tokens)
                                                  : "-"});
@@ -147,8 +166,7 @@ std::string FleetToText(const planning::FleetResult& r, const std::vector<planni
       {"carbon per million tokens", e.carbon_kg_per_million_tokens
                                         ? fmt::format("{:.4f} kg", *e.carbon_kg_per_million_tokens)
                                         : "-"});
-  out += summary.Render();
-  return out;
+  return std::move(summary.rows);
 }
 
 }  // namespace headroom::report

@@ -30,5 +30,8 @@ std::string SettleText(const analysis::SettleSummary& s);
 std::string AnalyzeToText(const analysis::AnalyzeResult& result, const TraceInfo& info);
 std::string FleetToText(const planning::FleetResult& result,
                         const std::vector<planning::Job>& jobs);
+// The {metric, value} rows of the summaries, for the terminal and the HTML reports alike.
+std::vector<std::vector<std::string>> AnalyzeSummaryRows(const analysis::AnalyzeResult& result);
+std::vector<std::vector<std::string>> FleetSummaryRows(const planning::FleetResult& result);
 
 }  // namespace headroom::report

@@ -111,6 +111,11 @@ EpisodeResult RunEpisode(const twin::Scenario& scenario, double budget_w, uint64
     if (options.record_power) {
       r.power_w.push_back(static_cast<float>(interval_sum / ticks / static_cast<double>(gpus)));
       if (options.budget != nullptr) r.budget_w.push_back(static_cast<float>(in.budget_w));
+      r.concurrency.push_back(static_cast<float>(applied.concurrency));
+      r.group_size.push_back(static_cast<float>(sr.observation.group_size));
+      r.power_limit_w.push_back(static_cast<float>(
+          applied.power_limit_w > 0.0 ? std::min(applied.power_limit_w, scenario.nameplate_w)
+                                      : scenario.nameplate_w));
     }
     r.tokens += sr.metrics.tokens;
     r.energy_j += sr.metrics.energy_j;

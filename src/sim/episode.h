@@ -48,6 +48,9 @@ struct EpisodeResult {
   std::array<uint64_t, 3> windows{};
   std::vector<float> power_w;   // per interval, mean over the job's GPUs (record_power)
   std::vector<float> budget_w;  // per interval, per GPU (record_power with a moving budget)
+  // What the controller did, per interval (record_power): generation concurrency, the group
+  // size in force, and the power limit per GPU in force (nameplate when none is set).
+  std::vector<float> concurrency, group_size, power_limit_w;
   // Under a moving budget: settle_s of each decrease that settled, and those that did not.
   std::vector<double> settled_s;
   size_t unsettled = 0;

@@ -89,7 +89,7 @@ TEST(FleetSim, ThePapersCompositeAtSixtyPercentStaysUnderTheSiteBudget) {
   for (const auto& ph : r->site.phase) EXPECT_EQ(ph.size(), r->site.t_s.size());
   EXPECT_EQ(r->site.budget_w.size(), r->site.t_s.size());
   const std::string html = report::FleetSimReportHtml(*r, 3);
-  EXPECT_NE(html.find("class=\"timeline\""), std::string::npos);
+  EXPECT_NE(html.find("class=\"timeline nochart\""), std::string::npos);
   for (const auto& job : r->site.jobs) EXPECT_NE(html.find(job.job), std::string::npos) << job.job;
   EXPECT_NE(html.find("rollout"), std::string::npos);
 }

@@ -242,6 +242,7 @@ void Analyzer::OnBatch(const trace::SampleBatch& batch, const trace::TraceSchema
   }
   if (budget_column_) AddBudgets(batch);
   AddTokens(batch, schema);
+  if (options_.plot_data) AddActuation(batch, schema);
   // While every batch is whole polls of the same GPUs, each GPU has had the same times, and the
   // time arithmetic of every statistic is done once per poll for all of them.
   if (lockstep_) {
@@ -316,6 +317,21 @@ void Analyzer::AddTokens(const trace::SampleBatch& batch, const trace::TraceSche
   for (size_t i = 0; i < batch.size(); ++i) {
     if (!std::isnan(tokens[i])) tokens_ += tokens[i];
   }
+}
+
+void Analyzer::AddActuation(const trace::SampleBatch& batch, const trace::TraceSchema& schema) {
+  // The job's settings, once per poll: the first GPU's rows (every GPU's repeat them).
+  const auto add = [&](trace::Field field, std::optional<Envelope>& envelope) {
+    if (!schema.Has(field)) return;
+    const auto& values = batch.fields[trace::FieldIndex(field)];
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (batch.gpu[i] != 0 || std::isnan(values[i])) continue;
+      if (!envelope) envelope.emplace();
+      envelope->Add(batch.t_s[i], values[i]);
+    }
+  };
+  add(trace::Field::kConcurrency, concurrency_);
+  add(trace::Field::kGroupSize, group_size_);
 }
 
 void Analyzer::AddBudgets(const trace::SampleBatch& batch) {
@@ -524,6 +540,8 @@ Result<AnalyzeResult> Analyzer::Finish(const trace::TraceSchema& schema) {
     result.has_spectrum = true;
   }
   result.envelope = envelope_;
+  result.concurrency = concurrency_;
+  result.group_size = group_size_;
   return result;
 }
 

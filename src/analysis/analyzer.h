@@ -90,6 +90,9 @@ struct AnalyzeResult {
   // Plot data (AnalyzeOptions::plot_data).
   std::vector<WindowResult> curve;
   std::optional<Envelope> envelope;
+  // The actuation an agent's trace records (its concurrency and group_size columns), over
+  // time; none when the trace has no such column.
+  std::optional<Envelope> concurrency, group_size;
 };
 
 inline constexpr double kJoulesPerMegawattHour = 3.6e9;
@@ -133,6 +136,8 @@ class Analyzer final : public trace::SampleSink {
   std::vector<std::unique_ptr<Gpu>> gpus_;
   std::unique_ptr<SpectrumPool> spectrum_;
   std::optional<Envelope> envelope_;
+  std::optional<Envelope> concurrency_, group_size_;  // plot_data, from the first GPU's rows
+  void AddActuation(const trace::SampleBatch& batch, const trace::TraceSchema& schema);
   struct Steps;
   std::unique_ptr<Steps> steps_;
   uint64_t samples_ = 0;

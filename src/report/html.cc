@@ -90,6 +90,30 @@ std::string AnalyzeReportHtml(const analysis::AnalyzeResult& r, const TraceInfo&
   }
   body += "<h2>Power over time</h2>\n";
   if (r.envelope) body += PowerChart(*r.envelope, r.budget_w, r.nameplate_w, what);
+  // An agent's trace: what it decided, on the same time axis.
+  for (const auto& [envelope, name] : {std::pair{&r.concurrency, "generation concurrency"},
+                                       std::pair{&r.group_size, "group size"}}) {
+    if (!*envelope || !r.envelope) continue;
+    std::vector<double> xs, ys;
+    double top = 1.0;
+    const auto& buckets = (*envelope)->buckets();
+    for (size_t i = 0; i < buckets.size(); ++i) {
+      if (buckets[i].count == 0) continue;
+      xs.push_back((*envelope)->origin_s() +
+                   (static_cast<double>(i) + 0.5) * (*envelope)->bucket_s());
+      ys.push_back(buckets[i].sum_w / static_cast<double>(buckets[i].count));
+      top = std::max(top, ys.back());
+    }
+    if (xs.empty()) continue;
+    const auto& env = *r.envelope;
+    const double end = env.origin_s() + static_cast<double>(env.buckets().size()) * env.bucket_s();
+    SvgChart chart(TimeAxis(std::min(env.origin_s(), xs.front()), std::max(end, xs.back())),
+                   Axis{0.0, top * kHeadroom, false, name, 1.0});
+    chart.Line(
+        xs, ys, kAccentColor,
+        fmt::format("{} (mean per {} bucket)", name, FormatDurationS((*envelope)->bucket_s())));
+    body += fmt::format("<h2>The agent's {} over time</h2>\n", name) + chart.Render();
+  }
 
   std::vector<double> xs, max_w, viol;
   for (const auto& w : r.curve) {

@@ -1,10 +1,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "common/phase.h"
 #include "report/diloco_report.h"
 #include "report/fleet_sim_report.h"
+#include "report/format.h"
 #include "report/html.h"
+#include "report/html_page.h"
 #include "report/json.h"
 #include "report/svg.h"
 #include "report/table.h"
@@ -12,6 +16,42 @@
 
 namespace headroom::report {
 namespace {
+
+// Numbers as people read them (issue 37): thousands grouped, never in scientific notation.
+TEST(ReportNumbers, ThousandsGroupedAndNoScientificNotation) {
+  EXPECT_EQ(Number(1276000.0), "1,276,000");
+  EXPECT_EQ(Number(999.0), "999");
+  EXPECT_EQ(Number(1000.0), "1,000");
+  EXPECT_EQ(Number(-1234567.891, 2), "-1,234,567.89");
+  EXPECT_EQ(Number(1234.5, 1), "1,234.5");
+  EXPECT_EQ(Number(-0.001), "0");  // rounds to zero: no "-0"
+  EXPECT_EQ(Number(std::nan("")), "-");
+  EXPECT_EQ(Significant(1.2765e6), "1,276,500");
+  EXPECT_EQ(Significant(1.433e-6), "0.000001433");
+  EXPECT_EQ(Significant(0.012345), "0.01235");
+  EXPECT_EQ(Significant(1.433e10), "14,330,000,000");
+  EXPECT_EQ(Significant(0.0), "0");
+}
+
+// A chart: its data inside a frame and a clip path, its legend as HTML after it, tick labels
+// grouped; a table in a scrolling box; the headline first.
+TEST(ReportPage, ChartsFramedLegendsInHtmlTablesScrollHeadlineFirst) {
+  SvgChart chart(Axis{0.0, 3.0e6, false, "tokens", 1.0}, Axis{0.0, 100.0, false, "W", 1.0});
+  chart.Line({0.0, 3.0e6}, {10.0, 90.0}, "#123456", "a <line>");
+  const std::string svg = chart.Render();
+  EXPECT_THAT(svg, ::testing::HasSubstr("<rect class=\"frame\""));
+  EXPECT_THAT(svg, ::testing::HasSubstr("<g class=\"data\" clip-path=\"url(#clip-"));
+  EXPECT_THAT(svg, ::testing::HasSubstr(">1,000,000</text>"));
+  EXPECT_THAT(svg, ::testing::Not(::testing::HasSubstr("e+06")));
+  const size_t end = svg.find("</svg>");
+  const size_t legend = svg.find("<div class=\"legend\">");
+  ASSERT_NE(legend, std::string::npos);
+  EXPECT_GT(legend, end);
+  EXPECT_THAT(svg, ::testing::HasSubstr("a &lt;line&gt;</span>"));
+  EXPECT_THAT(HtmlTable({"a"}, {{"1"}}), ::testing::StartsWith("<div class=\"scroll\"><table>"));
+  const std::string page = Page("t", "the figure", "<p>body</p>");
+  EXPECT_LT(page.find("<p class=\"headline\">the figure</p>"), page.find("<p>body</p>"));
+}
 
 using ::testing::HasSubstr;
 using ::testing::Not;

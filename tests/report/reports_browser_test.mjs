@@ -95,7 +95,14 @@ const reports = [
     ["twin", "run", "--scenario", "a100-72b-tp4", "--steps", "20", "--out", "a72b.csv"],
     ["fleet", "a72b.csv:2", "a14b.csv:2", "a7b.csv:4", "--trials", "50", "--budget-fraction", "0.7",
      "--report", "fleet.html"]] },
-  { name: "eval", file: "eval.html", commands: [
+  // An agent's trace (the twin's, with its concurrency and group_size columns): the report
+  // draws the actuation too.
+  { name: "analyze-agent", file: "agent-trace.html", needs: "fleet",
+    contains: ["The agent's generation concurrency over time", "The agent's group size over time"],
+    commands: [["analyze", "a7b.csv", "--budget-w", "300", "--report", "agent-trace.html"]] },
+  { name: "eval", file: "eval.html", contains: ["Generation concurrency (seed 1)",
+    "Group size (seed 1)", "Power limit in force per GPU", "Settings and the power limit in force"],
+    commands: [
     ["eval", "--scenario", "a100-7b-tp1", "--policy", path.join(policies, "a100-7b-tp1.json"),
      "--seeds", "2", "--steps", "60", "--report", "eval.html"]] },
   { name: "fleet-sim", file: "fleet-sim.html", commands: [
@@ -319,6 +326,11 @@ try {
     try {
       await page.goto(pathToFileURL(path.join(dir, r.file)).href, { waitUntil: "load", timeout: 30_000 });
       const out = await page.evaluate(checkPage);
+      // What a report must show beyond the common checks.
+      const text = await page.evaluate(() => document.body.innerText);
+      for (const want of r.contains || []) {
+        if (!text.includes(want)) out.d.push(`missing: "${want}"`);
+      }
       for (const k of ["a", "b", "c", "d", "e", "f", "g"]) {
         if (out[k].length > 0) r.failed.push(labels[k]);
         for (const what of out[k]) fail(r.name, `${k}: ${what}`);

@@ -64,8 +64,24 @@ class EtcdCluster {
   };
   static std::optional<EtcdCluster> Start(int members, std::string* why,
                                           std::optional<Tls> tls = std::nullopt) {
+    // Free ports are found, released, then bound by etcd: another process may take one in
+    // between. Such a clash (etcd cannot bind, or another etcd answers on our port) starts the
+    // cluster again on fresh ports; any other failure is the answer.
+    for (int attempt = 1;; ++attempt) {
+      std::optional<EtcdCluster> cluster = StartOnce(members, why, tls);
+      if (cluster || attempt == 3 || !PortClash(*why)) return cluster;
+    }
+  }
+
+  static bool PortClash(const std::string& why) {
+    return why.find("address already in use") != std::string::npos ||
+           why.find("answers for another cluster") != std::string::npos;
+  }
+
+  static std::optional<EtcdCluster> StartOnce(int members, std::string* why,
+                                              const std::optional<Tls>& tls) {
     EtcdCluster cluster;
-    cluster.tls_ = std::move(tls);
+    cluster.tls_ = tls;
     static int started = 0;
     cluster.token_ =
         Cat("headroom-test-", std::to_string(getpid()), "-", std::to_string(++started));
@@ -330,7 +346,20 @@ class EtcdCluster {
       }
       const std::optional<Reply> r =
           Http(members_[i].client_port, "GET", "/health", "", /*timeout_s=*/1.0);
-      if (r && r->status == 200 && r->body.find("\"true\"") != std::string::npos) return true;
+      if (r && r->status == 200 && r->body.find("\"true\"") != std::string::npos) {
+        // Healthy, but whose? Ours lists our member's peer URL (unique to this cluster);
+        // another test's etcd on a port we were handed does not.
+        const std::optional<Reply> list = Http(members_[i].client_port, "POST",
+                                               "/v3/cluster/member/list", "{}", /*timeout_s=*/1.0);
+        // (With auth on, the list needs a user: then it cannot tell, and the health answers.)
+        if (list && list->status == 200 &&
+            list->body.find(Url(members_[i].peer_port)) == std::string::npos) {
+          *why = Cat("etcd ", members_[i].name, ": port ", std::to_string(members_[i].client_port),
+                     " answers for another cluster (a port clash)");
+          return false;
+        }
+        return true;
+      }
       std::this_thread::sleep_for(kPollInterval);
     }
     *why = Cat("etcd ", members_[i].name, " not healthy within ", std::to_string(kReadyTimeoutS),

@@ -466,14 +466,9 @@ net::Response Api::Report(const net::Request& request, std::string_view query) {
 }
 
 net::Response Api::History(std::string_view query) {
-  auto q = net::ParseQuery(query, {"after"});
-  if (!q) return net::ErrorResponse(400, q.error().message());
-  double after_t_s = -1.0;
-  if (const auto text = q->Get("after")) {
-    const auto t = net::ParseQueryReal(*text);
-    if (!t) return net::ErrorResponse(400, "after: expected agent time in seconds");
-    after_t_s = *t;
-  }
+  const auto after = net::ParseAfterQuery(query, -1.0, "agent time in seconds");
+  if (!after) return net::ErrorResponse(400, after.error().message());
+  const double after_t_s = *after;
   std::vector<HistoryPoint> points;
   double budget_w = 0.0;
   {

@@ -505,15 +505,9 @@ CoordinatorApi::CoordinatorApi(CoordinatorHost& host, net::AccessPolicy access,
     return Reply(200, CoordinatorStatusJson(host_.Snapshot(), host_.config(), counters));
   });
   router_.Add("/v1/history", Access::kRead, [this](const net::Request&, std::string_view query) {
-    auto q = net::ParseQuery(query, {"after"});
-    if (!q) return net::ErrorResponse(400, q.error().message());
-    double after = -1.0;
-    if (const auto text = q->Get("after")) {
-      const auto t = net::ParseQueryReal(*text);
-      if (!t) return net::ErrorResponse(400, "after: expected a Unix time in seconds");
-      after = *t;
-    }
-    return Reply(200, SiteHistoryJson(host_.History(after), host_.config().period_s));
+    const auto after = net::ParseAfterQuery(query, -1.0, "a Unix time in seconds");
+    if (!after) return net::ErrorResponse(400, after.error().message());
+    return Reply(200, SiteHistoryJson(host_.History(*after), host_.config().period_s));
   });
   router_.Add("/metrics", Access::kRead, [this](const net::Request&, std::string_view query) {
     if (auto q = net::ParseQuery(query, {}); !q)

@@ -81,4 +81,14 @@ std::optional<double> ParseQueryReal(std::string_view text) {
   return v;
 }
 
+Result<double> ParseAfterQuery(std::string_view text, double none, std::string_view what_t_is) {
+  auto q = ParseQuery(text, {"after"});
+  if (!q) return std::move(q).error();
+  const auto after = q->Get("after");
+  if (!after) return none;
+  const auto t = ParseQueryReal(*after);
+  if (!t) return Error::Input(fmt::format("after: expected {}", what_t_is));
+  return *t;
+}
+
 }  // namespace headroom::net

@@ -28,4 +28,8 @@ Result<Query> ParseQuery(std::string_view text, std::initializer_list<std::strin
 std::optional<uint64_t> ParseQueryUint(std::string_view text);
 std::optional<double> ParseQueryReal(std::string_view text);
 
+// The query of a history route (`?after=T`, the only parameter): T, or `none` without it; an
+// input error naming the parameter, with `what_t_is` ("agent time in seconds"), otherwise.
+Result<double> ParseAfterQuery(std::string_view text, double none, std::string_view what_t_is);
+
 }  // namespace headroom::net

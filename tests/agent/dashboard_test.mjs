@@ -5,27 +5,14 @@
 // Exit 0: passed; 1: failed; 77: skipped (no chromium, unless HEADROOM_REQUIRE_BROWSER=1).
 // Leaves OUT_DIR/dashboard.png. Waits on page state (waitForFunction), never on fixed sleeps.
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync } from "node:fs";
-import { createRequire } from "node:module";
+import { mkdirSync } from "node:fs";
 import path from "node:path";
 
-const [headroom, root, outDir] = process.argv.slice(2);
-const chromium = process.env.CHROMIUM || "/usr/bin/chromium";
-if (!existsSync(chromium)) {
-  const required = process.env.HEADROOM_REQUIRE_BROWSER === "1";
-  console.log(`dashboard_test: ${chromium} not found (./scripts/setup.sh installs it)`);
-  process.exit(required ? 1 : 77);
-}
-const require = createRequire(path.resolve(root, "web", "package.json"));
-const { chromium: playwright } = require("playwright-core");
+import { checker, launch, playwrightOrSkip } from "../support/browser.mjs";
 
-const failures = [];
-function check(cond, what) {
-  if (!cond) {
-    failures.push(what);
-    console.log("FAIL:", what);
-  }
-}
+const [headroom, root, outDir] = process.argv.slice(2);
+const playwright = playwrightOrSkip("dashboard_test", root);
+const { check, failures } = checker();
 
 // A 4-GPU tensor-parallel job in the twin, 20x faster than real time.
 function startAgent(extra = [], env = {}) {
@@ -57,12 +44,7 @@ const base = `http://127.0.0.1:${agent.port}`;
 // Playwright gives Chromium a fresh, empty profile of its own.
 let browser;
 try {
-  browser = await playwright.launch({
-    executablePath: chromium,
-    headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
+  browser = await launch(playwright);
 } catch (e) {
   agent.kill("SIGTERM");
   throw e;

@@ -8,31 +8,17 @@
 // Exit 0: passed; 1: failed; 77: skipped (no chromium or etcd, unless
 // HEADROOM_REQUIRE_BROWSER=1). Leaves OUT_DIR/fleet-page.png. Waits on state, never on sleeps.
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import { createRequire } from "node:module";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 
-const [headroom, root, outDir] = process.argv.slice(2);
-const chromium = process.env.CHROMIUM || "/usr/bin/chromium";
-const etcd = "/usr/bin/etcd";
-for (const need of [chromium, etcd]) {
-  if (!existsSync(need)) {
-    console.log(`fleet_page_test: ${need} not found (./scripts/setup.sh installs it)`);
-    process.exit(process.env.HEADROOM_REQUIRE_BROWSER === "1" ? 1 : 77);
-  }
-}
-const require = createRequire(path.resolve(root, "web", "package.json"));
-const { chromium: playwright } = require("playwright-core");
+import { checker, launch, playwrightOrSkip } from "../support/browser.mjs";
 
-const failures = [];
-function check(cond, what) {
-  if (!cond) {
-    failures.push(what);
-    console.log("FAIL:", what);
-  }
-}
+const [headroom, root, outDir] = process.argv.slice(2);
+const etcd = "/usr/bin/etcd";
+const playwright = playwrightOrSkip("fleet_page_test", root, [etcd]);
+const { check, failures } = checker();
 
 // A free loopback port: bound, read, released (the child binds it next).
 function freePort() {
@@ -100,11 +86,7 @@ try {
     if (kept < 25) await new Promise((r) => setTimeout(r, 200)); // polling the API's own state
   }
 
-  browser = await playwright.launch({
-    executablePath: chromium, headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
+  browser = await launch(playwright);
   const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
   const consoleErrors = [];
   page.on("console", (m) => { if (m.type() === "error") consoleErrors.push(m.text()); });

@@ -258,6 +258,18 @@ TEST(NetPolicy, LoopbackHosts) {
   }
 }
 
+// A history route's ?after=T (the agent's /v1/history and the coordinator's).
+TEST(NetQuery, AfterIsTheOnlyParameterOfAHistory) {
+  EXPECT_EQ(*ParseAfterQuery("", -1.0, "t"), -1.0);
+  EXPECT_EQ(*ParseAfterQuery("after=1796521800.5", -1.0, "t"), 1796521800.5);
+  const auto bad = ParseAfterQuery("after=soon", -1.0, "a Unix time in seconds");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message(), "after: expected a Unix time in seconds");
+  EXPECT_FALSE(ParseAfterQuery("before=1", -1.0, "t"));
+  EXPECT_FALSE(ParseAfterQuery("after=1&after=2", -1.0, "t"));
+  EXPECT_FALSE(ParseAfterQuery("after=nan", -1.0, "t"));
+}
+
 TEST(NetQuery, StrictParametersAndNumbers) {
   auto q = ParseQuery("after=3&timeout_s=2.5", {"after", "timeout_s"});
   ASSERT_TRUE(q.ok());

@@ -1,7 +1,8 @@
 // Every HTML report the CLI writes, opened in headless Chromium (Debian's chromium, driven by
 // playwright-core from web/node_modules) at 1,280 x 800 (issue 37). The reports are made here, in
-// a temporary directory, from small inputs: analyze, fleet, eval, fleet-sim, sites-sim, pilot plan
-// and pilot report (diloco's takes too long for this test; pilot validate writes no report).
+// a temporary directory, from small inputs: analyze (of a synthetic trace and of an agent's),
+// fleet, eval, fleet-sim, sites-sim, a tiny diloco run (left out without etcd or a DiLoCo build),
+// pilot plan and pilot report (pilot validate writes no report).
 // Each report is checked for:
 //   a. no horizontal overflow of the document;
 //   b. every SVG chart's data shapes (descendants of g.data) inside its plot frame (rect.frame),
@@ -21,10 +22,11 @@
 // checked once page.goto has seen them load.
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
+
+import { launch, playwrightOrSkip } from "../support/browser.mjs";
 
 const [headromArg, rootArg, outArg] = process.argv.slice(2);
 if (!headromArg || !rootArg || !outArg) {
@@ -34,13 +36,7 @@ if (!headromArg || !rootArg || !outArg) {
 const headroom = path.resolve(headromArg);
 const root = path.resolve(rootArg);
 const outDir = path.resolve(outArg);
-const chromium = process.env.CHROMIUM || "/usr/bin/chromium";
-if (!existsSync(chromium)) {
-  console.log(`reports_browser_test: ${chromium} not found (./scripts/setup.sh installs it)`);
-  process.exit(process.env.HEADROOM_REQUIRE_BROWSER === "1" ? 1 : 77);
-}
-const require = createRequire(path.resolve(root, "web", "package.json"));
-const { chromium: playwright } = require("playwright-core");
+const playwright = playwrightOrSkip("reports_browser_test", root);
 
 // A report's failures, by name; a failure outside any report under "(test)".
 const results = new Map();
@@ -322,11 +318,7 @@ try {
               `${generation.toFixed(1)} s (${reports.map((r) => `${r.name} ${r.seconds.toFixed(1)} s`).join(", ")})`);
 
   // 2. Each in Chromium.
-  browser = await playwright.launch({
-    executablePath: chromium, headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
+  browser = await launch(playwright);
   mkdirSync(outDir, { recursive: true });
   for (const r of reports) {
     if (!made.has(r.name)) continue;

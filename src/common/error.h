@@ -19,6 +19,13 @@ enum class ErrorKind {
   kInput,  // the data is wrong: a trace, a sidecar, a scenario
   kUsage,  // the command line is wrong, or misses what the input needs
   kIo,     // the system failed: open, read, write, rename
+  // A store's answers, sorted where its client meets it (coord/etcd_store.cc), so that no caller
+  // reads a message to tell them apart:
+  kUnavailable,      // no member could take the request (none reachable, no leader): not applied
+  kOutcomeUnknown,   // a write was sent and no answer came: it may have been applied
+  kNotFound,         // what the request names is not there (a lease expired or revoked)
+  kConflict,         // the request conflicts with the store's state (a revision compacted)
+  kUnauthenticated,  // the store refused the credentials or the session's token
 };
 
 class Error {
@@ -28,6 +35,17 @@ class Error {
   static Error Input(std::string message) { return {ErrorKind::kInput, std::move(message)}; }
   static Error Usage(std::string message) { return {ErrorKind::kUsage, std::move(message)}; }
   static Error Io(std::string message) { return {ErrorKind::kIo, std::move(message)}; }
+  static Error Unavailable(std::string message) {
+    return {ErrorKind::kUnavailable, std::move(message)};
+  }
+  static Error OutcomeUnknown(std::string message) {
+    return {ErrorKind::kOutcomeUnknown, std::move(message)};
+  }
+  static Error NotFound(std::string message) { return {ErrorKind::kNotFound, std::move(message)}; }
+  static Error Conflict(std::string message) { return {ErrorKind::kConflict, std::move(message)}; }
+  static Error Unauthenticated(std::string message) {
+    return {ErrorKind::kUnauthenticated, std::move(message)};
+  }
 
   ErrorKind kind() const { return kind_; }
   const std::string& message() const { return message_; }

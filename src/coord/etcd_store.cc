@@ -273,6 +273,10 @@ enum class Failure {
 struct EtcdError {
   std::string message;
   Failure failure = Failure::kFinal;
+  // What the callers see (common/error.h), from etcd's gRPC code: NOT_FOUND (5: a lease it
+  // does not have), OUT_OF_RANGE (11: a revision compacted), UNAUTHENTICATED (16: a token it
+  // does not know); anything else is an I/O failure.
+  ErrorKind kind = ErrorKind::kIo;
 };
 
 // The message of an error answer: {"error": "..", "message": "..", "code": N} from unary calls,
@@ -297,6 +301,9 @@ std::optional<EtcdError> ErrorOf(const json& j) {
   }
   if (message.empty()) message = "an error without a message";
   EtcdError e{code >= 0 ? fmt::format("{} (code {})", message, code) : message, Failure::kFinal};
+  if (code == 5) e.kind = ErrorKind::kNotFound;
+  if (code == 11) e.kind = ErrorKind::kConflict;
+  if (code == 16) e.kind = ErrorKind::kUnauthenticated;
   const auto has = [&](std::string_view s) { return message.find(s) != std::string::npos; };
   // etcd's rpctypes: these are returned before the request is proposed to raft...
   if (has("no leader") || has("proposal dropped") || has("leader changed") ||
@@ -640,8 +647,7 @@ Result<EtcdStore::Answer> EtcdStore::Post(const char* path, const std::string& b
   Result<Answer> a = PostLocked(path, body, resend);
   // An expired token (etcd's simple tokens last 5 minutes without use): renewed once. etcd
   // refused the request before applying it, so sending it again is safe.
-  if (!a.ok() && !credentials_.user.empty() &&
-      a.error().message().find("invalid auth token") != std::string::npos) {
+  if (!a.ok() && !credentials_.user.empty() && a.error().kind() == ErrorKind::kUnauthenticated) {
     token_.clear();
     if (Status s = AuthenticateLocked(); !s.ok()) return std::move(s).error();
     a = PostLocked(path, body, resend);
@@ -702,12 +708,13 @@ Result<EtcdStore::Answer> EtcdStore::PostLocked(const char* path, const std::str
       const EtcdError e = HttpStatusError(status, received);
       if (e.failure == Failure::kFinal) {
         current_ = i;
-        return Error::Io(fmt::format("etcd at {}: {}: {}", url, path, e.message));
+        return Error(e.kind, fmt::format("etcd at {}: {}: {}", url, path, e.message));
       }
       current_ = (i + 1) % n;
       if (e.failure == Failure::kMaybeApplied && resend == Resend::kNever) {
-        return Error::Io(fmt::format("etcd at {}: {}: {} ({}: it may have been applied)", url, path,
-                                     e.message, kOutcomeUnknown));
+        return Error::OutcomeUnknown(
+            fmt::format("etcd at {}: {}: {} ({}: it may have been applied)", url, path, e.message,
+                        kOutcomeUnknown));
       }
       tried += fmt::format("{}{}: {}", tried.empty() ? "" : "; ", url, e.message);
       continue;
@@ -718,12 +725,13 @@ Result<EtcdStore::Answer> EtcdStore::PostLocked(const char* path, const std::str
         cut ? fmt::format("no whole answer within {} s", kWholeRequestTimeouts * timeout_s_)
             : DescribeHttpError(error, timeout_s_);
     if (!NotSent(error) && resend == Resend::kNever) {
-      return Error::Io(fmt::format("etcd at {}: {}: {} ({}: it may have been applied)", url, path,
-                                   why, kOutcomeUnknown));
+      return Error::OutcomeUnknown(fmt::format("etcd at {}: {}: {} ({}: it may have been applied)",
+                                               url, path, why, kOutcomeUnknown));
     }
     tried += fmt::format("{}{}: {}", tried.empty() ? "" : "; ", url, why);
   }
-  return Error::Io(fmt::format("etcd at {}: {}: {}", Describe(), path, tried));
+  // No member took it, and none may have applied it.
+  return Error::Unavailable(fmt::format("etcd at {}: {}: {}", Describe(), path, tried));
 }
 
 Result<RangeResult> EtcdStore::Get(const std::string& key, bool prefix) {
@@ -855,14 +863,16 @@ Result<int64_t> EtcdStore::LeaseKeepAlive(LeaseId lease) {
   const size_t line_end = text.find('\n');
   const json j = json::parse(text.substr(0, line_end), nullptr, false);
   if (std::optional<EtcdError> e = ErrorOf(j)) {
-    return Error::Io(fmt::format("{}: {}", where, e->message));
+    return Error(e->kind, fmt::format("{}: {}", where, e->message));
   }
   Reader r(where);
   const json& result = r.Object(j, "result", true);
   const int64_t ttl_s = r.Int(result, "TTL");
   if (!r.ok()) return r.error();
   // etcd answers a lease it does not have with TTL 0 (left out), not with an error.
-  if (ttl_s <= 0) return Error::Io(fmt::format("{}: lease {}: {}", where, lease, kLeaseGone));
+  if (ttl_s <= 0) {
+    return Error::NotFound(fmt::format("{}: lease {}: {}", where, lease, kLeaseGone));
+  }
   return ttl_s;
 }
 
@@ -884,7 +894,7 @@ Status EtcdStore::Compact(int64_t revision) {
   Result<Answer> a = Post("/v3/kv/compaction", body.dump(), Resend::kHarmless);
   if (!a.ok()) {
     // Compacting twice to the same revision is harmless: etcd says it is compacted already.
-    if (a.error().message().find("compacted") != std::string::npos) return OkStatus();
+    if (a.error().kind() == ErrorKind::kConflict) return OkStatus();
     return std::move(a).error();
   }
   Reader r(fmt::format("etcd at {}: /v3/kv/compaction", a->url));
@@ -939,7 +949,7 @@ class WatchStream {
     if (line.find_first_not_of(" \r\t") == std::string_view::npos) return true;
     const json j = json::parse(line, nullptr, false);
     if (std::optional<EtcdError> e = ErrorOf(j)) {
-      error_ = Error::Io(fmt::format("{}: {}", where_, e->message));
+      error_ = Error(e->kind, fmt::format("{}: {}", where_, e->message));
       return false;
     }
     Reader r(where_);
@@ -1087,7 +1097,7 @@ Result<WatchResult> EtcdStore::Stream(const std::string& key, bool prefix, int64
     if (status > 0 && status != 200) {
       const EtcdError e = HttpStatusError(status, stream.rest());
       if (e.failure == Failure::kFinal) {
-        return Error::Io(fmt::format("etcd at {}: /v3/watch: {}", url, e.message));
+        return Error(e.kind, fmt::format("etcd at {}: /v3/watch: {}", url, e.message));
       }
       tried += fmt::format("{}{}: {}", tried.empty() ? "" : "; ", url, e.message);
       MutexLock lock(mu_);

@@ -6,7 +6,7 @@
 // member (connection refused or timed out, etcd's "no leader") is sent again to the next one.
 // One that may have been received and not answered (read timeout, connection lost, etcd's
 // "request timed out") is resent only when resending is harmless (reads, keep-alives, lease
-// grants); for Put, Delete, Txn and LeaseRevoke it fails with kOutcomeUnknown in its message.
+// grants); for Put, Delete, Txn and LeaseRevoke it fails with ErrorKind::kOutcomeUnknown.
 //
 // Thread-safe: one mutex serialises the requests on the shared connections; Watch and Follow
 // open their own connection for their stream, so a long watch does not hold up the other calls.

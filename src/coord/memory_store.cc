@@ -34,7 +34,7 @@ Status MemoryStore::Applied() {
   ++writes_;
   if (fail_next_write_) {
     fail_next_write_ = false;
-    return Error::Io(
+    return Error::OutcomeUnknown(
         fmt::format("memory store: {} (injected, the write was applied)", kOutcomeUnknown));
   }
   return OkStatus();
@@ -120,7 +120,7 @@ Result<int64_t> MemoryStore::Put(const std::string& key, const std::string& valu
   MutexLock lock(mu_);
   if (auto st = Check(); !st) return std::move(st).error();
   if (lease != 0 && !leases_.contains(lease)) {
-    return Error::Io(fmt::format("memory store: put {}: {}", key, kLeaseGone));
+    return Error::NotFound(fmt::format("memory store: put {}: {}", key, kLeaseGone));
   }
   revision_ = NextRevision();
   PutLocked(key, value, lease, revision_);
@@ -195,7 +195,7 @@ Result<TxnResult> MemoryStore::Txn(const TxnRequest& request) {
           fmt::format("memory store: txn: duplicate key given in txn request: {}", op.key));
     }
     if (op.kind == Op::Kind::kPut && op.lease != 0 && !leases_.contains(op.lease)) {
-      return Error::Io(fmt::format("memory store: txn put {}: {}", op.key, kLeaseGone));
+      return Error::NotFound(fmt::format("memory store: txn put {}: {}", op.key, kLeaseGone));
     }
   }
   // Every write of one transaction shares one revision; reads see the writes before them.
@@ -241,7 +241,7 @@ Result<int64_t> MemoryStore::LeaseKeepAlive(LeaseId lease) {
   if (auto st = Check(); !st) return std::move(st).error();
   auto it = leases_.find(lease);
   if (it == leases_.end()) {
-    return Error::Io(fmt::format("memory store: keepalive {:x}: {}", lease, kLeaseGone));
+    return Error::NotFound(fmt::format("memory store: keepalive {:x}: {}", lease, kLeaseGone));
   }
   it->second.expires_s = now_s_() + static_cast<double>(it->second.ttl_s);
   return it->second.ttl_s;
@@ -252,7 +252,7 @@ Status MemoryStore::LeaseRevoke(LeaseId lease) {
   if (auto st = Check(); !st) return std::move(st).error();
   auto it = leases_.find(lease);
   if (it == leases_.end()) {
-    return Error::Io(fmt::format("memory store: revoke {:x}: {}", lease, kLeaseGone));
+    return Error::NotFound(fmt::format("memory store: revoke {:x}: {}", lease, kLeaseGone));
   }
   it->second.expires_s = -INFINITY;
   ExpireLeases();

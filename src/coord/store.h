@@ -12,7 +12,7 @@
 // - a key put with a lease is deleted when the lease expires or is revoked;
 // - a transaction evaluates every comparison against one snapshot; all true -> its success
 //   operations, else its failure operations, atomically, as one revision;
-// - a failed call whose message holds kOutcomeUnknown (a timeout after the request was sent)
+// - a failed call of kind ErrorKind::kOutcomeUnknown (a timeout after the request was sent)
 //   may have been applied: callers resolve it by reading back what they wrote with it.
 #pragma once
 
@@ -174,14 +174,14 @@ class Store {
   virtual std::string Describe() const = 0;
 };
 
-// The messages of errors every implementation uses, so callers can tell them apart.
+// The words every implementation puts in the message of these errors, for people; callers tell
+// the errors apart by their kind (common/error.h), never by the message.
 inline constexpr std::string_view kLeaseGone = "lease not found";
 inline constexpr std::string_view kOutcomeUnknown = "outcome unknown";
-inline bool IsLeaseGone(const Error& e) {
-  return e.message().find(kLeaseGone) != std::string::npos;
-}
-inline bool IsOutcomeUnknown(const Error& e) {
-  return e.message().find(kOutcomeUnknown) != std::string::npos;
-}
+// A lease the store does not have (expired or revoked): ErrorKind::kNotFound from a lease call,
+// or from a write under the lease.
+inline bool IsLeaseGone(const Error& e) { return e.kind() == ErrorKind::kNotFound; }
+// A write sent without an answer: it may have been applied.
+inline bool IsOutcomeUnknown(const Error& e) { return e.kind() == ErrorKind::kOutcomeUnknown; }
 
 }  // namespace headroom::coord

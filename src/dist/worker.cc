@@ -121,13 +121,13 @@ class Worker {
   Status KeepAlive(bool force = false) {
     if (keeper_) {
       if (keeper_->lost())
-        return Error::Io(std::string("lease: ") + std::string(coord::kLeaseGone));
+        return Error::NotFound(std::string("lease: ") + std::string(coord::kLeaseGone));
       return OkStatus();
     }
     const double now = clock_.now_s();
     if (!force && now - last_renew_s_ < o_.lease_ttl_s / 3.0) return OkStatus();
     auto r = store_.LeaseKeepAlive(me_.lease);
-    if (!r) return Error::Io("lease: " + r.error().message());
+    if (!r) return Error(r.error().kind(), "lease: " + r.error().message());  // its kind kept
     last_renew_s_ = now;
     return OkStatus();
   }

@@ -123,7 +123,14 @@ TEST(MemoryStore, LeasesExpireOnTheInjectedClock) {
   auto gone = s.LeaseKeepAlive(lease);
   ASSERT_FALSE(gone);
   EXPECT_TRUE(IsLeaseGone(gone.error()));
-  EXPECT_FALSE(s.Put("/m", "v", lease));
+  EXPECT_EQ(gone.error().kind(), ErrorKind::kNotFound);
+  const auto put = s.Put("/m", "v", lease);
+  ASSERT_FALSE(put);
+  EXPECT_EQ(put.error().kind(), ErrorKind::kNotFound);
+  // Errors are told apart by their kind, never by their words (issue 38).
+  EXPECT_FALSE(IsLeaseGone(Error::Io("a message that says lease not found")));
+  EXPECT_FALSE(IsOutcomeUnknown(Error::Io("a message that says outcome unknown")));
+  EXPECT_TRUE(IsOutcomeUnknown(Error::OutcomeUnknown("no words needed")));
   const LeaseId other = *s.LeaseGrant(3);
   ASSERT_TRUE(s.Put("/n", "v", other));
   ASSERT_TRUE(s.LeaseRevoke(other));

@@ -33,8 +33,7 @@ void AddServerOptions(CLI::App& app, ServerArgs* args, std::string_view who) {
       ->check(Integer(1, 65536));
 }
 
-Result<Serving> ResolveServerOptions(const ServerArgs& args,
-                                     const Logger& log,
+Result<Serving> ResolveServerOptions(const ServerArgs& args, const Logger& log,
                                      std::string_view exposed) {
   Serving s;
   auto listen = net::ParseListen(args.listen);

@@ -709,9 +709,9 @@ TEST_F(Cli, AgentLogLinesAsTextAndAsJsonWithTheirFields) {
     const auto j = nlohmann::json::parse(line, nullptr, false);
     ASSERT_FALSE(j.is_discarded()) << "not a JSON line: " << line;
     ASSERT_TRUE(j.is_object()) << line;
-    EXPECT_THAT(j.value("ts", ""), ::testing::MatchesRegex(
-                                       "20[0-9][0-9]-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:"
-                                       "[0-6][0-9]\\.[0-9][0-9][0-9]Z"))
+    EXPECT_THAT(j.value("ts", ""),
+                ::testing::MatchesRegex("20[0-9][0-9]-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:"
+                                        "[0-6][0-9]\\.[0-9][0-9][0-9]Z"))
         << line;
     EXPECT_EQ(j.value("daemon", ""), "agent") << line;
     EXPECT_THAT(j.value("level", ""), ::testing::AnyOf("info", "warn", "error")) << line;
@@ -740,8 +740,8 @@ TEST_F(Cli, AgentLogLinesAsTextAndAsJsonWithTheirFields) {
   // Text: the same events, one line each, "TIME LEVEL headroom agent: MSG".
   r = Headroom(run);
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_THAT(r.err, ::testing::ContainsRegex(
-                         "Z WARN headroom agent: --token is visible to every user"));
+  EXPECT_THAT(r.err,
+              ::testing::ContainsRegex("Z WARN headroom agent: --token is visible to every user"));
   EXPECT_THAT(r.err, ::testing::ContainsRegex("Z INFO headroom agent: version "));
 }
 

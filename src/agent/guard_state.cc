@@ -122,4 +122,62 @@ std::string DefaultGuardStatePath() {
   return base + "/" + std::string(kGuardStateFile);
 }
 
+Status RestoreGuardState(const std::string& path, const std::string& nvml_library,
+                         const Logger& log) {
+  auto state = ReadGuardState(path);
+  if (!state) return std::move(state).error();
+  if (!*state) {
+    log(fmt::format("guard: no state file at {}: no power limit to restore", path));
+    return OkStatus();
+  }
+  const GuardState& s = **state;
+  std::vector<int> indices;
+  for (const auto& l : s.limits) indices.push_back(l.nvml_index);
+  log(fmt::format("guard: restoring the power limits that agent {} left in {}", s.pid, path));
+  if (!indices.empty()) {
+    auto nvml = telemetry::NvmlSource::Open(nvml_library, indices);
+    if (!nvml) {
+      return Error::Io(
+          fmt::format("guard: cannot restore the limits in {}: {}", path, nvml.error().message()));
+    }
+    Status first = OkStatus();
+    for (size_t i = 0; i < s.limits.size(); ++i) {
+      const auto& l = s.limits[i];
+      if (auto st = (*nvml)->SetPowerLimitW(static_cast<int>(i), l.original_w); !st) {
+        log.Error(fmt::format("guard: {}", st.error().message()), {{"gpu", l.nvml_index}});
+        if (first) first = std::move(st);
+        continue;
+      }
+      log.Info(fmt::format("guard: GPU {}: power limit restored to {:.0f} W", l.nvml_index,
+                           l.original_w),
+               {{"gpu", l.nvml_index}, {"limit_w", l.original_w}});
+    }
+    if (!first) {
+      return Error::Io(fmt::format("guard: {} kept: {}", path, first.error().message()));
+    }
+  }
+  return RemoveGuardState(path);
+}
+
+std::unique_ptr<PowerLimitGuard> MakeNvmlGuard(telemetry::NvmlSource* nvml, double budget_w,
+                                               const std::string& path,
+                                               const std::string& nvml_library, long long pid,
+                                               Logger log) {
+  const std::vector<int> indices = nvml->indices();
+  return std::make_unique<PowerLimitGuard>(
+      [nvml](int gpu, double w) { return nvml->SetPowerLimitW(gpu, w); }, budget_w, 4, 0.02,
+      [path, indices, nvml_library, pid](const std::vector<std::pair<int, double>>& originals) {
+        GuardState state;
+        state.pid = pid;
+        state.nvml_library = nvml_library;
+        for (const auto& [gpu, w] : originals) {
+          state.limits.push_back({indices[static_cast<size_t>(gpu)], w});
+        }
+        return WriteGuardState(path, state);
+      },
+      [path, log] {
+        if (auto st = RemoveGuardState(path); !st) log.Error(st.error().message());
+      });
+}
+
 }  // namespace headroom::agent

@@ -8,12 +8,16 @@
 //    "limits": [{"nvml_index": 0, "original_w": 400.0}, ...]}
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "agent/guard.h"
 #include "common/error.h"
+#include "common/log.h"
+#include "telemetry/nvml_source.h"
 
 namespace headroom::agent {
 
@@ -49,5 +53,18 @@ Status CheckGuardStateWritable(const std::string& path);
 // $STATE_DIRECTORY/guard-state.json (systemd's StateDirectory=), else
 // /var/lib/headroom/guard-state.json.
 std::string DefaultGuardStatePath();
+
+// Puts back the limits the state file at `path` holds, through the NVML library at
+// `nvml_library`, then removes it. No file: nothing to do (said on `log`). `headroom agent
+// --restore-limits`, and every guarded agent before it reads any limit as "original".
+Status RestoreGuardState(const std::string& path, const std::string& nvml_library,
+                         const Logger& log);
+
+// The guard over `nvml`'s GPUs at `budget_w` per GPU, persisting the originals to `path` before
+// any change (as process `pid`) and removing it after a full restore. `nvml` outlives it.
+std::unique_ptr<PowerLimitGuard> MakeNvmlGuard(telemetry::NvmlSource* nvml, double budget_w,
+                                               const std::string& path,
+                                               const std::string& nvml_library, long long pid,
+                                               Logger log);
 
 }  // namespace headroom::agent

@@ -23,5 +23,6 @@ Command SetupFleetSim(CLI::App& app);
 Command SetupSitesSim(CLI::App& app);
 Command SetupCoordinator(CLI::App& app);
 Command SetupPilot(CLI::App& app);
+Command SetupPolicy(CLI::App& app);
 
 }  // namespace headroom::cli

@@ -17,24 +17,15 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/command_main.h"
 #include "cli/commands.h"
 #include "common/build_info.h"
 
 namespace {
 
-constexpr int kExitOk = 0;
-constexpr int kExitError = 1;
-constexpr int kExitUsage = 2;
-
-// A message on one line: newlines and other control bytes (CLI11's own, or inside an argument
-// it quotes) become spaces.
-std::string OneLine(std::string text) {
-  for (char& c : text) {
-    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
-  }
-  while (!text.empty() && text.back() == ' ') text.pop_back();
-  return text;
-}
+using headroom::cli::kExitError;
+using headroom::cli::kExitUsage;
+using headroom::cli::ParseAndRun;
 
 // `headroom diloco ARGS` runs `headroom-diloco ARGS` from this executable's directory: the
 // training (libtorch) lives in its own executable, out of `headroom` and the agent.
@@ -159,6 +150,8 @@ int main(int argc, char** argv) {
       headroom::cli::SetupSitesSim);
   add("pilot", "Design and judge a site pilot of the controller: plan, report, validate",
       headroom::cli::SetupPilot);
+  add("policy", "What a trained policy carries (show), and older policies made current (upgrade)",
+      headroom::cli::SetupPolicy);
   // Listed for --help only: `headroom diloco` is taken before parsing (ExecDiloco).
   app.add_subcommand("diloco",
                      "Elastic low-communication training on etcd and Gloo (worker, ddp, eval, "
@@ -178,48 +171,9 @@ int main(int argc, char** argv) {
       return kExitUsage;
     }
   }
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    // --help and --version print as CLI11 prints them; every other parse error is one line.
-    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
-      app.exit(e);
-      return kExitOk;
-    }
-    // A command with commands of its own and none given: name them.
-    const CLI::App* at = &app;
-    std::string path = "headroom";
-    for (bool deeper = true; deeper;) {
-      deeper = false;
-      for (const CLI::App* sub : at->get_subcommands()) {
-        at = sub;
-        path += " " + sub->get_name();
-        deeper = true;
-        break;
-      }
-    }
-    const auto subs = at->get_subcommands({});
-    if (!subs.empty() && at->get_subcommands().empty()) {
-      std::vector<std::string> names;
-      for (const CLI::App* sub : subs) names.push_back(sub->get_name());
-      fmt::print(stderr, "headroom: error: {} needs a command: {} ({} --help)\n", path,
-                 fmt::join(names, ", "), path);
-      return kExitUsage;
-    }
-    fmt::print(stderr, "headroom: error: {}\n", OneLine(e.what()));
-    return kExitUsage;
-  }
-
-  if (completion->parsed()) {
+  commands[completion] = [&app] {
     fmt::print("{}", BashCompletion(app));
-    return kExitOk;
-  }
-  for (const auto& [sub, run] : commands) {
-    if (!sub->parsed()) continue;
-    const headroom::Status status = run();
-    if (status) return kExitOk;
-    fmt::print(stderr, "headroom: error: {}\n", OneLine(status.error().message()));
-    return status.error().kind() == headroom::ErrorKind::kUsage ? kExitUsage : kExitError;
-  }
-  return kExitUsage;
+    return headroom::OkStatus();
+  };
+  return ParseAndRun(app, argc, argv, "headroom", "headroom: error", commands);
 }

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/read_file.h"
+
 namespace headroom::control {
 
 namespace {
@@ -25,6 +27,21 @@ json MlpToJson(const rl::Mlp& mlp) {
 
 std::vector<double> ToStd(const Eigen::VectorXd& v) { return {v.data(), v.data() + v.size()}; }
 
+json EnvelopeToJson(const PolicyEnvelope& e) {
+  const ActuatorLimits& l = e.limits;
+  return json{{"scenario", e.scenario},
+              {"budget_w", e.budget_w},
+              {"budget_range_w", {e.budget_range_w.first, e.budget_range_w.second}},
+              {"concurrency_range", {l.concurrency.lo, l.concurrency.hi}},
+              {"group_size_range", {l.group_size.lo, l.group_size.hi}},
+              {"max_rise_factor", l.max_rise_factor},
+              {"nameplate_w", l.nameplate_w},
+              {"power_limit_min_w", l.power_limit_min_w},
+              {"power_limit_rise_w", l.power_limit_rise_w},
+              {"concurrency", e.concurrency},
+              {"group_size", e.group_size}};
+}
+
 Error Bad(std::string_view source, std::string_view key, std::string_view reason) {
   return Error::Input(fmt::format("{}: key '{}': {}", source, key, reason));
 }
@@ -34,6 +51,8 @@ Error Bad(std::string_view source, std::string_view key, std::string_view reason
 std::string PolicyToJson(const Policy& policy) {
   json names = json::array();
   for (std::string_view n : kFeatureNames) names.push_back(n);
+  json envelopes = json::array();
+  for (const PolicyEnvelope& e : policy.envelopes) envelopes.push_back(EnvelopeToJson(e));
   json j{
       {"format", kPolicyFormat},
       {"version", kPolicyVersion},
@@ -49,6 +68,7 @@ std::string PolicyToJson(const Policy& policy) {
       {"critic", MlpToJson(policy.net.critic())},
       {"trained_on", policy.trained_on},
       {"trained_budget", policy.trained_budget},
+      {"envelopes", envelopes},
       {"violation_target", policy.violation_target},
       {"cost_window_s", policy.cost_window_s},
       {"actuators", policy.group_size_only    ? json::array({"group_size"})
@@ -166,9 +186,68 @@ class Keys {
   if (!lhs##_result) return std::move(lhs##_result).error(); \
   auto lhs = std::move(lhs##_result).value()
 
+// One envelope at `path` ("envelopes[0]"), every key required and in range.
+Result<PolicyEnvelope> EnvelopeFromJson(const json& e, const std::string& path, const Keys& keys,
+                                        std::string_view source) {
+  const auto at = [&](std::string_view key) { return fmt::format("{}.{}", path, key); };
+  HEADROOM_ASSIGN_OR_RETURN(scenario, keys.Get<std::string>(e, path, "scenario"));
+  HEADROOM_ASSIGN_OR_RETURN(budget_w, keys.Get<double>(e, path, "budget_w"));
+  HEADROOM_ASSIGN_OR_RETURN(budget_range, keys.Get<std::vector<double>>(e, path, "budget_range_w"));
+  HEADROOM_ASSIGN_OR_RETURN(concurrency_range,
+                            keys.Get<std::vector<int>>(e, path, "concurrency_range"));
+  HEADROOM_ASSIGN_OR_RETURN(group_size_range,
+                            keys.Get<std::vector<int>>(e, path, "group_size_range"));
+  HEADROOM_ASSIGN_OR_RETURN(max_rise_factor, keys.Get<double>(e, path, "max_rise_factor"));
+  HEADROOM_ASSIGN_OR_RETURN(nameplate_w, keys.Get<double>(e, path, "nameplate_w"));
+  HEADROOM_ASSIGN_OR_RETURN(power_limit_min_w, keys.Get<double>(e, path, "power_limit_min_w"));
+  HEADROOM_ASSIGN_OR_RETURN(power_limit_rise_w, keys.Get<double>(e, path, "power_limit_rise_w"));
+  HEADROOM_ASSIGN_OR_RETURN(concurrency, keys.Get<int>(e, path, "concurrency"));
+  HEADROOM_ASSIGN_OR_RETURN(group_size, keys.Get<int>(e, path, "group_size"));
+  const auto watts = [](double w) { return w >= 0.0 && w <= 10000.0; };
+  if (budget_range.size() != 2 || !watts(budget_range[0]) || !watts(budget_range[1]) ||
+      budget_range[0] > budget_range[1] || budget_range[0] <= 0.0) {
+    return Bad(source, at("budget_range_w"), "expected [LOW, HIGH] watts, 0 < LOW <= HIGH");
+  }
+  if (!(budget_w > 0.0 && watts(budget_w)))
+    return Bad(source, at("budget_w"), "expected watts > 0");
+  for (const auto& [key, r] : {std::pair{"concurrency_range", &concurrency_range},
+                               std::pair{"group_size_range", &group_size_range}}) {
+    if (r->size() != 2 || (*r)[0] < 1 || (*r)[0] > (*r)[1] || (*r)[1] > 1000000) {
+      return Bad(source, at(key), "expected [LOW, HIGH], 1 <= LOW <= HIGH");
+    }
+  }
+  if (!(max_rise_factor >= 1.0 && max_rise_factor <= 1000.0)) {
+    return Bad(source, at("max_rise_factor"), "expected [1, 1000]");
+  }
+  for (const auto& [key, w] :
+       {std::pair{"nameplate_w", nameplate_w}, std::pair{"power_limit_min_w", power_limit_min_w},
+        std::pair{"power_limit_rise_w", power_limit_rise_w}}) {
+    if (!watts(w)) return Bad(source, at(key), "expected watts in [0, 10000]");
+  }
+  PolicyEnvelope out;
+  out.scenario = std::move(scenario);
+  out.budget_w = budget_w;
+  out.budget_range_w = {budget_range[0], budget_range[1]};
+  out.limits.concurrency = {concurrency_range[0], concurrency_range[1]};
+  out.limits.group_size = {group_size_range[0], group_size_range[1]};
+  out.limits.max_rise_factor = max_rise_factor;
+  out.limits.nameplate_w = nameplate_w;
+  out.limits.power_limit_min_w = power_limit_min_w;
+  out.limits.power_limit_rise_w = power_limit_rise_w;
+  if (concurrency < out.limits.concurrency.lo || concurrency > out.limits.concurrency.hi) {
+    return Bad(source, at("concurrency"), "outside concurrency_range");
+  }
+  if (group_size < out.limits.group_size.lo || group_size > out.limits.group_size.hi) {
+    return Bad(source, at("group_size"), "outside group_size_range");
+  }
+  out.concurrency = concurrency;
+  out.group_size = group_size;
+  return out;
+}
+
 }  // namespace
 
-Result<Policy> PolicyFromJson(std::string_view text, std::string_view source) {
+Result<Policy> PolicyFromJson(std::string_view text, std::string_view source, PolicyRead read) {
   json j;
   try {
     j = json::parse(text);
@@ -179,8 +258,18 @@ Result<Policy> PolicyFromJson(std::string_view text, std::string_view source) {
     return Bad(source, "format",
                fmt::format("not a headroom policy (expected \"{}\")", kPolicyFormat));
   }
-  if (!j.contains("version") || !j["version"].is_number_integer() ||
-      j["version"] != kPolicyVersion) {
+  const bool upgradable = read == PolicyRead::kUpgrade && j.contains("version") &&
+                          j["version"].is_number_integer() && j["version"] == kPolicyVersion - 1;
+  if (!upgradable && j.contains("version") && j["version"].is_number_integer() &&
+      j["version"] == kPolicyVersion - 1) {
+    return Bad(source, "version",
+               fmt::format("{}: it predates the envelopes (the budgets and actuator limits it was "
+                           "trained on) that this headroom reads in version {}; run headroom "
+                           "policy upgrade {} NEW, or retrain with headroom train",
+                           kPolicyVersion - 1, kPolicyVersion, source));
+  }
+  if (!upgradable && (!j.contains("version") || !j["version"].is_number_integer() ||
+                      j["version"] != kPolicyVersion)) {
     return Bad(
         source, "version",
         fmt::format("{}; this headroom reads version {} (retrain with headroom train)",
@@ -308,6 +397,32 @@ Result<Policy> PolicyFromJson(std::string_view text, std::string_view source) {
     shield = {margin, sustain, cut, hold_s, decrease_cap_s, bound_member->get<bool>(), settle_s};
   }
 
+  std::vector<PolicyEnvelope> envelopes;
+  if (!upgradable) {
+    HEADROOM_ASSIGN_OR_RETURN(envelopes_member, keys.Member(j, "", "envelopes"));
+    if (!envelopes_member->is_array() || envelopes_member->size() > 64) {
+      return Bad(source, "envelopes", "expected an array of at most 64 envelopes");
+    }
+    for (size_t i = 0; i < envelopes_member->size(); ++i) {
+      auto e =
+          EnvelopeFromJson((*envelopes_member)[i], fmt::format("envelopes[{}]", i), keys, source);
+      if (!e) return std::move(e).error();
+      envelopes.push_back(std::move(*e));
+    }
+    if (envelopes.size() != trained_on.size()) {
+      return Bad(source, "envelopes",
+                 fmt::format("{} envelopes for {} scenarios in trained_on: one each",
+                             envelopes.size(), trained_on.size()));
+    }
+    for (size_t i = 0; i < envelopes.size(); ++i) {
+      if (envelopes[i].scenario != trained_on[i]) {
+        return Bad(
+            source, fmt::format("envelopes[{}].scenario", i),
+            fmt::format("'{}'; trained_on names '{}' there", envelopes[i].scenario, trained_on[i]));
+      }
+    }
+  }
+
   Policy p;
   if (actuators == std::vector<std::string>{"group_size"}) {
     p.group_size_only = true;
@@ -326,6 +441,7 @@ Result<Policy> PolicyFromJson(std::string_view text, std::string_view source) {
   p.normalizer.Set(Eigen::Map<const Eigen::VectorXd>(mean.data(), kFeatureCount),
                    Eigen::Map<const Eigen::VectorXd>(var.data(), kFeatureCount), normalizer_count);
   p.trained_on = std::move(trained_on);
+  p.envelopes = std::move(envelopes);
   p.trained_budget = std::move(trained_budget);
   p.violation_target = violation_target;
   p.cost_window_s = cost_window_s;
@@ -337,6 +453,19 @@ Result<Policy> PolicyFromJson(std::string_view text, std::string_view source) {
 }
 
 #undef HEADROOM_ASSIGN_OR_RETURN
+
+Result<Policy> LoadPolicy(const std::string& path, PolicyRead read) {
+  auto text = ReadFileCapped(path, kMaxPolicyBytes);
+  if (!text) return std::move(text).error();
+  return PolicyFromJson(*text, path, read);
+}
+
+const PolicyEnvelope* FindEnvelope(const Policy& policy, std::string_view scenario) {
+  for (const PolicyEnvelope& e : policy.envelopes) {
+    if (e.scenario == scenario) return &e;
+  }
+  return nullptr;
+}
 
 Command CommandFromActions(const ActuatorLimits& limits, const int* actions, int concurrency,
                            double budget_w) {

@@ -6,8 +6,10 @@
 // format, version, family and shape; a file that does not fit is refused with the reason.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -21,30 +23,53 @@
 namespace headroom::control {
 
 inline constexpr std::string_view kPolicyFormat = "headroom-policy";
-inline constexpr int kPolicyVersion = 3;  // 2: phases and the shield; 3: the power-limit head
+// 2: phases and the shield; 3: the power-limit head; 4: the envelopes (where it was trained).
+inline constexpr int kPolicyVersion = 4;
+// A policy file is at most this large (the loader refuses larger before reading).
+inline constexpr size_t kMaxPolicyBytes = size_t{64} << 20;
 // Policies that steer a GRPO job's generation: they need a rollout phase to act on.
 inline constexpr std::string_view kPolicyFamily = "grpo-generation";
+
+// Where a policy was trained, one per scenario: what it needs to act on a real job without the
+// twin (headroom agent --controller ppo without --scenario). Per GPU.
+struct PolicyEnvelope {
+  std::string scenario;   // the twin scenario it was trained on
+  double budget_w = 0.0;  // the default budget: the scenario's, within budget_range_w
+  std::pair<double, double> budget_range_w;  // the budgets it was trained on: it acts there
+  ActuatorLimits limits;  // concurrency and group-size ranges, nameplate, limit floor and rise
+  int concurrency = 1;    // the trainer's own concurrency and group size there
+  int group_size = 1;
+};
 
 struct Policy {
   rl::ActorCritic net;
   rl::Normalizer normalizer;
-  std::vector<std::string> trained_on;  // scenario names
-  std::string trained_budget;           // e.g. "0.70-0.90 x default"
-  std::string command;                  // the command that reproduces it
+  std::vector<std::string> trained_on;    // scenario names
+  std::vector<PolicyEnvelope> envelopes;  // one per scenario of trained_on
+  std::string trained_budget;             // e.g. "0.70-0.90 x default"
+  std::string command;                    // the command that reproduces it
   double violation_target = 0.01;
   double cost_window_s = 0.5;
   bool group_size_only = false;  // the policy may not move concurrency (the paper's 72B null test)
   // The policy may not move group size: it stays at the trainer's own (GRPO trainers fix it in
   // their config; docs/TRAINERS.md). Concurrency and the power limit only.
   bool fixed_group_size = false;
-  ShieldRule shield;             // the shield it was trained in, and runs in (before ShieldFor)
+  ShieldRule shield;  // the shield it was trained in, and runs in (before ShieldFor)
   long long timesteps = 0;
   unsigned long long seed = 0;
 };
 
 std::string PolicyToJson(const Policy& policy);
+// Which versions a read takes: the current one only, or also version 3 (no envelopes), which
+// `headroom policy upgrade` reads to write it again with them.
+enum class PolicyRead { kCurrent, kUpgrade };
 // `source` names the file in errors.
-Result<Policy> PolicyFromJson(std::string_view text, std::string_view source);
+Result<Policy> PolicyFromJson(std::string_view text, std::string_view source,
+                              PolicyRead read = PolicyRead::kCurrent);
+// The one loader: a file of at most kMaxPolicyBytes, read and checked.
+Result<Policy> LoadPolicy(const std::string& path, PolicyRead read = PolicyRead::kCurrent);
+// The envelope trained on `scenario`; null when the policy has none for it.
+const PolicyEnvelope* FindEnvelope(const Policy& policy, std::string_view scenario);
 
 // Runs a policy deterministically (the most likely action of each head).
 class PolicyController final : public Controller {

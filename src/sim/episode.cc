@@ -35,6 +35,18 @@ control::ActuatorLimits LimitsOf(const twin::Scenario& s) {
   return l;
 }
 
+control::PolicyEnvelope EnvelopeOf(const twin::Scenario& s,
+                                   std::pair<double, double> budget_range_w) {
+  control::PolicyEnvelope e;
+  e.scenario = s.name;
+  e.budget_w = std::clamp(s.budget_w, budget_range_w.first, budget_range_w.second);
+  e.budget_range_w = budget_range_w;
+  e.limits = LimitsOf(s);
+  e.concurrency = s.concurrency;
+  e.group_size = s.group_size;
+  return e;
+}
+
 double FloorPerGpuW(const twin::Scenario& s) {
   double w = s.idle_loaded_w;
   if (s.logprob_passes > 0) w = std::max(w, s.logprob_power_w);

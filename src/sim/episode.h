@@ -16,6 +16,7 @@
 #include "analysis/budget_schedule.h"
 #include "control/actuators.h"
 #include "control/controller.h"
+#include "control/policy.h"
 #include "twin/environment.h"
 #include "twin/scenario.h"
 
@@ -25,6 +26,9 @@ inline constexpr std::array<double, 3> kScoreWindowsS = {0.5, 30.0, 300.0};
 
 control::Inputs ToInputs(const twin::Observation& o, double interval_s);
 control::ActuatorLimits LimitsOf(const twin::Scenario& s);
+// What a policy trained on `s` over `budget_range_w` carries of it (control/policy.h).
+control::PolicyEnvelope EnvelopeOf(const twin::Scenario& s,
+                                   std::pair<double, double> budget_range_w);
 control::Applied DefaultsOf(const twin::Scenario& s);
 // The job's power per GPU at its lowest actuation (docs/FLEET.md, "Floors"): the highest of the
 // phases no generation setting lowers (log-probs, training, weight sync, checkpoints) and decode

@@ -125,12 +125,6 @@ struct WorkerRun {
   double exchange_busy = 0.0;    // of a core, while exchanging
 };
 
-Result<control::Policy> ReadPolicy(const std::string& path) {
-  auto text = ReadFileCapped(path, kMaxDataFileBytes);
-  if (!text) return std::move(text).error();
-  return control::PolicyFromJson(*text, path);
-}
-
 // One run: with a store (the site), or without (the baseline).
 enum class Mode { kSite, kOwnBudgets, kUncontrolled };
 
@@ -178,7 +172,7 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
       const bool wants_ppo =
           mode != Mode::kUncontrolled && config.job_control && config.controller == "ppo";
       if (wants_ppo && !path.empty() && std::ifstream(path).good()) {
-        auto p = ReadPolicy(path);
+        auto p = control::LoadPolicy(path);
         if (!p) return std::move(p).error();
         j.policy = std::move(*p);
         j.policy_path = path;

@@ -231,7 +231,13 @@ control::Policy Train(
 
   const auto describe = [&](control::Policy& p, long long timesteps) {
     p.trained_on.clear();
-    for (const auto& s : config.scenarios) p.trained_on.push_back(s.name);
+    p.envelopes.clear();
+    for (size_t i = 0; i < config.scenarios.size(); ++i) {
+      const twin::Scenario& s = config.scenarios[i];
+      p.trained_on.push_back(s.name);
+      p.envelopes.push_back(EnvelopeOf(
+          s, i < config.budget_ranges_w.size() ? config.budget_ranges_w[i] : s.budget_range_w));
+    }
     p.violation_target = config.violation_target;
     p.cost_window_s = config.cost_window_s;
     p.group_size_only = config.group_size_only;

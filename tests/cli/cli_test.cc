@@ -526,7 +526,9 @@ TEST_F(Cli, TrainThenEvalWithThePolicy) {
                                "violation_rate,approx_kl,clip_fraction,explained_variance"));
   const auto pj = nlohmann::json::parse(Slurp(policy));
   EXPECT_EQ(pj["format"], "headroom-policy");
-  EXPECT_EQ(pj["version"], 3);
+  EXPECT_EQ(pj["version"], 4);
+  ASSERT_EQ(pj["envelopes"].size(), 1u);
+  EXPECT_EQ(pj["envelopes"][0]["scenario"], "a100-7b-tp1");
   EXPECT_EQ(pj["heads"], nlohmann::json::array({5, 5, 5}));
   EXPECT_EQ(pj["phases"][1], "startup");
   EXPECT_EQ(pj["shield"]["sustain"], 2);
@@ -558,6 +560,33 @@ TEST_F(Cli, TrainThenEvalWithThePolicy) {
   }
   EXPECT_EQ(j["controllers"][2]["name"], "ppo");
   EXPECT_THAT(Slurp(report), HasSubstr("<svg"));
+}
+
+// A version-3 policy (no envelopes) is refused where it would run, naming the upgrade; the
+// upgrade writes it again with the envelope of the scenario it was trained on: the shipped
+// policy, which was made so, comes back byte for byte.
+TEST_F(Cli, PolicyUpgradeMakesAVersion3PolicyCurrent) {
+  const std::string shipped = std::string(HEADROOM_SOURCE_DIR) + "/policies/a100-7b-tp1.json";
+  nlohmann::json v3 = nlohmann::json::parse(Slurp(shipped));
+  v3["version"] = 3;
+  v3.erase("envelopes");
+  const std::string old = Write("v3.json", v3.dump(1) + "\n");
+  auto r = Headroom("agent --source twin --controller ppo --policy " + old +
+                    " --speed 0 --duration-s 1 --listen 127.0.0.1:0");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr(old + ": key 'version': 3: it predates the envelopes"));
+  const std::string upgraded = (dir_ / "v4.json").string();
+  r = Headroom("policy upgrade " + old + " " + upgraded);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(Slurp(upgraded), Slurp(shipped));
+  r = Headroom("policy show " + upgraded);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("a100-7b-tp1"));
+  EXPECT_THAT(r.out, HasSubstr("260.0-400.0"));
+  // Over its own input: refused, nothing written.
+  r = Headroom("policy upgrade " + old + " " + old);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(nlohmann::json::parse(Slurp(old))["version"], 3);
 }
 
 TEST_F(Cli, EvalRefusesBadInputBeforeRunning) {

@@ -18,6 +18,18 @@ Policy Small() {
       rl::ActorCritic(kFeatureCount, {kConcurrencyMoves, kGroupLevels, kPowerLimitLevels}, {8}, 3);
   p.normalizer = rl::Normalizer(kFeatureCount);
   p.trained_on = {"a100-7b-tp1"};
+  PolicyEnvelope e;
+  e.scenario = "a100-7b-tp1";
+  e.budget_w = 314.6;
+  e.budget_range_w = {260.0, 400.0};
+  e.limits.concurrency = {1, 16};
+  e.limits.group_size = {4, 16};
+  e.limits.nameplate_w = 400.0;
+  e.limits.power_limit_min_w = 100.0;
+  e.limits.power_limit_rise_w = 20.0;
+  e.concurrency = 16;
+  e.group_size = 8;
+  p.envelopes = {e};
   return p;
 }
 
@@ -108,6 +120,67 @@ TEST(Policy, AFixedGroupPolicyMovesConcurrencyAndThePowerLimitNeverTheGroup) {
   EXPECT_TRUE(cmd.concurrency.has_value());
 }
 
+// Version 4 carries where it was trained: each scenario's budgets, ranges and defaults, read
+// back as written; version 3 is refused with the command that upgrades it, which reads it.
+TEST(Policy, CarriesItsEnvelopesAndRefusesVersion3WithTheUpgrade) {
+  const Policy p = Small();
+  auto back = PolicyFromJson(PolicyToJson(p), "p.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  ASSERT_EQ(back->envelopes.size(), 1u);
+  const PolicyEnvelope& e = back->envelopes[0];
+  EXPECT_EQ(e.scenario, "a100-7b-tp1");
+  EXPECT_EQ(e.budget_w, 314.6);
+  EXPECT_EQ(e.budget_range_w, (std::pair{260.0, 400.0}));
+  EXPECT_EQ(e.limits.concurrency.lo, 1);
+  EXPECT_EQ(e.limits.concurrency.hi, 16);
+  EXPECT_EQ(e.limits.group_size.lo, 4);
+  EXPECT_EQ(e.limits.group_size.hi, 16);
+  EXPECT_EQ(e.limits.nameplate_w, 400.0);
+  EXPECT_EQ(e.limits.power_limit_min_w, 100.0);
+  EXPECT_EQ(e.limits.power_limit_rise_w, 20.0);
+  EXPECT_EQ(e.concurrency, 16);
+  EXPECT_EQ(e.group_size, 8);
+  EXPECT_EQ(FindEnvelope(*back, "a100-7b-tp1"), &back->envelopes[0]);
+  EXPECT_EQ(FindEnvelope(*back, "h100-8b-tp1"), nullptr);
+
+  nlohmann::json v3 = nlohmann::json::parse(PolicyToJson(p));
+  v3["version"] = 3;
+  v3.erase("envelopes");
+  auto refused = PolicyFromJson(v3.dump(), "old.json");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.error().message(),
+              HasSubstr("old.json: key 'version': 3: it predates the envelopes"));
+  EXPECT_THAT(refused.error().message(), HasSubstr("headroom policy upgrade old.json NEW"));
+  auto upgradable = PolicyFromJson(v3.dump(), "old.json", PolicyRead::kUpgrade);
+  ASSERT_TRUE(upgradable.ok()) << upgradable.error().message();
+  EXPECT_TRUE(upgradable->envelopes.empty());
+  EXPECT_EQ(upgradable->trained_on, p.trained_on);
+
+  const auto edit = [&](auto f) {
+    nlohmann::json j = nlohmann::json::parse(PolicyToJson(p));
+    f(j);
+    return PolicyFromJson(j.dump(), "p.json");
+  };
+  auto r = edit([](nlohmann::json& j) { j.erase("envelopes"); });
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message(), HasSubstr("p.json: key 'envelopes': missing"));
+  r = edit([](nlohmann::json& j) { j["envelopes"] = nlohmann::json::array(); });
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message(), HasSubstr("0 envelopes for 1 scenarios in trained_on"));
+  r = edit([](nlohmann::json& j) { j["envelopes"][0]["scenario"] = "h100-8b-tp1"; });
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message(), HasSubstr("key 'envelopes[0].scenario'"));
+  r = edit([](nlohmann::json& j) { j["envelopes"][0]["budget_range_w"] = {400.0, 260.0}; });
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message(), HasSubstr("key 'envelopes[0].budget_range_w'"));
+  r = edit([](nlohmann::json& j) { j["envelopes"][0]["group_size"] = 32; });
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message(), HasSubstr("key 'envelopes[0].group_size': outside"));
+  r = edit([](nlohmann::json& j) { j["envelopes"][0]["nameplate_w"] = "400"; });
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message(), HasSubstr("key 'envelopes[0].nameplate_w': expected a number"));
+}
+
 TEST(Policy, RefusesOtherVersionsFamiliesAndShapes) {
   const std::string good = PolicyToJson(Small());
   auto edit = [&](auto f) {
@@ -118,7 +191,7 @@ TEST(Policy, RefusesOtherVersionsFamiliesAndShapes) {
   auto r = edit([](nlohmann::json& j) { j["version"] = 1; });
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.error().message(),
-              HasSubstr("p.json: key 'version': 1; this headroom reads version 3"));
+              HasSubstr("p.json: key 'version': 1; this headroom reads version 4"));
   r = edit([](nlohmann::json& j) { j["family"] = "training-clock"; });
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.error().message(), HasSubstr("key 'family'"));

@@ -421,10 +421,25 @@ class Options(unittest.TestCase):
                 a = json.loads(get(agent.port, b"/v1/actuation")[2])
                 self.assertTrue(1 <= a["concurrency"] <= 256, a)
                 self.assertTrue(a["reason"].startswith("pid"), a)
+        # A policy describes itself (version 4): on real GPUs it needs no scenario. It acts in
+        # the envelope it was trained in, at that envelope's default budget.
+        envelope = json.load(open(PPO_POLICY))["envelopes"][0]
         r = run("agent", "--source", "nvml", "--nvml-library", FAKE_NVML, "--controller", "ppo",
-                "--policy", PPO_POLICY, "--duration-s", "1", env={"FAKE_NVML_GPUS": "1"})
+                "--policy", PPO_POLICY, "--speed", "0", "--duration-s", "1", "--listen",
+                "127.0.0.1:0", env={"FAKE_NVML_GPUS": "1"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("ppo controller, budget %.1f W per GPU" % envelope["budget_w"], r.stderr)
+        # One trained on several: --scenario names the envelope.
+        universal = os.path.join(ROOT, "policies", "universal.json")
+        r = run("agent", "--source", "nvml", "--nvml-library", FAKE_NVML, "--controller", "ppo",
+                "--policy", universal, "--duration-s", "1", env={"FAKE_NVML_GPUS": "1"})
         self.assertEqual(r.returncode, 2)
-        self.assertIn("--controller ppo needs --scenario", r.stderr)
+        self.assertIn("--scenario names the one this job is like", r.stderr)
+        r = run("agent", "--source", "nvml", "--nvml-library", FAKE_NVML, "--controller", "ppo",
+                "--policy", universal, "--scenario", "h100-8b-tp1", "--speed", "0",
+                "--duration-s", "1", "--listen", "127.0.0.1:0", env={"FAKE_NVML_GPUS": "1"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("ppo controller, budget 600.0 W per GPU", r.stderr)
         r = run("agent", "--source", "replay", "--replay", "x.csv", "--duration-s", "1")
         self.assertEqual(r.returncode, 2)
         self.assertIn("--budget-w: needed without --scenario", r.stderr)

@@ -1,0 +1,245 @@
+// `headroom diloco local` (its own etcd and N worker processes on this machine, supervised by
+// dist/local_supervisor.h, one summary and report) and `control` (what a worker is asked at run
+// time).
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "cli/diloco_args.h"
+#include "common/atomic_file.h"
+#include "dist/etcd_process.h"
+#include "dist/local_supervisor.h"
+#include "report/diloco_report.h"
+
+namespace headroom::cli::diloco {
+namespace {
+
+Status RunLocal(Args& a, int workers, const std::string& mode, const std::string& churn_text) {
+  if (auto s = Resolve(a, mode); !s) return s;
+  if (workers < 1 || workers > 64) return Error::Usage("--workers: 1 to 64");
+  // What each worker would refuse, refused here before anything starts.
+  if (mode != "diloco" && mode != "ddp")
+    return Error::Usage("--mode: '" + mode + "' is not diloco or ddp");
+  if (a.w.inner_steps < 1 || a.w.rounds < 1 || a.w.batch < 1 || a.w.seq_len < 1) {
+    return Error::Usage("--inner-steps, --rounds, --batch and --seq-len must be at least 1");
+  }
+  try {
+    const lm::ModelConfig config = lm::ModelByName(a.w.model);
+    if (a.w.seq_len > config.max_seq_len) {
+      return Error::Usage(fmt::format("--seq-len {} is longer than model {}'s {}", a.w.seq_len,
+                                      a.w.model, config.max_seq_len));
+    }
+  } catch (const std::invalid_argument& e) {
+    return Error::Usage(e.what());
+  }
+  auto churn = dist::ParseChurn(churn_text);
+  if (!churn) return churn.error();
+  if (mode == "ddp" && churn->kill_at_round >= 0) {
+    return Error::Usage("--churn: the ddp baseline is not elastic");
+  }
+  if (churn->kill_at_round >= a.w.rounds || churn->join_at_round >= a.w.rounds) {
+    return Error::Usage("--churn: rounds beyond --rounds");
+  }
+  auto corpus = lm::LoadCorpus(a.data, static_cast<std::size_t>(a.w.seq_len) + 1);
+  if (!corpus) return corpus.error();
+  std::unique_ptr<dist::EtcdProcess> etcd;
+  std::string url = a.etcd;
+  if (url.empty()) {
+    auto e = dist::EtcdProcess::Start();
+    if (!e) return e.error();
+    etcd = std::move(*e);
+    url = etcd->url();
+  }
+  std::string out = a.out;
+  if (out.empty()) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "headroom-diloco-XXXXXX").string();
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    if (mkdtemp(buf.data()) == nullptr)
+      return Error::Io("mkdtemp: " + std::string(std::strerror(errno)));
+    out = buf.data();
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  auto store_r = headroom::coord::EtcdStore::Open(url, kEtcdTimeoutS, a.credentials, a.tls);
+  if (!store_r) return store_r.error();
+  auto& store = **store_r;
+
+  dist::LocalRunPlan plan;
+  plan.store = &store;
+  plan.run = a.w.run;
+  plan.rounds = a.w.rounds;
+  plan.workers = workers;
+  plan.out_dir = out;
+  plan.churn = *churn;
+  plan.seed = a.w.seed;
+  // In `local`, --hostile makes worker-0 the hostile one.
+  plan.argv_of = [&](const std::string& name, int start_workers, bool first) {
+    return WorkerArgv(a, mode, url, name, out, start_workers, first);
+  };
+  auto ran = dist::SuperviseLocal(plan, [](const std::string& line) {
+    std::fprintf(stderr, "diloco local: %s\n", line.c_str());
+  });
+  if (!ran) return std::move(ran).error();
+  const std::vector<dist::LocalChild>& children = ran->children;
+  const double wall_s = ran->wall_s;
+  auto summary = dist::ReadRunSummary(store, a.w.run);
+  if (!summary) return summary.error();
+  std::uint64_t bytes = 0;
+  double compute_s = 0, wall_sum = 0, compute_cpu = 0, other_cpu = 0;
+  int reports = 0;
+  json per_worker = json::array();
+  for (const auto& c : children) {
+    if (c.killed) continue;
+    std::ifstream f(out + "/" + c.name + ".json");
+    auto j = json::parse(f, nullptr, false);
+    if (j.is_discarded()) continue;
+    ++reports;
+    bytes += j.value("bytes_sent_total", std::uint64_t{0});
+    compute_s += j["worker"]["seconds"].value("compute", 0.0);
+    wall_sum +=
+        j["worker"]["seconds"].value("wall", 0.0) - j["worker"]["seconds"].value("throttled", 0.0);
+    compute_cpu += j["worker"]["cpu_seconds"].value("compute", 0.0);
+    other_cpu += j["worker"]["cpu_seconds"].value("other", 0.0);
+    per_worker.push_back({{"name", c.name},
+                          {"seconds", j["worker"]["seconds"]},
+                          {"bytes_sent", j.value("bytes_sent_total", std::uint64_t{0})},
+                          {"rounds_contributed", j["worker"].value("rounds_contributed", 0)},
+                          {"resyncs", j["worker"].value("resyncs", 0)},
+                          {"leaves", j["worker"].value("leaves", 0)}});
+  }
+  const double final_loss =
+      summary->loss_curve.empty() ? -1.0 : summary->loss_curve.back().val_loss;
+  const double compute_j = compute_cpu * a.w.cpu_watts_per_core;
+  const double coord_j =
+      other_cpu * a.w.cpu_watts_per_core + static_cast<double>(bytes) * a.w.network_j_per_byte;
+  json j =
+      Summary(a.w.run, mode, workers, summary->rounds, a.w.inner_steps, summary->tokens, final_loss,
+              bytes, summary->membership_changes, summary->rejected + summary->hash_evictions,
+              summary->hashes_agreed, wall_sum > 0 ? 1.0 - compute_s / wall_sum : 0.0, compute_j,
+              coord_j, summary->loss_curve);
+  j["wall_s"] = wall_s;
+  json done_at = json::array();
+  for (const auto& [r, t] : ran->agreed_at_s) done_at.push_back(t);
+  j["rounds_done_at_s"] = done_at;
+  j["out"] = out;
+  j["workers_detail"] = per_worker;
+  if (std::filesystem::exists(out + "/model.ckpt")) j["checkpoint"] = out + "/model.ckpt";
+  if (ran->killed_at_s >= 0) {
+    // How long the run took to go on: from the kill to the next agreed round, against the
+    // median round before it.
+    double next = -1;
+    for (const auto& [r, t] : ran->agreed_at_s) {
+      if (t > ran->killed_at_s) {
+        next = t - ran->killed_at_s;
+        break;
+      }
+    }
+    j["churn"] = {{"killed", ran->killed_name},
+                  {"killed_in_round", ran->killed_round},
+                  {"next_round_after_s", next},
+                  {"joined_in_round", ran->joined_round}};
+  }
+  if (auto w = headroom::WriteFileAtomically(out + "/summary.json", j.dump(2) + "\n"); !w) return w;
+  if (auto w = headroom::WriteFileAtomically(out + "/report.html",
+                                             headroom::report::DilocoReportHtml(j));
+      !w) {
+    return w;
+  }
+  if (a.json_out) {
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("diloco local (%s): %d workers, %d rounds x %d inner steps, %llu tokens\n",
+                mode.c_str(), workers, summary->rounds, a.w.inner_steps,
+                static_cast<unsigned long long>(summary->tokens));
+    std::printf("  validation loss   %.4f nats/byte (%.4f bits/byte)\n", final_loss,
+                final_loss / kLn2);
+    std::printf("  bytes sent        %llu\n", static_cast<unsigned long long>(bytes));
+    std::printf("  overhead          %.1f %% of wall time not computing\n",
+                100.0 * (wall_sum > 0 ? 1.0 - compute_s / wall_sum : 0.0));
+    std::printf("  membership        %d changes, %d evictions, hashes %s\n",
+                summary->membership_changes, summary->rejected + summary->hash_evictions,
+                summary->hashes_agreed ? "agreed every round" : "DISAGREED");
+    std::printf("  energy            %.0f J compute, %.0f J coordination\n", compute_j, coord_j);
+    std::printf("report: %s/report.html (summary.json beside it)\n", out.c_str());
+  }
+  return headroom::OkStatus();
+}
+
+// `control`: what a worker is asked at run time (docs/DILOCO.md, "Control"), merged into its
+// control/<name> key.
+struct ControlArgs {
+  std::string etcd;
+  std::string run = "default";
+  std::string worker;
+  int threads = 0;
+  double duty = -1;
+  bool leave = false;
+  bool rejoin = false;
+  headroom::cli::EtcdOptions etcd_options;
+};
+
+Status RunControl(const ControlArgs& c) {
+  if (c.leave && c.rejoin) return Error::Usage("--leave and --rejoin: one or the other");
+  if (c.threads != 0 && (c.threads < 1 || c.threads > 256)) {
+    return Error::Usage("--threads: 1 to 256");
+  }
+  if (c.duty != -1 && (c.duty <= 0 || c.duty > 1)) return Error::Usage("--duty: in (0, 1]");
+  auto credentials =
+      headroom::coord::ReadEtcdCredentials(c.etcd_options.user, c.etcd_options.password_file);
+  if (!credentials) return credentials.error();
+  auto store = headroom::coord::EtcdStore::Open(
+      c.etcd, kEtcdTimeoutS, *credentials,
+      {c.etcd_options.cacert, c.etcd_options.cert, c.etcd_options.key});
+  if (!store) return store.error();
+  const std::string key = dist::RunPrefix(c.run) + "control/" + c.worker;
+  auto old = (*store)->Get(key);
+  if (!old) return old.error();
+  json j = json::object();
+  if (!old->kvs.empty()) {
+    j = json::parse(old->kvs[0].value, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) j = json::object();
+  }
+  if (c.threads != 0) j["threads"] = c.threads;
+  if (c.duty != -1) j["duty"] = c.duty;
+  if (c.leave) j["leave"] = true;
+  if (c.rejoin) j["leave"] = false;
+  if (auto p = (*store)->Put(key, j.dump()); !p) return p.error();
+  std::printf("%s %s\n", key.c_str(), j.dump().c_str());
+  return headroom::OkStatus();
+}
+
+}  // namespace
+
+Command SetupLocal(CLI::App& app) {
+  auto a = std::make_shared<Args>();
+  auto workers = std::make_shared<int>(4);
+  auto mode = std::make_shared<std::string>("diloco");
+  auto churn = std::make_shared<std::string>();
+  app.add_option("--workers", *workers, "Worker processes")->capture_default_str();
+  app.add_option("--mode", *mode, "diloco or ddp")->capture_default_str();
+  app.add_option("--churn", *churn, "kill-at-round:R[,join-at-round:R2]");
+  a->w.inner_steps = 20;
+  a->w.rounds = 5;
+  AddWorkerOptions(app, *a, false);
+  return [a, workers, mode, churn] { return RunLocal(*a, *workers, *mode, *churn); };
+}
+
+Command SetupControl(CLI::App& app) {
+  auto c = std::make_shared<ControlArgs>();
+  app.add_option("--etcd", c->etcd, "etcd endpoints")->required();
+  app.add_option("--run", c->run, "The run")->check(NameRule())->capture_default_str();
+  app.add_option("--worker", c->worker, "The worker's --name")->check(NameRule())->required();
+  app.add_option("--threads", c->threads, "libtorch threads");
+  app.add_option("--duty", c->duty, "Fraction of time computing, (0, 1]");
+  app.add_flag("--leave", c->leave, "Leave at the next round boundary");
+  app.add_flag("--rejoin", c->rejoin, "Come back (through a donor)");
+  AddEtcdOptions(app, &c->etcd_options);
+  return [c] { return RunControl(*c); };
+}
+
+}  // namespace headroom::cli::diloco

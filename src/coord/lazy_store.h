@@ -1,0 +1,32 @@
+#pragma once
+// A site's etcd, opened on first use and again after a failure to open: an agent whose etcd is
+// unreachable at start runs on its local budget and keeps trying (docs/FLEET.md). Once open, it
+// stays; CancelFollows makes every later open fail (a clean stop).
+#include <memory>
+#include <string>
+
+#include "common/thread_annotations.h"
+#include "coord/etcd_store.h"
+#include "coord/forwarding_store.h"
+
+namespace headroom::coord {
+
+class LazyStore final : public ForwardingStore {
+ public:
+  LazyStore(std::string endpoints, EtcdCredentials credentials, EtcdTls tls);
+  void CancelFollows() override EXCLUDES(mu_);
+  std::string Describe() const override { return endpoints_; }
+
+ protected:
+  Result<Store*> Target() override EXCLUDES(mu_);
+
+ private:
+  const std::string endpoints_;
+  const EtcdCredentials credentials_;
+  const EtcdTls tls_;
+  Mutex mu_;
+  std::unique_ptr<EtcdStore> store_ GUARDED_BY(mu_);
+  bool canceled_ GUARDED_BY(mu_) = false;
+};
+
+}  // namespace headroom::coord

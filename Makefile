@@ -104,7 +104,7 @@ test-thread-safety: setup
 fuzz: setup
 	cmake --preset fuzz
 	cmake --build --preset fuzz -j $(JOBS) --target trace_reader_fuzz scenario_fuzz policy_fuzz http_fuzz \
-	  contribution_fuzz headroom_agent headroom_coord
+	  contribution_fuzz etcd_wire_fuzz headroom_agent headroom_coord
 	./scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_SEED)
 
 # The site against 1,000 faults (tests/fleet/chaos.py; about an hour), its table written into

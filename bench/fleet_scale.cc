@@ -61,6 +61,8 @@
 
 #include "common/thread_annotations.h"
 #include "coord/etcd_store.h"
+#include "coord/etcd_wire.h"
+#include "coord/forwarding_store.h"
 #include "coord/layout.h"
 #include "coord/member.h"
 #include "coord/memory_store.h"
@@ -265,62 +267,58 @@ struct CallRecord {
   bool ok = true;
 };
 
-// Not thread-safe: one thread (its worker) calls it.
-class RecordingStore final : public coord::Store {
+// Forwards every call (coord/forwarding_store.h) and times the worker's: not thread-safe for
+// those (one thread, its worker, calls them); the members' watch threads' Follows are counted,
+// not timed. A TxnEach is recorded as one transaction.
+class RecordingStore final : public coord::ForwardingStore {
  public:
-  explicit RecordingStore(coord::Store& inner) : inner_(inner) {}
-
-  Result<coord::RangeResult> Get(const std::string& key, bool prefix) override {
-    return Timed(CallRecord::kGet, [&] { return inner_.Get(key, prefix); });
-  }
-  Result<int64_t> Put(const std::string& key, const std::string& value,
-                      coord::LeaseId lease) override {
-    return Timed(CallRecord::kPut, [&] { return inner_.Put(key, value, lease); });
-  }
-  Result<int64_t> Delete(const std::string& key, bool prefix) override {
-    return Timed(CallRecord::kDelete, [&] { return inner_.Delete(key, prefix); });
-  }
-  Result<coord::TxnResult> Txn(const coord::TxnRequest& request) override {
-    return Timed(CallRecord::kTxn, [&] { return inner_.Txn(request); });
-  }
-  Result<coord::LeaseId> LeaseGrant(int64_t ttl_s) override {
-    return Timed(CallRecord::kLeaseGrant, [&] { return inner_.LeaseGrant(ttl_s); });
-  }
-  Result<int64_t> LeaseKeepAlive(coord::LeaseId lease) override {
-    return Timed(CallRecord::kKeepAlive, [&] { return inner_.LeaseKeepAlive(lease); });
-  }
-  Status LeaseRevoke(coord::LeaseId lease) override {
-    return Timed(CallRecord::kRevoke, [&] { return inner_.LeaseRevoke(lease); });
-  }
-  Result<coord::WatchResult> Watch(const std::string& key, bool prefix, int64_t after_revision,
-                                   double wait_s) override {
-    return Timed(CallRecord::kWatch,
-                 [&] { return inner_.Watch(key, prefix, after_revision, wait_s); });
-  }
-  // The members' watch threads: counted, not timed (calls_ is the worker's alone).
-  Result<int64_t> Follow(const std::string& key, bool prefix, int64_t after_revision,
-                         double quiet_s,
-                         const std::function<bool(const coord::WatchResult&)>& on_change) override {
-    follows_.fetch_add(1, std::memory_order_relaxed);
-    return inner_.Follow(key, prefix, after_revision, quiet_s, on_change);
-  }
-  void CancelFollows() override { inner_.CancelFollows(); }
-  Status Compact(int64_t revision) override { return inner_.Compact(revision); }
-  std::string Describe() const override { return inner_.Describe(); }
+  explicit RecordingStore(coord::Store& inner) : ForwardingStore(&inner) {}
 
   const std::vector<CallRecord>& calls() const { return calls_; }
   uint64_t follows() const { return follows_.load(); }
 
- private:
-  template <class F>
-  std::invoke_result_t<F> Timed(CallRecord::Kind kind, F&& f) {
-    const double t0 = NowS();
-    auto r = f();
-    calls_.push_back({t0, static_cast<float>(NowS() - t0), kind, r.ok()});
-    return r;
+ protected:
+  void Begin(coord::StoreCall call, size_t) override {
+    if (call == coord::StoreCall::kFollow) {
+      follows_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    begun_s_ = NowS();
   }
-  coord::Store& inner_;
+  void End(coord::StoreCall call, bool ok) override {
+    const std::optional<CallRecord::Kind> kind = KindOf(call);
+    if (!kind) return;
+    calls_.push_back({begun_s_, static_cast<float>(NowS() - begun_s_), *kind, ok});
+  }
+
+ private:
+  static std::optional<CallRecord::Kind> KindOf(coord::StoreCall call) {
+    switch (call) {
+      case coord::StoreCall::kGet:
+        return CallRecord::kGet;
+      case coord::StoreCall::kPut:
+        return CallRecord::kPut;
+      case coord::StoreCall::kDelete:
+        return CallRecord::kDelete;
+      case coord::StoreCall::kTxn:
+      case coord::StoreCall::kTxnEach:
+        return CallRecord::kTxn;
+      case coord::StoreCall::kLeaseGrant:
+        return CallRecord::kLeaseGrant;
+      case coord::StoreCall::kLeaseKeepAlive:
+        return CallRecord::kKeepAlive;
+      case coord::StoreCall::kLeaseRevoke:
+        return CallRecord::kRevoke;
+      case coord::StoreCall::kWatch:
+        return CallRecord::kWatch;
+      case coord::StoreCall::kFollow:
+      case coord::StoreCall::kCompact:
+        return std::nullopt;
+    }
+    return std::nullopt;
+  }
   std::vector<CallRecord> calls_;
+  double begun_s_ = 0.0;
   std::atomic<uint64_t> follows_{0};
 };
 
@@ -780,22 +778,6 @@ std::map<std::string, double> ScrapeEtcd(int port) {
   return out;
 }
 
-std::string Base64(std::string_view in) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  for (size_t i = 0; i < in.size(); i += 3) {
-    uint32_t v = static_cast<uint32_t>(static_cast<uint8_t>(in[i])) << 16;
-    if (i + 1 < in.size()) v |= static_cast<uint32_t>(static_cast<uint8_t>(in[i + 1])) << 8;
-    if (i + 2 < in.size()) v |= static_cast<uint32_t>(static_cast<uint8_t>(in[i + 2]));
-    out += kAlphabet[v >> 18 & 63];
-    out += kAlphabet[v >> 12 & 63];
-    out += i + 1 < in.size() ? kAlphabet[v >> 6 & 63] : '=';
-    out += i + 2 < in.size() ? kAlphabet[v & 63] : '=';
-  }
-  return out;
-}
-
 // ---- The bench's own read of the site, as the leader reads it, timed part by part ----
 
 struct Probe {
@@ -814,8 +796,7 @@ struct Probe {
 std::optional<Probe> ProbeSite(int etcd_port, coord::Store& store, const coord::Keys& keys) {
   Probe p;
   p.t_s = NowS();
-  const std::string body =
-      json{{"key", Base64(keys.root)}, {"range_end", Base64(coord::PrefixEnd(keys.root))}}.dump();
+  const std::string body = coord::RangeJson(keys.root, /*prefix=*/true).dump();
   double t0 = NowS();
   auto raw = Client(etcd_port, 10.0)->Post("/v3/kv/range", body, "application/json");
   p.raw_range_s = NowS() - t0;

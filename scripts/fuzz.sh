@@ -18,6 +18,7 @@ targets=(
   "policy_fuzz policy_corpus 16384 -timeout=10"
   "http_fuzz http_corpus 8192 -timeout=10"
   "contribution_fuzz contribution_corpus 4096 -timeout=10"
+  "etcd_wire_fuzz etcd_wire_corpus 4096 -timeout=10"
 )
 
 run_one() {

@@ -25,6 +25,7 @@
 
 #include "common/read_file.h"
 #include "common/sigpipe.h"
+#include "coord/etcd_wire.h"
 
 namespace headroom::coord {
 namespace {
@@ -42,287 +43,6 @@ constexpr double kWholeRequestTimeouts = 2.0;
 constexpr double kMinWatchReadS = 0.25;
 // A watch stream that sends more than this without a line end is not etcd.
 constexpr size_t kMaxWatchLineBytes = size_t{256} << 20;
-
-// --- Base64 (RFC 4648, with padding): how the gateway carries bytes ---
-
-constexpr std::string_view kBase64Alphabet =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-std::string Base64Encode(std::string_view in) {
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 3 <= in.size(); i += 3) {
-    const uint32_t v = uint32_t{static_cast<uint8_t>(in[i])} << 16 |
-                       uint32_t{static_cast<uint8_t>(in[i + 1])} << 8 |
-                       uint32_t{static_cast<uint8_t>(in[i + 2])};
-    out += kBase64Alphabet[v >> 18 & 63];
-    out += kBase64Alphabet[v >> 12 & 63];
-    out += kBase64Alphabet[v >> 6 & 63];
-    out += kBase64Alphabet[v & 63];
-  }
-  const size_t rest = in.size() - i;
-  if (rest > 0) {
-    uint32_t v = uint32_t{static_cast<uint8_t>(in[i])} << 16;
-    if (rest == 2) v |= uint32_t{static_cast<uint8_t>(in[i + 1])} << 8;
-    out += kBase64Alphabet[v >> 18 & 63];
-    out += kBase64Alphabet[v >> 12 & 63];
-    out += rest == 2 ? kBase64Alphabet[v >> 6 & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
-// Accepts padded and unpadded input; nullopt for anything else.
-std::optional<std::string> Base64Decode(std::string_view in) {
-  static const std::array<int8_t, 256> kValue = [] {
-    std::array<int8_t, 256> t{};
-    t.fill(-1);
-    for (size_t i = 0; i < kBase64Alphabet.size(); ++i) {
-      t[static_cast<uint8_t>(kBase64Alphabet[i])] = static_cast<int8_t>(i);
-    }
-    return t;
-  }();
-  while (!in.empty() && in.back() == '=') in.remove_suffix(1);
-  if (in.size() % 4 == 1) return std::nullopt;
-  std::string out;
-  out.reserve(in.size() * 3 / 4);
-  uint32_t bits = 0;
-  int n_bits = 0;
-  for (const char c : in) {
-    const int8_t v = kValue[static_cast<uint8_t>(c)];
-    if (v < 0) return std::nullopt;
-    bits = (bits << 6 | static_cast<uint32_t>(v)) & 0xffffff;
-    n_bits += 6;
-    if (n_bits >= 8) {
-      n_bits -= 8;
-      out += static_cast<char>(static_cast<uint8_t>(bits >> n_bits & 0xff));
-    }
-  }
-  return out;
-}
-
-// etcd's prefix rule (clientv3.GetPrefixRangeEnd): the key with its last byte below 0xff
-// incremented and what follows dropped; "\0" (every key from `key` on) when there is none.
-std::string PrefixEnd(std::string_view key) {
-  std::string end(key);
-  while (!end.empty()) {
-    const auto last = static_cast<uint8_t>(end.back());
-    if (last < 0xff) {
-      end.back() = static_cast<char>(last + 1);
-      return end;
-    }
-    end.pop_back();
-  }
-  return std::string(1, '\0');
-}
-
-// {"key": .., "range_end": ..} for a key or a prefix; the empty prefix is every key.
-json RangeJson(const std::string& key, bool prefix) {
-  json j = json::object();
-  if (prefix && key.empty()) {
-    j["key"] = Base64Encode(std::string_view("\0", 1));
-    j["range_end"] = Base64Encode(std::string_view("\0", 1));
-  } else {
-    j["key"] = Base64Encode(key);
-    if (prefix) j["range_end"] = Base64Encode(PrefixEnd(key));
-  }
-  return j;
-}
-
-// --- Reading answers ---
-
-// Reads the fields of one answer. The first problem is kept and later reads return zero values,
-// so a caller reads everything and checks ok() once. The gateway leaves out zero-valued fields:
-// an absent number is 0, an absent string empty, an absent list empty.
-class Reader {
- public:
-  explicit Reader(std::string what) : what_(std::move(what)) {}
-
-  bool ok() const { return problem_.empty(); }
-  Error error() const {
-    return Error::Io(fmt::format("{}: malformed answer: {}", what_, problem_));
-  }
-  void Fail(std::string problem) {
-    if (ok()) problem_ = std::move(problem);
-  }
-
-  // REQUIRES: `field`, when required, is there.
-  const json& Object(const json& j, const char* field, bool required) {
-    const json* v = Field(j, field);
-    if (v == nullptr) {
-      if (required) Fail(fmt::format("no '{}'", field));
-      return EmptyObject();
-    }
-    if (!v->is_object()) {
-      Fail(fmt::format("'{}' is not an object", field));
-      return EmptyObject();
-    }
-    return *v;
-  }
-  const json& Array(const json& j, const char* field) {
-    static const json kEmpty = json::array();
-    const json* v = Field(j, field);
-    if (v == nullptr) return kEmpty;
-    if (!v->is_array()) {
-      Fail(fmt::format("'{}' is not a list", field));
-      return kEmpty;
-    }
-    return *v;
-  }
-  // A 64-bit integer: a JSON string (how the gateway sends them) or number.
-  int64_t Int(const json& j, const char* field) {
-    const json* v = Field(j, field);
-    if (v == nullptr) return 0;
-    if (v->is_number_integer() && !v->is_number_unsigned()) return v->get<int64_t>();
-    if (v->is_number_unsigned() &&
-        v->get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return static_cast<int64_t>(v->get<uint64_t>());
-    }
-    if (v->is_string()) {
-      const std::string& s = v->get_ref<const std::string&>();
-      int64_t n = 0;
-      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
-      if (ec == std::errc() && end == s.data() + s.size() && !s.empty()) return n;
-    }
-    Fail(fmt::format("'{}' is not a 64-bit integer", field));
-    return 0;
-  }
-  std::string String(const json& j, const char* field) {
-    const json* v = Field(j, field);
-    if (v == nullptr) return {};
-    if (!v->is_string()) {
-      Fail(fmt::format("'{}' is not a string", field));
-      return {};
-    }
-    return v->get<std::string>();
-  }
-  // Bytes, base64-encoded.
-  std::string Bytes(const json& j, const char* field) {
-    std::optional<std::string> bytes = Base64Decode(String(j, field));
-    if (!bytes) {
-      Fail(fmt::format("'{}' is not base64", field));
-      return {};
-    }
-    return std::move(*bytes);
-  }
-  bool Bool(const json& j, const char* field) {
-    const json* v = Field(j, field);
-    if (v == nullptr) return false;
-    if (!v->is_boolean()) {
-      Fail(fmt::format("'{}' is not a boolean", field));
-      return false;
-    }
-    return v->get<bool>();
-  }
-
-  KeyValue Kv(const json& j) {
-    KeyValue kv;
-    if (!j.is_object()) {
-      Fail("a key-value is not an object");
-      return kv;
-    }
-    kv.key = Bytes(j, "key");
-    if (kv.key.empty()) Fail("a key-value without a key");
-    kv.value = Bytes(j, "value");
-    kv.create_revision = Int(j, "create_revision");
-    kv.mod_revision = Int(j, "mod_revision");
-    kv.version = Int(j, "version");
-    kv.lease = Int(j, "lease");
-    return kv;
-  }
-  std::vector<KeyValue> Kvs(const json& j) {
-    std::vector<KeyValue> kvs;
-    for (const json& e : Array(j, "kvs")) kvs.push_back(Kv(e));
-    return kvs;
-  }
-  // header.revision, which every unary answer has (a store's revision is at least 1).
-  int64_t Revision(const json& j) {
-    const int64_t revision = Int(Object(j, "header", true), "revision");
-    if (revision <= 0 && ok()) Fail("no header.revision");
-    return revision;
-  }
-
- private:
-  static const json& EmptyObject() {
-    static const json kEmpty = json::object();
-    return kEmpty;
-  }
-  const json* Field(const json& j, const char* field) {
-    if (!j.is_object()) {
-      Fail(fmt::format("not an object where '{}' should be", field));
-      return nullptr;
-    }
-    const auto it = j.find(field);
-    if (it == j.end() || it->is_null()) return nullptr;
-    return &*it;
-  }
-
-  std::string what_;
-  std::string problem_;
-};
-
-// --- etcd's errors ---
-
-enum class Failure {
-  kFinal,         // etcd refused it: say so
-  kNotApplied,    // refused before it was proposed (no leader...): another member may take it
-  kMaybeApplied,  // proposed and not confirmed (request timed out): it may have been applied
-};
-
-struct EtcdError {
-  std::string message;
-  Failure failure = Failure::kFinal;
-  // What the callers see (common/error.h), from etcd's gRPC code: NOT_FOUND (5: a lease it
-  // does not have), OUT_OF_RANGE (11: a revision compacted), UNAUTHENTICATED (16: a token it
-  // does not know); anything else is an I/O failure.
-  ErrorKind kind = ErrorKind::kIo;
-};
-
-// The message of an error answer: {"error": "..", "message": "..", "code": N} from unary calls,
-// {"error": {"message": .., "grpc_code": ..}} from streams. nullopt when `j` is not one.
-std::optional<EtcdError> ErrorOf(const json& j) {
-  if (!j.is_object()) return std::nullopt;
-  std::string message;
-  int64_t code = -1;
-  const auto error = j.find("error");
-  if (error == j.end()) return std::nullopt;
-  if (error->is_object()) {
-    const auto m = error->find("message");
-    if (m != error->end() && m->is_string()) message = m->get<std::string>();
-    const auto c = error->find("grpc_code");
-    if (c != error->end() && c->is_number_integer()) code = c->get<int64_t>();
-  } else {
-    const auto m = j.find("message");
-    if (m != j.end() && m->is_string()) message = m->get<std::string>();
-    if (message.empty() && error->is_string()) message = error->get<std::string>();
-    const auto c = j.find("code");
-    if (c != j.end() && c->is_number_integer()) code = c->get<int64_t>();
-  }
-  if (message.empty()) message = "an error without a message";
-  EtcdError e{code >= 0 ? fmt::format("{} (code {})", message, code) : message, Failure::kFinal};
-  if (code == 5) e.kind = ErrorKind::kNotFound;
-  if (code == 11) e.kind = ErrorKind::kConflict;
-  if (code == 16) e.kind = ErrorKind::kUnauthenticated;
-  const auto has = [&](std::string_view s) { return message.find(s) != std::string::npos; };
-  // etcd's rpctypes: these are returned before the request is proposed to raft...
-  if (has("no leader") || has("proposal dropped") || has("leader changed") ||
-      has("too many requests")) {
-    e.failure = Failure::kNotApplied;
-  }
-  // ...and these after: "request timed out[, possibly due to ...]", "server stopped".
-  if (has("timed out") || has("server stopped")) e.failure = Failure::kMaybeApplied;
-  return e;
-}
-
-// The error of an answer other than 200 OK: etcd's, or the status and the start of the body.
-EtcdError HttpStatusError(int status, std::string_view body) {
-  if (std::optional<EtcdError> e = ErrorOf(json::parse(body, nullptr, false))) return *e;
-  constexpr size_t kShownBytes = 200;
-  std::string shown(body.substr(0, kShownBytes));
-  std::replace(shown.begin(), shown.end(), '\n', ' ');
-  return EtcdError{fmt::format("HTTP {}: {}", status, shown), Failure::kFinal};
-}
 
 std::string DescribeHttpError(httplib::Error e, double timeout_s) {
   switch (e) {
@@ -387,170 +107,6 @@ void Configure(httplib::Client& client, double timeout_s, double read_timeout_s)
   client.set_write_timeout(s, us);
   const auto [read_s, read_us] = SecondsAndMicros(read_timeout_s);
   client.set_read_timeout(read_s, read_us);
-}
-
-// --- Requests ---
-
-const char* TargetName(Compare::Target t) {
-  switch (t) {
-    case Compare::Target::kValue:
-      return "VALUE";
-    case Compare::Target::kCreateRevision:
-      return "CREATE";
-    case Compare::Target::kModRevision:
-      return "MOD";
-    case Compare::Target::kVersion:
-      return "VERSION";
-    case Compare::Target::kLease:
-      return "LEASE";
-  }
-  return "MOD";
-}
-
-const char* TargetField(Compare::Target t) {
-  switch (t) {
-    case Compare::Target::kValue:
-      return "value";
-    case Compare::Target::kCreateRevision:
-      return "create_revision";
-    case Compare::Target::kModRevision:
-      return "mod_revision";
-    case Compare::Target::kVersion:
-      return "version";
-    case Compare::Target::kLease:
-      return "lease";
-  }
-  return "mod_revision";
-}
-
-const char* ResultName(Compare::Result r) {
-  switch (r) {
-    case Compare::Result::kEqual:
-      return "EQUAL";
-    case Compare::Result::kNotEqual:
-      return "NOT_EQUAL";
-    case Compare::Result::kLess:
-      return "LESS";
-    case Compare::Result::kGreater:
-      return "GREATER";
-  }
-  return "EQUAL";
-}
-
-json CompareJson(const Compare& c) {
-  json j = json::object();
-  j["key"] = Base64Encode(c.key);
-  j["target"] = TargetName(c.target);
-  j["result"] = ResultName(c.result);
-  // Sent even when zero: "create_revision == 0" is the create-if-absent test.
-  j[TargetField(c.target)] =
-      c.target == Compare::Target::kValue ? Base64Encode(c.value) : std::to_string(c.number);
-  return j;
-}
-
-json OpJson(const Op& op) {
-  json j = json::object();
-  switch (op.kind) {
-    case Op::Kind::kPut: {
-      json put = json::object();
-      put["key"] = Base64Encode(op.key);
-      put["value"] = Base64Encode(op.value);
-      if (op.lease != 0) put["lease"] = std::to_string(op.lease);
-      j["request_put"] = std::move(put);
-      break;
-    }
-    case Op::Kind::kDelete:
-      j["request_delete_range"] = RangeJson(op.key, op.prefix);
-      break;
-    case Op::Kind::kGet:
-      j["request_range"] = RangeJson(op.key, op.prefix);
-      break;
-  }
-  return j;
-}
-
-const char* ResponseName(Op::Kind kind) {
-  switch (kind) {
-    case Op::Kind::kPut:
-      return "response_put";
-    case Op::Kind::kDelete:
-      return "response_delete_range";
-    case Op::Kind::kGet:
-      return "response_range";
-  }
-  return "response_range";
-}
-
-bool Writes(const std::vector<Op>& ops) {
-  return std::any_of(ops.begin(), ops.end(),
-                     [](const Op& op) { return op.kind != Op::Kind::kGet; });
-}
-
-Result<std::vector<std::string>> ParseEndpoints(const std::string& text) {
-  std::string_view rest = text;
-  constexpr std::string_view kEtcdScheme = "etcd://";
-  constexpr std::string_view kEtcdsScheme = "etcds://";
-  // etcd:// and etcds:// name the scheme once, for the whole list.
-  std::string scheme = "http";
-  if (rest.substr(0, kEtcdScheme.size()) == kEtcdScheme) {
-    rest.remove_prefix(kEtcdScheme.size());
-  } else if (rest.substr(0, kEtcdsScheme.size()) == kEtcdsScheme) {
-    rest.remove_prefix(kEtcdsScheme.size());
-    scheme = "https";
-  }
-  std::vector<std::string> urls;
-  std::string first_scheme;
-  while (true) {
-    const size_t comma = rest.find(',');
-    std::string_view item = rest.substr(0, comma);
-    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-    while (!item.empty() && (item.back() == ' ' || item.back() == '/')) item.remove_suffix(1);
-    std::string item_scheme = scheme;
-    if (item.substr(0, 7) == "http://") {
-      item.remove_prefix(7);
-      item_scheme = "http";
-    } else if (item.substr(0, 8) == "https://") {
-      item.remove_prefix(8);
-      item_scheme = "https";
-    }
-    if (first_scheme.empty()) first_scheme = item_scheme;
-    if (item_scheme != first_scheme) {
-      return Error::Usage(fmt::format(
-          "etcd endpoints '{}': mix http:// and https://; expected one scheme for all", text));
-    }
-    const size_t colon = item.rfind(':');
-    if (item.find("://") != std::string_view::npos) {
-      return Error::Usage(fmt::format(
-          "etcd endpoint '{}': expected http:// or https:// (etcd:// or etcds://)", item));
-    }
-    int port = 0;
-    const std::string_view port_text =
-        colon == std::string_view::npos ? std::string_view() : item.substr(colon + 1);
-    const auto [end, ec] =
-        std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-    if (colon == 0 || colon == std::string_view::npos || ec != std::errc() ||
-        end != port_text.data() + port_text.size() || port <= 0 || port > 65535) {
-      return Error::Usage(fmt::format(
-          "etcd endpoint '{}' in '{}': expected host:port or http(s)://host:port", item, text));
-    }
-    // The host: a name or an IPv4 address ([A-Za-z0-9.-_]), or an IPv6 one in brackets.
-    const std::string_view host = item.substr(0, colon);
-    const bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
-    const std::string_view host_chars = bracketed ? host.substr(1, host.size() - 2) : host;
-    const bool host_ok = std::all_of(host_chars.begin(), host_chars.end(), [&](char c) {
-      return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ||
-             (bracketed ? c == ':' : c == '_');
-    });
-    if (!host_ok) {
-      return Error::Usage(fmt::format(
-          "etcd endpoint '{}' in '{}': host '{}': expected a host name or an IP address", item,
-          text, host));
-    }
-    urls.push_back(fmt::format("{}://{}", item_scheme, item));
-    if (comma == std::string_view::npos) break;
-    rest.remove_prefix(comma + 1);
-  }
-  return urls;
 }
 
 }  // namespace
@@ -738,7 +294,7 @@ Result<RangeResult> EtcdStore::Get(const std::string& key, bool prefix) {
   Result<Answer> a = Post("/v3/kv/range", RangeJson(key, prefix).dump(), Resend::kHarmless);
   if (!a.ok()) return std::move(a).error();
   const json j = json::parse(a->body, nullptr, false);
-  Reader r(fmt::format("etcd at {}: /v3/kv/range", a->url));
+  AnswerReader r(fmt::format("etcd at {}: /v3/kv/range", a->url));
   RangeResult out;
   out.revision = r.Revision(j);
   out.kvs = r.Kvs(j);
@@ -753,7 +309,7 @@ Result<int64_t> EtcdStore::Put(const std::string& key, const std::string& value,
   if (lease != 0) body["lease"] = std::to_string(lease);
   Result<Answer> a = Post("/v3/kv/put", body.dump(), Resend::kNever);
   if (!a.ok()) return std::move(a).error();
-  Reader r(fmt::format("etcd at {}: /v3/kv/put", a->url));
+  AnswerReader r(fmt::format("etcd at {}: /v3/kv/put", a->url));
   const int64_t revision = r.Revision(json::parse(a->body, nullptr, false));
   if (!r.ok()) return r.error();
   return revision;
@@ -796,7 +352,7 @@ std::vector<Result<TxnResult>> EtcdStore::TxnEach(const std::vector<TxnRequest>&
 Result<int64_t> EtcdStore::Delete(const std::string& key, bool prefix) {
   Result<Answer> a = Post("/v3/kv/deleterange", RangeJson(key, prefix).dump(), Resend::kNever);
   if (!a.ok()) return std::move(a).error();
-  Reader r(fmt::format("etcd at {}: /v3/kv/deleterange", a->url));
+  AnswerReader r(fmt::format("etcd at {}: /v3/kv/deleterange", a->url));
   const int64_t revision = r.Revision(json::parse(a->body, nullptr, false));
   if (!r.ok()) return r.error();
   return revision;
@@ -814,7 +370,7 @@ Result<TxnResult> EtcdStore::Txn(const TxnRequest& request) {
   Result<Answer> a = Post("/v3/kv/txn", body.dump(), writes ? Resend::kNever : Resend::kHarmless);
   if (!a.ok()) return std::move(a).error();
   const json j = json::parse(a->body, nullptr, false);
-  Reader r(fmt::format("etcd at {}: /v3/kv/txn", a->url));
+  AnswerReader r(fmt::format("etcd at {}: /v3/kv/txn", a->url));
   TxnResult out;
   out.revision = r.Revision(j);
   out.succeeded = r.Bool(j, "succeeded");  // absent when false
@@ -839,7 +395,7 @@ Result<LeaseId> EtcdStore::LeaseGrant(int64_t ttl_s) {
   Result<Answer> a = Post("/v3/lease/grant", body.dump(), Resend::kHarmless);
   if (!a.ok()) return std::move(a).error();
   const json j = json::parse(a->body, nullptr, false);
-  Reader r(fmt::format("etcd at {}: /v3/lease/grant", a->url));
+  AnswerReader r(fmt::format("etcd at {}: /v3/lease/grant", a->url));
   const LeaseId id = r.Int(j, "ID");
   const std::string error = r.String(j, "error");
   if (!r.ok()) return r.error();
@@ -865,7 +421,7 @@ Result<int64_t> EtcdStore::LeaseKeepAlive(LeaseId lease) {
   if (std::optional<EtcdError> e = ErrorOf(j)) {
     return Error(e->kind, fmt::format("{}: {}", where, e->message));
   }
-  Reader r(where);
+  AnswerReader r(where);
   const json& result = r.Object(j, "result", true);
   const int64_t ttl_s = r.Int(result, "TTL");
   if (!r.ok()) return r.error();
@@ -882,7 +438,7 @@ Status EtcdStore::LeaseRevoke(LeaseId lease) {
   // etcd 3.4 answers both /v3/lease/revoke and /v3/kv/lease/revoke; 3.5 only the first.
   Result<Answer> a = Post("/v3/lease/revoke", body.dump(), Resend::kNever);
   if (!a.ok()) return std::move(a).error();
-  Reader r(fmt::format("etcd at {}: /v3/lease/revoke", a->url));
+  AnswerReader r(fmt::format("etcd at {}: /v3/lease/revoke", a->url));
   r.Revision(json::parse(a->body, nullptr, false));
   if (!r.ok()) return r.error();
   return OkStatus();
@@ -897,7 +453,7 @@ Status EtcdStore::Compact(int64_t revision) {
     if (a.error().kind() == ErrorKind::kConflict) return OkStatus();
     return std::move(a).error();
   }
-  Reader r(fmt::format("etcd at {}: /v3/kv/compaction", a->url));
+  AnswerReader r(fmt::format("etcd at {}: /v3/kv/compaction", a->url));
   r.Revision(json::parse(a->body, nullptr, false));
   if (!r.ok()) return r.error();
   return OkStatus();
@@ -952,7 +508,7 @@ class WatchStream {
       error_ = Error(e->kind, fmt::format("{}: {}", where_, e->message));
       return false;
     }
-    Reader r(where_);
+    AnswerReader r(where_);
     const json& message = r.Object(j, "result", true);
     // The compaction's message carries no revision: keep the one "created" had.
     if (const int64_t revision = r.Int(r.Object(message, "header", false), "revision");

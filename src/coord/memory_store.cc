@@ -8,19 +8,6 @@
 
 namespace headroom::coord {
 
-std::string PrefixEnd(const std::string& prefix) {
-  std::string end = prefix;
-  while (!end.empty()) {
-    auto& c = reinterpret_cast<unsigned char&>(end.back());
-    if (c < 0xff) {
-      ++c;
-      return end;
-    }
-    end.pop_back();
-  }
-  return std::string(1, '\0');
-}
-
 MemoryStore::MemoryStore(std::function<double()> now_s, size_t history_keep)
     : now_s_(std::move(now_s)), history_keep_(history_keep) {}
 

@@ -79,8 +79,4 @@ class MemoryStore final : public Store {
   bool fail_next_write_ GUARDED_BY(mu_) = false;
 };
 
-// etcd's prefix rule: the end of the range of keys starting with `prefix` (its last byte below
-// 0xff incremented, the bytes after it dropped; "\0" for everything).
-std::string PrefixEnd(const std::string& prefix);
-
 }  // namespace headroom::coord

@@ -20,6 +20,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/error.h"
@@ -112,6 +113,22 @@ struct WatchResult {
   int64_t revision = 0;
   bool compacted = false;  // the history after `after_revision` is gone: read afresh
 };
+
+// etcd's prefix rule (clientv3.GetPrefixRangeEnd): the end of the range of keys starting with
+// `key`: its last byte below 0xff incremented, the bytes after it dropped; "\0" (every key from
+// `key` on) when there is none. One rule for every store.
+inline std::string PrefixEnd(std::string_view key) {
+  std::string end(key);
+  while (!end.empty()) {
+    const auto last = static_cast<unsigned char>(end.back());
+    if (last < 0xff) {
+      end.back() = static_cast<char>(last + 1);
+      return end;
+    }
+    end.pop_back();
+  }
+  return std::string(1, '\0');
+}
 
 class Store {
  public:

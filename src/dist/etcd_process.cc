@@ -14,37 +14,20 @@
 #include <thread>
 #include <vector>
 
+#include "common/free_port.h"
 #include "coord/etcd_store.h"
 
 namespace headroom::dist {
-
-Result<int> FreeLoopbackPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Error::Io(std::string("socket: ") + std::strerror(errno));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    const std::string why = std::strerror(errno);
-    close(fd);
-    return Error::Io("bind 127.0.0.1:0: " + why);
-  }
-  close(fd);
-  return static_cast<int>(ntohs(addr.sin_port));
-}
 
 Result<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(double ready_timeout_s,
                                                         const std::string& binary) {
   if (access(binary.c_str(), X_OK) != 0) {
     return Error::Io(binary + ": not found (Debian's etcd-server; scripts/setup.sh installs it)");
   }
-  auto client = FreeLoopbackPort();
-  if (!client) return client.error();
-  auto peer = FreeLoopbackPort();
-  if (!peer) return peer.error();
+  auto ports = FreeLoopbackPorts(2);  // client and peer, distinct
+  if (!ports) return std::move(ports).error();
+  const int client_port = (*ports)[0];
+  const int peer_port = (*ports)[1];
   std::string tmpl = (std::filesystem::temp_directory_path() / "headroom-etcd-XXXXXX").string();
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
@@ -52,8 +35,8 @@ Result<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(double ready_timeout_s,
     return Error::Io(std::string("mkdtemp: ") + std::strerror(errno));
   std::unique_ptr<EtcdProcess> p(new EtcdProcess());
   p->dir_ = buf.data();
-  p->url_ = "http://127.0.0.1:" + std::to_string(*client);
-  const std::string peer_url = "http://127.0.0.1:" + std::to_string(*peer);
+  p->url_ = "http://127.0.0.1:" + std::to_string(client_port);
+  const std::string peer_url = "http://127.0.0.1:" + std::to_string(peer_port);
   std::vector<std::string> args = {binary,
                                    "--name=local",
                                    "--data-dir=" + p->dir_ + "/data",

@@ -30,7 +30,4 @@ class EtcdProcess {
   std::string url_;
 };
 
-// A free loopback TCP port (bound to 0 and released: another process may take it first).
-Result<int> FreeLoopbackPort();
-
 }  // namespace headroom::dist

@@ -10,6 +10,8 @@
 // when the thread that forked it ends).
 #pragma once
 
+#include "common/free_port.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -280,27 +282,10 @@ class EtcdCluster {
                std::chrono::duration<double>(s));
   }
 
-  // Ports the kernel hands out for port 0, all bound at once so they differ.
+  // Ports the kernel hands out for port 0, all bound at once so they differ (empty: none).
   static std::vector<int> FreePorts(int n) {
-    std::vector<int> fds;
-    std::vector<int> ports;
-    for (int k = 0; k < n; ++k) {
-      const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      if (fd < 0) break;
-      fds.push_back(fd);
-      sockaddr_in addr{};
-      addr.sin_family = AF_INET;
-      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      socklen_t len = sizeof(addr);
-      if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-          getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-        break;
-      }
-      ports.push_back(ntohs(addr.sin_port));
-    }
-    for (const int fd : fds) close(fd);
-    if (static_cast<int>(ports.size()) != n) ports.clear();
-    return ports;
+    auto ports = headroom::FreeLoopbackPorts(n);
+    return ports ? *ports : std::vector<int>{};
   }
 
   bool Launch(int i, bool existing, std::string* why) {

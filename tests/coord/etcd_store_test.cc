@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/free_port.h"
 #include "etcd_cluster.h"
 #include "support/trickling_server.h"
 
@@ -753,16 +754,9 @@ TEST(EtcdStoreAnswers, NoAnswerToAWriteIsAnUnknownOutcome) {
 
 TEST(EtcdStoreOpen, ReportsUnreachableEndpointsAndBadOnes) {
   // A port nothing listens on: bound and closed again.
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  const std::string port = std::to_string(ntohs(addr.sin_port));
-  close(fd);
+  auto free_port = FreeLoopbackPort();
+  ASSERT_TRUE(free_port.ok()) << free_port.error().message();
+  const std::string port = std::to_string(*free_port);
 
   Result<std::unique_ptr<EtcdStore>> store = EtcdStore::Open("127.0.0.1:" + port, 0.5);
   ASSERT_FALSE(store.ok());

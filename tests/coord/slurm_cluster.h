@@ -10,6 +10,8 @@
 // Not thread-safe; start and stop from the test's main thread.
 #pragma once
 
+#include "common/free_port.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -200,18 +202,8 @@ class SlurmCluster {
   }
 
   static int FreePort() {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-      close(fd);
-      return -1;
-    }
-    socklen_t len = sizeof(a);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    close(fd);
-    return ntohs(a.sin_port);
+    auto port = headroom::FreeLoopbackPort();
+    return port ? *port : -1;
   }
 
   pid_t Spawn(const std::vector<std::string>& argv, const std::string& out, uid_t uid, gid_t gid) {

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/free_port.h"
 #include "coord/batch_scheduler.h"
 #include "coord/etcd_store.h"
 #include "coord/layout.h"
@@ -150,17 +151,10 @@ TEST_F(DilocoLocal, AReplayOfEveryMemberEveryRoundEndsOnTheRealRunsLossBitForBit
   EXPECT_NE(err.find(bad.string() + ":3: field 'round': expected 1"), std::string::npos) << err;
 }
 
-// A free loopback port (bound, read, released; the coordinator binds it next).
+// A free loopback port (the coordinator binds it next).
 int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return -1;
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
+  auto port = headroom::FreeLoopbackPort();
+  return port ? *port : -1;
 }
 
 // A child process killed (SIGTERM, then reaped) when this goes, pass or fail.

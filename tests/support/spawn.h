@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "common/free_port.h"
+
 namespace headroom::test_support {
 
 // Concatenation by appending: g++ 12 warns falsely (-Wrestrict) on "literal" + std::string&&.
@@ -26,21 +28,11 @@ std::string Cat(const Parts&... parts) {
   return out;
 }
 
-// A port the kernel hands out for port 0, free when this returns (0 when none).
+// A port the kernel hands out for port 0, free when this returns (0 when none):
+// common/free_port.h, the one helper.
 inline int FreeLoopbackPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
+  auto port = headroom::FreeLoopbackPort();
+  return port ? *port : 0;
 }
 
 // Starts `binary` with `args` (args[0] included), its stdout and stderr appended to `log_path`,

@@ -60,8 +60,8 @@
 #include <vector>
 
 #include "common/thread_annotations.h"
-#include "coord/etcd_store.h"
-#include "coord/etcd_wire.h"
+#include "etcd/etcd_store.h"
+#include "etcd/etcd_wire.h"
 #include "coord/forwarding_store.h"
 #include "coord/layout.h"
 #include "coord/member.h"

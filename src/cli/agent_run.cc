@@ -20,7 +20,7 @@
 #include "common/build_info.h"
 #include "common/paths.h"
 #include "common/process_identity.h"
-#include "coord/lazy_store.h"
+#include "etcd/lazy_store.h"
 #include "telemetry/nvml_source.h"
 #include "telemetry/replay_source.h"
 #include "trace/meta.h"

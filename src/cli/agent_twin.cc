@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "sim/episode.h"
-#include "sim/twin_link.h"
+#include "twin_link/twin_link.h"
 #include "twin/scenario.h"
 
 namespace headroom::cli {

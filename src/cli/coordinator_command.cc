@@ -32,12 +32,12 @@
 #include "cli/server_options.h"
 #include "cli/stop_signal.h"
 #include "common/build_info.h"
-#include "coord/batch_scheduler.h"
+#include "slurm/batch_scheduler.h"
 #include "coord/coordinator.h"
-#include "coord/coordinator_server.h"
-#include "coord/etcd_store.h"
+#include "coord_server/coordinator_server.h"
+#include "etcd/etcd_store.h"
 #include "coord/layout.h"
-#include "coord/suspender.h"
+#include "slurm/suspender.h"
 
 namespace headroom::cli {
 namespace {

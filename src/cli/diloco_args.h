@@ -11,7 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/etcd_options.h"
-#include "coord/etcd_store.h"
+#include "etcd/etcd_store.h"
 #include "dist/lm_model.h"
 #include "dist/worker.h"
 #include "lm/corpus.h"

@@ -10,7 +10,7 @@
 #include "cli/diloco_args.h"
 #include "common/atomic_file.h"
 #include "common/read_file.h"
-#include "coord/batch_scheduler.h"
+#include "slurm/batch_scheduler.h"
 #include "dist/checkpoint.h"
 #include "dist/fleet_power.h"
 #include "dist/gloo_communicator.h"

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "common/error.h"
-#include "coord/etcd_store.h"
+#include "etcd/etcd_store.h"
 
 namespace headroom::cli {
 

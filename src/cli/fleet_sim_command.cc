@@ -13,9 +13,9 @@
 #include "common/atomic_file.h"
 #include "common/install_paths.h"
 #include "common/paths.h"
-#include "coord/etcd_store.h"
-#include "report/fleet_sim_report.h"
-#include "sim/fleet_sim.h"
+#include "etcd/etcd_store.h"
+#include "site_sim/fleet_sim_report.h"
+#include "site_sim/fleet_sim.h"
 
 namespace headroom::cli {
 namespace {

@@ -19,7 +19,7 @@ enum class ErrorKind {
   kInput,  // the data is wrong: a trace, a sidecar, a scenario
   kUsage,  // the command line is wrong, or misses what the input needs
   kIo,     // the system failed: open, read, write, rename
-  // A store's answers, sorted where its client meets it (coord/etcd_store.cc), so that no caller
+  // A store's answers, sorted where its client meets it (etcd/etcd_store.cc), so that no caller
   // reads a message to tell them apart:
   kUnavailable,      // no member could take the request (none reachable, no leader): not applied
   kOutcomeUnknown,   // a write was sent and no answer came: it may have been applied

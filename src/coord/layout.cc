@@ -6,8 +6,6 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "coord/batch_scheduler.h"
-
 namespace headroom::coord {
 
 using nlohmann::json;
@@ -25,6 +23,20 @@ bool IsHeldPhase(std::string_view phase) {
 double StandbyChargeW(const Member& m) {
   if (!(m.standby_w >= 0.0) || !IsHeldPhase(m.phase)) return m.floor_w;
   return std::min(m.standby_w, m.floor_w);
+}
+
+bool IsSlurmJobId(std::string_view id) {
+  const auto digits = [](std::string_view s) {
+    if (s.empty() || s.size() > 18 || s[0] == '0') return false;
+    for (char c : s) {
+      if (c < '0' || c > '9') return false;
+    }
+    return true;
+  };
+  const size_t underscore = id.find('_');
+  if (underscore == std::string_view::npos) return digits(id);
+  const std::string_view task = id.substr(underscore + 1);
+  return digits(id.substr(0, underscore)) && (task == "0" || digits(task));
 }
 
 Status CheckName(std::string_view name, std::string_view what) {

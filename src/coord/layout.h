@@ -44,6 +44,10 @@ struct Keys {
 // A site or job name: 1-64 of [A-Za-z0-9._-] (it becomes part of keys).
 Status CheckName(std::string_view name, std::string_view what);
 
+// A Slurm job id as SLURM_JOB_ID has it: 1 to 18 digits, no leading zero, optionally
+// `_<task>` of an array job (a member's slurm_job).
+bool IsSlurmJobId(std::string_view id);
+
 inline constexpr size_t kMaxValuePoints = 32;
 
 // Every value written carries "v": kValueVersion. A reader reads its own version and the one
@@ -84,7 +88,7 @@ struct Member {
   // JSON "class", optional ("guaranteed" when absent).
   JobClass job_class = JobClass::kGuaranteed;
   // The Slurm job the member runs in (SLURM_JOB_ID), optional ("" when absent): a coordinator
-  // with --slurm suspends and resumes it (coord/suspender.h).
+  // with --slurm suspends and resumes it (slurm/suspender.h).
   std::string slurm_job;
   // Its GPUs idle plus the node overhead: what it draws while its trainer holds (docs/FLEET.md,
   // "Every job at the site"). JSON "standby_w", optional; below 0 when absent (then the floor).

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "common/free_port.h"
-#include "coord/etcd_store.h"
+#include "etcd/etcd_store.h"
 
 namespace headroom::dist {
 

@@ -11,14 +11,14 @@
 #include <random>
 #include <thread>
 
-#include "coord/batch_scheduler.h"
+#include "slurm/batch_scheduler.h"
 #include "coord/coordinator.h"
 #include "coord/counting_store.h"
 #include "coord/layout.h"
 #include "coord/member.h"
 #include "coord/memory_store.h"
 #include "coord/plan.h"
-#include "coord/suspender.h"
+#include "slurm/suspender.h"
 
 namespace headroom::coord {
 namespace {

@@ -2,7 +2,7 @@
 // agents would, the server on a free port, real HTTP requests), and the real binary: bad
 // options, etcd unreachable at start, and, with /usr/bin/etcd, two replicas where the leader is
 // SIGKILLed and the other takes over with a higher term.
-#include "coord/coordinator_server.h"
+#include "coord_server/coordinator_server.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
 // EtcdStore against real etcd processes (tests/coord/etcd_cluster.h): one single-member cluster
 // shared by the suite, each test under its own key prefix; a three-member cluster for failover.
 // Skipped without /usr/bin/etcd.
-#include "coord/etcd_store.h"
+#include "etcd/etcd_store.h"
 
 #include <gtest/gtest.h>
 

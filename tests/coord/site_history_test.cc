@@ -1,6 +1,6 @@
-// The coordinator's history (coord/site_history.h): an hour at its period, searched by time,
+// The coordinator's history (coord_server/site_history.h): an hour at its period, searched by time,
 // sorted however the wall clock moves; each point read from a status as /v1/status reads it.
-#include "coord/site_history.h"
+#include "coord_server/site_history.h"
 
 #include <gtest/gtest.h>
 

@@ -24,7 +24,7 @@
 #include <tuple>
 #include <vector>
 
-#include "coord/etcd_store.h"
+#include "etcd/etcd_store.h"
 #include "coord/layout.h"
 #include "etcd_cluster.h"
 #include "site_processes.h"

@@ -9,7 +9,7 @@
 #include "agent/agent.h"
 #include "agent/api.h"
 #include "coord/coordinator.h"
-#include "coord/coordinator_server.h"
+#include "coord_server/coordinator_server.h"
 
 namespace {
 

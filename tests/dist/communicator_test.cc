@@ -24,7 +24,7 @@
 #include "dist/local_communicator.h"
 #if HEADROOM_WITH_GLOO
 #include "../coord/etcd_cluster.h"
-#include "coord/etcd_store.h"
+#include "etcd/etcd_store.h"
 #include "dist/gloo_communicator.h"
 #endif
 

@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "common/free_port.h"
-#include "coord/batch_scheduler.h"
-#include "coord/etcd_store.h"
+#include "slurm/batch_scheduler.h"
+#include "etcd/etcd_store.h"
 #include "coord/layout.h"
 #include "coord/member.h"
 #include "tests/coord/etcd_cluster.h"

@@ -1,4 +1,4 @@
-// Fuzzes etcd's wire format as the client reads it (coord/etcd_wire.h): any bytes as an answer
+// Fuzzes etcd's wire format as the client reads it (etcd/etcd_wire.h): any bytes as an answer
 // (a range's key-values, a transaction's responses, an error), as endpoints, as base64. Whatever
 // comes, reading ends in a value or one error, never a crash; what decodes from base64 encodes
 // back to the canonical form; an endpoint list parsed is one URL per item.
@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "coord/etcd_wire.h"
+#include "etcd/etcd_wire.h"
 
 using headroom::coord::AnswerReader;
 

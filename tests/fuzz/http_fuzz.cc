@@ -24,7 +24,7 @@
 #include "agent/agent.h"
 #include "agent/api.h"
 #include "control/baselines.h"
-#include "coord/coordinator_server.h"
+#include "coord_server/coordinator_server.h"
 #include "coord/memory_store.h"
 #include "net/beast_request.h"
 #include "net/query.h"

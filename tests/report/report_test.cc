@@ -5,7 +5,7 @@
 
 #include "common/phase.h"
 #include "report/diloco_report.h"
-#include "report/fleet_sim_report.h"
+#include "site_sim/fleet_sim_report.h"
 #include "report/format.h"
 #include "report/html.h"
 #include "report/html_page.h"

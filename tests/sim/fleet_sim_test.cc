@@ -7,9 +7,9 @@
 #include <numeric>
 
 #include "../coord/etcd_cluster.h"
-#include "coord/etcd_store.h"
-#include "report/fleet_sim_report.h"
-#include "sim/fleet_sim.h"
+#include "etcd/etcd_store.h"
+#include "site_sim/fleet_sim_report.h"
+#include "site_sim/fleet_sim.h"
 
 namespace headroom::sim {
 namespace {

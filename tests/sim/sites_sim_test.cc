@@ -6,9 +6,9 @@
 #include <numeric>
 #include <string>
 
-#include "report/sites_sim_report.h"
-#include "sim/site_signals.h"
-#include "sim/sites_sim.h"
+#include "site_sim/sites_sim_report.h"
+#include "site_sim/site_signals.h"
+#include "site_sim/sites_sim.h"
 
 namespace headroom::sim {
 namespace {

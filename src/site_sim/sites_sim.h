@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "common/error.h"
-#include "sim/fleet_sim.h"
-#include "sim/site_signals.h"
+#include "site_sim/fleet_sim.h"
+#include "site_sim/site_signals.h"
 
 namespace headroom::sim {
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "common/thread_annotations.h"
-#include "coord/etcd_store.h"
+#include "etcd/etcd_store.h"
 #include "coord/forwarding_store.h"
 
 namespace headroom::coord {

@@ -13,10 +13,6 @@
 
 namespace headroom::coord {
 
-// A Slurm job id as SLURM_JOB_ID has it: 1 to 18 digits, no leading zero, optionally
-// `_<task>` of an array job.
-bool IsSlurmJobId(std::string_view id);
-
 class BatchScheduler {
  public:
   virtual ~BatchScheduler() = default;

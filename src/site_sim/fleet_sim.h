@@ -17,7 +17,7 @@
 #include "coord/plan.h"
 #include "coord/site_schedule.h"
 #include "coord/store.h"
-#include "sim/fleet_sim_result.h"
+#include "site_sim/fleet_sim_result.h"
 
 namespace headroom::sim {
 

@@ -1,4 +1,4 @@
-#include "sim/fleet_sim.h"
+#include "site_sim/fleet_sim.h"
 
 #include <fmt/format.h>
 
@@ -29,7 +29,7 @@
 #include "dist/fleet_power.h"
 #include "planning/fleet.h"
 #include "sim/episode.h"
-#include "sim/twin_link.h"
+#include "twin_link/twin_link.h"
 #include "twin/authority.h"
 #include "twin/scenario.h"
 

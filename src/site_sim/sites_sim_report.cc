@@ -1,4 +1,4 @@
-#include "report/sites_sim_report.h"
+#include "site_sim/sites_sim_report.h"
 
 #include <fmt/format.h>
 

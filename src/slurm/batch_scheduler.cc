@@ -1,24 +1,9 @@
-// IsSlurmJobId and the in-memory scheduler (coord/batch_scheduler.h); Slurm itself is
-// scontrol.cc's.
+// The in-memory scheduler (slurm/batch_scheduler.h); Slurm itself is scontrol.cc's.
 #include <fmt/format.h>
 
-#include "coord/batch_scheduler.h"
+#include "slurm/batch_scheduler.h"
 
 namespace headroom::coord {
-
-bool IsSlurmJobId(std::string_view id) {
-  const auto digits = [](std::string_view s) {
-    if (s.empty() || s.size() > 18 || s[0] == '0') return false;
-    for (char c : s) {
-      if (c < '0' || c > '9') return false;
-    }
-    return true;
-  };
-  const size_t underscore = id.find('_');
-  if (underscore == std::string_view::npos) return digits(id);
-  const std::string_view task = id.substr(underscore + 1);
-  return digits(id.substr(0, underscore)) && (task == "0" || digits(task));
-}
 
 FakeBatchScheduler::State FakeBatchScheduler::state(const std::string& job_id) const {
   const auto it = jobs_.find(job_id);

@@ -1,4 +1,4 @@
-#include "sim/sites_sim.h"
+#include "site_sim/sites_sim.h"
 
 #include <fmt/format.h>
 

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "sim/sites_sim.h"
+#include "site_sim/sites_sim.h"
 
 namespace headroom::report {
 

@@ -1,4 +1,4 @@
-#include "coord/suspender.h"
+#include "slurm/suspender.h"
 
 #include <algorithm>
 

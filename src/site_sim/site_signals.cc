@@ -1,4 +1,4 @@
-#include "sim/site_signals.h"
+#include "site_sim/site_signals.h"
 
 #include <fmt/format.h>
 

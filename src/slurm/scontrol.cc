@@ -11,7 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "coord/batch_scheduler.h"
+#include "coord/layout.h"
+#include "slurm/batch_scheduler.h"
 
 namespace headroom::coord {
 

@@ -1,4 +1,4 @@
-#include "coord/etcd_wire.h"
+#include "etcd/etcd_wire.h"
 
 #include <fmt/format.h>
 

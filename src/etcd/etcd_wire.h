@@ -1,6 +1,6 @@
 // etcd's JSON gateway, as bytes: how requests are written and answers read (the v3 API's
 // grpc-gateway encoding: base64 bytes, 64-bit integers as strings, zero fields left out), and
-// how its errors are sorted. Pure: no sockets, no clocks (coord/etcd_store.cc is the transport).
+// how its errors are sorted. Pure: no sockets, no clocks (etcd/etcd_store.cc is the transport).
 // Fuzzed (tests/fuzz/etcd_wire_fuzz.cc).
 #pragma once
 

@@ -32,7 +32,7 @@
 #include "common/log.h"
 #include "common/thread_annotations.h"
 #include "coord/coordinator.h"
-#include "coord/site_history.h"
+#include "coord_server/site_history.h"
 #include "net/http.h"
 #include "net/policy.h"
 #include "net/router.h"

@@ -1,4 +1,4 @@
-#include "coord/coordinator_server.h"
+#include "coord_server/coordinator_server.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/build_info.h"
-#include "coord/fleet_page.h"
+#include "coord_server/fleet_page.h"
 #include "net/json_body.h"
 #include "net/query.h"
 

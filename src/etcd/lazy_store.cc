@@ -1,4 +1,4 @@
-#include "coord/lazy_store.h"
+#include "etcd/lazy_store.h"
 
 #include <fmt/format.h>
 

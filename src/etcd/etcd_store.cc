@@ -1,4 +1,4 @@
-#include "coord/etcd_store.h"
+#include "etcd/etcd_store.h"
 
 #include <fmt/format.h>
 #include <httplib.h>
@@ -25,7 +25,7 @@
 
 #include "common/read_file.h"
 #include "common/sigpipe.h"
-#include "coord/etcd_wire.h"
+#include "etcd/etcd_wire.h"
 
 namespace headroom::coord {
 namespace {

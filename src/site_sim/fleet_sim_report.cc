@@ -1,4 +1,4 @@
-#include "report/fleet_sim_report.h"
+#include "site_sim/fleet_sim_report.h"
 
 #include <fmt/format.h>
 

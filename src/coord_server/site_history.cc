@@ -1,4 +1,4 @@
-#include "coord/site_history.h"
+#include "coord_server/site_history.h"
 
 #include <algorithm>
 #include <cmath>

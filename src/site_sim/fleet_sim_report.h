@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "sim/fleet_sim_result.h"
+#include "site_sim/fleet_sim_result.h"
 
 namespace headroom::report {
 

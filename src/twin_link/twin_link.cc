@@ -1,4 +1,4 @@
-#include "sim/twin_link.h"
+#include "twin_link/twin_link.h"
 
 #include "sim/episode.h"
 

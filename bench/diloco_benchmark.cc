@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "dist/compress.h"
-#include "dist/contribution.h"
-#include "dist/digest.h"
+#include "diloco_core/compress.h"
+#include "diloco_core/contribution.h"
+#include "diloco_core/digest.h"
 #include "lm/corpus.h"
 #include "lm/lm.h"
 

@@ -99,7 +99,7 @@ struct AgentStatus {
   uint64_t decisions = 0;
   uint64_t telemetry_errors = 0;
   uint64_t safe_decisions = 0;
-  uint64_t trace_write_errors = 0;  // failed writes to --trace-out or --fleet-log
+  uint64_t trace_write_errors = 0;  // failed writes to --trace-out or --site-log
   std::optional<TrainerReport> report;
   double report_age_s = -1.0;  // -1: never
   uint64_t reports = 0;        // trainer reports taken

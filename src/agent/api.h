@@ -47,7 +47,7 @@ inline constexpr double kDefaultLongPollS = 10.0;
 inline constexpr double kMaxLongPollS = 30.0;
 inline constexpr int kDefaultMaxLongPolls = 256;
 
-// A site member's health, as /metrics reports it (with --fleet; docs/FLEET.md).
+// A site member's health, as /metrics reports it (with --site-etcd; docs/FLEET.md).
 struct FleetHealth {
   std::string site, job;        // --site, --job
   std::string state;            // what the job acts on: granted, fenced, standby or local
@@ -76,7 +76,7 @@ struct Shared {
   // Set before serving, constant after. POST /v1/budget sets `budget` (null: the route is 404);
   // a job budget is shared over `gpus`; a policy takes budgets in `budget_range_w` only.
   PostedBudget* budget = nullptr;
-  // In a site (--fleet): POST /v1/budget answers 409, the site sets the budget.
+  // In a site (--site-etcd): POST /v1/budget answers 409, the site sets the budget.
   bool site = false;
   int gpus = 0;
   std::optional<std::pair<double, double>> budget_range_w;

@@ -2,11 +2,10 @@
 
 #include <fmt/format.h>
 
-#include <condition_variable>
-#include <mutex>
-#include <thread>
+#include <optional>
 
 #include "control/controller.h"
+#include "coord/member_session.h"
 
 namespace headroom::agent {
 
@@ -126,34 +125,13 @@ AgentDaemon::Stopped AgentDaemon::Run(const std::atomic<bool>& stop) {
   options.power_limit = [this](double limit_w) { PowerLimit(limit_w); };
   options.observe = [this](const telemetry::Sample& s, double budget_w) { Observe(s, budget_w); };
 
-  // The site threads: the member's store work four times a second, and the grant's watch (a
-  // stream that brings each grant as the coordinator writes it; after a failure another a quarter
-  // of a second later). docs/FLEET.md, "Members watch their grant".
-  std::thread step_thread;
-  std::thread watch_thread;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;  // under mu
+  // The site's threads (coord/member_session.h): the member's store work four times a second,
+  // and the grant's watch, a stream that brings each grant as the coordinator writes it
+  // (docs/FLEET.md, "Members watch their grant").
+  std::optional<coord::MemberSession> session;
   if (member_) {
-    step_thread = std::thread([&] {
-      auto next = std::chrono::steady_clock::now();
-      for (;;) {
-        member_->Step();
-        next += std::chrono::milliseconds(250);
-        std::unique_lock lock(mu);
-        if (cv.wait_until(lock, next, [&] { return done; })) return;
-      }
-    });
-    watch_thread = std::thread([&] {
-      for (;;) {
-        const Status followed = member_->WatchGrant(parts_.site->grant_quiet_s);
-        std::unique_lock lock(mu);
-        if (done) return;
-        if (!followed && cv.wait_for(lock, std::chrono::milliseconds(250), [&] { return done; })) {
-          return;
-        }
-      }
-    });
+    session.emplace(*member_, coord::MemberSession::Options{0.25, /*watch=*/true,
+                                                            parts_.site->grant_quiet_s, nullptr});
   }
   Stopped out;
   out.summary = agent::Run(*parts_.source, parts_.link, shared_, recorder_ ? &*recorder_ : nullptr,
@@ -164,14 +142,7 @@ AgentDaemon::Stopped AgentDaemon::Run(const std::atomic<bool>& stop) {
   if (server_) server_->Stop();
   if (member_) {
     // 3. The site threads.
-    {
-      std::lock_guard lock(mu);
-      done = true;
-    }
-    cv.notify_all();
-    member_->StopWatching();
-    watch_thread.join();
-    step_thread.join();
+    session->Stop();
     // 4. The lease, at once: the ledger keeps the floor until it forgets the job.
     member_->Leave();
   }

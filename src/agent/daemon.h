@@ -67,7 +67,7 @@ struct DaemonParts {
   std::function<double()> energy_j;
   std::unique_ptr<PowerLimitGuard> guard;  // null: the GPUs' limits are not written
   std::optional<SiteParts> site;
-  std::unique_ptr<FleetLog> fleet_log;  // --fleet-log, or null
+  std::unique_ptr<FleetLog> fleet_log;  // --site-log, or null
   // A policy's trained budgets: POST /v1/budget takes budgets in this range only.
   std::optional<std::pair<double, double>> budget_range_w;
   double speed = 1.0;  // agent seconds per wall second; 0: as fast as it can

@@ -12,7 +12,7 @@ Result<std::unique_ptr<FleetLog>> FleetLog::Open(const std::string& path, long l
                                                  std::string job, Logger log) {
   std::FILE* f = std::fopen(path.c_str(), "a");
   if (f == nullptr) {
-    return Error::Io(fmt::format("--fleet-log {}: cannot open: {}", path, std::strerror(errno)));
+    return Error::Io(fmt::format("--site-log {}: cannot open: {}", path, std::strerror(errno)));
   }
   return std::unique_ptr<FleetLog>(new FleetLog(f, path, pid, std::move(job), std::move(log)));
 }
@@ -47,7 +47,7 @@ void FleetLog::Line(const std::string& text) {
   std::clearerr(f_);
   if (errors_.fetch_add(1) == 0) {
     log_.Error(
-        fmt::format("--fleet-log {}: cannot write: {} (the agent goes on; "
+        fmt::format("--site-log {}: cannot write: {} (the agent goes on; "
                     "headroom_trace_write_errors_total counts the failed writes)",
                     path_, std::strerror(error)));
   }

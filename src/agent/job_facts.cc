@@ -26,7 +26,7 @@ std::optional<std::pair<double, double>> MeanLimitRangeW(telemetry::NvmlSource& 
   for (int g = 0; g < gpus; ++g) {
     auto r = nvml.PowerLimitRangeW(g);
     if (!r) {
-      log.Warn(fmt::format("fleet: {}", r.error().message()));
+      log.Warn(fmt::format("site: {}", r.error().message()));
       return std::nullopt;
     }
     lo_sum += r->first;

@@ -24,19 +24,20 @@ Status CheckAgentOptions(const AgentOptions& o) {
   const bool site = o.in_site();
   if (site || !o.site.empty() || !o.job.empty()) {
     if (!site || o.site.empty() || o.job.empty()) {
-      return Error::Usage("--fleet, --site and --job: give all three to join a site");
+      return Error::Usage("--site-etcd, --site and --job: give all three to join a site");
     }
-    if (o.fleet.rfind("etcd://", 0) != 0 && o.fleet.rfind("etcds://", 0) != 0) {
+    if (o.site_etcd.rfind("etcd://", 0) != 0 && o.site_etcd.rfind("etcds://", 0) != 0) {
       return Error::Usage(fmt::format(
-          "--fleet '{}': expected etcd://HOST:PORT[,HOST:PORT...] (etcds:// with TLS)", o.fleet));
+          "--site-etcd '{}': expected etcd://HOST:PORT[,HOST:PORT...] (etcds:// with TLS)",
+          o.site_etcd));
     }
     if (auto st = coord::CheckName(o.site, "--site"); !st) return st;
     if (auto st = coord::CheckName(o.job, "--job"); !st) return st;
-  } else if (!o.fleet_log.empty() || o.node_overhead_w || o.nameplate_w || o.standby_w ||
-             o.fleet_fail_open) {
+  } else if (!o.site_log.empty() || o.node_overhead_w || o.nameplate_w || o.standby_w ||
+             o.site_fail_open) {
     return Error::Usage(
-        "--fleet-log, --node-overhead-w, --nameplate-w, --standby-w and --fleet-fail-open need "
-        "--fleet");
+        "--site-log, --node-overhead-w, --nameplate-w, --standby-w and --site-fail-open need "
+        "--site-etcd");
   }
   if (o.controller != "ppo" && o.controller != "pid" && o.controller != "uncontrolled") {
     return Error::Usage(
@@ -206,7 +207,7 @@ Result<coord::MemberConfig> DeriveMember(const AgentOptions& o, const MemberFact
     floor_per_gpu_w = f.limit_range_w->first;
   } else {
     return Error::Usage(
-        "--fleet needs --floor-w (the job's power per GPU at its lowest actuation; with "
+        "--site-etcd needs --floor-w (the job's power per GPU at its lowest actuation; with "
         "--guard-power-limit, the GPUs' lowest power limit is taken)");
   }
   // A policy acts on its trained budgets only: its floor is at least their low end.
@@ -219,7 +220,7 @@ Result<coord::MemberConfig> DeriveMember(const AgentOptions& o, const MemberFact
   } else if (f.limit_range_w) {
     nameplate_per_gpu_w = f.limit_range_w->second;
   } else {
-    return Error::Usage("--fleet needs --nameplate-w (per GPU) without --scenario");
+    return Error::Usage("--site-etcd needs --nameplate-w (per GPU) without --scenario");
   }
   if (nameplate_per_gpu_w < floor_per_gpu_w) {
     return Error::Usage(fmt::format("--nameplate-w {} W per GPU is below the floor {} W",
@@ -229,7 +230,7 @@ Result<coord::MemberConfig> DeriveMember(const AgentOptions& o, const MemberFact
   // would draw watts no ledger holds (after a restart, or while etcd is unreachable).
   if (o.budget_w && *o.budget_w > floor_per_gpu_w + 1e-9) {
     return Error::Usage(fmt::format(
-        "--budget-w {} W per GPU is above the job's floor {} W per GPU: with --fleet the site "
+        "--budget-w {} W per GPU is above the job's floor {} W per GPU: with --site-etcd the site "
         "grants the budget and the job acts on its floor until then (drop --budget-w, or set "
         "it at most the floor)",
         *o.budget_w, floor_per_gpu_w));
@@ -244,10 +245,10 @@ Result<coord::MemberConfig> DeriveMember(const AgentOptions& o, const MemberFact
     // Measured at start: the GPUs' power now. A trainer already running makes this high, which
     // errs on the safe side (capped at the floor).
     standby_per_gpu_w = *f.measured_w;
-    log(fmt::format("fleet: standby {:.1f} W per GPU, measured at start (--standby-w sets one)",
+    log(fmt::format("site: standby {:.1f} W per GPU, measured at start (--standby-w sets one)",
                     std::min(standby_per_gpu_w, floor_per_gpu_w)));
   } else {
-    log.Warn("fleet: standby unknown (telemetry unread at start): counted at the floor");
+    log.Warn("site: standby unknown (telemetry unread at start): counted at the floor");
   }
   standby_per_gpu_w = std::min(standby_per_gpu_w, floor_per_gpu_w);
   coord::MemberConfig mc;
@@ -255,10 +256,10 @@ Result<coord::MemberConfig> DeriveMember(const AgentOptions& o, const MemberFact
   mc.job = o.job;
   mc.gpus = f.gpus;
   mc.standby_w = standby_per_gpu_w * f.gpus + f.overhead_w;
-  mc.fail_open = o.fleet_fail_open;
+  mc.fail_open = o.site_fail_open;
   if (mc.fail_open) {
     log.Warn(
-        "fleet: --fleet-fail-open: not admitted or etcd unreachable, the job runs on its local "
+        "site: --site-fail-open: not admitted or etcd unreachable, the job runs on its local "
         "budget outside the site's count (unsafe for the site budget)");
   }
   mc.node_overhead_w = f.overhead_w;

@@ -50,17 +50,17 @@ struct AgentOptions {
   bool guard_power_limit = false;
   bool twin_follows_trainer = false;
   // A member of a site (docs/FLEET.md).
-  std::string fleet;  // etcd://HOST:PORT[,...] or etcds://
+  std::string site_etcd;  // --site-etcd: etcd://HOST:PORT[,...] or etcds://
   std::string site;
   std::string job;
   int64_t lease_ttl_s = 3;
   std::optional<double> node_overhead_w;
   std::optional<double> nameplate_w;  // per GPU
   std::optional<double> standby_w;    // per GPU
-  bool fleet_fail_open = false;
-  std::string fleet_log;
+  bool site_fail_open = false;
+  std::string site_log;
 
-  bool in_site() const { return !fleet.empty(); }
+  bool in_site() const { return !site_etcd.empty(); }
 };
 
 // The combinations of options that cannot run, each refused with one line naming the option.

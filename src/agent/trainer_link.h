@@ -1,7 +1,7 @@
 // A trainer the agent talks to in process, beside the HTTP API: before each decision it reports
 // where it is, after it the decision is applied to it. A real trainer needs none (it reports and
-// follows over HTTP); the digital twin is one (twin_link/twin_link.h), which keeps the agent library
-// free of the simulator.
+// follows over HTTP); the digital twin is one (twin_link/twin_link.h), which keeps the agent
+// library free of the simulator.
 #pragma once
 
 #include <optional>

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "agent/options.h"
 #include "cli/etcd_options.h"
@@ -22,6 +23,7 @@ struct AgentArgs {
   std::string guard_state;
   bool restore_limits = false;
   EtcdOptions etcd_options;  // --etcd-cacert, --etcd-cert, --etcd-key, --etcd-user, ...
+  std::vector<std::string> deprecations;  // renamed options given (cli/renamed_options.h)
 };
 
 Status RunAgent(const AgentArgs& a);

@@ -68,9 +68,9 @@ Result<Job> ResolveJob(const AgentArgs& a, const Log& log) {
 
 Status CheckEtcd(const AgentArgs& a) {
   const coord::EtcdTls tls{a.etcd_options.cacert, a.etcd_options.cert, a.etcd_options.key};
-  if (auto st = coord::CheckEtcdAccess(a.o.fleet, tls); !st) {
+  if (auto st = coord::CheckEtcdAccess(a.o.site_etcd, tls); !st) {
     if (st.error().kind() == ErrorKind::kUsage) {
-      return Error::Usage(fmt::format("--fleet: {}", st.error().message()));
+      return Error::Usage(fmt::format("--site-etcd: {}", st.error().message()));
     }
     return st;
   }
@@ -102,7 +102,7 @@ Status CheckOutputs(const AgentArgs& a, const std::string& guard_state) {
     if (auto st = agent::CheckGuardStateWritable(guard_state); !st) return st;
   }
   for (const auto& [flag, path] :
-       {std::pair{"--trace-out", a.o.trace_out}, std::pair{"--fleet-log", a.o.fleet_log}}) {
+       {std::pair{"--trace-out", a.o.trace_out}, std::pair{"--site-log", a.o.site_log}}) {
     if (path.empty()) continue;
     if (auto kind = CheckOutputPath(path); !kind) {
       return Error::Io(fmt::format("{} {}", flag, kind.error().message()));
@@ -173,7 +173,7 @@ Result<std::unique_ptr<coord::LazyStore>> JoinSite(const AgentArgs& a, const Job
   auto member = agent::DeriveMember(a.o, f, log);
   if (!member) return std::move(member).error();
   auto store = std::make_unique<coord::LazyStore>(
-      a.o.fleet, *coord::ReadEtcdCredentials(a.etcd_options.user, a.etcd_options.password_file),
+      a.o.site_etcd, *coord::ReadEtcdCredentials(a.etcd_options.user, a.etcd_options.password_file),
       coord::EtcdTls{a.etcd_options.cacert, a.etcd_options.cert, a.etcd_options.key});
   agent::SiteParts site;
   site.store = store.get();
@@ -181,8 +181,8 @@ Result<std::unique_ptr<coord::LazyStore>> JoinSite(const AgentArgs& a, const Job
   site.budget_range_w = f.budget_range_w;
   site.overhead_w = [overhead](double t_s) { return overhead->CurrentW(t_s); };
   parts->site = std::move(site);
-  if (!a.o.fleet_log.empty()) {
-    auto fl = agent::FleetLog::Open(a.o.fleet_log, getpid(), a.o.job, log);
+  if (!a.o.site_log.empty()) {
+    auto fl = agent::FleetLog::Open(a.o.site_log, getpid(), a.o.job, log);
     if (!fl) return std::move(fl).error();
     parts->fleet_log = std::move(*fl);
   }
@@ -287,6 +287,7 @@ Status RunAgent(const AgentArgs& a) {
     return Error::Usage(fmt::format("--log-format: unknown '{}' (text, json)", a.log_format));
   }
   const Log log = StreamLogger(log_format, "agent");  // each line with its time and level
+  for (const std::string& note : a.deprecations) log.Warn(note);
   const std::string guard_state =
       a.guard_state.empty() ? agent::DefaultGuardStatePath() : a.guard_state;
   if (a.restore_limits) return agent::RestoreGuardState(guard_state, a.nvml_library, log);

@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "sim/episode.h"
-#include "twin_link/twin_link.h"
 #include "twin/scenario.h"
+#include "twin_link/twin_link.h"
 
 namespace headroom::cli {
 namespace {

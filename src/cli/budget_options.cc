@@ -1,4 +1,5 @@
 #include "cli/budget_options.h"
+#include "common/read_file.h"
 
 #include <fmt/format.h>
 
@@ -11,19 +12,9 @@
 namespace headroom::cli {
 
 Result<analysis::BudgetSchedule> LoadBudgetSchedule(const std::string& path, double max_budget_w) {
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec)
-    return Error::Io(fmt::format("{}: cannot read the budget schedule: {}", path, ec.message()));
-  if (size > kMaxScheduleBytes) {
-    return Error::Input(fmt::format("{}: {} bytes; a budget schedule is at most {} bytes", path,
-                                    size, kMaxScheduleBytes));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error::Io(fmt::format("{}: cannot open the budget schedule", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return analysis::ParseBudgetSchedule(ss.str(), path, max_budget_w);
+  auto text = ReadFileCapped(path, kMaxScheduleBytes, "the budget schedule");
+  if (!text) return std::move(text).error();
+  return analysis::ParseBudgetSchedule(*text, path, max_budget_w);
 }
 
 Result<sim::BudgetPlanSpec> ParseBudgetPlan(const std::string& text, double max_budget_w) {

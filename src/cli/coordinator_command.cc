@@ -32,11 +32,11 @@
 #include "cli/server_options.h"
 #include "cli/stop_signal.h"
 #include "common/build_info.h"
-#include "slurm/batch_scheduler.h"
 #include "coord/coordinator.h"
+#include "coord/layout.h"
 #include "coord_server/coordinator_server.h"
 #include "etcd/etcd_store.h"
-#include "coord/layout.h"
+#include "slurm/batch_scheduler.h"
 #include "slurm/suspender.h"
 
 namespace headroom::cli {

@@ -7,9 +7,10 @@
 #include <filesystem>
 #include <thread>
 
+#include "cli/renamed_options.h"
 #include "common/read_file.h"
 #include "coord/layout.h"
-#include "dist/checkpoint.h"
+#include "diloco_core/checkpoint.h"
 
 namespace headroom::cli::diloco {
 
@@ -100,10 +101,12 @@ void AddWorkerOptions(CLI::App& app, Args& a, bool need_etcd) {
       ->capture_default_str();
   app.add_option("--hostile-from-round", a.w.hostile_from_round, "From this round on")
       ->capture_default_str();
-  app.add_option("--fleet", a.fleet,
+  app.add_option("--site-etcd", a.site_etcd,
                  "Train on a site's spare power: its etcd, etcd://HOST:PORT[,...] (with --site)");
+  AddRenamedOption(app, "--fleet", "--site-etcd", &a.site_etcd);
   app.add_option("--site", a.site, "The site whose coordinator grants the watts");
-  app.add_option("--fleet-job", a.fleet_job, "The worker's name at the site (default RUN.NAME)");
+  app.add_option("--site-job", a.site_job, "The worker's name at the site (default RUN.NAME)");
+  AddRenamedOption(app, "--fleet-job", "--site-job", &a.site_job);
   app.add_option("--init-checkpoint", a.init_checkpoint,
                  "Start from this model.ckpt instead of the seed's initialisation");
   app.add_flag("--json", a.json_out, "Print the summary as JSON");
@@ -130,16 +133,17 @@ Status Resolve(Args& a, const std::string& mode) {
   if (!credentials) return credentials.error();
   a.credentials = *credentials;
   a.tls = {a.etcd_options.cacert, a.etcd_options.cert, a.etcd_options.key};
-  if (a.fleet.empty() != a.site.empty()) return Error::Usage("--fleet and --site go together");
-  if (!a.fleet.empty()) {
-    if (!(a.fleet.starts_with("etcd://") && a.fleet.size() > 7) &&
-        !(a.fleet.starts_with("etcds://") && a.fleet.size() > 8)) {
-      return Error::Usage("--fleet '" + a.fleet +
+  if (a.site_etcd.empty() != a.site.empty())
+    return Error::Usage("--site-etcd and --site go together");
+  if (!a.site_etcd.empty()) {
+    if (!(a.site_etcd.starts_with("etcd://") && a.site_etcd.size() > 7) &&
+        !(a.site_etcd.starts_with("etcds://") && a.site_etcd.size() > 8)) {
+      return Error::Usage("--site-etcd '" + a.site_etcd +
                           "': expected etcd://HOST:PORT[,HOST:PORT...] (etcds:// with TLS)");
     }
     if (auto st = headroom::coord::CheckName(a.site, "--site"); !st) return st;
-    if (!a.fleet_job.empty()) {
-      if (auto st = headroom::coord::CheckName(a.fleet_job, "--fleet-job"); !st) return st;
+    if (!a.site_job.empty()) {
+      if (auto st = headroom::coord::CheckName(a.site_job, "--site-job"); !st) return st;
     }
   }
   if (!a.init_checkpoint.empty()) {
@@ -281,8 +285,8 @@ std::vector<std::string> WorkerArgv(const Args& a, const std::string& mode, cons
   add("--eval-every", std::to_string(w.eval_every));
   add("--cpu-watts-per-core", fmt::format("{}", w.cpu_watts_per_core));
   add("--network-j-per-byte", fmt::format("{}", w.network_j_per_byte));
-  if (!a.fleet.empty()) {
-    add("--fleet", a.fleet);
+  if (!a.site_etcd.empty()) {
+    add("--site-etcd", a.site_etcd);
     add("--site", a.site);  // each worker's name at the site: RUN.NAME, the default
   }
   if (hostile) {

@@ -11,9 +11,9 @@
 
 #include "cli/commands.h"
 #include "cli/etcd_options.h"
+#include "diloco/worker.h"
+#include "diloco_model/lm_model.h"
 #include "etcd/etcd_store.h"
-#include "dist/lm_model.h"
-#include "dist/worker.h"
 #include "lm/corpus.h"
 #include "lm/lm.h"
 
@@ -44,9 +44,9 @@ struct Args {
   headroom::coord::EtcdTls tls;
   bool json_out = false;
   // An opportunistic member of a site's coordinator (docs/DILOCO.md, "On spare power").
-  std::string fleet;  // etcd://HOST:PORT[,HOST:PORT...]
+  std::string site_etcd;  // --site-etcd: etcd://HOST:PORT[,HOST:PORT...]
   std::string site;
-  std::string fleet_job;        // the member's name; default <run>.<name>
+  std::string site_job;         // --site-job: the member's name; default <run>.<name>
   std::string init_checkpoint;  // the run's starting model (a model.ckpt)
   dist::WorkerOptions w;
   lm::AdamWConfig adamw;  // the inner optimizer (the model's)

@@ -1,5 +1,5 @@
 // `headroom diloco local` (its own etcd and N worker processes on this machine, supervised by
-// dist/local_supervisor.h, one summary and report) and `control` (what a worker is asked at run
+// diloco/local_supervisor.h, one summary and report) and `control` (what a worker is asked at run
 // time).
 #include <fmt/format.h>
 
@@ -10,9 +10,10 @@
 #include <fstream>
 
 #include "cli/diloco_args.h"
+#include "cli/renamed_options.h"
 #include "common/atomic_file.h"
-#include "dist/etcd_process.h"
-#include "dist/local_supervisor.h"
+#include "diloco/local_supervisor.h"
+#include "etcd/etcd_process.h"
 #include "report/diloco_report.h"
 
 namespace headroom::cli::diloco {
@@ -226,7 +227,9 @@ Command SetupLocal(CLI::App& app) {
   a->w.inner_steps = 20;
   a->w.rounds = 5;
   AddWorkerOptions(app, *a, false);
-  return [a, workers, mode, churn] { return RunLocal(*a, *workers, *mode, *churn); };
+  return SayingDeprecations(app, "headroom diloco", [a, workers, mode, churn] {
+    return RunLocal(*a, *workers, *mode, *churn);
+  });
 }
 
 Command SetupControl(CLI::App& app) {

@@ -8,13 +8,14 @@
 #include <fstream>
 
 #include "cli/diloco_args.h"
+#include "cli/renamed_options.h"
 #include "common/atomic_file.h"
 #include "common/read_file.h"
+#include "diloco/replay.h"
+#include "diloco_core/checkpoint.h"
+#include "diloco_gloo/gloo_communicator.h"
+#include "diloco_site/fleet_power.h"
 #include "slurm/batch_scheduler.h"
-#include "dist/checkpoint.h"
-#include "dist/fleet_power.h"
-#include "dist/gloo_communicator.h"
-#include "dist/replay.h"
 
 namespace headroom::cli::diloco {
 namespace {
@@ -37,21 +38,21 @@ Status RunWorkerCommand(Args& a, const std::string& mode) {
   // On a site's spare power: an opportunistic member of its coordinator, on the site's etcd.
   std::unique_ptr<headroom::coord::EtcdStore> fleet_store;
   std::unique_ptr<dist::FleetPower> power;
-  if (!a.fleet.empty()) {
+  if (!a.site_etcd.empty()) {
     // The site's etcd: plain (etcd://), or with the same TLS and user as the run's (etcds://).
-    const bool site_tls = a.fleet.starts_with("etcds://");
+    const bool site_tls = a.site_etcd.starts_with("etcds://");
     auto fs = headroom::coord::EtcdStore::Open(
-        a.fleet, kEtcdTimeoutS, site_tls ? a.credentials : headroom::coord::EtcdCredentials{},
+        a.site_etcd, kEtcdTimeoutS, site_tls ? a.credentials : headroom::coord::EtcdCredentials{},
         site_tls ? a.tls : headroom::coord::EtcdTls{});
     if (!fs) return fs.error();
     fleet_store = std::move(*fs);
     dist::FleetPowerConfig fc;
     fc.site = a.site;
     fc.job =
-        a.fleet_job.empty()
+        a.site_job.empty()
             ? a.w.run + "." + (a.w.name.empty() ? fmt::format("worker-{}", getpid()) : a.w.name)
-            : a.fleet_job;
-    if (auto bad = headroom::coord::CheckName(fc.job, "--fleet-job"); !bad) return bad;
+            : a.site_job;
+    if (auto bad = headroom::coord::CheckName(fc.job, "--site-job"); !bad) return bad;
     fc.threads = a.w.threads;
     fc.watts_per_core = a.w.cpu_watts_per_core;
     // Run by Slurm: the job id, so that a coordinator with --slurm suspends and resumes it.
@@ -108,7 +109,7 @@ Status RunWorkerCommand(Args& a, const std::string& mode) {
   return headroom::OkStatus();
 }
 
-// `replay`: the run's arithmetic for a membership schedule, in one process (dist/replay.h).
+// `replay`: the run's arithmetic for a membership schedule, in one process (diloco/replay.h).
 Status RunReplay(Args& a, const std::string& schedule_path, int workers) {
   if (auto s = Resolve(a, "diloco"); !s) return s;
   auto read = headroom::ReadFileCapped(schedule_path, headroom::kMaxDataFileBytes, "--schedule");
@@ -202,7 +203,8 @@ Status RunEval(const std::string& checkpoint, const std::string& data, int windo
 Command SetupWorker(CLI::App& app, std::string mode) {
   auto a = std::make_shared<Args>();
   AddWorkerOptions(app, *a, true);
-  return [a, mode] { return RunWorkerCommand(*a, mode); };
+  return SayingDeprecations(app, "headroom diloco",
+                            [a, mode] { return RunWorkerCommand(*a, mode); });
 }
 
 Command SetupEval(CLI::App& app) {
@@ -231,7 +233,8 @@ Command SetupReplay(CLI::App& app) {
       ->capture_default_str();
   a->w.rounds = 0;  // all of the schedule
   AddWorkerOptions(app, *a, false);
-  return [a, schedule, workers] { return RunReplay(*a, *schedule, *workers); };
+  return SayingDeprecations(app, "headroom diloco",
+                            [a, schedule, workers] { return RunReplay(*a, *schedule, *workers); });
 }
 
 }  // namespace headroom::cli::diloco

@@ -14,8 +14,8 @@
 #include "common/install_paths.h"
 #include "common/paths.h"
 #include "etcd/etcd_store.h"
-#include "site_sim/fleet_sim_report.h"
 #include "site_sim/fleet_sim.h"
+#include "site_sim/fleet_sim_report.h"
 
 namespace headroom::cli {
 namespace {

@@ -17,6 +17,7 @@
 #include "common/atomic_file.h"
 #include "common/duration.h"
 #include "common/paths.h"
+#include "common/read_file.h"
 #include "pilot/blocks.h"
 #include "pilot/design.h"
 #include "pilot/judge.h"
@@ -69,18 +70,7 @@ struct ReportArgs {
 };
 
 Result<std::string> ReadBlocksFile(const std::string& path) {
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec) return Error::Io(fmt::format("{}: cannot read --blocks: {}", path, ec.message()));
-  if (size > kMaxBlocksFileBytes) {
-    return Error::Input(
-        fmt::format("{}: {} bytes; --blocks is at most {} bytes", path, size, kMaxBlocksFileBytes));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error::Io(fmt::format("{}: cannot open --blocks", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return ReadFileCapped(path, kMaxBlocksFileBytes, "--blocks");
 }
 
 // The --traces argument a BLOCKS.csv trace names: the same text, else the one with that file

@@ -10,8 +10,8 @@
 #include "cli/trace_options.h"
 #include "common/atomic_file.h"
 #include "coord/layout.h"
-#include "site_sim/sites_sim_report.h"
 #include "site_sim/sites_sim.h"
+#include "site_sim/sites_sim_report.h"
 
 namespace headroom::cli {
 namespace {

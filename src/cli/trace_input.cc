@@ -157,18 +157,9 @@ Result<OpenedTrace> OpenTrace(const std::string& arg, size_t index,
     return FromTrace(std::move(*trace), "prometheus");
   }
   if (EndsWithJson(arg)) {
-    std::error_code ec;
-    const auto size = std::filesystem::file_size(arg, ec);
-    if (ec) return Error::Io(fmt::format("{}: cannot read: {}", arg, ec.message()));
-    if (size > kMaxSavedAnswerBytes) {
-      return Error::Input(fmt::format("{}: {} bytes; a saved Prometheus answer is at most {} MiB",
-                                      arg, size, kMaxSavedAnswerBytes >> 20));
-    }
-    std::ifstream in(arg, std::ios::binary);
-    if (!in) return Error::Io(fmt::format("{}: cannot open", arg));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    auto trace = prom::TraceFromSavedAnswer(ss.str(), arg);
+    auto text = ReadFileCapped(arg, kMaxSavedAnswerBytes, "a saved Prometheus answer");
+    if (!text) return std::move(text).error();
+    auto trace = prom::TraceFromSavedAnswer(*text, arg);
     if (!trace) return std::move(trace).error();
     return FromTrace(std::move(*trace), "prometheus answer");
   }

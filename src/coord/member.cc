@@ -63,7 +63,7 @@ Acting FleetMember::CurrentLocked(double now_s) const {
     if (config_.fail_open) {
       a.state = Acting::State::kLocal;
       a.job_budget_w = config_.local_budget_w;
-      a.reason = "local budget (--fleet-fail-open): " + why;
+      a.reason = "local budget (--site-fail-open): " + why;
       return a;
     }
     a.state = Acting::State::kStandby;

@@ -39,7 +39,7 @@ struct MemberConfig {
   // The job's GPUs idle plus the node overhead: what it acts on, held, until admitted; below 0:
   // none known (the floor is published and acted on instead).
   double standby_w = -1.0;
-  // Never granted: the local budget and no hold instead of standby (--fleet-fail-open).
+  // Never granted: the local budget and no hold instead of standby (--site-fail-open).
   bool fail_open = false;
   double node_overhead_w = 0.0;  // inside nameplate_w and floor_w: the node's other power
   int64_t lease_ttl_s = 3;

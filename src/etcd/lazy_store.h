@@ -6,8 +6,8 @@
 #include <string>
 
 #include "common/thread_annotations.h"
-#include "etcd/etcd_store.h"
 #include "coord/forwarding_store.h"
+#include "etcd/etcd_store.h"
 
 namespace headroom::coord {
 

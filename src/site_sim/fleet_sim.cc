@@ -26,12 +26,12 @@
 #include "coord/layout.h"
 #include "coord/member.h"
 #include "coord/memory_store.h"
-#include "dist/fleet_power.h"
+#include "diloco_site/fleet_power.h"
 #include "planning/fleet.h"
 #include "sim/episode.h"
-#include "twin_link/twin_link.h"
 #include "twin/authority.h"
 #include "twin/scenario.h"
+#include "twin_link/twin_link.h"
 
 namespace headroom::sim {
 
@@ -100,7 +100,7 @@ struct Job {
   std::string last_from;
 };
 
-// Below this duty a worker pauses (as the real one: dist/worker.cc).
+// Below this duty a worker pauses (as the real one: diloco/worker.cc).
 constexpr double kMinWorkerDuty = 0.05;
 
 // An opportunistic DiLoCo worker (docs/FLEET.md, "Spare power in fleet-sim").

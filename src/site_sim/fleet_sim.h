@@ -22,8 +22,8 @@
 namespace headroom::sim {
 
 // Opportunistic DiLoCo workers beside the jobs (docs/FLEET.md, "Spare power in fleet-sim"):
-// each an opportunistic member of the site, its power dist/fleet_power.h's model (threads x duty
-// x watts per core), its progress the measured rate of the real worker's inner step, its
+// each an opportunistic member of the site, its power diloco_site/fleet_power.h's model (threads x
+// duty x watts per core), its progress the measured rate of the real worker's inner step, its
 // rounds' exchange and its membership the measured costs below.
 struct OpportunisticConfig {
   int workers = 0;
@@ -50,7 +50,7 @@ struct OpportunisticConfig {
   double store_request_cpu_s = 0.00135;
 };
 
-// One worker's int8 frame (dist/contribution.h): header, per-block scales, a byte a
+// One worker's int8 frame (diloco_core/contribution.h): header, per-block scales, a byte a
 // parameter, the HMAC.
 double FrameBytes(const OpportunisticConfig& o);
 // A round's exchange with k members: each member's CPU, the all-gather's bytes over one link,

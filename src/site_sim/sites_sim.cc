@@ -12,12 +12,12 @@
 #include "coord/counting_store.h"
 #include "coord/member.h"
 #include "coord/memory_store.h"
-#include "dist/fleet_power.h"
+#include "diloco_site/fleet_power.h"
 
 namespace headroom::sim {
 namespace {
 
-constexpr double kMinSiteWorkerDuty = 0.05;  // below it a worker pauses (dist/worker.cc)
+constexpr double kMinSiteWorkerDuty = 0.05;  // below it a worker pauses (diloco/worker.cc)
 constexpr double kSimJPerKwh = 3.6e6;
 
 // One site: its store and coordinator on simulated time, its guaranteed jobs as one member.

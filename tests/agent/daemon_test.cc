@@ -99,7 +99,7 @@ struct Fixture {
     options.budget_w = 100.0;  // in a site, at most the floor
     options.interval_s = 0.5;
     options.duration_s = 5.0;
-    options.fleet = std::string("etcd://127.0.0.1:1");
+    options.site_etcd = std::string("etcd://127.0.0.1:1");
     options.site = std::string("s");
     options.job = std::string("j");
     auto config = DeriveConfig(options, nullptr);

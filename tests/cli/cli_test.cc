@@ -777,7 +777,7 @@ TEST_F(Cli, AgentLogLinesAsTextAndAsJsonWithTheirFields) {
 // Issue 32, F1: in a site a local budget above the floor is watts no ledger holds (an agent
 // restarted, or etcd unreachable, acted on it). Refused before anything starts, naming both.
 TEST_F(Cli, AgentInASiteRefusesALocalBudgetAboveItsFloor) {
-  const std::string site = "--fleet etcd://127.0.0.1:1 --site s --job j --node-overhead-w 0 ";
+  const std::string site = "--site-etcd etcd://127.0.0.1:1 --site s --job j --node-overhead-w 0 ";
   auto r = Headroom("agent --source twin --scenario a100-7b-tp1 --controller pid --speed 0 " +
                     site + "--floor-w 200 --budget-w 314.6 --duration-s 1 --listen 127.0.0.1:0");
   EXPECT_EQ(r.status, 2) << r.err;
@@ -787,13 +787,31 @@ TEST_F(Cli, AgentInASiteRefusesALocalBudgetAboveItsFloor) {
   r = Headroom("agent --source twin --scenario a100-7b-tp1 --controller pid --speed 0 " + site +
                "--floor-w 200 --budget-w 200 --duration-s 1 --listen 127.0.0.1:0");
   EXPECT_EQ(r.status, 0) << r.err;
+  // The live thing is the site: --fleet, --fleet-log and --fleet-fail-open, its flags' earlier
+  // names, work for a release, each said deprecated on one line; --help lists only the new.
+  const std::string log = (dir_ / "site.log").string();
+  r = Headroom(
+      "agent --source twin --scenario a100-7b-tp1 --controller pid --speed 0 --fleet "
+      "etcd://127.0.0.1:1 --site s --job j --node-overhead-w 0 --floor-w 200 --budget-w 314.6 "
+      "--fleet-log " +
+      log + " --fleet-fail-open --duration-s 1 --listen 127.0.0.1:0");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--budget-w 314.6 W per GPU is above the job's floor 200 W"));
+  for (const char* note :
+       {"--fleet is deprecated: use --site-etcd", "--fleet-log is deprecated: use --site-log",
+        "--fleet-fail-open is deprecated: use --site-fail-open"}) {
+    EXPECT_THAT(r.err, HasSubstr(note));
+  }
+  auto help = Headroom("agent --help");
+  EXPECT_THAT(help.out, HasSubstr("--site-etcd"));
+  EXPECT_THAT(help.out, ::testing::Not(HasSubstr("--fleet")));
 }
 
 // Fail closed (issue 32, item 1): etcd unreachable from the start, the job is never admitted,
-// so its trainer (the twin) never begins a step: 60 s at standby, held. --fleet-fail-open
+// so its trainer (the twin) never begins a step: 60 s at standby, held. --site-fail-open
 // restores the local budget, and the steps run outside the site's count.
 TEST_F(Cli, AgentInASiteNeverAdmittedHoldsItsTrainerAtStandby) {
-  const std::string site = "--fleet etcd://127.0.0.1:1 --site s --job j --node-overhead-w 0 ";
+  const std::string site = "--site-etcd etcd://127.0.0.1:1 --site s --job j --node-overhead-w 0 ";
   const auto steps_and_phases = [&](const std::string& extra) {
     const std::string trace = (dir_ / "standby.csv").string();
     auto r = Headroom("agent --source twin --scenario a100-7b-tp1 --controller pid --speed 0 " +
@@ -819,7 +837,7 @@ TEST_F(Cli, AgentInASiteNeverAdmittedHoldsItsTrainerAtStandby) {
   auto [held_steps, held_phases] = steps_and_phases("--standby-w 60");
   EXPECT_EQ(held_steps, 0);
   EXPECT_EQ(held_phases, (std::set<std::string>{"startup", "idle"}));
-  auto [open_steps, open_phases] = steps_and_phases("--fleet-fail-open");
+  auto [open_steps, open_phases] = steps_and_phases("--site-fail-open");
   EXPECT_GE(open_steps, 1);
   EXPECT_TRUE(open_phases.contains("rollout"));
 }

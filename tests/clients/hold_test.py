@@ -4,7 +4,7 @@ before a step reaches the trainer through the agent and the Python client, and t
 the job held.
 
 Starts its own etcd (free loopback ports, a temporary directory, stopped by PID) and a
-`headroom agent --fleet` on NVML (the fake library: its phases come from the trainer alone, as
+`headroom agent --site-etcd` on NVML (the fake library: its phases come from the trainer alone, as
 in production); the trainer is a loop on clients/python's AgentClient, as a real one would be:
 at each step boundary it reads the actuation and takes a hold (take_hold), reporting "idle"
 while it waits. The test writes the grant the leader would write for the agent's lease
@@ -117,7 +117,7 @@ def run(tmp, procs):
     agent = subprocess.Popen(
         [headroom, "agent", "--source", "nvml", "--nvml-library", fake_nvml, "--scenario",
          "a100-7b-tp1", "--controller", "pid", "--interval-s", "0.05", "--listen",
-         "127.0.0.1:0", "--fleet", f"etcd://127.0.0.1:{client_port}", "--site", site, "--job",
+         "127.0.0.1:0", "--site-etcd", f"etcd://127.0.0.1:{client_port}", "--site", site, "--job",
          job, "--lease-ttl-s", "3", "--floor-w", "200", "--node-overhead-w", "0"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     procs.append(agent)

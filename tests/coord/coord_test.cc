@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -11,13 +12,14 @@
 #include <random>
 #include <thread>
 
-#include "slurm/batch_scheduler.h"
 #include "coord/coordinator.h"
 #include "coord/counting_store.h"
 #include "coord/layout.h"
 #include "coord/member.h"
+#include "coord/member_session.h"
 #include "coord/memory_store.h"
 #include "coord/plan.h"
+#include "slurm/batch_scheduler.h"
 #include "slurm/suspender.h"
 
 namespace headroom::coord {
@@ -1926,6 +1928,45 @@ TEST(Protocol, RandomFaultsNeverBreakTheInvariant) {
   site.Run(20);
   EXPECT_TRUE(site.FullyAllocated());
   EXPECT_EQ(site.violations_, 0);
+}
+
+// The member's session (coord/member_session.h) on its own threads: it registers the member and
+// keeps its lease; Stop ends both threads at once although the grant's watch would wait 30 s
+// for a change, and the member leaves after (its key gone with its lease).
+TEST(MemberThreads, ASessionKeepsTheMemberUntilStoppedAtOnce) {
+  std::atomic<double> now{0.0};
+  MemoryStore store([&now] { return now.load(); });
+  MemberConfig mc;
+  mc.site = "s";
+  mc.job = "j";
+  mc.nameplate_w = 800;
+  mc.floor_w = 100;
+  mc.local_budget_w = 100;
+  mc.grant_read_s = 1.0;
+  FleetMember member(
+      store, mc, [&now] { return now.load(); }, [](auto&) {});
+  const Keys keys("s");
+  const auto registered = [&] {
+    auto r = store.Get(keys.member("j"), false);
+    return r.ok() && !r->kvs.empty();
+  };
+  std::atomic<int> steps{0};
+  MemberSession session(member, {0.01, /*watch=*/true, 30.0, [&steps] { ++steps; }});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!registered() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polls a condition
+  }
+  ASSERT_TRUE(registered());
+  const auto stop_at = std::chrono::steady_clock::now();
+  session.Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - stop_at, std::chrono::seconds(5));
+  EXPECT_GE(steps.load(), 1);
+  EXPECT_TRUE(registered());  // stopping the threads is not leaving
+  const int after = steps.load();
+  member.Leave();
+  EXPECT_FALSE(registered());
+  EXPECT_EQ(steps.load(), after);  // nothing steps once stopped
+  session.Stop();                  // again: nothing
 }
 
 }  // namespace

@@ -73,7 +73,7 @@ try {
   const base = `http://127.0.0.1:${coordinator.ready}`;
   for (const job of ["grpo-a", "grpo-b"]) {
     await start(headroom, ["agent", "--source", "twin", "--scenario", "a100-7b-tp1", "--controller",
-                           "pid", "--speed", "5", "--listen", "127.0.0.1:0", "--fleet",
+                           "pid", "--speed", "5", "--listen", "127.0.0.1:0", "--site-etcd",
                            `etcd://127.0.0.1:${client}`, "--site", "hall-a", "--job", job,
                            "--node-overhead-w", "0"],
                 (err) => err.includes("registered at site"));

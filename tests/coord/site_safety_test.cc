@@ -24,8 +24,8 @@
 #include <tuple>
 #include <vector>
 
-#include "etcd/etcd_store.h"
 #include "coord/layout.h"
+#include "etcd/etcd_store.h"
 #include "etcd_cluster.h"
 #include "site_processes.h"
 #include "support/child_process.h"
@@ -96,7 +96,7 @@ class SiteSafety : public ::testing::Test {
                                      "20",
                                      "--listen",
                                      "127.0.0.1:0",
-                                     "--fleet",
+                                     "--site-etcd",
                                      "etcd://" + etcd_->endpoints().substr(7),
                                      "--site",
                                      site_,
@@ -108,7 +108,7 @@ class SiteSafety : public ::testing::Test {
                                      "200",
                                      "--lease-ttl-s",
                                      "2",
-                                     "--fleet-log",
+                                     "--site-log",
                                      log};
     args.insert(args.end(), extra.begin(), extra.end());
     return std::make_unique<Process>(HEADROOM_BINARY, args);
@@ -651,7 +651,7 @@ TEST(SiteEtcd, TheCoordinatorAndAnAgentReachEtcdOverTlsWithAuth) {
                                          "120",
                                          "--listen",
                                          "127.0.0.1:0",
-                                         "--fleet",
+                                         "--site-etcd",
                                          "etcds://" + etcd->tls_endpoints().substr(8),
                                          "--site",
                                          site,

@@ -21,11 +21,11 @@
 #include <vector>
 
 #include "coord/memory_store.h"
-#include "dist/local_communicator.h"
+#include "diloco_comm/local_communicator.h"
 #if HEADROOM_WITH_GLOO
 #include "../coord/etcd_cluster.h"
+#include "diloco_gloo/gloo_communicator.h"
 #include "etcd/etcd_store.h"
-#include "dist/gloo_communicator.h"
 #endif
 
 namespace headroom::dist {

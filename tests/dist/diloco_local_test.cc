@@ -23,10 +23,10 @@
 #include <vector>
 
 #include "common/free_port.h"
-#include "slurm/batch_scheduler.h"
-#include "etcd/etcd_store.h"
 #include "coord/layout.h"
 #include "coord/member.h"
+#include "etcd/etcd_store.h"
+#include "slurm/batch_scheduler.h"
 #include "tests/coord/etcd_cluster.h"
 #include "tests/coord/slurm_cluster.h"
 
@@ -265,7 +265,7 @@ TEST_F(DilocoLocal, ASlurmWorkerIsSuspendedAndResumedByTheCoordinator) {
   };
   ASSERT_TRUE(step_until([&] { return site.ledger().has_value(); }, 30));
   const std::string line =
-      std::string(HEADROOM_BINARY) + " diloco worker --etcd " + url + " --fleet etcd://" +
+      std::string(HEADROOM_BINARY) + " diloco worker --etcd " + url + " --site-etcd etcd://" +
       url.substr(7) + " --site s --run r --name w --threads 1 --inner-steps 8 --rounds 100000 " +
       "--batch 8 --seq-len 64 --round-deadline-s 60 --lease-ttl-s 30 --val-windows 16 --out " +
       (dir_ / "run").string();

@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "dist/checkpoint.h"
-#include "dist/compress.h"
-#include "dist/contribution.h"
-#include "dist/digest.h"
-#include "dist/outer.h"
+#include "diloco_core/checkpoint.h"
+#include "diloco_core/compress.h"
+#include "diloco_core/contribution.h"
+#include "diloco_core/digest.h"
+#include "diloco_core/outer.h"
 
 namespace headroom::dist {
 namespace {

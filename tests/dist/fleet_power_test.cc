@@ -1,7 +1,7 @@
 // dist/fleet_power.h: the power model by hand, and a worker's member on its own thread against
 // a coordinator over the in-memory store (one clock, advanced by the test): its grant becomes
 // a duty cycle, and a guaranteed job taking every watt pauses it.
-#include "dist/fleet_power.h"
+#include "diloco_site/fleet_power.h"
 
 #include <gtest/gtest.h>
 

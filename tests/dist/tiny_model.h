@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "dist/model.h"
+#include "diloco/model.h"
 
 namespace headroom::dist::testing {
 

@@ -23,14 +23,14 @@
 #include <vector>
 
 #include "coord/memory_store.h"
-#include "dist/accounting.h"
-#include "dist/digest.h"
-#include "dist/local_communicator.h"
-#include "dist/recovery.h"
-#include "dist/replay.h"
-#include "dist/round_group.h"
+#include "diloco/accounting.h"
+#include "diloco/recovery.h"
+#include "diloco/replay.h"
+#include "diloco/round_group.h"
+#include "diloco/worker.h"
+#include "diloco_comm/local_communicator.h"
+#include "diloco_core/digest.h"
 #include "dist/tiny_model.h"
-#include "dist/worker.h"
 #include "support/sim_scheduler.h"
 
 namespace headroom::dist {

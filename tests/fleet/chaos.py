@@ -14,7 +14,7 @@ and started empty; a site-budget cut answered 202, then etcd's quorum lost 0.2 s
 the fleet to be fully allocated again.
 
 The auditor reads only what the agents log (every change of the budget each acts on, with its
-term, sequence and lease, and the twin's true power each decision; --fleet-log) and every
+term, sequence and lease, and the twin's true power each decision; --site-log) and every
 ledger revision (a watch on etcd, each revision timestamped as it arrives). It checks:
   - at every instant, the sum over every agent process at the site -- admitted or not, extra,
     duplicate -- of what it may draw <= site budget - reserve (a job acts on its last logged
@@ -274,8 +274,8 @@ class Agent:
                 "--seed", str(c.seed * 100 + self.index + c.restarts),
                 "--controller", "ppo", "--policy", f"{c.source_dir}/policies/{self.scenario}.json",
                 "--speed", str(c.speed), "--listen", "127.0.0.1:0",
-                "--fleet", "etcd://" + ",".join(f"127.0.0.1:{p}" for p in c.etcd.client),
-                "--site", c.site, "--job", self.job, "--fleet-log", self.log,
+                "--site-etcd", "etcd://" + ",".join(f"127.0.0.1:{p}" for p in c.etcd.client),
+                "--site", c.site, "--job", self.job, "--site-log", self.log,
                 "--lease-ttl-s", str(c.ttl)]
         self.p = c.procs.start(argv, f"{c.tmp}/{self.job}.log")
         self.stopped = False
@@ -789,7 +789,7 @@ class Chaos:
                 if path in gone_after and t > gone_after[path]:
                     continue
                 if r["state"] == "local" and job not in admitted:
-                    continue  # --fleet-fail-open only: outside the site by the operator's choice
+                    continue  # --site-fail-open only: outside the site by the operator's choice
                 if r["state"] == "standby":
                     w = floor.get(job, r["job_budget_w"]) if running_at(path, t) else r["job_budget_w"]
                 else:

@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "dist/compress.h"
-#include "dist/contribution.h"
+#include "diloco_core/compress.h"
+#include "diloco_core/contribution.h"
 
 using namespace headroom::dist;
 

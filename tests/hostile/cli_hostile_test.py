@@ -306,7 +306,7 @@ class BudgetSchedules(HostileTest):
                                             self.dir), 1, "o.csv:3", "field 't_s'")
         self.assert_one_line_error(
             headroom(["analyze", t, "--budget-schedule", self.path("nope.csv")], self.dir), 1,
-            "nope.csv", "cannot read the budget schedule")
+            "the budget schedule", "nope.csv: cannot open")
         good = self.write("g.csv", "t_s,budget_w\n0,300\n")
         self.assert_one_line_error(
             headroom(["analyze", t, "--budget-schedule", good, "--budget-w", "300"], self.dir),

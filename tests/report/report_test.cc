@@ -5,13 +5,13 @@
 
 #include "common/phase.h"
 #include "report/diloco_report.h"
-#include "site_sim/fleet_sim_report.h"
 #include "report/format.h"
 #include "report/html.h"
 #include "report/html_page.h"
 #include "report/json.h"
 #include "report/svg.h"
 #include "report/table.h"
+#include "site_sim/fleet_sim_report.h"
 #include "trace/reader.h"
 
 namespace headroom::report {

@@ -8,8 +8,8 @@
 
 #include "../coord/etcd_cluster.h"
 #include "etcd/etcd_store.h"
-#include "site_sim/fleet_sim_report.h"
 #include "site_sim/fleet_sim.h"
+#include "site_sim/fleet_sim_report.h"
 
 namespace headroom::sim {
 namespace {

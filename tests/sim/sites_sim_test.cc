@@ -6,9 +6,9 @@
 #include <numeric>
 #include <string>
 
-#include "site_sim/sites_sim_report.h"
 #include "site_sim/site_signals.h"
 #include "site_sim/sites_sim.h"
+#include "site_sim/sites_sim_report.h"
 
 namespace headroom::sim {
 namespace {

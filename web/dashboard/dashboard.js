@@ -168,7 +168,7 @@
     $("stat-limit").title = s.actuation.power_limit_w > 0
       ? "the controller asks " + fmt(s.actuation.power_limit_w, 0) + " W per GPU"
       : "the controller asks for no power limit";
-    // The site card: shown only for an agent in a site (--fleet).
+    // The site card: shown only for an agent in a site (--site-etcd).
     const site = s.site;
     $("site").hidden = !site;
     if (site) {

@@ -1,0 +1,50 @@
+// A member's store work on threads of its own -- etcd's Session: its lease kept alive until
+// stopped. The one member thread of the agent (agent/daemon.h) and of a DiLoCo worker at a site
+// (diloco_site/fleet_power.h): FleetMember::Step every step_s (after `before_step`, when given),
+// and, with a watch, the grant's watch on a second thread (FleetMember::WatchGrant for quiet_s at
+// a time; again 250 ms after a failure). Stop ends both at once, whatever they wait on (the
+// member's StopWatching), and joins them; leaving (FleetMember::Leave) is the caller's, after
+// whatever must come first (an agent restores its power limits before it leaves).
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "coord/member.h"
+
+namespace headroom::coord {
+
+class MemberSession {
+ public:
+  struct Options {
+    double step_s = 0.25;
+    bool watch = false;                 // the grant's watch on a second thread
+    double quiet_s = 30.0;              // a watch with nothing on it this long is made again
+    std::function<void()> before_step;  // on the step thread, before each Step
+  };
+  // Starts the threads. `member` outlives the session.
+  MemberSession(FleetMember& member, Options options);
+  ~MemberSession();  // Stop
+  MemberSession(const MemberSession&) = delete;
+  MemberSession& operator=(const MemberSession&) = delete;
+
+  // Ends the threads and joins them (at once: a wait for the next step or a watch in progress
+  // ends). Idempotent.
+  void Stop();
+
+ private:
+  void StepLoop();
+  void WatchLoop();
+
+  FleetMember& member_;
+  const Options options_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;  // under mu_
+  std::thread step_thread_;
+  std::thread watch_thread_;
+};
+
+}  // namespace headroom::coord

@@ -56,12 +56,12 @@ package: build
 	cmake --build --preset release --target package
 
 # The pictures in docs/images/: the agent's dashboard (a 4-GPU twin job under PID, a minute of
-# decisions) and the coordinator's fleet page (two jobs in a site), taken by their Chromium tests.
+# decisions) and the coordinator's site page (two jobs in a site), taken by their Chromium tests.
 screenshots: build
 	cd build && DASHBOARD_MIN_SAMPLES=120 HEADROOM_REQUIRE_BROWSER=1 \
-	  ctest -R '^(agent_dashboard_chromium|fleet_page_chromium)$$' --output-on-failure
-	cp build/test-artifacts/dashboard.png build/test-artifacts/fleet-page.png docs/images/
-	@echo "screenshots: docs/images/dashboard.png docs/images/fleet-page.png"
+	  ctest -R '^(agent_dashboard_chromium|site_page_chromium)$$' --output-on-failure
+	cp build/test-artifacts/dashboard.png build/test-artifacts/site-page.png docs/images/
+	@echo "screenshots: docs/images/dashboard.png docs/images/site-page.png"
 
 # Every tier of the release build but the chaos test, which scripts/test.sh runs beside the
 # other stages (make test-chaos runs it alone).

@@ -231,7 +231,7 @@ void BM_CoordinatorPeriodSteady(benchmark::State& state) {
   config.site_budget_w = SiteBudgetW(n);
   config.id = "bench-coordinator";
   coord::Coordinator coordinator(store, config, clock, quiet);
-  std::vector<std::unique_ptr<coord::FleetMember>> members;
+  std::vector<std::unique_ptr<coord::SiteMember>> members;
   for (int i = 0; i < n; ++i) {
     coord::MemberConfig mc;
     mc.site = config.site;
@@ -240,7 +240,7 @@ void BM_CoordinatorPeriodSteady(benchmark::State& state) {
     mc.floor_w = FloorW(i);
     mc.nameplate_w = NameplateW(i);
     mc.local_budget_w = mc.floor_w;
-    members.push_back(std::make_unique<coord::FleetMember>(store, mc, clock, quiet));
+    members.push_back(std::make_unique<coord::SiteMember>(store, mc, clock, quiet));
   }
   // Registered, admitted, granted, acknowledged: until the leader writes nothing more.
   uint64_t writes = 0;

@@ -6,7 +6,7 @@
 // Reads top to bottom: options -> the site's agents (deterministic floors and nameplates) ->
 // etcd (tests/coord/etcd_cluster.h: a single member in a temporary directory, killed at the end
 // pass or fail) and a pass-through proxy in front of it for the coordinator -> the agents
-// (coord::FleetMember over 32 coord::EtcdStore connections, one thread each, every member doing
+// (coord::SiteMember over 32 coord::EtcdStore connections, one thread each, every member doing
 // what an agent does every 0.25 s: Step, Current, Observe; and, as each agent has, a thread per
 // member watching its grant on a stream of its own, unless --poll), all registered -> the
 // coordinator (a child process on the proxy, killed by PID at the end) -> a steady phase with a
@@ -187,8 +187,7 @@ int Run(const Options& o) {
   for (size_t i = 0; i < agents.size(); ++i) {
     Worker& w = *workers[i % workers.size()];
     w.agents.push_back(i);
-    agents[i].member =
-        std::make_unique<coord::FleetMember>(*w.store, agents[i].config, NowS, quiet);
+    agents[i].member = std::make_unique<coord::SiteMember>(*w.store, agents[i].config, NowS, quiet);
   }
   if (o.watch) {
     // A thread per member, as each agent has: its watch stream on its own connection.

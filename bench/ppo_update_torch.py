@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The PPO update of headroom (rl/ppo.cc) written the usual way in PyTorch (CleanRL-style).
+"""The PPO update of headroom (rl_train/ppo.cc) written the usual way in PyTorch (CleanRL-style).
 
 float32, as headroom's update. Same network (22 -> 64 -> 64 tanh; actor 15 logits in heads of
 5, 5 and 5, critic 1 output),

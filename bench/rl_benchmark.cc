@@ -8,7 +8,7 @@
 
 #include "control/features.h"
 #include "control/policy.h"
-#include "rl/ppo.h"
+#include "rl_train/ppo.h"
 
 namespace {
 

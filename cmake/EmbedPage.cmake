@@ -2,7 +2,7 @@
 # source: PAGE (an index.html under web/) with each of PARTS ("KEY=FILE|KEY=FILE", a
 # /*@KEY@*/ placeholder in the page for each) inlined -- the agent's dashboard with uPlot's
 # script and style (web/node_modules, installed by scripts/setup.sh with `npm ci`) and its own,
-# the coordinator's fleet page with its own.
+# the coordinator's site page with its own.
 # Run as `cmake -DPAGE=... -DPARTS=... -DOUT=... -DHEADER=... -DNAMESPACE=... -DVARIABLE=...
 # -P EmbedPage.cmake` (a build step of the library that serves it).
 foreach(var PAGE PARTS OUT HEADER NAMESPACE VARIABLE)

@@ -90,7 +90,7 @@ struct ActRecord {
 
 struct SimAgent {
   coord::MemberConfig config;
-  std::unique_ptr<coord::FleetMember> member;
+  std::unique_ptr<coord::SiteMember> member;
   double phase_rad = 0;
   // Written by its worker and its watch thread, in time order; read after both are joined.
   std::unique_ptr<std::mutex> acts_mu = std::make_unique<std::mutex>();

@@ -57,7 +57,7 @@ using json = nlohmann::ordered_json;
 
 struct Options {
   std::string headroom = "build/bin/headroom";  // the binary whose `coordinator` is measured
-  int agents = 1000;              // simulated agents (coord::FleetMember), in this process
+  int agents = 1000;              // simulated agents (coord::SiteMember), in this process
   int stores = 32;                // EtcdStore connections, one thread each
   double duration_s = 60.0;       // the measured steady phase
   double step_s = 0.25;           // each member's Step + Current + Observe (the agent's rate)

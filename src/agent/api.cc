@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/dashboard.h"
-#include "common/build_info.h"
+#include "build_info/build_info.h"
 #include "net/json_body.h"
 #include "net/query.h"
 
@@ -61,7 +61,7 @@ json PerGpuJson(const std::vector<std::optional<double>>& values) {
 
 std::string StatusJson(const AgentStatus& s,
                        const std::optional<net::ConnectionCounters>& connections,
-                       const std::optional<FleetHealth>& fleet) {
+                       const std::optional<SiteHealth>& fleet) {
   json j;
   j["version"] = Version();
   j["commit"] = Commit();
@@ -123,7 +123,7 @@ std::string StatusJson(const AgentStatus& s,
   return Dump(j) + "\n";
 }
 
-std::string MetricsText(const AgentStatus& s, const std::optional<FleetHealth>& fleet) {
+std::string MetricsText(const AgentStatus& s, const std::optional<SiteHealth>& fleet) {
   std::string out = BuildInfoMetric();
   out +=
       "# HELP headroom_power_watts Telemetry power per GPU.\n# TYPE headroom_power_watts gauge\n";
@@ -491,7 +491,7 @@ net::Response Api::StatusOrMetrics(bool status_json, std::string_view query) {
     if (shared_.connections) connections = shared_.connections();
   }
   // Serialised outside the lock.
-  std::optional<FleetHealth> fleet;
+  std::optional<SiteHealth> fleet;
   if (shared_.fleet) fleet = shared_.fleet();
   if (status_json) return Json(200, StatusJson(status, connections, fleet));
   net::Response r;

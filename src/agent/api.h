@@ -48,7 +48,7 @@ inline constexpr double kMaxLongPollS = 30.0;
 inline constexpr int kDefaultMaxLongPolls = 256;
 
 // A site member's health, as /metrics reports it (with --site-etcd; docs/FLEET.md).
-struct FleetHealth {
+struct SiteHealth {
   std::string site, job;        // --site, --job
   std::string state;            // what the job acts on: granted, fenced, standby or local
   double job_budget_w = 0.0;    // the budget acted on for the whole job (a grant, the floor...)
@@ -72,7 +72,7 @@ struct Shared {
   std::function<net::ConnectionCounters()> connections GUARDED_BY(mu);  // set by a serving server
   // A site member's health (null: not in a site). Set before serving, constant after;
   // thread-safe, called without `mu`.
-  std::function<FleetHealth()> fleet;
+  std::function<SiteHealth()> fleet;
   // Set before serving, constant after. POST /v1/budget sets `budget` (null: the route is 404);
   // a job budget is shared over `gpus`; a policy takes budgets in `budget_range_w` only.
   PostedBudget* budget = nullptr;
@@ -123,9 +123,9 @@ class Api final : public net::Handler {
 std::string ActuationJson(const Actuation& a);
 std::string StatusJson(const AgentStatus& s,
                        const std::optional<net::ConnectionCounters>& connections = std::nullopt,
-                       const std::optional<FleetHealth>& fleet = std::nullopt);
+                       const std::optional<SiteHealth>& fleet = std::nullopt);
 std::string MetricsText(const AgentStatus& s,
-                        const std::optional<FleetHealth>& fleet = std::nullopt);
+                        const std::optional<SiteHealth>& fleet = std::nullopt);
 std::string HistoryJson(const std::vector<HistoryPoint>& points, double budget_w);
 // Parses a trainer report; the error names the field.
 Result<TrainerReport> ParseReport(std::string_view body);

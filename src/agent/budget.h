@@ -24,10 +24,10 @@ struct BudgetInForce {
   double budget_per_gpu_w = 0.0;
   std::string from;      // "--budget-w", "POST /v1/budget", ...
   uint64_t version = 0;  // increases with every change
-  // A site's hold before the next step (FleetBudget), 0: none; hold_id names it.
+  // A site's hold before the next step (SiteBudget), 0: none; hold_id names it.
   double hold_s = 0.0;
   int64_t hold_id = 0;
-  // In a site (FleetBudget): trainers fail closed (docs/FLEET.md, "Every job at the site").
+  // In a site (SiteBudget): trainers fail closed (docs/FLEET.md, "Every job at the site").
   bool site = false;
   // Not admitted: the trainer starts no step until this is false.
   bool standby = false;

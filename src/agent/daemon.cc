@@ -26,20 +26,20 @@ AgentDaemon::AgentDaemon(DaemonParts parts, DaemonClock clock, Logger log)
   shared_.site = true;
   member_.emplace(*site.store, site.member, clock_.monotonic_s, log_);
   shared_.fleet = [this] { return Health(); };
-  fleet_budget_.emplace(
+  site_budget_.emplace(
       *member_, parts_.source->gpus(),
       [this] { return parts_.site->overhead_w(clock_.monotonic_s()); }, site.budget_range_w.first,
       site.budget_range_w.second,
       [this](const coord::Acting& a, double per_gpu_w) {
-        if (parts_.fleet_log) parts_.fleet_log->Budget(clock_.monotonic_s(), a, per_gpu_w);
+        if (parts_.site_log) parts_.site_log->Budget(clock_.monotonic_s(), a, per_gpu_w);
       });
 }
 
 AgentDaemon::~AgentDaemon() = default;
 
-FleetHealth AgentDaemon::Health() const {
+SiteHealth AgentDaemon::Health() const {
   const coord::MemberStatus st = member_->status();
-  FleetHealth h;
+  SiteHealth h;
   h.site = parts_.site->member.site;
   h.job = parts_.site->member.job;
   h.state = std::string(coord::StateName(st.acting));
@@ -78,7 +78,7 @@ void AgentDaemon::Observe(const telemetry::Sample& s, double budget_w) {
     parts_.guard->SetBudget(budget_w, log_);
     parts_.guard->Observe(s, log_);
   }
-  FleetLog* const fleet_log = parts_.fleet_log.get();
+  SiteLog* const site_log = parts_.site_log.get();
   if (member_) {
     double power_w = parts_.site->overhead_w(clock_.monotonic_s());
     for (const auto& g : s.gpus) power_w += g.power_w.value_or(0.0);
@@ -90,19 +90,19 @@ void AgentDaemon::Observe(const telemetry::Sample& s, double budget_w) {
       tokens_per_s = core_.tokens_per_s();
     }
     member_->Observe(s.t_s, power_w, phase, tokens_per_s);
-    if (fleet_log != nullptr && parts_.energy_j) {
+    if (site_log != nullptr && parts_.energy_j) {
       // The twin's true power over the interval that just ended, for an auditor's site sum.
       const double energy_j = parts_.energy_j();
-      fleet_log->Power(clock_.monotonic_s(), (energy_j - last_energy_j_) / parts_.config.interval_s,
-                       phase);
+      site_log->Power(clock_.monotonic_s(), (energy_j - last_energy_j_) / parts_.config.interval_s,
+                      phase);
       last_energy_j_ = energy_j;
     }
   }
-  if (fleet_log != nullptr) {
+  if (site_log != nullptr) {
     // Its failed writes, where /metrics reads them.
-    const uint64_t errors = fleet_log->errors();
+    const uint64_t errors = site_log->errors();
     MutexLock lock(shared_.mu);
-    for (; fleet_log_errors_noted_ < errors; ++fleet_log_errors_noted_) core_.NoteTraceWriteError();
+    for (; site_log_errors_noted_ < errors; ++site_log_errors_noted_) core_.NoteTraceWriteError();
   }
 }
 
@@ -121,7 +121,7 @@ AgentDaemon::Stopped AgentDaemon::Run(const std::atomic<bool>& stop) {
   options.duration_s = parts_.duration_s;
   options.monotonic_s = clock_.monotonic_s;
   options.unix_s = clock_.unix_s;
-  options.budget = fleet_budget_ ? static_cast<BudgetSource*>(&*fleet_budget_) : &budget_;
+  options.budget = site_budget_ ? static_cast<BudgetSource*>(&*site_budget_) : &budget_;
   options.power_limit = [this](double limit_w) { PowerLimit(limit_w); };
   options.observe = [this](const telemetry::Sample& s, double budget_w) { Observe(s, budget_w); };
 

@@ -22,11 +22,11 @@
 #include "agent/api.h"
 #include "agent/api_server.h"
 #include "agent/budget.h"
-#include "agent/fleet_budget.h"
-#include "agent/fleet_log.h"
 #include "agent/guard.h"
 #include "agent/recorder.h"
 #include "agent/runner.h"
+#include "agent/site_budget.h"
+#include "agent/site_log.h"
 #include "agent/trainer_link.h"
 #include "common/log.h"
 #include "control/controller.h"
@@ -67,7 +67,7 @@ struct DaemonParts {
   std::function<double()> energy_j;
   std::unique_ptr<PowerLimitGuard> guard;  // null: the GPUs' limits are not written
   std::optional<SiteParts> site;
-  std::unique_ptr<FleetLog> fleet_log;  // --site-log, or null
+  std::unique_ptr<SiteLog> site_log;  // --site-log, or null
   // A policy's trained budgets: POST /v1/budget takes budgets in this range only.
   std::optional<std::pair<double, double>> budget_range_w;
   double speed = 1.0;  // agent seconds per wall second; 0: as fast as it can
@@ -100,7 +100,7 @@ class AgentDaemon {
   const std::optional<Recorder>& recorder() const { return recorder_; }
 
  private:
-  FleetHealth Health() const;
+  SiteHealth Health() const;
   void Observe(const telemetry::Sample& s, double budget_w);
   void PowerLimit(double limit_w);
 
@@ -110,15 +110,15 @@ class AgentDaemon {
   Agent core_;
   Shared shared_;
   PostedBudget budget_;
-  std::optional<coord::FleetMember> member_;
-  std::optional<FleetBudget> fleet_budget_;
+  std::optional<coord::SiteMember> member_;
+  std::optional<SiteBudget> site_budget_;
   std::optional<ApiServer> server_;  // from Listen
   std::optional<Recorder> recorder_;
   std::atomic<double> agent_now_s_{0.0};
   // The runner's thread only.
   double last_energy_j_ = 0.0;
   bool limit_unwritten_said_ = false;
-  uint64_t fleet_log_errors_noted_ = 0;
+  uint64_t site_log_errors_noted_ = 0;
 };
 
 }  // namespace headroom::agent

@@ -9,6 +9,7 @@
 #include "agent/guard_state.h"
 #include "agent/job_facts.h"
 #include "agent/options.h"
+#include "build_info/build_info.h"
 #include "cli/agent_args.h"
 #include "cli/agent_twin.h"
 #include "cli/commands.h"
@@ -17,7 +18,6 @@
 #include "cli/etcd_options.h"
 #include "cli/server_options.h"
 #include "cli/stop_signal.h"
-#include "common/build_info.h"
 #include "common/paths.h"
 #include "common/process_identity.h"
 #include "etcd/lazy_store.h"
@@ -182,9 +182,9 @@ Result<std::unique_ptr<coord::LazyStore>> JoinSite(const AgentArgs& a, const Job
   site.overhead_w = [overhead](double t_s) { return overhead->CurrentW(t_s); };
   parts->site = std::move(site);
   if (!a.o.site_log.empty()) {
-    auto fl = agent::FleetLog::Open(a.o.site_log, getpid(), a.o.job, log);
+    auto fl = agent::SiteLog::Open(a.o.site_log, getpid(), a.o.job, log);
     if (!fl) return std::move(fl).error();
-    parts->fleet_log = std::move(*fl);
+    parts->site_log = std::move(*fl);
   }
   return store;
 }

@@ -73,7 +73,7 @@ Status RunAnalyze(const AnalyzeArgs& args) {
   options.budget_w = args.budget_w;
   if (!args.budget_schedule.empty()) {
     if (args.budget_w) return Error::Usage("--budget-w and --budget-schedule: give one");
-    auto schedule = LoadBudgetSchedule(args.budget_schedule, kMaxFleetPowerW);
+    auto schedule = LoadBudgetSchedule(args.budget_schedule, kMaxSitePowerW);
     if (!schedule) return std::move(schedule).error();
     options.budget_schedule = std::move(*schedule);
   }
@@ -135,7 +135,7 @@ Command SetupAnalyze(CLI::App& app) {
       ->required();
   app.add_option("--budget-w", args->budget_w,
                  "Power budget in W, of one GPU (scope gpu) or of the sum (scope sum)")
-      ->check(Real(kMinGpuPowerW, kMaxFleetPowerW));
+      ->check(Real(kMinGpuPowerW, kMaxSitePowerW));
   app.add_option("--budget-schedule", args->budget_schedule,
                  "A budget that moves: CSV t_s,budget_w (a step function in the trace's time, "
                  "units as --budget-w). Without either, the trace's budget_w column is used");

@@ -6,11 +6,10 @@
 #include <functional>
 
 #include "cli/numbers.h"
+#include "cli_main/command.h"
 #include "common/error.h"
 
 namespace headroom::cli {
-
-using Command = std::function<Status()>;
 
 Command SetupAnalyze(CLI::App& app);
 Command SetupFleet(CLI::App& app);

@@ -24,6 +24,7 @@
 #include <random>
 #include <thread>
 
+#include "build_info/build_info.h"
 #include "cli/commands.h"
 #include "cli/config_file.h"
 #include "cli/daemon_log.h"
@@ -31,7 +32,6 @@
 #include "cli/scheduling_options.h"
 #include "cli/server_options.h"
 #include "cli/stop_signal.h"
-#include "common/build_info.h"
 #include "coord/coordinator.h"
 #include "coord/layout.h"
 #include "coord_server/coordinator_server.h"
@@ -217,9 +217,9 @@ Command SetupCoordinator(CLI::App& app) {
                  "The site budget (whole jobs: GPUs and node overhead), used when the site has "
                  "no ledger yet; afterwards the ledger's (POST /v1/site-budget changes it; "
                  "required)")
-      ->check(Real(0.0, kMaxFleetPowerW));
+      ->check(Real(0.0, kMaxSitePowerW));
   app.add_option("--reserve-w", a->reserve_w, "Watts of the site budget never granted")
-      ->check(Real(0.0, kMaxFleetPowerW));
+      ->check(Real(0.0, kMaxSitePowerW));
   app.add_option("--period-s", a->period_s, "How often the leader plans and writes")
       ->check(Real(kMinPeriodS, kMaxPeriodS));
   app.add_option("--lease-ttl-s", a->lease_ttl_s,

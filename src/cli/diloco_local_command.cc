@@ -14,7 +14,7 @@
 #include "common/atomic_file.h"
 #include "diloco/local_supervisor.h"
 #include "etcd/etcd_process.h"
-#include "report/diloco_report.h"
+#include "report_page/diloco_report.h"
 
 namespace headroom::cli::diloco {
 namespace {

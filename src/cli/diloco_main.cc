@@ -9,15 +9,15 @@
 //   replay   a run's arithmetic for a membership schedule, in one process
 //   local    its own etcd and N worker processes on this machine, one summary
 //
-// Exit status (cli/command_main.h): 0 success, 1 runtime or input error, 2 usage error.
+// Exit status (cli_main/command_main.h): 0 success, 1 runtime or input error, 2 usage error.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
 #include <map>
 
-#include "cli/command_main.h"
+#include "build_info/build_info.h"
 #include "cli/diloco_args.h"
-#include "common/build_info.h"
+#include "cli_main/command_main.h"
 
 int main(int argc, char** argv) {
   namespace cli = headroom::cli;

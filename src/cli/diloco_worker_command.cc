@@ -14,7 +14,7 @@
 #include "diloco/replay.h"
 #include "diloco_core/checkpoint.h"
 #include "diloco_gloo/gloo_communicator.h"
-#include "diloco_site/fleet_power.h"
+#include "diloco_site/site_power.h"
 #include "slurm/batch_scheduler.h"
 
 namespace headroom::cli::diloco {
@@ -36,8 +36,8 @@ Status RunWorkerCommand(Args& a, const std::string& mode) {
     return dist::ConnectGloo(st, g);
   };
   // On a site's spare power: an opportunistic member of its coordinator, on the site's etcd.
-  std::unique_ptr<headroom::coord::EtcdStore> fleet_store;
-  std::unique_ptr<dist::FleetPower> power;
+  std::unique_ptr<headroom::coord::EtcdStore> site_store;
+  std::unique_ptr<dist::SitePower> power;
   if (!a.site_etcd.empty()) {
     // The site's etcd: plain (etcd://), or with the same TLS and user as the run's (etcds://).
     const bool site_tls = a.site_etcd.starts_with("etcds://");
@@ -45,8 +45,8 @@ Status RunWorkerCommand(Args& a, const std::string& mode) {
         a.site_etcd, kEtcdTimeoutS, site_tls ? a.credentials : headroom::coord::EtcdCredentials{},
         site_tls ? a.tls : headroom::coord::EtcdTls{});
     if (!fs) return fs.error();
-    fleet_store = std::move(*fs);
-    dist::FleetPowerConfig fc;
+    site_store = std::move(*fs);
+    dist::SitePowerConfig fc;
     fc.site = a.site;
     fc.job =
         a.site_job.empty()
@@ -64,8 +64,8 @@ Status RunWorkerCommand(Args& a, const std::string& mode) {
       }
     }
     const auto t0 = std::chrono::steady_clock::now();
-    power = std::make_unique<dist::FleetPower>(
-        *fleet_store, fc,
+    power = std::make_unique<dist::SitePower>(
+        *site_store, fc,
         [t0] {
           return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         },

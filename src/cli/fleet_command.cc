@@ -195,7 +195,7 @@ Command SetupFleet(CLI::App& app) {
                  "Window lengths, each with its unit (ms, s, min, h), in [1ms, 30 days]")
       ->capture_default_str();
   auto* budget = app.add_option("--budget-w", o.budget_w, "Fleet power budget in W")
-                     ->check(Real(kMinGpuPowerW, kMaxFleetPowerW));
+                     ->check(Real(kMinGpuPowerW, kMaxSitePowerW));
   app.add_option("--budget-fraction", o.budget_fraction,
                  "Fleet power budget as a fraction of nameplate")
       ->check(Real(kMinBudgetFraction, kMaxBudgetFraction))

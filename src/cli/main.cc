@@ -17,9 +17,9 @@
 #include <string_view>
 #include <vector>
 
-#include "cli/command_main.h"
+#include "build_info/build_info.h"
 #include "cli/commands.h"
-#include "common/build_info.h"
+#include "cli_main/command_main.h"
 
 namespace {
 

@@ -49,7 +49,7 @@ std::string QuoteForMessage(std::string_view text);
 // Bounds shared by several commands, with their units.
 inline constexpr double kMinGpuPowerW = 1.0;
 inline constexpr double kMaxGpuPowerW = trace::kMaxPowerW;  // per GPU: budgets, nameplates
-inline constexpr double kMaxFleetPowerW = 1e9;              // 1 GW: a fleet or a summed trace
+inline constexpr double kMaxSitePowerW = 1e9;               // 1 GW: a fleet or a summed trace
 inline constexpr int64_t kMaxSeed = 4294967295;             // 2^32 - 1
 inline constexpr int64_t kMaxGpus = 4096;                   // GPUs of one trace or job
 inline constexpr int64_t kMaxConcurrency = 1 << 20;         // the scenario files' bound

@@ -25,8 +25,8 @@ std::string_view StateName(Acting::State s) {
   return "?";
 }
 
-FleetMember::FleetMember(Store& store, MemberConfig config, std::function<double()> monotonic_s,
-                         Logger log)
+SiteMember::SiteMember(Store& store, MemberConfig config, std::function<double()> monotonic_s,
+                       Logger log)
     : store_(store),
       config_(std::move(config)),
       keys_(config_.site),
@@ -34,7 +34,7 @@ FleetMember::FleetMember(Store& store, MemberConfig config, std::function<double
       log_(std::move(log)),
       started_s_(now_s_()) {}
 
-Acting FleetMember::CurrentLocked(double now_s) const {
+Acting SiteMember::CurrentLocked(double now_s) const {
   Acting a;
   if (registered_ && grant_ && grant_->admitted) {
     const double deadline_s =
@@ -78,7 +78,7 @@ Acting FleetMember::CurrentLocked(double now_s) const {
   return a;
 }
 
-Acting FleetMember::Current() {
+Acting SiteMember::Current() {
   const double now_s = now_s_();
   MutexLock lock(mu_);
   Acting a = CurrentLocked(now_s);
@@ -93,13 +93,13 @@ Acting FleetMember::Current() {
   return a;
 }
 
-void FleetMember::SetDemandW(double demand_w) {
+void SiteMember::SetDemandW(double demand_w) {
   MutexLock lock(mu_);
   demand_override_w_ =
       demand_w < 0.0 ? -1.0 : std::clamp(demand_w, config_.floor_w, config_.nameplate_w);
 }
 
-void FleetMember::Observe(double t_s, double power_w, std::string_view phase, double tokens_per_s) {
+void SiteMember::Observe(double t_s, double power_w, std::string_view phase, double tokens_per_s) {
   MutexLock lock(mu_);
   power_w_ = power_w;
   phase_ = std::string(phase);
@@ -139,7 +139,7 @@ void FleetMember::Observe(double t_s, double power_w, std::string_view phase, do
   }
 }
 
-double FleetMember::ValueLocked() const {
+double SiteMember::ValueLocked() const {
   // The slope of tokens/s on power over the window when power moved enough to estimate one
   // (least squares), else the average value: mean tokens/s over mean power. Never negative.
   const size_t n = observations_.size();
@@ -165,7 +165,7 @@ double FleetMember::ValueLocked() const {
   return std::max(0.0, mt / mp);
 }
 
-Member FleetMember::DemandLocked(LeaseId lease) const {
+Member SiteMember::DemandLocked(LeaseId lease) const {
   Member m;
   m.job = config_.job;
   m.gpus = config_.gpus;
@@ -198,7 +198,7 @@ Member FleetMember::DemandLocked(LeaseId lease) const {
   return m;
 }
 
-std::vector<ValuePoint> FleetMember::HistoryCurveLocked() const {
+std::vector<ValuePoint> SiteMember::HistoryCurveLocked() const {
   double lo = INFINITY, hi = -INFINITY, sum = 0.0;
   size_t n = 0;
   for (const auto& o : observations_) {
@@ -225,7 +225,7 @@ std::vector<ValuePoint> FleetMember::HistoryCurveLocked() const {
   return out;
 }
 
-std::optional<StepTimeline> FleetMember::TimelineLocked() const {
+std::optional<StepTimeline> SiteMember::TimelineLocked() const {
   if (!rollout_.seen || !rest_.seen || part_ == Part::kNone) return std::nullopt;
   StepTimeline t;
   t.step = steps_seen_;
@@ -246,19 +246,19 @@ std::optional<StepTimeline> FleetMember::TimelineLocked() const {
   return t;
 }
 
-std::optional<StepTimeline> FleetMember::Timeline() const {
+std::optional<StepTimeline> SiteMember::Timeline() const {
   MutexLock lock(mu_);
   return TimelineLocked();
 }
 
-double FleetMember::MeanTokensPerSLocked() const {
+double SiteMember::MeanTokensPerSLocked() const {
   if (observations_.empty()) return 0.0;
   double sum = 0.0;
   for (const auto& o : observations_) sum += o.tokens_per_s;
   return sum / static_cast<double>(observations_.size());
 }
 
-HoldRequest FleetMember::PendingHold() {
+HoldRequest SiteMember::PendingHold() {
   const double now_s = now_s_();
   MutexLock lock(mu_);
   const Acting a = CurrentLocked(now_s);
@@ -267,17 +267,17 @@ HoldRequest FleetMember::PendingHold() {
   return {grant_->hold_s, grant_->hold_step};
 }
 
-std::vector<ValuePoint> FleetMember::HistoryCurve() const {
+std::vector<ValuePoint> SiteMember::HistoryCurve() const {
   MutexLock lock(mu_);
   return HistoryCurveLocked();
 }
 
-double FleetMember::ValueTokensPerJ() const {
+double SiteMember::ValueTokensPerJ() const {
   MutexLock lock(mu_);
   return ValueLocked();
 }
 
-bool FleetMember::Register(double now_s) {
+bool SiteMember::Register(double now_s) {
   const double sent_s = now_s;
   // The lease kept from an earlier try, while it lives; else a new one.
   if (spare_lease_ != 0 &&
@@ -392,7 +392,7 @@ bool FleetMember::Register(double now_s) {
   return true;
 }
 
-void FleetMember::Step() {
+void SiteMember::Step() {
   const double now_s = now_s_();
   LeaseId lease = 0;
   double renewed_sent_s = 0.0;
@@ -496,7 +496,7 @@ void FleetMember::Step() {
   }
 }
 
-void FleetMember::SeenRevisionLocked(int64_t revision, int64_t before) {
+void SiteMember::SeenRevisionLocked(int64_t revision, int64_t before) {
   // When the store's revision goes back, its state was lost (a new cluster, a restore). Terms
   // and epochs start again there: forget the ones seen, or the new leader's grants would be
   // ignored for good.
@@ -517,7 +517,7 @@ void FleetMember::SeenRevisionLocked(int64_t revision, int64_t before) {
   max_revision_ = std::max(max_revision_, revision);
 }
 
-bool FleetMember::TakeGrantLocked(const KeyValue& kv) {
+bool SiteMember::TakeGrantLocked(const KeyValue& kv) {
   auto g = GrantFromJson(kv.value, kv.key);
   if (!g) {
     if (status_.last_error != g.error().message())
@@ -548,7 +548,7 @@ bool FleetMember::TakeGrantLocked(const KeyValue& kv) {
   return true;
 }
 
-Status FleetMember::WatchGrant(double quiet_s, const std::function<void()>& on_grant) {
+Status SiteMember::WatchGrant(double quiet_s, const std::function<void()>& on_grant) {
   int64_t from = 0;
   {
     MutexLock lock(mu_);
@@ -601,9 +601,9 @@ Status FleetMember::WatchGrant(double quiet_s, const std::function<void()>& on_g
   return OkStatus();
 }
 
-void FleetMember::StopWatching() { store_.CancelFollows(); }
+void SiteMember::StopWatching() { store_.CancelFollows(); }
 
-void FleetMember::Leave() {
+void SiteMember::Leave() {
   LeaseId lease = 0;
   {
     MutexLock lock(mu_);
@@ -617,7 +617,7 @@ void FleetMember::Leave() {
   spare_lease_ = 0;
 }
 
-MemberStatus FleetMember::status() const {
+MemberStatus SiteMember::status() const {
   MutexLock lock(mu_);
   return status_;
 }

@@ -114,9 +114,9 @@ struct MemberStatus {
   uint64_t watches = 0;         // WatchGrant's streams (Store::Follow calls)
 };
 
-class FleetMember {
+class SiteMember {
  public:
-  FleetMember(Store& store, MemberConfig config, std::function<double()> monotonic_s, Logger log);
+  SiteMember(Store& store, MemberConfig config, std::function<double()> monotonic_s, Logger log);
 
   // The store's work: register (or re-register after losing the lease), keep the lease, publish
   // the demand every update_s, read the grant, acknowledge what Current() has served.

@@ -4,7 +4,7 @@
 
 namespace headroom::coord {
 
-MemberSession::MemberSession(FleetMember& member, Options options)
+MemberSession::MemberSession(SiteMember& member, Options options)
     : member_(member), options_(std::move(options)) {
   step_thread_ = std::thread([this] { StepLoop(); });
   if (options_.watch) watch_thread_ = std::thread([this] { WatchLoop(); });

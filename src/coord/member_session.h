@@ -1,9 +1,9 @@
 // A member's store work on threads of its own -- etcd's Session: its lease kept alive until
 // stopped. The one member thread of the agent (agent/daemon.h) and of a DiLoCo worker at a site
-// (diloco_site/fleet_power.h): FleetMember::Step every step_s (after `before_step`, when given),
-// and, with a watch, the grant's watch on a second thread (FleetMember::WatchGrant for quiet_s at
+// (diloco_site/site_power.h): SiteMember::Step every step_s (after `before_step`, when given),
+// and, with a watch, the grant's watch on a second thread (SiteMember::WatchGrant for quiet_s at
 // a time; again 250 ms after a failure). Stop ends both at once, whatever they wait on (the
-// member's StopWatching), and joins them; leaving (FleetMember::Leave) is the caller's, after
+// member's StopWatching), and joins them; leaving (SiteMember::Leave) is the caller's, after
 // whatever must come first (an agent restores its power limits before it leaves).
 #pragma once
 
@@ -25,7 +25,7 @@ class MemberSession {
     std::function<void()> before_step;  // on the step thread, before each Step
   };
   // Starts the threads. `member` outlives the session.
-  MemberSession(FleetMember& member, Options options);
+  MemberSession(SiteMember& member, Options options);
   ~MemberSession();  // Stop
   MemberSession(const MemberSession&) = delete;
   MemberSession& operator=(const MemberSession&) = delete;
@@ -38,7 +38,7 @@ class MemberSession {
   void StepLoop();
   void WatchLoop();
 
-  FleetMember& member_;
+  SiteMember& member_;
   const Options options_;
   std::mutex mu_;
   std::condition_variable cv_;

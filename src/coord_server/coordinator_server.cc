@@ -7,8 +7,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "common/build_info.h"
-#include "coord_server/fleet_page.h"
+#include "build_info/build_info.h"
+#include "coord_server/site_page.h"
 #include "net/json_body.h"
 #include "net/query.h"
 
@@ -490,7 +490,7 @@ CoordinatorApi::CoordinatorApi(CoordinatorHost& host, net::AccessPolicy access,
     : host_(host), connections_(std::move(connections)), router_(std::move(access), "coordinator") {
   using Access = net::Router::Access;
   router_.Add("/", Access::kPage, [](const net::Request&, std::string_view) {
-    net::Response r = Reply(200, std::string(kFleetPage), "text/html; charset=utf-8");
+    net::Response r = Reply(200, std::string(kSitePage), "text/html; charset=utf-8");
     r.headers.emplace_back("Content-Security-Policy",
                            "default-src 'none'; script-src 'unsafe-inline'; style-src "
                            "'unsafe-inline'; connect-src 'self'; img-src data:; form-action "

@@ -1,5 +1,5 @@
 // `headroom coordinator`'s HTTP API beside one replica (docs/FLEET.md):
-//   GET  /                the fleet page (self-contained: polls /v1/status, draws with <canvas>)
+//   GET  /                the site page (self-contained: polls /v1/status, draws with <canvas>)
 //   GET  /v1/status       the replica's role and, while it leads, the ledger and the members;
 //                         the transport's connections
 //   GET  /v1/history[?after=UNIX_S]  the last hour, one point per period (site_history.h)

@@ -1,4 +1,4 @@
-// The coordinator's recent past, for its fleet page (GET /v1/history): one point per period for
+// The coordinator's recent past, for its site page (GET /v1/history): one point per period for
 // the last hour, so a page opened late has history. Core logic: no clock, no I/O (the host
 // stamps each point with the wall clock it is given).
 #pragma once

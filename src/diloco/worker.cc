@@ -4,15 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
-#include <thread>
 
+#include "coord/lease_keeper.h"
 #include "diloco/recovery.h"
 #include "diloco_core/digest.h"
 
@@ -47,51 +43,6 @@ constexpr float kHostileScale = 10.0f;
 std::string Hex64(coord::LeaseId id) { return fmt::format("{:016x}", static_cast<uint64_t>(id)); }
 
 using Phase = Accounting::Phase;
-
-// Renews a lease every period on its own thread, so that a collective blocked on a slow peer
-// (up to the collective timeout, twice when connecting) never lets the member's lease lapse.
-// Waits on the steady clock: the one place the worker keeps time of its own (the in-process
-// tests turn it off: WorkerOptions::renew_in_background).
-class LeaseKeeper {
- public:
-  LeaseKeeper(coord::Store& store, coord::LeaseId lease, double period_s)
-      : store_(store), lease_(lease), period_s_(period_s), thread_([this] { Loop(); }) {}
-  ~LeaseKeeper() {
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  LeaseKeeper(const LeaseKeeper&) = delete;
-  LeaseKeeper& operator=(const LeaseKeeper&) = delete;
-  bool lost() const { return lost_.load(); }
-
- private:
-  void Loop() {
-    std::unique_lock lock(mu_);
-    while (!stop_) {
-      cv_.wait_for(lock, std::chrono::duration<double>(period_s_), [this] { return stop_; });
-      if (stop_) break;
-      lock.unlock();
-      auto r = store_.LeaseKeepAlive(lease_);
-      // A store that does not answer is retried next period; a lease etcd no longer has is lost.
-      if (!r && coord::IsLeaseGone(r.error())) lost_ = true;
-      lock.lock();
-      if (lost_) break;
-    }
-  }
-
-  coord::Store& store_;
-  const coord::LeaseId lease_;
-  const double period_s_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::atomic<bool> lost_{false};
-  std::thread thread_;
-};
 
 // One worker: the run loop, the inner steps, run-time control, and a round from its inner
 // steps to its hash (the group and the hashes: round_group.h; joining: recovery.h; the phases:
@@ -172,7 +123,7 @@ class Worker {
   Accounting accounting_;
   RunMember me_;
 
-  std::unique_ptr<LeaseKeeper> keeper_;
+  std::unique_ptr<coord::LeaseKeeper> keeper_;  // renew_in_background
   double last_renew_s_ = 0;
 
   std::unique_ptr<Model> model_;
@@ -199,7 +150,7 @@ Status Worker::Register() {
   me_.lease = *lease;
   me_.id = Hex64(me_.lease);
   if (o_.renew_in_background) {
-    keeper_ = std::make_unique<LeaseKeeper>(store_, me_.lease, o_.lease_ttl_s / 3.0);
+    keeper_ = std::make_unique<coord::LeaseKeeper>(store_, me_.lease, o_.lease_ttl_s / 3.0);
   }
   last_renew_s_ = clock_.now_s();
   report_.member = me_.id;

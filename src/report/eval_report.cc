@@ -4,11 +4,11 @@
 
 #include <algorithm>
 
-#include "report/format.h"
-#include "report/html_page.h"
 #include "report/json.h"
-#include "report/svg.h"
 #include "report/table.h"
+#include "report_page/format.h"
+#include "report_page/html_page.h"
+#include "report_page/svg.h"
 
 namespace headroom::report {
 

@@ -7,10 +7,10 @@
 #include <limits>
 
 #include "common/duration.h"
-#include "report/format.h"
-#include "report/html_page.h"
-#include "report/svg.h"
 #include "report/table.h"
+#include "report_page/format.h"
+#include "report_page/html_page.h"
+#include "report_page/svg.h"
 
 namespace headroom::report {
 namespace {

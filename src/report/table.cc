@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "common/duration.h"
-#include "report/format.h"
+#include "report_page/format.h"
 
 namespace headroom::report {
 namespace {

@@ -1,7 +1,7 @@
 // The actor-critic a policy is: an actor MLP whose outputs are the logits of every factorised
 // categorical head side by side, and a critic MLP with one output; and what inference needs of
-// it (log-probabilities, argmax, sampling). Inference only: PPO's training is rl/ppo.h, in its
-// own library (headroom_rl_train), which the live agent does not link.
+// it (log-probabilities, argmax, sampling). Inference only: PPO's training is rl_train/ppo.h, in
+// its own library (headroom_rl_train), which the live agent does not link.
 #pragma once
 
 #include <Eigen/Dense>

@@ -11,8 +11,8 @@
 #include "analysis/budget_schedule.h"
 #include "control/factory.h"
 #include "control/features.h"
-#include "rl/gae.h"
 #include "rl/normalizer.h"
+#include "rl_train/gae.h"
 #include "sim/episode.h"
 #include "twin/environment.h"
 

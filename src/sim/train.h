@@ -1,11 +1,11 @@
 // `headroom train`: the PPO meta-controller trained in the twin.
 //
 // Environments: `envs` twins side by side, each an episode of `episode_intervals` control
-// intervals cut from an endless job (the value is bootstrapped at the cut; see rl/gae.h), then a
-// fresh job with new domain randomisation: the budget uniform in the scenario's training range,
-// decode power x U(0.96, 1.04), compute-phase power x U(0.97, 1.03), median completion length x
-// U(0.8, 1.25), telemetry noise x U(0.5, 1.5), and a random start within the first steps. With
-// several scenarios each episode picks one at random. In a share of the episodes
+// intervals cut from an endless job (the value is bootstrapped at the cut; see rl_train/gae.h),
+// then a fresh job with new domain randomisation: the budget uniform in the scenario's training
+// range, decode power x U(0.96, 1.04), compute-phase power x U(0.97, 1.03), median completion
+// length x U(0.8, 1.25), telemetry noise x U(0.5, 1.5), and a random start within the first steps.
+// With several scenarios each episode picks one at random. In a share of the episodes
 // (moving_budget_fraction) the budget moves: a new level uniform in the range every U(60, 300)
 // s, so that one policy follows budgets that change (steps, walks and demand-response drops
 // alike); the features stay budget-relative. The intervals within the shield's settle_s after a
@@ -32,7 +32,7 @@
 
 #include "control/baselines.h"
 #include "control/policy.h"
-#include "rl/ppo.h"
+#include "rl_train/ppo.h"
 #include "twin/scenario.h"
 
 namespace headroom::sim {
@@ -55,7 +55,7 @@ struct TrainConfig {
   // The cost of an interval: its trailing mean job power over this window (0.5 s: the interval
   // itself) above the budget. 30 s scores like the paper's 72B runs.
   double cost_window_s = 0.5;
-  bool group_size_only = false;  // concurrency stays at the trainer's default
+  bool group_size_only = false;   // concurrency stays at the trainer's default
   bool fixed_group_size = false;  // group size stays at the trainer's default
   // Randomise each episode over a wide family around its scenario (decode power and speed, the
   // update's power and length, completion lengths, noise) instead of small perturbations.

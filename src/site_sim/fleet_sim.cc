@@ -15,8 +15,8 @@
 
 #include "agent/agent.h"
 #include "agent/budget.h"
-#include "agent/fleet_budget.h"
 #include "agent/guard.h"
+#include "agent/site_budget.h"
 #include "analysis/window_stats.h"
 #include "common/read_file.h"
 #include "control/factory.h"
@@ -26,7 +26,7 @@
 #include "coord/layout.h"
 #include "coord/member.h"
 #include "coord/memory_store.h"
-#include "diloco_site/fleet_power.h"
+#include "diloco_site/site_power.h"
 #include "planning/fleet.h"
 #include "sim/episode.h"
 #include "twin/authority.h"
@@ -83,8 +83,8 @@ struct Job {
   std::optional<control::BuiltController> controller;
   std::unique_ptr<agent::Agent> agent;
   std::unique_ptr<TwinLink> link;
-  std::unique_ptr<coord::FleetMember> member;
-  std::unique_ptr<agent::FleetBudget> budget;
+  std::unique_ptr<coord::SiteMember> member;
+  std::unique_ptr<agent::SiteBudget> budget;
   std::unique_ptr<agent::PowerLimitGuard> guard;  // --guard-power-limit
   double floor_w = 0.0;                           // job
   double static_w = 0.0;                          // per GPU: the scenario's budget (the baseline's)
@@ -106,7 +106,7 @@ constexpr double kMinWorkerDuty = 0.05;
 // An opportunistic DiLoCo worker (docs/FLEET.md, "Spare power in fleet-sim").
 struct Worker {
   std::string name;
-  std::unique_ptr<coord::FleetMember> member;
+  std::unique_ptr<coord::SiteMember> member;
   double allowed = 0.0;   // the duty its grant allows
   double power_w = 0.0;   // decided at the last tick, drawn until this one
   bool in_round = false;  // a member of the round in progress
@@ -280,8 +280,8 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
         }
         if (config.phase_demand) mc.phase_demand = !guarded;
         mc.publish_phase_changes = config.opportunistic.workers > 0;
-        job.member = std::make_unique<coord::FleetMember>(*store, mc, clock, quiet);
-        job.budget = std::make_unique<agent::FleetBudget>(
+        job.member = std::make_unique<coord::SiteMember>(*store, mc, clock, quiet);
+        job.budget = std::make_unique<agent::SiteBudget>(
             *job.member, gpus, [] { return 0.0; }, job.policy ? lo_w : agent::kMinBudgetPerGpuW,
             job.policy ? hi_w : job.scenario.nameplate_w, nullptr);
       }
@@ -309,7 +309,7 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
       mc.lease_ttl_s = config.lease_ttl_s;
       mc.fence_margin_s = std::min(1.0, static_cast<double>(config.lease_ttl_s) / 3.0);
       mc.job_class = coord::JobClass::kOpportunistic;
-      w.member = std::make_unique<coord::FleetMember>(*worker_store, mc, clock, quiet);
+      w.member = std::make_unique<coord::SiteMember>(*worker_store, mc, clock, quiet);
       workers.push_back(std::move(w));
     }
   }

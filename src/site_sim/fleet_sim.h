@@ -1,5 +1,5 @@
 // `headroom fleet-sim`: a site on one machine, with nothing to install. One coordinator and one
-// twin-mode agent per job (the scenarios' controllers), each agent a coord::FleetMember, all in
+// twin-mode agent per job (the scenarios' controllers), each agent a coord::SiteMember, all in
 // one process over one Store (in memory, or a real etcd), stepped in lockstep on simulated time:
 // every 0.5 s each agent reads its twin, takes its budget from its member, decides and acts;
 // each member steps; every period the coordinator steps. Deterministic for a seed and the same
@@ -22,7 +22,7 @@
 namespace headroom::sim {
 
 // Opportunistic DiLoCo workers beside the jobs (docs/FLEET.md, "Spare power in fleet-sim"):
-// each an opportunistic member of the site, its power diloco_site/fleet_power.h's model (threads x
+// each an opportunistic member of the site, its power diloco_site/site_power.h's model (threads x
 // duty x watts per core), its progress the measured rate of the real worker's inner step, its
 // rounds' exchange and its membership the measured costs below.
 struct OpportunisticConfig {

@@ -8,10 +8,10 @@
 #include "analysis/budget_schedule.h"
 #include "common/phase.h"
 #include "common/stats.h"
-#include "report/format.h"
-#include "report/html_page.h"
-#include "report/svg.h"
 #include "report/table.h"
+#include "report_page/format.h"
+#include "report_page/html_page.h"
+#include "report_page/svg.h"
 
 namespace headroom::report {
 namespace {

@@ -12,7 +12,7 @@
 #include "coord/counting_store.h"
 #include "coord/member.h"
 #include "coord/memory_store.h"
-#include "diloco_site/fleet_power.h"
+#include "diloco_site/site_power.h"
 
 namespace headroom::sim {
 namespace {
@@ -26,14 +26,14 @@ struct SimSite {
   std::unique_ptr<coord::MemoryStore> store;
   std::unique_ptr<coord::CountingStore> worker_store, coordinator_store;
   std::unique_ptr<coord::Coordinator> coordinator;
-  std::unique_ptr<coord::FleetMember> jobs;
+  std::unique_ptr<coord::SiteMember> jobs;
   SitesSimSiteResult result;
   double minute_start_j = 0.0;
 };
 
 struct SiteWorker {
   int site = -1;  // placed at; -1: nowhere
-  std::unique_ptr<coord::FleetMember> member;
+  std::unique_ptr<coord::SiteMember> member;
   double allowed = 0.0;
   double power_w = 0.0;  // decided at the last tick
   bool in_round = false;
@@ -121,7 +121,7 @@ Result<SitesSimRun> RunPolicy(const SitesSimConfig& config, const std::string& p
     mc.lease_ttl_s = config.lease_ttl_s;
     mc.fence_margin_s = std::min(1.0, static_cast<double>(config.lease_ttl_s) / 3.0);
     mc.update_s = config.interval_s;
-    s.jobs = std::make_unique<coord::FleetMember>(*s.store, mc, clock, quiet);
+    s.jobs = std::make_unique<coord::SiteMember>(*s.store, mc, clock, quiet);
   }
   std::vector<SiteWorker> workers(static_cast<size_t>(config.workers));
   const auto place = [&](SiteWorker& w, int site, int index) {
@@ -143,8 +143,8 @@ Result<SitesSimRun> RunPolicy(const SitesSimConfig& config, const std::string& p
     mc.lease_ttl_s = config.lease_ttl_s;
     mc.fence_margin_s = std::min(1.0, static_cast<double>(config.lease_ttl_s) / 3.0);
     mc.job_class = coord::JobClass::kOpportunistic;
-    w.member = std::make_unique<coord::FleetMember>(*sites[static_cast<size_t>(site)].worker_store,
-                                                    mc, clock, quiet);
+    w.member = std::make_unique<coord::SiteMember>(*sites[static_cast<size_t>(site)].worker_store,
+                                                   mc, clock, quiet);
   };
 
   SitesSimRun run;

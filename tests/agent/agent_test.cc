@@ -25,7 +25,7 @@
 #include "agent/guard.h"
 #include "agent/recorder.h"
 #include "agent/runner.h"
-#include "common/build_info.h"
+#include "build_info/build_info.h"
 #include "control/baselines.h"
 #include "trace/meta.h"
 #include "trace/reader.h"
@@ -414,7 +414,7 @@ TEST(Api, MetricsCarryTheSiteMembersHealth) {
   int calls = 0;
   served.shared.fleet = [&calls] {
     ++calls;
-    FleetHealth h;
+    SiteHealth h;
     h.site = "hall-a";
     h.job = "grpo-7b";
     h.state = "fenced";

@@ -15,6 +15,7 @@
 #include "coord/coordinator.h"
 #include "coord/counting_store.h"
 #include "coord/layout.h"
+#include "coord/lease_keeper.h"
 #include "coord/member.h"
 #include "coord/member_session.h"
 #include "coord/memory_store.h"
@@ -394,7 +395,7 @@ TEST(Member, DemandByPhaseAndAValueCurveFromItsOwnHistory) {
   mc.nameplate_w = 800;
   mc.floor_w = 200;
   mc.phase_demand = true;
-  FleetMember member(store, mc, clock.fn(), [](auto&) {});
+  SiteMember member(store, mc, clock.fn(), [](auto&) {});
   const auto published = [&] {
     auto r = store.Get("/headroom/s/members/j", false);
     EXPECT_TRUE(r && r->kvs.size() == 1);
@@ -424,7 +425,7 @@ TEST(Member, DemandByPhaseAndAValueCurveFromItsOwnHistory) {
   MemberConfig given = mc;
   given.job = "k";
   given.value_curve = {{200, 1}, {800, 9}};
-  FleetMember k(store, given, clock.fn(), [](auto&) {});
+  SiteMember k(store, given, clock.fn(), [](auto&) {});
   k.Step();
   auto r = store.Get("/headroom/s/members/k", false);
   ASSERT_TRUE(r && r->kvs.size() == 1);
@@ -467,7 +468,7 @@ TEST(Member, TheStepTimelineFromThePhasesAndAHoldPassedOnOnce) {
   mc.nameplate_w = 1200;
   mc.floor_w = 150;
   mc.lease_ttl_s = 10;
-  FleetMember member(store, mc, clock.fn(), [](auto&) {});
+  SiteMember member(store, mc, clock.fn(), [](auto&) {});
   member.Step();
   EXPECT_FALSE(member.Timeline());
   // Rollout 0-10 s at 1000 W, the rest 10-20 s at 200 W, rollout again from 20 s.
@@ -1285,7 +1286,7 @@ class Site {
       mc.floor_w = 100 + 10 * j;
       mc.local_budget_w = mc.floor_w;
       configs_.push_back(mc);
-      members_.push_back(std::make_unique<FleetMember>(store_, mc, clock_.fn(), [](auto&) {}));
+      members_.push_back(std::make_unique<SiteMember>(store_, mc, clock_.fn(), [](auto&) {}));
       running_.push_back(true);
       acting_.push_back({});
     }
@@ -1338,7 +1339,7 @@ class Site {
     configs_[j].job_class = JobClass::kOpportunistic;
     configs_[j].floor_w = 0.0;
     configs_[j].local_budget_w = 0.0;
-    members_[j] = std::make_unique<FleetMember>(store_, configs_[j], clock_.fn(), [](auto&) {});
+    members_[j] = std::make_unique<SiteMember>(store_, configs_[j], clock_.fn(), [](auto&) {});
   }
 
   void Run(double s) {
@@ -1358,7 +1359,7 @@ class Site {
   std::vector<std::unique_ptr<Coordinator>> coordinators_;
   std::vector<bool> coord_up_;
   std::vector<MemberConfig> configs_;
-  std::vector<std::unique_ptr<FleetMember>> members_;
+  std::vector<std::unique_ptr<SiteMember>> members_;
   std::vector<bool> running_;
   std::vector<Acting> acting_;
   uint64_t ticks_ = 0;
@@ -1486,7 +1487,7 @@ TEST(Protocol, AnOpportunisticMemberLivesOnWhatIsLeftAndShrinksFirst) {
 TEST(Protocol, ASecondAgentWithATakenJobNameIsRefused) {
   Site site(2, 1500, 100, 1);
   site.Run(4);
-  FleetMember dup(site.store_, site.configs_[0], site.clock_.fn(), [](auto&) {});
+  SiteMember dup(site.store_, site.configs_[0], site.clock_.fn(), [](auto&) {});
   dup.Step();
   EXPECT_NE(dup.status().refused.find("job name 'job0' is taken"), std::string::npos)
       << dup.status().refused;
@@ -1506,7 +1507,7 @@ TEST(Protocol, ARestartedAgentTakesItsGonePredecessorsPlaceAtOnce) {
   // job0's agent says who it is; the restarted one knows whether that process still runs.
   site.configs_[0].holder = "pid=1";
   site.members_[0] =
-      std::make_unique<FleetMember>(site.store_, site.configs_[0], site.clock_.fn(), [](auto&) {});
+      std::make_unique<SiteMember>(site.store_, site.configs_[0], site.clock_.fn(), [](auto&) {});
   site.Run(8);
   ASSERT_TRUE(site.FullyAllocated());
   const LeaseId before = site.members_[0]->status().lease;
@@ -1515,7 +1516,7 @@ TEST(Protocol, ARestartedAgentTakesItsGonePredecessorsPlaceAtOnce) {
   MemberConfig alive = site.configs_[0];
   alive.holder = "pid=2";
   alive.holder_gone = [](std::string_view) { return false; };
-  FleetMember dup(site.store_, alive, site.clock_.fn(), [](auto&) {});
+  SiteMember dup(site.store_, alive, site.clock_.fn(), [](auto&) {});
   dup.Step();
   EXPECT_FALSE(dup.status().registered);
   EXPECT_NE(dup.status().refused.find("is taken"), std::string::npos);
@@ -1527,7 +1528,7 @@ TEST(Protocol, ARestartedAgentTakesItsGonePredecessorsPlaceAtOnce) {
   restarted.holder = "pid=3";
   restarted.holder_gone = [](std::string_view h) { return h == "pid=1"; };
   site.members_[0] =
-      std::make_unique<FleetMember>(site.store_, restarted, site.clock_.fn(), [](auto&) {});
+      std::make_unique<SiteMember>(site.store_, restarted, site.clock_.fn(), [](auto&) {});
   site.members_[0]->Step();
   EXPECT_FALSE(site.members_[0]->status().registered);
   site.clock_.t += 3 - 1 - 1e-6;  // TTL 3 s, margin 1 s: not yet
@@ -1673,14 +1674,14 @@ TEST(Protocol, ADuplicateTakesADeadHoldersNameOnlyOnceWhatItGrantedRunsOut) {
   Site site(2, 1500, 100, 1);
   site.configs_[0].holder = "pid=1";
   site.members_[0] =
-      std::make_unique<FleetMember>(site.store_, site.configs_[0], site.clock_.fn(), [](auto&) {});
+      std::make_unique<SiteMember>(site.store_, site.configs_[0], site.clock_.fn(), [](auto&) {});
   site.Run(8);
   ASSERT_TRUE(site.FullyAllocated());
   bool dead = false;
   MemberConfig second = site.configs_[0];
   second.holder = "pid=2";
   second.holder_gone = [&dead](std::string_view h) { return dead && h == "pid=1"; };
-  FleetMember dup(site.store_, second, site.clock_.fn(), [](auto&) {});
+  SiteMember dup(site.store_, second, site.clock_.fn(), [](auto&) {});
   dup.Step();
   ASSERT_TRUE(dup.status().duplicate);
   site.Run(30);  // long after the duplicate's start, pid 1 still running
@@ -1752,7 +1753,7 @@ struct ThreadedMember {
     mc.floor_w = 100;
     mc.local_budget_w = 100;
     mc.grant_read_s = grant_read_s;
-    member = std::make_unique<FleetMember>(
+    member = std::make_unique<SiteMember>(
         store, mc, [this] { return now.load(); }, [](auto&) {});
     runner = std::thread([this] {
       while (!done.load()) {
@@ -1779,7 +1780,7 @@ struct ThreadedMember {
   std::atomic<double> now{0.0};
   MemoryStore store{[this] { return now.load(); }};
   std::unique_ptr<Coordinator> coordinator;
-  std::unique_ptr<FleetMember> member;
+  std::unique_ptr<SiteMember> member;
   std::atomic<bool> done{false};
   std::thread runner;
 };
@@ -1811,7 +1812,7 @@ TEST(MemberWatch, AGrantWrittenIsServedFromTheWatchAndAStoreResetIsSeen) {
   mc.local_budget_w = 100;
   mc.grant_read_s = 1e9;  // Step reads the grant once, then only the watch brings it
   CountingStore counted(store);
-  FleetMember member(counted, mc, clock.fn(), [](auto&) {});
+  SiteMember member(counted, mc, clock.fn(), [](auto&) {});
   EXPECT_FALSE(member.WatchGrant(1.0).ok());  // nothing read yet: nowhere to resume from
   int taken = 0;
   for (int i = 0; i < 80 && member.Current().job_budget_w != 800.0; ++i) {
@@ -1880,8 +1881,8 @@ TEST(Protocol, RandomFaultsNeverBreakTheInvariant) {
         site.running_[j] = !site.running_[j];
         break;  // stop / continue
       case 1:   // kill and restart: a new member object, same job
-        site.members_[j] = std::make_unique<FleetMember>(site.store_, site.configs_[j],
-                                                         site.clock_.fn(), [](auto&) {});
+        site.members_[j] = std::make_unique<SiteMember>(site.store_, site.configs_[j],
+                                                        site.clock_.fn(), [](auto&) {});
         site.acting_[j] = site.members_[j]->Current();
         site.running_[j] = true;
         break;
@@ -1943,7 +1944,7 @@ TEST(MemberThreads, ASessionKeepsTheMemberUntilStoppedAtOnce) {
   mc.floor_w = 100;
   mc.local_budget_w = 100;
   mc.grant_read_s = 1.0;
-  FleetMember member(
+  SiteMember member(
       store, mc, [&now] { return now.load(); }, [](auto&) {});
   const Keys keys("s");
   const auto registered = [&] {
@@ -1967,6 +1968,39 @@ TEST(MemberThreads, ASessionKeepsTheMemberUntilStoppedAtOnce) {
   EXPECT_FALSE(registered());
   EXPECT_EQ(steps.load(), after);  // nothing steps once stopped
   session.Stop();                  // again: nothing
+}
+
+// A lease kept alive on its own thread: renewed while the store has it, lost for good once the
+// store revokes it (the thread ends), and stopped at once whatever the period.
+TEST(MemberThreads, ALeaseKeeperRenewsUntilTheLeaseIsGoneAndStopsAtOnce) {
+  MemoryStore store([] { return 0.0; });
+  auto lease = store.LeaseGrant(10);
+  ASSERT_TRUE(lease.ok());
+  const auto wait_for = [](const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));  // polls a condition
+    }
+    return done();
+  };
+  LeaseKeeper keeper(store, *lease, 0.002);
+  ASSERT_TRUE(wait_for([&] { return keeper.renewals() >= 3; }));
+  EXPECT_FALSE(keeper.lost());
+  ASSERT_TRUE(store.LeaseRevoke(*lease).ok());
+  ASSERT_TRUE(wait_for([&] { return keeper.lost(); }));
+  const int64_t renewed = keeper.renewals();
+  keeper.Stop();  // the thread has ended already: joins at once
+  EXPECT_EQ(keeper.renewals(), renewed);
+
+  auto other = store.LeaseGrant(10);
+  ASSERT_TRUE(other.ok());
+  LeaseKeeper slow(store, *other, 1000.0);
+  const auto stop_at = std::chrono::steady_clock::now();
+  slow.Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - stop_at, std::chrono::seconds(5));
+  EXPECT_EQ(slow.renewals(), 0);
+  EXPECT_FALSE(slow.lost());
+  slow.Stop();  // again: nothing
 }
 
 }  // namespace

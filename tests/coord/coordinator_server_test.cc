@@ -31,7 +31,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/build_info.h"
+#include "build_info/build_info.h"
 #include "coord/coordinator.h"
 #include "coord/layout.h"
 #include "coord/memory_store.h"
@@ -252,7 +252,7 @@ TEST_F(CoordinatorServerTest, StatusReportsTheLedgerAndTheMembers) {
   EXPECT_NEAR(l.jobs.at("a").grant_w, kGrantA, 1e-6);
 }
 
-// Issue 37: the last hour, one point per period, so the fleet page opened late has history:
+// Issue 37: the last hour, one point per period, so the site page opened late has history:
 // the ledger's budget and reserve, each job's grant and power, and the site's power (the sum
 // its members publish), each point stamped with the wall clock the host is given.
 TEST_F(CoordinatorServerTest, HistoryKeepsEveryPeriodWithTheGrantsAndTheSitesPower) {

@@ -32,7 +32,7 @@ std::string AgentExposition() {
   s.latency_samples = 200;
   s.latency_sum_s = 0.2;
   s.power_limit_w = {300.0, std::nullopt};
-  headroom::agent::FleetHealth fleet;
+  headroom::agent::SiteHealth fleet;
   fleet.fences = 1;
   fleet.leases_lost = 1;
   return headroom::agent::MetricsText(s, fleet);

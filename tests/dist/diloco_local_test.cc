@@ -177,7 +177,7 @@ struct Child {
 
 // A site of 30 W for the spare-power tests: a real `headroom coordinator` (0.2 s periods,
 // lease 2 s; `extra` appended to its command line) on `store`'s etcd, and a guaranteed job
-// driven here through coord::FleetMember as its agent would: floor 5 W, all 30 W in rollout
+// driven here through coord::SiteMember as its agent would: floor 5 W, all 30 W in rollout
 // (phase demand), drawing 5 W. `phase` is the job's phase; StepUntil steps it every 50 ms until
 // `done` holds or `limit_s` passes.
 struct SpareSite {
@@ -228,7 +228,7 @@ struct SpareSite {
 
   const std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   Child coordinator;
-  headroom::coord::FleetMember job;
+  headroom::coord::SiteMember job;
   std::string phase = "train";
 
  private:

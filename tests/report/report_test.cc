@@ -4,13 +4,13 @@
 #include <cmath>
 
 #include "common/phase.h"
-#include "report/diloco_report.h"
-#include "report/format.h"
 #include "report/html.h"
-#include "report/html_page.h"
 #include "report/json.h"
-#include "report/svg.h"
 #include "report/table.h"
+#include "report_page/diloco_report.h"
+#include "report_page/format.h"
+#include "report_page/html_page.h"
+#include "report_page/svg.h"
 #include "site_sim/fleet_sim_report.h"
 #include "trace/reader.h"
 

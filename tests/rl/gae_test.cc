@@ -1,4 +1,4 @@
-#include "rl/gae.h"
+#include "rl_train/gae.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The float32 kernels (both builds) against double-precision references computed here, and the
-// float PPO loss and update against the double reference (rl/ppo.h).
-#include "rl/kernels.h"
+// float PPO loss and update against the double reference (rl_train/ppo.h).
+#include "rl_train/kernels.h"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,8 @@
 #include <random>
 #include <vector>
 
-#include "rl/float_mlp.h"
-#include "rl/ppo.h"
+#include "rl_train/float_mlp.h"
+#include "rl_train/ppo.h"
 
 namespace headroom::rl {
 namespace {

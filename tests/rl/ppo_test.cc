@@ -1,4 +1,4 @@
-#include "rl/ppo.h"
+#include "rl_train/ppo.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// What the browser tests share (the agent's dashboard, the fleet page, the reports): Debian's
+// What the browser tests share (the agent's dashboard, the site page, the reports): Debian's
 // chromium driven by playwright-core from web/node_modules, headless, with nothing in it that
 // reaches out; a test without chromium (or another program it needs) exits 77, skipped, unless
 // HEADROOM_REQUIRE_BROWSER=1 makes that a failure.

@@ -1,0 +1,13 @@
+// A command of a program: what runs once its options are parsed (cli/commands.h registers
+// `headroom`'s, cli/diloco_args.h headroom-diloco's).
+#pragma once
+
+#include <functional>
+
+#include "common/error.h"
+
+namespace headroom::cli {
+
+using Command = std::function<Status()>;
+
+}  // namespace headroom::cli

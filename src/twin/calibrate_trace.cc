@@ -175,7 +175,9 @@ Result<TraceCalibration> CalibrateFromTrace(const std::vector<JobSample>& sample
               settled.push_back(samples[i].power_w);
             }
           }
-        } else if (g->begin > 0) {
+        } else if (g->begin > 0 && samples[g->begin - 1].phase != phase) {
+          // (A run of the phase that the step column splits -- a trainer counting the next step
+          // before its sync's last sample -- is no change: only its first part is corrected.)
           const double before = samples[g->begin - 1].power_w;
           const double last = samples[g->end - 1].power_w;
           const double tau = last < before ? base.tau_down_s : base.tau_up_s;

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "twin/keyed_random.h"
+
 namespace headroom::twin {
 namespace {
 
@@ -12,12 +14,10 @@ constexpr int kMaxEmptyPhases = 64;  // guards against a step whose every phase 
 constexpr uint64_t kStorageStream = 0x53746f7261676521ull;  // seeds the slow-storage draw
 
 // When storage turns slow: the first step's start plus an exponential time of the scenario's
-// mean, drawn from its own generator so that the other draws of a seed stay as they were.
-// u = (top 53 bits + 1/2) / 2^53 lies in (0, 1), and -mean ln u is exponential.
+// mean, keyed by (seed, its own stream): u in (0, 1), and -mean ln u is exponential.
 double SlowStorageFrom(const Scenario& scenario, uint64_t seed) {
   if (scenario.checkpoint_slow_onset_mean_s <= 0.0) return std::numeric_limits<double>::infinity();
-  std::mt19937_64 storage_rng(seed ^ kStorageStream);
-  const double u = (static_cast<double>(storage_rng() >> 11) + 0.5) * 0x1p-53;
+  const double u = UnitUniform(KeyedBits(seed, kStorageStream, 0, 0));
   return scenario.idle_before_s + scenario.startup_s -
          scenario.checkpoint_slow_onset_mean_s * std::log(u);
 }
@@ -31,7 +31,7 @@ double Alpha(double tick_s, double tau_s) {
 Twin::Twin(const Scenario& scenario, uint64_t seed)
     : scenario_(scenario),
       kv_capacity_(scenario.has_rollout ? KvCapacitySequences(scenario) : 0),
-      rng_(seed),
+      seed_(seed),
       slow_storage_from_s_(SlowStorageFrom(scenario, seed)),
       concurrency_(scenario.concurrency),
       group_size_(scenario.group_size),
@@ -42,7 +42,9 @@ Twin::Twin(const Scenario& scenario, uint64_t seed)
   const double start_w = scenario_.idle_before_s > 0.0 ? scenario_.idle_w : scenario_.idle_loaded_w;
   lagged_w_.assign(gpus, start_w);
   noise_w_.resize(gpus);
-  for (double& n : noise_w_) n = scenario_.noise_w * unit_normal_(rng_);  // stationary start
+  noise_odd_tick_.assign(gpus, 0.0);
+  for (size_t g = 0; g < gpus; ++g)  // stationary start
+    noise_w_[g] = scenario_.noise_w * KeyedNormal(seed_, kStartNoiseStream, 0, g);
   power_w_.assign(gpus, start_w);
   smoothed_w_.assign(gpus, start_w);
   tick_tokens_.assign(gpus, 0.0);
@@ -114,11 +116,20 @@ void Twin::StartRollout() {
   const size_t engines = engines_.size();
   std::vector<std::vector<double>> lengths(engines);
   const double log_median = std::log(scenario_.length_median_tokens);
+  const uint64_t rollout = rollouts_started_++;
   step_tokens_ = 0.0;
   for (int p = 0; p < scenario_.prompts_per_step; ++p) {
     auto& mine = lengths[static_cast<size_t>(p) % engines];
+    NormalPair pair{};
     for (int g = 0; g < step_group_size_; ++g) {
-      const double drawn = std::exp(log_median + scenario_.length_sigma * unit_normal_(rng_));
+      // Completion g of prompt p of this rollout, the same for every controller on this seed:
+      // completions 2k and 2k + 1 are the two normals of key (rollout, p, k).
+      if (g % 2 == 0) {
+        const uint64_t key = (static_cast<uint64_t>(p) << 32) | static_cast<uint64_t>(g / 2);
+        pair = KeyedNormalPair(seed_, kLengthStream, rollout, key);
+      }
+      const double z = g % 2 == 0 ? pair.first : pair.second;
+      const double drawn = std::exp(log_median + scenario_.length_sigma * z);
       const double length = std::clamp(std::round(drawn), 1.0, scenario_.max_new_tokens);
       mine.push_back(length);
       drawn_tokens_ += length;
@@ -364,7 +375,16 @@ void Twin::Settle() {
     const double target = target_energy_[g] / dt;
     double& lagged = lagged_w_[g];
     lagged += (target - lagged) * (target > lagged ? alpha_up_ : alpha_down_);
-    noise_w_[g] = scenario_.noise_rho * noise_w_[g] + innovation_w_ * unit_normal_(rng_);
+    // The innovation of (tick, GPU): ticks 2k and 2k + 1 take the two normals of key (k, GPU).
+    double z;
+    if (ticks_ % 2 == 0) {
+      const NormalPair pair = KeyedNormalPair(seed_, kNoiseStream, ticks_ / 2, g);
+      z = pair.first;
+      noise_odd_tick_[g] = pair.second;
+    } else {
+      z = noise_odd_tick_[g];
+    }
+    noise_w_[g] = scenario_.noise_rho * noise_w_[g] + innovation_w_ * z;
     const double p = std::max(0.0, lagged + noise_w_[g]);
     power_w_[g] = p;
     history_[slot * gpus + g] = p;

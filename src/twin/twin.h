@@ -8,13 +8,15 @@
 // (now), group size (next step), and a hardware power limit (lower clocks for every phase,
 // through the Perseus clock curve).
 //
-// Core logic only: no I/O, no clock. Deterministic for a scenario and a seed. Not thread-safe;
-// independent twins run in parallel threads.
+// Core logic only: no I/O, no clock. Deterministic for a scenario and a seed, with common random
+// numbers: a completion's length is keyed by (seed, rollout, prompt, completion / 2) and a GPU's
+// noise by (seed, tick / 2, GPU) (twin/keyed_random.h), so two controllers on one seed face the
+// same completions and the same noise whatever they do. Not thread-safe; independent twins run in
+// parallel threads.
 #pragma once
 
 #include <array>
 #include <cstdint>
-#include <random>
 #include <string_view>
 #include <vector>
 
@@ -101,8 +103,7 @@ class Twin {
 
   const Scenario scenario_;
   const int kv_capacity_;
-  std::mt19937_64 rng_;
-  std::normal_distribution<double> unit_normal_{0.0, 1.0};
+  const uint64_t seed_;               // every draw keyed by it (twin/keyed_random.h)
   const double slow_storage_from_s_;  // checkpoints beginning from then on are slow
 
   // Actuators.
@@ -125,6 +126,7 @@ class Twin {
   std::vector<double> target_energy_;  // W x s over the tick being computed
   std::vector<double> lagged_w_;
   std::vector<double> noise_w_;
+  std::vector<double> noise_odd_tick_;  // the second normal of an even tick's key
   std::vector<double> power_w_;
   std::vector<double> smoothed_w_;
   std::vector<double> tick_tokens_;
@@ -142,6 +144,7 @@ class Twin {
   double energy_j_ = 0.0;
   double tokens_total_ = 0.0;
   double drawn_tokens_ = 0.0;
+  uint64_t rollouts_started_ = 0;  // the key of a rollout's completion lengths
   double pending_hold_s_ = 0.0;
   bool standby_ = false;
   double held_s_ = 0.0;

@@ -808,14 +808,15 @@ TEST_F(Cli, AgentInASiteRefusesALocalBudgetAboveItsFloor) {
 }
 
 // Fail closed (issue 32, item 1): etcd unreachable from the start, the job is never admitted,
-// so its trainer (the twin) never begins a step: 60 s at standby, held. --site-fail-open
-// restores the local budget, and the steps run outside the site's count.
+// so its trainer (the twin) never begins a step: 120 s at standby, held. --site-fail-open
+// restores the local budget, and the steps run outside the site's count (a100-7b-tp1's steps
+// take 40-65 s: two or more in 120 s).
 TEST_F(Cli, AgentInASiteNeverAdmittedHoldsItsTrainerAtStandby) {
   const std::string site = "--site-etcd etcd://127.0.0.1:1 --site s --job j --node-overhead-w 0 ";
   const auto steps_and_phases = [&](const std::string& extra) {
     const std::string trace = (dir_ / "standby.csv").string();
     auto r = Headroom("agent --source twin --scenario a100-7b-tp1 --controller pid --speed 0 " +
-                      site + "--floor-w 200 --duration-s 60 --listen 127.0.0.1:0 --trace-out " +
+                      site + "--floor-w 200 --duration-s 120 --listen 127.0.0.1:0 --trace-out " +
                       trace + " " + extra);
     EXPECT_EQ(r.status, 0) << r.err;
     std::istringstream in(Slurp(trace));

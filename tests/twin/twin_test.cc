@@ -6,6 +6,7 @@
 #include <numeric>
 #include <thread>
 
+#include "twin/keyed_random.h"
 #include "twin_test_util.h"
 
 namespace headroom::twin {
@@ -213,10 +214,11 @@ TEST(Twin, EveryRolloutEndsInAStragglerTail) {
   auto s = Parse(testing::TinyScenario());
   s.prompts_per_step = 8;  // 32 sequences, 8 at a time
   Twin twin(s, 3);
-  std::vector<double> occupancy;
-  while (twin.steps_done() == 0) {
+  std::vector<double> occupancy;  // the first step's rollout, tick by tick
+  while (twin.current_phase() != Phase::kRollout) twin.Tick();
+  while (twin.current_phase() == Phase::kRollout) {
     twin.Tick();
-    if (twin.phase() == Phase::kRollout) occupancy.push_back(twin.mean_occupancy());
+    occupancy.push_back(twin.mean_occupancy());
   }
   ASSERT_GT(occupancy.size(), 10u);
   EXPECT_DOUBLE_EQ(occupancy.front(), 8.0);
@@ -391,6 +393,102 @@ TEST(Twin, SlowStorageLeavesTheOtherDrawsOfASeedAlone) {
     EXPECT_GT(ticks_equal, 100) << "seed " << seed;
     EXPECT_TRUE(parted) << "seed " << seed;
   }
+}
+
+// Common random numbers (issue 39): two controllers on one seed face the same completions.
+// Concurrency 2 and 64 take different numbers of ticks (and noise draws) per rollout; the
+// lengths drawn for each step are still the same, step by step.
+TEST(Twin, CommonRandomNumbersGiveEveryControllerOnASeedTheSameCompletions) {
+  auto s = Parse(testing::TinyScenario());
+  s.noise_w = 5.0;
+  s.noise_rho = 0.9;
+  s.prompts_per_step = 8;
+  const auto drawn_per_step = [&s](int concurrency, int group_size, double limit_w) {
+    Twin twin(s, 11);
+    twin.SetConcurrency(concurrency);
+    twin.SetGroupSize(group_size);
+    twin.SetPowerLimit(limit_w);
+    std::vector<double> drawn;  // completion tokens drawn by each step's rollout
+    double before = 0.0;
+    int step = -1;
+    while (twin.steps_done() < 5) {
+      twin.Tick();
+      if (twin.steps_done() != step && twin.drawn_tokens_total() > before) {
+        drawn.push_back(twin.drawn_tokens_total() - before);
+        before = twin.drawn_tokens_total();
+        step = twin.steps_done();
+      }
+    }
+    return drawn;
+  };
+  const auto fast = drawn_per_step(64, 4, 0.0);
+  const auto slow = drawn_per_step(2, 4, 250.0);
+  ASSERT_GE(fast.size(), 5u);
+  ASSERT_EQ(std::vector<double>(fast.begin(), fast.begin() + 5),
+            std::vector<double>(slow.begin(), slow.begin() + 5));
+  // A larger group takes the same first completions of each prompt, and more: at least as many
+  // tokens each step (from the second: the first step's group was fixed at construction).
+  const auto larger = drawn_per_step(64, 8, 0.0);
+  for (size_t k = 1; k < 5; ++k) EXPECT_GT(larger[k], fast[k]) << "step " << k;
+  // Another seed draws other lengths.
+  Twin other(s, 12);
+  while (other.drawn_tokens_total() == 0.0) other.Tick();
+  EXPECT_NE(other.drawn_tokens_total(), fast[0]);
+}
+
+// The telemetry noise is keyed by (seed, tick, GPU) -- ticks 2k and 2k + 1 the two normals of key
+// (k, GPU) -- whatever else the twin drew or did: with
+// no lag, true power is the noise-free run's plus an AR(1) whose innovations are computed here
+// from the keys alone (stationary start from its own stream).
+TEST(Twin, NoiseIsKeyedByTheSeedTheTickAndTheGpu) {
+  Scenario quiet = TrainOnly();  // no lag
+  Scenario noisy = quiet;
+  noisy.noise_w = 5.0;
+  noisy.noise_rho = 0.9;
+  const double innovation_w = 5.0 * std::sqrt(1.0 - 0.9 * 0.9);
+  Twin a(quiet, 21);
+  Twin b(noisy, 21);
+  double noise_w = 5.0 * KeyedNormal(21, kStartNoiseStream, 0, 0);
+  for (uint64_t k = 0; k < 400; ++k) {
+    a.Tick();
+    b.Tick();
+    const NormalPair pair = KeyedNormalPair(21, kNoiseStream, k / 2, 0);
+    noise_w = 0.9 * noise_w + innovation_w * (k % 2 == 0 ? pair.first : pair.second);
+    ASSERT_NEAR(b.power_w()[0], a.power_w()[0] + noise_w, 1e-9) << "tick " << k;
+  }
+}
+
+// The keyed normal: mean 0, variance 1, and tails of a normal, over 200,000 keys.
+TEST(KeyedRandom, KeyedNormalIsAStandardNormal) {
+  const int n = 200000;
+  double sum = 0.0;
+  double sum2 = 0.0;
+  int beyond2 = 0;
+  for (int k = 0; k < n; ++k) {
+    const double z = KeyedNormal(7, kNoiseStream, static_cast<uint64_t>(k), 3);
+    sum += z;
+    sum2 += z * z;
+    beyond2 += std::abs(z) > 2.0;
+  }
+  const double mean = sum / n;
+  EXPECT_NEAR(mean, 0.0, 4.0 / std::sqrt(n));  // 4 standard errors
+  // The pair's two are uncorrelated: |r| within 4 standard errors of 0.
+  double cross = 0.0;
+  for (int k = 0; k < n; ++k) {
+    const NormalPair pair = KeyedNormalPair(7, kLengthStream, static_cast<uint64_t>(k), 0);
+    cross += pair.first * pair.second;
+  }
+  EXPECT_NEAR(cross / n, 0.0, 4.0 / std::sqrt(n));
+  EXPECT_NEAR(sum2 / n - mean * mean, 1.0, 0.02);
+  EXPECT_NEAR(static_cast<double>(beyond2) / n, 0.0455, 0.003);  // P(|Z| > 2) = 4.55 %
+  // Pure: the same key, the same number; each word of the key matters.
+  EXPECT_EQ(KeyedNormal(1, 2, 3, 4), KeyedNormal(1, 2, 3, 4));
+  EXPECT_NE(KeyedNormal(1, 2, 3, 4), KeyedNormal(2, 2, 3, 4));
+  EXPECT_NE(KeyedNormal(1, 2, 3, 4), KeyedNormal(1, 3, 3, 4));
+  EXPECT_NE(KeyedNormal(1, 2, 3, 4), KeyedNormal(1, 2, 4, 4));
+  EXPECT_NE(KeyedNormal(1, 2, 3, 4), KeyedNormal(1, 2, 3, 5));
+  EXPECT_GT(UnitUniform(0), 0.0);
+  EXPECT_LT(UnitUniform(~uint64_t{0}), 1.0);
 }
 
 std::vector<double> PowerRun(const Scenario& s, uint64_t seed, int ticks) {

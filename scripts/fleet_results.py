@@ -7,10 +7,11 @@ with no budget at all, at their trainers' own settings): aligned starts and rand
 no budget (the paper's 56 % and 53 %); then the site budget, holds planned (--stagger greedy),
 with the grants as power limits only (--job-control off), with job control (the shipped PPO
 policies: the paper's 50 %), with job control and the agent's power limit guard under it (PID),
-and with value-based grants (PID and PPO, guarded). See CONFIGS and ROWS.
+with value-based grants (PID and PPO, guarded), and with reservations before the update instead
+of staggering's holds (--stagger reserve). See CONFIGS and ROWS.
 and demand response: a 20 % cut every 300 s with 10 s notice (DEMAND_RESPONSE): settle time
 p50/p99 over every cut of every seed, and the tokens each cost; and the frontier
-(FRONTIER_FRACTIONS): the value-based PID row at site budgets from 40 % to 55 % of nameplate.
+(FRONTIER_FRACTIONS): the value-based PPO row at site budgets from 40 % to 55 % of nameplate.
 
 Usage: fleet_results.py HEADROOM OUT_DIR [--seeds N] [--duration-s S]
 Writes each run's JSON (and seed 1's HTML report) to OUT_DIR; prints the tables.
@@ -40,6 +41,13 @@ CONFIGS = {
                         "--guard-power-limit", "--stagger", "greedy", "--allocation", "value"],
     "ppo-guard-value": ["--offsets", "random", "--job-control", "on", "--guard-power-limit",
                         "--stagger", "greedy", "--allocation", "value"],
+    # Reservations before the update (coord/reservation.h) instead of staggering's holds.
+    "pid-guard-value-reserve": ["--offsets", "random", "--job-control", "on", "--controller",
+                                "pid", "--guard-power-limit", "--stagger", "reserve",
+                                "--allocation", "value"],
+    "ppo-guard-value-reserve": ["--offsets", "random", "--job-control", "on",
+                                "--guard-power-limit", "--stagger", "reserve", "--allocation",
+                                "value"],
 }
 # Demand response: (name, config, from, to as fractions of nameplate). The shipped PPO site from
 # 75 % (its floors, each job's lowest actuation, need 57 %), and the best site by tokens from
@@ -48,10 +56,10 @@ DEMAND_RESPONSE = [("dr-ppo", "ppo", 0.75, 0.60, []),
                    ("dr-pid-guard-value", "pid-guard-value", 0.5, 0.4, []),
                    ("dr-pid-guard-value-reserve", "pid-guard-value", 0.5, 0.4,
                     ["--reserve-w", "128"])]
-# The frontier: the best row (PID, guard, value-based grants) at site budgets from 40 % to 55 %
-# of nameplate: the peak each budget buys against the tokens it costs.
+# The frontier: the best row (shipped PPO, guard, value-based grants) at site budgets from 40 % to
+# 55 % of nameplate: the peak each budget buys against the tokens it costs.
 FRONTIER_FRACTIONS = [0.40, 0.425, 0.45, 0.475, 0.50, 0.55]
-FRONTIER_CONFIG = "pid-guard-value"
+FRONTIER_CONFIG = "ppo-guard-value"
 # (row, config, which block of its JSON, the paper's figure)
 ROWS = [
     ("aligned starts, no budget", "aligned", "without_site_budget", "56 %"),
@@ -64,6 +72,10 @@ ROWS = [
      "site", "—"),
     ("+ value-based grants (PID, guard)", "pid-guard-value", "site", "—"),
     ("+ value-based grants (shipped PPO, guard)", "ppo-guard-value", "site", "—"),
+    ("+ reservations before the update (PID, guard, value)", "pid-guard-value-reserve", "site",
+     "—"),
+    ("+ reservations before the update (shipped PPO, guard, value)", "ppo-guard-value-reserve",
+     "site", "—"),
 ]
 
 
@@ -246,7 +258,7 @@ def main():
               f"{d['unsettled']} of {d['events']} | {d['tokens_lost_per_event']:.3g} | "
               f"{d['schedule_tokens_cost_pct']:.2f} % | {100 * d['windows_30s_over']:.2f} % "
               f"({100 * d['windows_05s_over']:.2f} %) |")
-    print(f"\nThe frontier: {FRONTIER_CONFIG} (PID, guard, value-based grants) at other site "
+    print(f"\nThe frontier: {FRONTIER_CONFIG} (shipped PPO, guard, value-based grants) at other site "
           "budgets; no budget draws "
           f"{100 * summary['frontier'][0]['free_mean_power_fraction']:.1f} % of nameplate on "
           "average\n")

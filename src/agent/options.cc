@@ -34,10 +34,10 @@ Status CheckAgentOptions(const AgentOptions& o) {
     if (auto st = coord::CheckName(o.site, "--site"); !st) return st;
     if (auto st = coord::CheckName(o.job, "--job"); !st) return st;
   } else if (!o.site_log.empty() || o.node_overhead_w || o.nameplate_w || o.standby_w ||
-             o.site_fail_open) {
+             o.update_w || o.site_fail_open) {
     return Error::Usage(
-        "--site-log, --node-overhead-w, --nameplate-w, --standby-w and --site-fail-open need "
-        "--site-etcd");
+        "--site-log, --node-overhead-w, --nameplate-w, --standby-w, --update-w and "
+        "--site-fail-open need --site-etcd");
   }
   if (o.controller != "ppo" && o.controller != "pid" && o.controller != "uncontrolled") {
     return Error::Usage(
@@ -263,6 +263,11 @@ Result<coord::MemberConfig> DeriveMember(const AgentOptions& o, const MemberFact
         "budget outside the site's count (unsafe for the site budget)");
   }
   mc.node_overhead_w = f.overhead_w;
+  // The update's watts for reservations before the update (coord/reservation.h); unknown: 0
+  // (the coordinator takes what the member's timeline measured).
+  if (const std::optional<double> u = o.update_w ? o.update_w : f.update_w; u && *u > 0.0) {
+    mc.update_w = std::min(*u, nameplate_per_gpu_w) * f.gpus + f.overhead_w;
+  }
   mc.nameplate_w = nameplate_per_gpu_w * f.gpus + f.overhead_w;
   mc.floor_w = floor_per_gpu_w * f.gpus + f.overhead_w;
   // With no grant: the floor, or --budget-w when lower.

@@ -57,6 +57,7 @@ struct AgentOptions {
   std::optional<double> node_overhead_w;
   std::optional<double> nameplate_w;  // per GPU
   std::optional<double> standby_w;    // per GPU
+  std::optional<double> update_w;     // per GPU: the update's unconstrained power
   bool site_fail_open = false;
   std::string site_log;
 
@@ -95,6 +96,7 @@ struct MemberFacts {
   std::optional<double> floor_w;                           // known without the option: the twin's
   std::optional<double> nameplate_w;                       // the scenario's or the envelope's
   std::optional<double> standby_w;                         // the twin's idle, loaded
+  std::optional<double> update_w;                          // the twin's log-prob/train power
   std::optional<double> measured_w;  // the GPUs' mean power at start; none: unread
   std::string holder;                // this process (common/process_identity.h)
 };

@@ -98,6 +98,11 @@ Command SetupAgent(CLI::App& app) {
          "Per GPU, the job's GPUs idle with the model loaded: what it draws while the "
          "site holds it (default: the scenario's, else measured at start), with --site-etcd")
       ->check(Real(0.0, kMaxGpuPowerW));
+  app.add_option("--update-w", a->o.update_w,
+                 "Per GPU, what the job's update (log-probs, training) draws unconstrained: the "
+                 "watts a coordinator with --stagger reserve reserves before it starts (default: "
+                 "the scenario's, else what the step timeline measured), with --site-etcd")
+      ->check(Real(0.0, kMaxGpuPowerW));
   AddRenamedFlag(app, "--fleet-fail-open", "--site-fail-open", &a->o.site_fail_open);
   app.add_flag("--site-fail-open", a->o.site_fail_open,
                "Not admitted, or etcd unreachable at start: run on the local budget instead of "

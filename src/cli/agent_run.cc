@@ -166,6 +166,7 @@ Result<std::unique_ptr<coord::LazyStore>> JoinSite(const AgentArgs& a, const Job
   if (parts->link != nullptr) {  // the twin
     f.floor_w = job.scenario->floor_w;
     f.standby_w = job.scenario->idle_loaded_w;
+    f.update_w = job.scenario->update_w;
   } else {
     f.measured_w = agent::MeanPowerW(*parts->source);
   }

@@ -24,6 +24,7 @@ struct AgentScenario {
   std::string gpu_model;
   double floor_w = 0.0;        // the job's power at its lowest actuation
   double idle_loaded_w = 0.0;  // standby: idle with the model loaded
+  double update_w = 0.0;       // its update's power at full clocks: log-probs or training
 };
 
 // A built-in scenario or a TOML file; refused when it has no rollout to steer.

@@ -133,6 +133,7 @@ Status RunCoordinator(const CoordinatorArgs& args) {
   config.fairness = scheduling.fairness;
   config.max_hold_s = scheduling.max_hold_s;
   config.stagger_passes = scheduling.stagger_passes;
+  config.reserve_updates = scheduling.reserve_updates;
   config.id = ReplicaId();
   config.listen = serving->listen.WithPort(server.port());
   coord::CoordinatorHost host(**store, config, SteadyNowS, log);

@@ -84,6 +84,7 @@ Status RunFleetSimCommand(const FleetSimArgs& args) {
   config.fairness = scheduling.fairness;
   config.max_hold_s = scheduling.max_hold_s;
   config.stagger_passes = scheduling.stagger_passes;
+  config.reserve_updates = scheduling.reserve_updates;
   config.random_offsets = args.offsets == "random";
   config.job_control = args.job_control == "on";
   config.guard_power_limit = args.guard_power_limit;

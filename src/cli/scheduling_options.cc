@@ -17,8 +17,10 @@ void AddSchedulingOptions(CLI::App& app, SchedulingArgs* a) {
       ->capture_default_str();
   app.add_option("--stagger", a->stagger,
                  "Phase staggering: none, greedy (each job's best hold before its next step, in "
-                 "the order the steps start) or descent (greedy repeated until nothing improves)")
-      ->check(CLI::IsMember({"none", "greedy", "descent"}))
+                 "the order the steps start), descent (greedy repeated until nothing improves) or "
+                 "reserve (each job's update reserved before it starts -- its grant raised to "
+                 "the update's watts -- or the job held at its step boundary until one fits)")
+      ->check(CLI::IsMember({"none", "greedy", "descent", "reserve"}))
       ->capture_default_str();
   app.add_option("--max-hold-s", a->max_hold_s, "The longest hold before a step (with --stagger)")
       ->check(Real(1.0, 3600.0))
@@ -32,6 +34,7 @@ Scheduling SchedulingOf(const SchedulingArgs& a) {
   s.fairness = a.fairness == "max-min" ? coord::Fairness::kMaxMin : coord::Fairness::kNone;
   s.max_hold_s = a.stagger == "none" ? 0.0 : a.max_hold_s;
   s.stagger_passes = a.stagger == "descent" ? 4 : 1;
+  s.reserve_updates = a.stagger == "reserve";
   return s;
 }
 

@@ -21,8 +21,9 @@ void AddSchedulingOptions(CLI::App& app, SchedulingArgs* args);
 struct Scheduling {
   coord::Allocation allocation = coord::Allocation::kProportional;
   coord::Fairness fairness = coord::Fairness::kNone;
-  double max_hold_s = 0.0;  // 0: no staggering
-  int stagger_passes = 1;   // 1: greedy; more: descent
+  double max_hold_s = 0.0;       // 0: no staggering
+  int stagger_passes = 1;        // 1: greedy; more: descent
+  bool reserve_updates = false;  // --stagger reserve (coord/reservation.h)
 };
 Scheduling SchedulingOf(const SchedulingArgs& args);
 

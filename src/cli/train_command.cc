@@ -29,6 +29,7 @@ namespace {
 struct TrainArgs {
   std::string scenario;
   std::optional<double> budget_w;
+  bool site_range = false;
   long long timesteps = 0;
   uint64_t seed = 1;
   std::string out;
@@ -58,6 +59,11 @@ Status RunTrain(const TrainArgs& args, const std::string& command_line) {
     if (args.budget_w) {
       if (auto st = CheckBudget(*s, *args.budget_w); !st) return st;
       config.budget_ranges_w.emplace_back(*args.budget_w, *args.budget_w);
+    } else if (args.site_range) {
+      // What a site hands out: down to the job's floor there (its GPUs' lowest power limit,
+      // the agent's floor with --guard-power-limit), up to the top of the scenario's range.
+      config.budget_ranges_w.emplace_back(std::min(s->power_limit_min_w, s->budget_range_w.first),
+                                          s->budget_range_w.second);
     } else {
       config.budget_ranges_w.push_back(s->budget_range_w);
     }
@@ -185,8 +191,10 @@ Status RunTrain(const TrainArgs& args, const std::string& command_line) {
   }
   policy.command = command_line;
   policy.trained_budget =
-      (args.budget_w ? fmt::format("{} W", *args.budget_w)
-                     : std::string("each scenario's budget.range_w")) +
+      (args.budget_w     ? fmt::format("{} W", *args.budget_w)
+       : args.site_range ? std::string("a site's range: the lowest power limit to the top of "
+                                       "each scenario's budget.range_w")
+                         : std::string("each scenario's budget.range_w")) +
       (args.moving_budget_fraction > 0.0
            ? fmt::format("; moving in {:g}% of the episodes", 100.0 * args.moving_budget_fraction)
            : std::string());
@@ -219,6 +227,11 @@ Command SetupTrain(CLI::App& app) {
                  "Train at this budget per GPU in W only, within the scenario's budget.range_w "
                  "(default: the scenario's budget range)")
       ->check(Real(kMinGpuPowerW, kMaxGpuPowerW));
+  app.add_flag("--site-range", args->site_range,
+               "Train over the budgets a site hands out: from the GPUs' lowest power limit (the "
+               "job's floor in a site with --guard-power-limit) to the top of the scenario's "
+               "budget.range_w")
+      ->excludes("--budget-w");
   app.add_option("--timesteps", args->timesteps, "Control intervals to train on")
       ->required()
       ->check(Integer(1, 1000000000));

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <set>
 
+#include "coord/reservation.h"
+
 namespace headroom::coord {
 
 Coordinator::Coordinator(Store& store, CoordinatorConfig config, std::function<double()> now_s,
@@ -50,6 +52,39 @@ void Coordinator::PlanStagger(const Ledger& ledger, PlanInput* in) {
   status_.stagger_tokens_saved = p.tokens_saved;
   status_.stagger_peak_before_w = p.peak_before_w;
   status_.stagger_peak_after_w = p.peak_after_w;
+  for (const auto& [job, hold_s] : p.hold_s) {
+    if (in->holds.contains(job)) continue;
+    in->holds[job] = {hold_s, hold_s > 0.0 ? jobs.at(job).timeline.step + 1 : 0};
+  }
+}
+
+void Coordinator::PlanUpdateReservations(const Ledger& ledger, PlanInput* in) {
+  std::map<std::string, ReservationJob> jobs;
+  for (const auto& [job, m] : in->members) {
+    const auto j = ledger.jobs.find(job);
+    if (j == ledger.jobs.end() || j->second.lease != m.lease || !m.has_timeline ||
+        j->second.job_class != JobClass::kGuaranteed) {
+      continue;
+    }
+    // A hold begun keeps its grant: no other for that step.
+    const auto g = in->grants.find(job);
+    if (m.timeline.held_left_s > 0.0 && g != in->grants.end()) {
+      in->holds[job] = {g->second.hold_s, g->second.hold_step};
+    }
+    // What its update draws unconstrained: as the member says, else as its timeline measured.
+    jobs[job] = {m.timeline, j->second.floor_w, m.update_w > 0.0 ? m.update_w : m.timeline.rest_w};
+  }
+  // The opportunistic jobs' floors are 0: only the guaranteed ones and the standby count.
+  ReservationOptions o;
+  o.budget_w = std::min(ledger.site_budget_w, ledger.target_site_budget_w) -
+               std::max(ledger.reserve_w, ledger.TargetReserveW()) - ledger.StandbyW();
+  o.lead_s = config_.reservation_lead_s > 0.0 ? config_.reservation_lead_s : 3.0 * config_.period_s;
+  o.horizon_s = config_.stagger_horizon_s;
+  o.max_hold_s = config_.max_hold_s;
+  const ReservationPlan p = PlanReservations(jobs, o);
+  in->reserved_w = p.reserved_w;
+  status_.reserved_jobs = static_cast<int>(p.reserved_w.size());
+  status_.unreserved_updates = p.unreserved;
   for (const auto& [job, hold_s] : p.hold_s) {
     if (in->holds.contains(job)) continue;
     in->holds[job] = {hold_s, hold_s > 0.0 ? jobs.at(job).timeline.step + 1 : 0};
@@ -440,7 +475,11 @@ void Coordinator::Lead(double now_s) {
   };
   for (const auto& [job, j] : ledger.jobs) absent(job);
   for (const auto& [job, s] : ledger.standby) absent(job);
-  if (config_.max_hold_s > 0.0) PlanStagger(ledger, &in);
+  if (config_.reserve_updates) {
+    PlanUpdateReservations(ledger, &in);
+  } else if (config_.max_hold_s > 0.0) {
+    PlanStagger(ledger, &in);
+  }
   // Grants carry the ledger's epoch: its key's create_revision, unknown until a new ledger is
   // written (then its grants follow in the next period).
   in.epoch = ledger_kv != nullptr ? ledger_kv->create_revision : 0;

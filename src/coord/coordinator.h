@@ -35,6 +35,10 @@ struct CoordinatorConfig {
   double max_hold_s = 0.0;
   double stagger_horizon_s = 600.0;
   int stagger_passes = 1;
+  // Reservations before the update (coord/reservation.h): each job's update reserved before it
+  // starts, or the job held (up to max_hold_s) until one fits; replaces staggering's holds.
+  bool reserve_updates = false;
+  double reservation_lead_s = 0.0;  // 0: three periods
   // Loans to opportunistic jobs (coord/plan.h, PlanInput): 0 s: none.
   double loan_lead_s = 0.0;
   double loan_margin = 0.05;
@@ -67,6 +71,10 @@ struct CoordinatorStatus {
   // The last staggering plan's prediction (with --max-hold-s).
   double stagger_tokens_saved = 0.0;
   double stagger_peak_before_w = 0.0, stagger_peak_after_w = 0.0;
+  // The last reservation plan (with reserve_updates): jobs whose update is reserved now, and
+  // updates within the horizon no hold could fit (they run unreserved).
+  int reserved_jobs = 0;
+  int unreserved_updates = 0;
   uint64_t malformed_values = 0;
   // Member keys alive whose values cannot be read: their jobs keep what they hold.
   std::vector<std::string> unreadable;
@@ -120,6 +128,7 @@ class Coordinator {
   // `lost`: leadership lost (counted), not given up by Resign.
   void StepDown(const std::string& why, bool lost = true);
   void PlanStagger(const Ledger& ledger, PlanInput* in);
+  void PlanUpdateReservations(const Ledger& ledger, PlanInput* in);
   void Lead(double now_s);
   // A follower's period: reads the ledger, so that whichever replica leads after the store's
   // state is lost starts from the site's last ledger (docs/FLEET.md, "State loss").

@@ -234,6 +234,7 @@ std::string ToJson(const Member& m) {
          {"class", JobClassName(m.job_class)}};
   if (!m.slurm_job.empty()) j["slurm_job"] = m.slurm_job;
   if (m.standby_w >= 0.0) j["standby_w"] = m.standby_w;
+  if (m.update_w > 0.0) j["update_w"] = m.update_w;
   if (m.has_timeline) {
     const StepTimeline& t = m.timeline;
     j["timeline"] = {{"step", t.step},
@@ -343,6 +344,7 @@ Result<Member> MemberFromJson(std::string_view text, std::string_view where) {
   m.holder = r.OptionalString("holder");
   m.slurm_job = r.OptionalString("slurm_job");
   if (r.error().empty() && j->contains("standby_w")) m.standby_w = r.Watts("standby_w");
+  if (r.error().empty() && j->contains("update_w")) m.update_w = r.Watts("update_w");
   ReadJobClass(r, m.job_class);
   if (r.error().empty() && j->contains("value_curve")) {
     const json& c = (*j)["value_curve"];

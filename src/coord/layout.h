@@ -93,6 +93,10 @@ struct Member {
   // Its GPUs idle plus the node overhead: what it draws while its trainer holds (docs/FLEET.md,
   // "Every job at the site"). JSON "standby_w", optional; below 0 when absent (then the floor).
   double standby_w = -1.0;
+  // What its update (the part of its step after the rollout) draws unconstrained, with the node
+  // overhead: the watts a reservation before the update holds for it (coord/reservation.h).
+  // JSON "update_w", optional; 0 when absent (then the timeline's measured rest_w).
+  double update_w = 0.0;
 };
 
 // The phases in which a job's trainer runs no step (it holds, loads, or has stopped): "idle",

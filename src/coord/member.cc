@@ -178,6 +178,7 @@ Member SiteMember::DemandLocked(LeaseId lease) const {
   m.standby_w = config_.standby_w >= 0.0 && !ever_granted_ && !config_.fail_open
                     ? std::min(config_.standby_w, config_.floor_w)
                     : config_.floor_w;
+  m.update_w = config_.update_w;
   // The nameplate (the first version), or by phase: the floor outside rollout.
   m.demand_w = demand_override_w_ >= 0.0                                      ? demand_override_w_
                : config_.phase_demand && phase_ != PhaseName(Phase::kRollout) ? config_.floor_w

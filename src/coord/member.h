@@ -39,6 +39,9 @@ struct MemberConfig {
   // The job's GPUs idle plus the node overhead: what it acts on, held, until admitted; below 0:
   // none known (the floor is published and acted on instead).
   double standby_w = -1.0;
+  // What the job's update draws unconstrained + node overhead, published for reservations before
+  // the update (coord/reservation.h); 0: unknown (the coordinator takes its timeline's rest_w).
+  double update_w = 0.0;
   // Never granted: the local budget and no hold instead of standby (--site-fail-open).
   bool fail_open = false;
   double node_overhead_w = 0.0;  // inside nameplate_w and floor_w: the node's other power

@@ -322,14 +322,38 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
 
   // 3. Targets: the guaranteed jobs' from the budget less the reserve and the waiting floors;
   // the opportunistic jobs' from what those targets leave (docs/FLEET.md, "Job classes").
+  // A reserved update raises its job's floor here (only here: the ledger's floor is the job's).
+  const double guaranteed_available_w = alloc_budget_w - waiting_w - l.StandbyW();
+  std::map<std::string, double> target_floor_w;
+  {
+    double raised_floors_w = 0.0;
+    for (const auto& [name, j] : l.jobs) {
+      double f = j.floor_w;
+      const auto r = in.reserved_w.find(name);
+      if (r != in.reserved_w.end() && j.job_class == JobClass::kGuaranteed && j.lease != 0) {
+        f = std::clamp(r->second, j.floor_w, std::max(j.floor_w, j.demand_w));
+      }
+      target_floor_w[name] = f;
+      if (j.job_class == JobClass::kGuaranteed) raised_floors_w += f;
+    }
+    if (raised_floors_w > guaranteed_available_w + kEpsW) {
+      if (!in.reserved_w.empty()) {
+        log.Warn(
+            fmt::format("reservations ignored: the raised floors ({:.1f} W) do not fit in "
+                        "{:.1f} W",
+                        raised_floors_w, guaranteed_available_w));
+      }
+      for (const auto& [name, j] : l.jobs) target_floor_w[name] = j.floor_w;
+    }
+  }
   const auto targets_of = [&](JobClass c, double available_w) {
     if (in.allocation == Allocation::kValue) {
       std::map<std::string, ValueJob> value_jobs;
       for (const auto& [name, j] : l.jobs) {
         if (j.job_class != c) continue;
         ValueJob v;
-        v.floor_w = j.floor_w;
-        v.demand_w = j.lease == 0 ? j.floor_w : j.demand_w;
+        v.floor_w = target_floor_w.at(name);
+        v.demand_w = j.lease == 0 ? j.floor_w : std::max(j.demand_w, v.floor_w);
         const auto m = in.members.find(name);
         if (j.lease != 0 && m != in.members.end() && m->second.lease == j.lease) {
           v.curve = m->second.value_curve;
@@ -346,13 +370,13 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
     for (const auto& [name, j] : l.jobs) {
       if (j.job_class != c) continue;
       // A job with no member is held at its floor until it is back or forgotten.
-      const double demand_w = j.lease == 0 ? j.floor_w : j.demand_w;
-      alloc_jobs[name] = {j.floor_w, demand_w};
+      const double floor_w = target_floor_w.at(name);
+      const double demand_w = j.lease == 0 ? j.floor_w : std::max(j.demand_w, floor_w);
+      alloc_jobs[name] = {floor_w, demand_w};
     }
     return Allocate(available_w, alloc_jobs);
   };
-  std::map<std::string, double> target =
-      targets_of(JobClass::kGuaranteed, alloc_budget_w - waiting_w - l.StandbyW());
+  std::map<std::string, double> target = targets_of(JobClass::kGuaranteed, guaranteed_available_w);
   double guaranteed_w = 0.0;
   for (const auto& [name, t] : target) guaranteed_w += t;
   // What the guaranteed targets leave; and what the guaranteed jobs are expected to leave

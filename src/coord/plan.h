@@ -18,9 +18,10 @@
 //      Admission moves a job from its standby to its floor once floor - standby is free; the
 //      standby of every other job not admitted takes room as the floors do.
 //      (A site budget increase is in force before any of this.)
-//   3. Targets: every floor covered, the rest split in proportion to demand above floor (Allocate)
-//      or by value (AllocateByValue: the members' value curves; a member without one, a straight
-//      line at its average value), capped at demand.
+//   3. Targets: every floor covered (raised, for a job whose update is reserved, to its update's
+//      watts: PlanInput::reserved_w), the rest split in proportion to demand above floor
+//      (Allocate) or by value (AllocateByValue: the members' value curves; a member without one,
+//      a straight line at its average value), capped at demand.
 //   4. Down first: grants above their target are lowered at once (held stays until acked); grants
 //      below it are raised only into room = budget - reserve - sum of held, shared in proportion
 //      to what each still wants; a raised grant is held at once.
@@ -89,6 +90,11 @@ struct PlanInput {
     int64_t hold_step = 0;
   };
   std::map<std::string, Hold> holds;
+  // Reservations before the update (coord/reservation.h) in force now: a guaranteed job's floor
+  // in the targets is raised to these watts (at most its demand) while its update runs, so that
+  // the others' grants come down to make the room first. Ignored, all of them, when the raised
+  // floors do not fit (the reservation planner keeps them within the budget).
+  std::map<std::string, double> reserved_w;
   // Loans (docs/FLEET.md, "Job classes"): opportunistic jobs may also borrow what the
   // guaranteed jobs are expected not to draw over the next loan_lead_s (their published power,
   // and their step timeline's prediction, x (1 + loan_margin); in rollout, or with no power

@@ -204,15 +204,24 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
       auto built = control::MakeController(cs);
       if (!built) return std::move(built).error();
       job.controller.emplace(std::move(*built));
-      const auto [lo_w, hi_w] = job.scenario.budget_range_w;
+      // A policy acts on the budgets it was trained on (its envelope for this scenario).
+      const control::PolicyEnvelope* envelope =
+          job.policy ? control::FindEnvelope(*job.policy, job.scenario.name) : nullptr;
+      const auto [lo_w, hi_w] = envelope ? envelope->budget_range_w : job.scenario.budget_range_w;
       const int gpus = job.scenario.gpus;
       // Without job control a power limit is the only actuator, and with the guard one is the
-      // backstop under the controller: the lowest limit is the floor (as the agent's).
+      // backstop under the controller: the lowest limit is the floor (as the agent's). As the
+      // agent's too (agent/options.cc), a policy's floor is at least the low end of its trained
+      // range: SiteBudget clamps what the job acts on into that range, which must never raise
+      // it above the grant.
       const bool guarded =
           config.job_control && config.guard_power_limit && mode != Mode::kUncontrolled;
-      const double floor_per_gpu_w = !config.job_control || guarded ? job.scenario.power_limit_min_w
-                                     : job.policy ? std::max(FloorPerGpuW(job.scenario), lo_w)
-                                                  : FloorPerGpuW(job.scenario);
+      const double base_floor_per_gpu_w = !config.job_control || guarded
+                                              ? job.scenario.power_limit_min_w
+                                              : FloorPerGpuW(job.scenario);
+      const double floor_per_gpu_w = config.job_control && job.policy
+                                         ? std::max(base_floor_per_gpu_w, lo_w)
+                                         : base_floor_per_gpu_w;
       job.floor_w = floor_per_gpu_w * gpus;
       job.static_w = job.scenario.budget_w;
       *nameplate_w += job.scenario.nameplate_w * gpus;
@@ -260,6 +269,10 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
         mc.nameplate_w = job.scenario.nameplate_w * gpus;
         mc.floor_w = job.floor_w;
         mc.local_budget_w = job.floor_w;
+        // What it draws held before admission (its GPUs idle with the model loaded), as the
+        // agent measures it at start; counted so once the job is held (coord::StandbyChargeW).
+        mc.standby_w = job.scenario.idle_loaded_w * gpus;
+        mc.update_w = std::max(job.scenario.logprob_power_w, job.scenario.train_power_w) * gpus;
         mc.lease_ttl_s = config.lease_ttl_s;
         mc.fence_margin_s = std::min(1.0, static_cast<double>(config.lease_ttl_s) / 3.0);
         if (by_value) {
@@ -327,6 +340,7 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
     cc.fairness = config.fairness;
     cc.max_hold_s = config.max_hold_s;
     cc.stagger_passes = config.stagger_passes;
+    cc.reserve_updates = config.reserve_updates;
     if (config.opportunistic.workers > 0) {
       cc.loan_lead_s = config.loan_lead_s > 0.0 ? config.loan_lead_s : 3.0 * config.period_s;
       cc.loan_cover = config.loan_cover;
@@ -389,6 +403,8 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
           j.last_from = b.from;
         }
         j.agent->SetHold(b.hold_s, b.hold_id);  // reaches the twin through the actuation
+        // Not admitted: the trainer starts no step (fails closed, as the agent's trainers do).
+        j.agent->SetSite(b.site, b.standby);
       } else if (k > 0) {
         j.grant_time_w_s += j.agent->budget_w() * j.scenario.gpus * config.interval_s;
       }
@@ -646,7 +662,8 @@ Result<FleetSimResult> RunFleetSim(const FleetSimConfig& config, coord::Store* s
   out.job_control = config.job_control;
   out.guard_power_limit = config.job_control && config.guard_power_limit;
   out.max_hold_s = config.max_hold_s;
-  out.stagger = config.max_hold_s <= 0.0    ? "none"
+  out.stagger = config.reserve_updates      ? "reserve"
+                : config.max_hold_s <= 0.0  ? "none"
                 : config.stagger_passes > 1 ? "descent"
                                             : "greedy";
   FleetSimConfig alone = config;

@@ -94,6 +94,10 @@ struct FleetSimConfig {
   // by the coordinator; 0: none. passes 1: greedy, more: coordinate descent.
   double max_hold_s = 0.0;
   int stagger_passes = 1;
+  // Reservations before the update (coord/reservation.h) instead of staggering's holds: each
+  // job publishes its update's watts (its scenario's log-prob or training power, the higher, at
+  // full clocks); the holds, up to max_hold_s.
+  bool reserve_updates = false;
   // Demand response (coord/site_schedule.h): the site budget's changes, each asked of the
   // coordinator `budget_lead_s` before it starts (a decrease, within its notice) or when it
   // starts (an increase); 0: three periods. Windows count against the budget of the moment.

@@ -148,6 +148,38 @@ DaemonClock Clock() {
   return {MonotonicS, [] { return 1.7e9; }, [](double) {}};
 }
 
+// The member's update watts (reservations before the update): --update-w per GPU, else the
+// twin's; capped at the nameplate; with the node overhead, for the job's GPUs.
+TEST(DeriveMember, TheUpdatesWattsFromTheOptionElseTheTwinsCappedAtTheNameplate) {
+  AgentOptions o;
+  o.site_etcd = "etcd://127.0.0.1:2379";
+  o.site = "s";
+  o.job = "j";
+  o.floor_w = 100.0;
+  MemberFacts f;
+  f.gpus = 2;
+  f.overhead_w = 50.0;
+  f.nameplate_w = 400.0;
+  f.standby_w = 60.0;
+  auto m = DeriveMember(o, f, Logger());
+  ASSERT_TRUE(m.ok()) << m.error().message();
+  EXPECT_EQ(m->update_w, 0.0);  // unknown: the coordinator takes the timeline's
+  f.update_w = 380.0;
+  m = DeriveMember(o, f, Logger());
+  ASSERT_TRUE(m.ok());
+  EXPECT_DOUBLE_EQ(m->update_w, 2 * 380.0 + 50.0);
+  o.update_w = 900.0;  // above the nameplate: the nameplate
+  m = DeriveMember(o, f, Logger());
+  ASSERT_TRUE(m.ok());
+  EXPECT_DOUBLE_EQ(m->update_w, 2 * 400.0 + 50.0);
+  AgentOptions alone;
+  alone.source = "twin";
+  alone.update_w = 300.0;
+  const Status refused = CheckAgentOptions(alone);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("--update-w"), std::string::npos);
+}
+
 TEST(Daemon, PutsTheLimitsBackBeforeTheMemberLeaves) {
   Fixture fx;
   AgentDaemon daemon(fx.Parts(), Clock(), Logger());

@@ -529,6 +529,8 @@ TEST_F(Cli, TrainThenEvalWithThePolicy) {
   EXPECT_EQ(pj["version"], 4);
   ASSERT_EQ(pj["envelopes"].size(), 1u);
   EXPECT_EQ(pj["envelopes"][0]["scenario"], "a100-7b-tp1");
+  // The scenario's range (scenarios/a100-7b-tp1.toml: budget.range_w).
+  EXPECT_EQ(pj["envelopes"][0]["budget_range_w"], nlohmann::json::array({260.0, 400.0}));
   EXPECT_EQ(pj["heads"], nlohmann::json::array({5, 5, 5}));
   EXPECT_EQ(pj["phases"][1], "startup");
   EXPECT_EQ(pj["shield"]["sustain"], 2);
@@ -610,6 +612,24 @@ TEST_F(Cli, EvalRefusesBadInputBeforeRunning) {
                (dir_ / "x.json").string());
   EXPECT_EQ(r.status, 2);
   EXPECT_FALSE(fs::exists(dir_ / "x.json"));
+  r = Headroom("train --scenario a100-7b-tp1 --budget-w 300 --site-range --timesteps 10 --out " +
+               (dir_ / "x.json").string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err, HasSubstr("excludes --site-range"));
+  EXPECT_FALSE(fs::exists(dir_ / "x.json"));
+}
+
+// --site-range: the budgets a site hands out, from the GPUs' lowest power limit (the job's
+// floor with the guard: scenarios/a100-7b-tp1.toml's power_limit.min_w, 100 W) to the top of the
+// scenario's range (400 W), carried in the policy's envelope.
+TEST_F(Cli, TrainOverASitesRangeDownToTheLowestLimit) {
+  const std::string policy = (dir_ / "site.json").string();
+  auto t = Headroom("train --scenario a100-7b-tp1 --site-range --timesteps 500 --envs 2 --out " +
+                    policy);
+  ASSERT_EQ(t.status, 0) << t.err;
+  const auto pj = nlohmann::json::parse(Slurp(policy));
+  EXPECT_EQ(pj["envelopes"][0]["budget_range_w"], nlohmann::json::array({100.0, 400.0}));
+  EXPECT_THAT(pj["trained_budget"].get<std::string>(), HasSubstr("a site's range"));
 }
 
 TEST_F(Cli, AgentRunsOnTheTwinFromAConfigFile) {

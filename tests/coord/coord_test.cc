@@ -224,6 +224,23 @@ TEST(Layout, ValuesRoundTripAndBadOnesAreRefusedWithTheField) {
   ASSERT_FALSE(neg);
   EXPECT_EQ(neg.error().message(), "g: field 'job_budget_w': expected watts >= 0");
   EXPECT_FALSE(MemberFromJson("not json", "m"));
+  // A member's update watts (reservations before the update): optional, watts >= 0.
+  Member m;
+  m.job = "a";
+  m.gpus = 2;
+  m.floor_w = 200;
+  m.demand_w = 800;
+  m.update_w = 760;
+  auto mb = MemberFromJson(ToJson(m), "m");
+  ASSERT_TRUE(mb) << mb.error().message();
+  EXPECT_EQ(mb->update_w, 760);
+  m.update_w = 0;
+  EXPECT_EQ(ToJson(m).find("update_w"), std::string::npos);  // absent: 0
+  std::string text = ToJson(m);
+  text.insert(text.size() - 1, R"(,"update_w":-1)");
+  auto neg_update = MemberFromJson(text, "m");
+  ASSERT_FALSE(neg_update);
+  EXPECT_EQ(neg_update.error().message(), "m: field 'update_w': expected watts >= 0");
   EXPECT_FALSE(CheckName("a/b", "job"));
   EXPECT_TRUE(CheckName("job-1.x_y", "job"));
 }
@@ -430,6 +447,43 @@ TEST(Member, DemandByPhaseAndAValueCurveFromItsOwnHistory) {
   auto r = store.Get("/headroom/s/members/k", false);
   ASSERT_TRUE(r && r->kvs.size() == 1);
   EXPECT_EQ(MemberFromJson(r->kvs[0].value, "member")->value_curve.size(), 2u);
+}
+
+// A reserved update (coord/reservation.h) raises its job's floor in the targets: the other
+// job's grant comes down first, and the reserved one rises once that is acknowledged; the
+// invariant holds at every plan. Raised floors that do not fit are ignored, all of them.
+TEST(Plan, AReservedUpdateRaisesItsJobsTargetDownFirst) {
+  PlanInput in;
+  in.members = {{"a", M("a", 100, 1000, 1)}, {"b", M("b", 100, 1000, 2)}};
+  in.registered_at = {{"a", 1}, {"b", 2}};
+  PlanOutput p = Plan(Fresh(1000, 0), in, 5);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("a").grant_w, 500);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("b").grant_w, 500);
+  Ledger l = p.ledger;
+  for (const Grant& g : p.grants) in.grants[g.job] = g;
+  // a's update reserved at 700 W: its floor 700, the 200 W left split in proportion to demand
+  // above the floors (a: 300, b: 900): a 700 + 200 x 300/1200 = 750, b 100 + 200 x 900/1200 = 250.
+  in.reserved_w = {{"a", 700}};
+  p = Plan(l, in, 5);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("b").grant_w, 250);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("b").held_w, 500);   // until b acknowledges
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("a").grant_w, 500);  // no room yet
+  EXPECT_GE(InvariantSlackW(p.ledger), 0.0);
+  l = p.ledger;
+  for (const Grant& g : p.grants) in.grants[g.job] = g;
+  in.acks["b"] = {"b", 5, l.jobs.at("b").seq, 2, 250};
+  p = Plan(l, in, 5);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("b").held_w, 250);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("a").grant_w, 750);
+  EXPECT_GE(InvariantSlackW(p.ledger), 0.0);
+  // Reservations whose raised floors exceed the budget are ignored: back to 500 / 500.
+  l = p.ledger;
+  for (const Grant& g : p.grants) in.grants[g.job] = g;
+  in.acks["a"] = {"a", 5, l.jobs.at("a").seq, 1, 750};
+  in.reserved_w = {{"a", 700}, {"b", 700}};
+  p = Plan(l, in, 5);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("a").grant_w, 500);
+  EXPECT_GE(InvariantSlackW(p.ledger), 0.0);
 }
 
 TEST(Plan, AHoldTravelsWithTheGrantAndAChangedOneRewritesIt) {

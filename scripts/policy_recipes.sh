@@ -8,11 +8,11 @@
 # 2001-2005, never the evaluation seeds): sim/checkpoint_select.h.
 # shellcheck disable=SC2034  # used by the scripts that source this file
 recipes=(
-  "a100-7b-tp1|500|--scenario a100-7b-tp1 --timesteps 6000000 --violation-target 0.003 --entropy-coef 0.01"
-  "a100-72b-tp4|8|--scenario a100-72b-tp4 --timesteps 1500000 --violation-target 0.001 --cost-window-s 30"
-  "h100-8b-tp1|100|--scenario h100-8b-tp1 --timesteps 3000000 --violation-target 0.0001"
-  "a100-14b-tp2|100|--scenario a100-14b-tp2 --timesteps 2000000 --violation-target 0.003"
-  "h100-70b-tp4|100|--scenario h100-70b-tp4 --timesteps 1500000 --violation-target 0.003"
+  "a100-7b-tp1|500|--scenario a100-7b-tp1 --site-range --timesteps 6000000 --violation-target 0.003 --entropy-coef 0.01"
+  "a100-72b-tp4|8|--scenario a100-72b-tp4 --site-range --timesteps 1500000 --violation-target 0.001 --cost-window-s 30"
+  "h100-8b-tp1|100|--scenario h100-8b-tp1 --site-range --timesteps 3000000 --violation-target 0.0001"
+  "a100-14b-tp2|100|--scenario a100-14b-tp2 --site-range --timesteps 2000000 --violation-target 0.003"
+  "h100-70b-tp4|100|--scenario h100-70b-tp4 --site-range --timesteps 1500000 --violation-target 0.003"
 )
 select_options() {  # EVAL_STEPS
   echo "--select-checkpoints 8 --select-seeds 5 --select-steps $1"

@@ -279,6 +279,8 @@ Command SetupTrain(CLI::App& app) {
     for (const auto& o : app.get_options()) {
       if (o->count() == 0 || o->get_name() == "--help") continue;
       line += " " + o->get_name();
+      // A flag is its name alone ("--family true" would not parse back).
+      if (o->get_items_expected_max() == 0) continue;
       for (const auto& r : o->results()) line += " " + r;
     }
     return RunTrain(*args, line);

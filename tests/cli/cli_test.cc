@@ -630,6 +630,11 @@ TEST_F(Cli, TrainOverASitesRangeDownToTheLowestLimit) {
   const auto pj = nlohmann::json::parse(Slurp(policy));
   EXPECT_EQ(pj["envelopes"][0]["budget_range_w"], nlohmann::json::array({100.0, 400.0}));
   EXPECT_THAT(pj["trained_budget"].get<std::string>(), HasSubstr("a site's range"));
+  // The command it records runs again: a flag is its name alone.
+  const std::string command = pj["command"].get<std::string>();
+  EXPECT_THAT(command, HasSubstr("--site-range --timesteps 500"));
+  auto again = Headroom(command.substr(std::string("headroom ").size()) + " --seed 2");
+  EXPECT_EQ(again.status, 0) << again.err;
 }
 
 TEST_F(Cli, AgentRunsOnTheTwinFromAConfigFile) {

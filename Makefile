@@ -202,7 +202,8 @@ results: build
 	./scripts/control_results.sh $(HEADROOM) build/results
 
 # docs/RESULTS.md's fleet table: fleet-sim on the paper's composite, 10 seeds per row, a site
-# budget at 50 % of nameplate, and demand response (about 4 minutes).
+# budget at 50 % of nameplate, demand response, reservations before the update and the frontier
+# (about 10 minutes).
 fleet-results: build
 	/usr/bin/python3 scripts/fleet_results.py $(HEADROOM) build/fleet-results
 

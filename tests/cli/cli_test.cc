@@ -565,10 +565,11 @@ TEST_F(Cli, TrainThenEvalWithThePolicy) {
 }
 
 // A version-3 policy (no envelopes) is refused where it would run, naming the upgrade; the
-// upgrade writes it again with the envelope of the scenario it was trained on: the shipped
-// policy, which was made so, comes back byte for byte.
+// upgrade writes it again with the envelope of the scenario it was trained on (version 3 knew
+// only the scenario's range): a shipped policy trained so comes back byte for byte.
 TEST_F(Cli, PolicyUpgradeMakesAVersion3PolicyCurrent) {
-  const std::string shipped = std::string(HEADROOM_SOURCE_DIR) + "/policies/a100-7b-tp1.json";
+  const std::string shipped =
+      std::string(HEADROOM_SOURCE_DIR) + "/policies/a100-7b-tp1-fixed-group.json";
   nlohmann::json v3 = nlohmann::json::parse(Slurp(shipped));
   v3["version"] = 3;
   v3.erase("envelopes");

@@ -26,8 +26,12 @@ BUDGET_W = 3840
 
 
 def run(cmd, out):
-    with open(out, "w") as f:
+    # Written under a temporary name and renamed once whole: a run that fails leaves nothing
+    # for the next one to take as done.
+    tmp = out + ".tmp"
+    with open(tmp, "w") as f:
         subprocess.run(cmd, check=True, stdout=f, stderr=subprocess.DEVNULL)
+    os.replace(tmp, out)
     with open(out) as f:
         return json.load(f)
 

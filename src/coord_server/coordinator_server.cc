@@ -274,6 +274,10 @@ std::string CoordinatorStatusJson(const CoordinatorStatus& s, const CoordinatorC
   j["txn_latency_p50_s"] = OrNull(Quantile(s.txn_latency_s, 0.5));
   j["txn_latency_p99_s"] = OrNull(Quantile(s.txn_latency_s, 0.99));
   j["decrease_settle_s"] = s.decrease_settle_s;
+  // With --stagger reserve (coord/reservation.h): the last plan's reserved updates in force and
+  // the updates within its horizon no hold could fit.
+  j["reserved_updates"] = s.reserved_jobs;
+  j["unreserved_updates"] = s.unreserved_updates;
   j["last_error"] = s.last_error;
   if (connections) j["connections"] = *connections;
   return Dump(j) + "\n";

@@ -236,8 +236,8 @@ TEST_F(CoordinatorServerTest, StatusReportsTheLedgerAndTheMembers) {
   EXPECT_TRUE(s["refused"].is_array() && s["refused"].empty());
   EXPECT_EQ(s["conflict"], "");
   EXPECT_GE(s["ledger_writes"].get<uint64_t>(), 1u);
-  for (const char* key :
-       {"write_conflicts", "unknown_outcomes", "invariant_refusals", "malformed_values"}) {
+  for (const char* key : {"write_conflicts", "unknown_outcomes", "invariant_refusals",
+                          "malformed_values", "reserved_updates", "unreserved_updates"}) {
     EXPECT_EQ(s[key], 0) << key;
   }
   EXPECT_TRUE(s["txn_latency_p50_s"].is_number());  // 0 on the fake clock

@@ -15,6 +15,7 @@
 #include "coord/member.h"
 #include "coord/memory_store.h"
 #include "coord/plan.h"
+#include "coord/reservation.h"
 #include "coord/stagger.h"
 #include "coord/value_allocation.h"
 
@@ -179,6 +180,35 @@ void BM_PlanHolds(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * n);
 }
 BENCHMARK(BM_PlanHolds)->Args({1000, 1})->Args({1000, 4})->Unit(benchmark::kMillisecond);
+
+// Reservations before the update: the same 1,000 timelines, each update at its nameplate above
+// its floor, a budget that holds about a third of the updates at once; holds 0-60 s in 5 s steps.
+void BM_PlanReservations(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  std::map<std::string, coord::ReservationJob> jobs;
+  double floors_w = 0.0, extra_w = 0.0;
+  for (int i = 0; i < n; ++i) {
+    coord::ReservationJob j;
+    j.timeline.in_rollout = i % 2 == 0;
+    j.timeline.phase_elapsed_s = static_cast<double>(i % 17);
+    j.timeline.rollout_s = 60.0 + static_cast<double>(i % 31);
+    j.timeline.rest_s = 40.0 + static_cast<double>(i % 23);
+    j.floor_w = FloorW(i);
+    j.update_w = NameplateW(i);
+    floors_w += j.floor_w;
+    extra_w += j.update_w - j.floor_w;
+    jobs[JobName(i)] = j;
+  }
+  coord::ReservationOptions o;
+  o.budget_w = floors_w + extra_w / 3.0;
+  o.max_hold_s = 60;
+  for (auto _ : state) {
+    auto plan = coord::PlanReservations(jobs, o);
+    benchmark::DoNotOptimize(plan.hold_s.size());
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_PlanReservations)->Arg(1000)->Unit(benchmark::kMillisecond);
 
 void BM_LedgerToJson(benchmark::State& state) {
   const Site s = SteadySite(static_cast<int>(state.range(0)));

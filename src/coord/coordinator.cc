@@ -18,19 +18,35 @@ Coordinator::Coordinator(Store& store, CoordinatorConfig config, std::function<d
       now_s_(std::move(now_s)),
       log_(std::move(log)) {}
 
+namespace {
+
+// A hold begun keeps its grant: no other for that step.
+void KeepHoldBegun(const std::string& job, const Member& m, PlanInput* in) {
+  const auto g = in->grants.find(job);
+  if (m.timeline.held_left_s > 0.0 && g != in->grants.end()) {
+    in->holds[job] = {g->second.hold_s, g->second.hold_step};
+  }
+}
+
+// A plan's holds, each before its job's next step, where no hold begun is kept.
+void AddHolds(const std::map<std::string, double>& hold_s,
+              const std::map<std::string, Member>& members, PlanInput* in) {
+  for (const auto& [job, h] : hold_s) {
+    if (in->holds.contains(job)) continue;
+    in->holds[job] = {h, h > 0.0 ? members.at(job).timeline.step + 1 : 0};
+  }
+}
+
+}  // namespace
+
 void Coordinator::PlanStagger(const Ledger& ledger, PlanInput* in) {
   std::map<std::string, StaggerJob> jobs;
   double tokens_per_s = 0.0, rollout_w = 0.0;
   for (const auto& [job, m] : in->members) {
     const auto j = ledger.jobs.find(job);
     if (j == ledger.jobs.end() || j->second.lease != m.lease || !m.has_timeline) continue;
-    const auto g = in->grants.find(job);
-    StaggerJob sj{m.timeline, m.tokens_per_s};
-    // A hold begun keeps its grant: no other for that step.
-    if (m.timeline.held_left_s > 0.0 && g != in->grants.end()) {
-      in->holds[job] = {g->second.hold_s, g->second.hold_step};
-    }
-    jobs[job] = sj;
+    KeepHoldBegun(job, m, in);
+    jobs[job] = {m.timeline, m.tokens_per_s};
     // Its tokens come in rollout: their rate there is the step's over the rollout's share.
     const double step_s = m.timeline.rollout_s + m.timeline.rest_s;
     if (m.timeline.rollout_s > 0.0) {
@@ -52,10 +68,7 @@ void Coordinator::PlanStagger(const Ledger& ledger, PlanInput* in) {
   status_.stagger_tokens_saved = p.tokens_saved;
   status_.stagger_peak_before_w = p.peak_before_w;
   status_.stagger_peak_after_w = p.peak_after_w;
-  for (const auto& [job, hold_s] : p.hold_s) {
-    if (in->holds.contains(job)) continue;
-    in->holds[job] = {hold_s, hold_s > 0.0 ? jobs.at(job).timeline.step + 1 : 0};
-  }
+  AddHolds(p.hold_s, in->members, in);
 }
 
 void Coordinator::PlanUpdateReservations(const Ledger& ledger, PlanInput* in) {
@@ -66,11 +79,7 @@ void Coordinator::PlanUpdateReservations(const Ledger& ledger, PlanInput* in) {
         j->second.job_class != JobClass::kGuaranteed) {
       continue;
     }
-    // A hold begun keeps its grant: no other for that step.
-    const auto g = in->grants.find(job);
-    if (m.timeline.held_left_s > 0.0 && g != in->grants.end()) {
-      in->holds[job] = {g->second.hold_s, g->second.hold_step};
-    }
+    KeepHoldBegun(job, m, in);
     // What its update draws unconstrained: as the member says, else as its timeline measured.
     jobs[job] = {m.timeline, j->second.floor_w, m.update_w > 0.0 ? m.update_w : m.timeline.rest_w};
   }
@@ -85,10 +94,7 @@ void Coordinator::PlanUpdateReservations(const Ledger& ledger, PlanInput* in) {
   in->reserved_w = p.reserved_w;
   status_.reserved_jobs = static_cast<int>(p.reserved_w.size());
   status_.unreserved_updates = p.unreserved;
-  for (const auto& [job, hold_s] : p.hold_s) {
-    if (in->holds.contains(job)) continue;
-    in->holds[job] = {hold_s, hold_s > 0.0 ? jobs.at(job).timeline.step + 1 : 0};
-  }
+  AddHolds(p.hold_s, in->members, in);
 }
 
 void Coordinator::StepDown(const std::string& why, bool lost) {

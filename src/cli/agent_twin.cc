@@ -31,7 +31,7 @@ Result<AgentScenario> LoadAgentScenario(const std::string& name_or_path) {
   out.gpu_model = s->gpu_model;
   out.floor_w = sim::FloorPerGpuW(*s);
   out.idle_loaded_w = s->idle_loaded_w;
-  out.update_w = std::max(s->logprob_power_w, s->train_power_w);
+  out.update_w = sim::UpdatePerGpuW(*s);
   return out;
 }
 

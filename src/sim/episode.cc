@@ -47,6 +47,13 @@ control::PolicyEnvelope EnvelopeOf(const twin::Scenario& s,
   return e;
 }
 
+double UpdatePerGpuW(const twin::Scenario& s) {
+  double w = 0.0;
+  if (s.logprob_passes > 0) w = std::max(w, s.logprob_power_w);
+  if (s.has_train) w = std::max(w, s.train_power_w);
+  return w;
+}
+
 double FloorPerGpuW(const twin::Scenario& s) {
   double w = s.idle_loaded_w;
   if (s.logprob_passes > 0) w = std::max(w, s.logprob_power_w);

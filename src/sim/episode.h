@@ -34,6 +34,9 @@ control::Applied DefaultsOf(const twin::Scenario& s);
 // phases no generation setting lowers (log-probs, training, weight sync, checkpoints) and decode
 // at the lowest concurrency. Prefill bursts are left out (a fraction of a second each).
 double FloorPerGpuW(const twin::Scenario& s);
+// What the job's update draws per GPU at full clocks (coord/reservation.h): the higher of its
+// log-prob and training phases' power; 0 for a job without either.
+double UpdatePerGpuW(const twin::Scenario& s);
 
 struct EpisodeOptions {
   std::optional<int> steps;         // stop when this many steps are done ...

@@ -272,7 +272,7 @@ Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external
         // What it draws held before admission (its GPUs idle with the model loaded), as the
         // agent measures it at start; counted so once the job is held (coord::StandbyChargeW).
         mc.standby_w = job.scenario.idle_loaded_w * gpus;
-        mc.update_w = std::max(job.scenario.logprob_power_w, job.scenario.train_power_w) * gpus;
+        mc.update_w = UpdatePerGpuW(job.scenario) * gpus;
         mc.lease_ttl_s = config.lease_ttl_s;
         mc.fence_margin_s = std::min(1.0, static_cast<double>(config.lease_ttl_s) / 3.0);
         if (by_value) {

@@ -8,6 +8,22 @@
 
 namespace headroom::agent {
 
+std::string_view ReportedPhaseName(const TrainerReport& r) {
+  return r.eval ? std::string_view("eval") : control::PhaseName(r.phase);
+}
+
+std::string_view TrainerPresenceName(TrainerPresence p) {
+  switch (p) {
+    case TrainerPresence::kNever:
+      return "never";
+    case TrainerPresence::kReporting:
+      return "reporting";
+    case TrainerPresence::kSilent:
+      return "silent";
+  }
+  return "?";
+}
+
 Agent::Agent(AgentConfig config, control::Controller& controller)
     : config_(config),
       controller_(controller),
@@ -27,6 +43,12 @@ Agent::Agent(AgentConfig config, control::Controller& controller)
 }
 
 void Agent::Set(int concurrency, int group_size, std::string reason, double now_s) {
+  if (concurrency < actuation_.concurrency) {
+    // A lowered cap: what already runs may drain (CheckMismatch).
+    const int engines = report_ && report_->engines ? *report_->engines : 1;
+    drain_allowed_ = std::max(drain_allowed_, actuation_.concurrency * engines);
+    drain_since_s_ = now_s;
+  }
   const bool changed = concurrency != actuation_.concurrency ||
                        group_size != actuation_.group_size || reason != actuation_.reason;
   actuation_.concurrency = concurrency;
@@ -39,6 +61,7 @@ void Agent::Set(int concurrency, int group_size, std::string reason, double now_
 
 void Agent::SetHold(double hold_s, int64_t hold_id) {
   if (!(hold_s > 0.0) || !std::isfinite(hold_s)) hold_s = 0.0, hold_id = 0;
+  hold_s = std::min(hold_s, config_.max_hold_s);
   if (hold_s == actuation_.hold_s && hold_id == actuation_.hold_id) return;
   actuation_.hold_s = hold_s;
   actuation_.hold_id = hold_id;
@@ -85,8 +108,24 @@ const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& samp
       last_good_s_ = now_s;
     }
   }
-  // The trainer's step, when a fresh report says it: group size changes only then.
-  const bool fresh_report = report_ && now_s - report_t_s_ <= config_.report_timeout_s;
+  // The trainer's step, when a report stands (its last, within report_timeout_s): group size
+  // changes only then.
+  const TrainerPresence presence = Presence(now_s);
+  if (presence == TrainerPresence::kSilent && !was_silent_) {
+    was_silent_ = true;
+    Warn(fmt::format("trainer: no report for {:.1f} s (--report-timeout-s {:g}): taken as gone, "
+                     "safe actuation{}",
+                     now_s - report_t_s_, config_.report_timeout_s,
+                     config_.silent_power_limit ? " and the budget as the power limit" : ""),
+         {{"silent_s", now_s - report_t_s_}, {"report_timeout_s", config_.report_timeout_s}});
+  } else if (presence == TrainerPresence::kReporting && was_silent_) {
+    was_silent_ = false;
+    // The limit the silence imposed goes; the controller's from before it is back.
+    if (silence_limit_) applied_.power_limit_w = *silence_limit_;
+    silence_limit_.reset();
+    warnings_.push_back({LogLevel::kInfo, "trainer: reporting again, the controller steers", {}});
+  }
+  const bool fresh_report = presence == TrainerPresence::kReporting;
   const std::optional<int> step = fresh_report ? std::optional<int>(report_->step) : std::nullopt;
   const std::optional<control::Phase> phase =
       fresh_report ? std::optional<control::Phase>(report_->phase) : std::nullopt;
@@ -108,6 +147,31 @@ const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& samp
   for (auto& s : stats_) s.Add(now_s, job_w);
   saw_sample_ = true;
 
+  if (presence == TrainerPresence::kSilent) {
+    // The trainer is gone (or stuck): nothing it does is known, so nothing is steered.
+    ++safe_decisions_;
+    applied_.concurrency = config_.safe_concurrency;
+    // No step is known: the group size stays (a trainer that comes back mid-step keeps it).
+    applied_.group_size = actuation_.group_size;
+    // Fail closed: a limit the controller set stays (never lifted for a trainer's silence);
+    // with the guard, the budget is the limit unless one lower holds.
+    if (config_.silent_power_limit) {
+      if (!silence_limit_) silence_limit_ = applied_.power_limit_w;
+      const double held_w = *silence_limit_;
+      applied_.power_limit_w = held_w > 0.0 ? std::min(held_w, budget_w_) : budget_w_;
+    }
+    if (applied_.power_limit_w != actuation_.power_limit_w) {
+      actuation_.power_limit_w = applied_.power_limit_w;
+      ++actuation_.seq;
+    }
+    Set(applied_.concurrency, applied_.group_size,
+        fmt::format("safe: the trainer has not reported for {:.0f} s (--report-timeout-s {:g})",
+                    now_s - report_t_s_, config_.report_timeout_s),
+        now_s);
+    Remember(now_s, /*good=*/true, unix_s, phase);
+    return actuation_;
+  }
+
   control::Inputs in;
   in.t_s = now_s;
   in.interval_s = config_.interval_s;
@@ -124,8 +188,14 @@ const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& samp
     in.tokens_total = report_->tokens;
     in.rollout_progress = report_->progress;
     if (report_->group_size) in.group_size = *report_->group_size;
-    reason =
-        fmt::format("{}: {} at step {}", controller_.name(), control::PhaseName(in.phase), in.step);
+    // A trainer that does not apply the decisions: the controller sees what it does.
+    if (mismatch_.group_size && report_->group_size) in.next_group_size = *report_->group_size;
+    if (mismatch_.in_flight && in.phase == control::Phase::kRollout) {
+      const int engines = report_->engines.value_or(1);
+      in.concurrency = std::max(1, (report_->in_flight + engines - 1) / engines);
+    }
+    reason = fmt::format("{}: {} at step {}", controller_.name(), ReportedPhaseName(*report_),
+                         in.step);
   } else {
     in.phase = control::Phase::kRollout;  // on power alone
     reason = fmt::format("{}: on power alone (no trainer report)", controller_.name());
@@ -136,6 +206,7 @@ const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& samp
   }
   applied_ = control::ApplyLimits(config_.limits, applied_, controller_.Decide(in));
   applied_.group_size = group_gate_.Decide(actuation_.group_size, applied_.group_size, step);
+  if (mismatch_.pinned_group_size) applied_.group_size = *mismatch_.pinned_group_size;
   if (applied_.power_limit_w != actuation_.power_limit_w) {
     actuation_.power_limit_w = applied_.power_limit_w;
     ++actuation_.seq;
@@ -174,15 +245,132 @@ std::vector<HistoryPoint> Agent::History(double after_t_s) const {
   return {first, history_.end()};
 }
 
-void Agent::Report(const TrainerReport& report, double now_s) {
+void Agent::Report(const TrainerReport& report, double now_s, double unix_s) {
   if (report_ && now_s > report_t_s_ && report.tokens >= tokens_at_report_) {
     tokens_per_s_ = (report.tokens - tokens_at_report_) / (now_s - report_t_s_);
   }
   if (report.group_size) group_gate_.Confirm(report.step, *report.group_size);
+  CheckMismatch(report, now_s);
   report_ = report;
   report_t_s_ = now_s;
+  report_unix_s_ = unix_s;
   ++reports_;
   tokens_at_report_ = report.tokens;
+}
+
+TrainerPresence Agent::Presence(double now_s) const {
+  if (!report_) return TrainerPresence::kNever;
+  return now_s - report_t_s_ <= config_.report_timeout_s ? TrainerPresence::kReporting
+                                                         : TrainerPresence::kSilent;
+}
+
+void Agent::Warn(std::string msg, std::vector<LogField> fields) {
+  warnings_.push_back({LogLevel::kWarn, std::move(msg), std::move(fields)});
+}
+
+std::vector<LogEvent> Agent::TakeWarnings() {
+  std::vector<LogEvent> out;
+  out.swap(warnings_);
+  return out;
+}
+
+Actuation Agent::ForStep(int step) {
+  auto it = std::find_if(step_decisions_.begin(), step_decisions_.end(),
+                         [step](const StepDecision& d) { return d.step == step; });
+  if (it == step_decisions_.end()) {
+    if (step_decisions_.size() == kStepDecisionsKeep) step_decisions_.pop_front();
+    step_decisions_.push_back({step, actuation_.group_size, actuation_.hold_s, actuation_.hold_id});
+    it = std::prev(step_decisions_.end());
+  }
+  Actuation a = actuation_;
+  a.group_size = it->group_size;
+  a.hold_s = it->hold_s;
+  a.hold_id = it->hold_id;
+  return a;
+}
+
+void Agent::CheckMismatch(const TrainerReport& report, double now_s) {
+  // Group size, at each step boundary (the step's first report): against what the step's first
+  // read fixed, else the decision now. One step off is a race (a decision made between the
+  // trainer's read and its report); two in a row is a trainer that does not apply it.
+  const bool boundary = !last_boundary_step_ || report.step != *last_boundary_step_;
+  if (boundary) last_boundary_step_ = report.step;
+  if (boundary && report.group_size) {
+    const int trainer_g = *report.group_size;
+    if (mismatch_.pinned_group_size && trainer_g != *mismatch_.pinned_group_size) {
+      warnings_.push_back(
+          {LogLevel::kInfo,
+           fmt::format("trainer: its group size moved ({} -> {}): the decisions are no longer "
+                       "pinned to it",
+                       *mismatch_.pinned_group_size, trainer_g),
+           {{"group_size_trainer", trainer_g}}});
+      mismatch_.pinned_group_size.reset();
+      group_size_steps_differing_ = 0;
+    }
+    int decided = actuation_.group_size;
+    for (const auto& d : step_decisions_) {
+      if (d.step == report.step) decided = d.group_size;
+    }
+    group_size_steps_differing_ = trainer_g != decided ? group_size_steps_differing_ + 1 : 0;
+    if (group_size_steps_differing_ >= 2 && !mismatch_.pinned_group_size) {
+      mismatch_.group_size = true;
+      mismatch_.group_size_trainer = trainer_g;
+      mismatch_.group_size_decided = decided;
+      mismatch_.pinned_group_size = trainer_g;
+      Warn(fmt::format("trainer mismatch: its group size is {} at step {} but the decision is {} "
+                       "(2 step boundaries in a row): the decisions keep {} from now on",
+                       trainer_g, report.step, decided, trainer_g),
+           {{"kind", "group_size"},
+            {"group_size_trainer", trainer_g},
+            {"group_size_decided", decided},
+            {"step", report.step}});
+    }
+  }
+  // In flight, at every report: at most concurrency x engines or, after the cap was lowered, no
+  // more than what was already running (it may only drain).
+  const int engines = report.engines.value_or(1);
+  const int cap = actuation_.concurrency * engines;
+  int allowed = cap;
+  if (drain_allowed_ > 0) {
+    if (now_s - drain_since_s_ > config_.report_timeout_s || report.in_flight <= cap) {
+      drain_allowed_ = 0;
+    } else {
+      allowed = std::max(cap, drain_allowed_);
+      drain_allowed_ = std::max(cap, std::min(drain_allowed_, report.in_flight));
+    }
+  }
+  in_flight_reports_over_ = report.in_flight > allowed ? in_flight_reports_over_ + 1 : 0;
+  if (in_flight_reports_over_ >= 2) {
+    const bool first = !mismatch_.in_flight;
+    mismatch_.in_flight = true;
+    mismatch_.in_flight_trainer = report.in_flight;
+    mismatch_.in_flight_allowed = allowed;
+    if (first) {
+      Warn(fmt::format("trainer mismatch: {} sequences in flight but concurrency {} x {} "
+                       "engine{} allows {} (2 reports in a row): the controller sees the "
+                       "trainer's in-flight from now on",
+                       report.in_flight, actuation_.concurrency, engines, engines == 1 ? "" : "s",
+                       allowed),
+           {{"kind", "in_flight"},
+            {"in_flight_trainer", report.in_flight},
+            {"in_flight_allowed", allowed},
+            {"concurrency", actuation_.concurrency},
+            {"engines", engines}});
+    }
+  }
+  // Admission: a policy learned one way of admitting sequences.
+  if (report.admission && config_.policy_admission &&
+      *report.admission != *config_.policy_admission && !mismatch_.admission) {
+    mismatch_.admission = true;
+    mismatch_.admission_trainer = *report.admission;
+    mismatch_.admission_policy = *config_.policy_admission;
+    Warn(fmt::format("trainer mismatch: its adapter admits sequences '{}' but the policy was "
+                     "trained for '{}' (docs/TRAINERS.md): its decisions are off what it learned",
+                     *report.admission, *config_.policy_admission),
+         {{"kind", "admission"},
+          {"admission_trainer", *report.admission},
+          {"admission_policy", *config_.policy_admission}});
+  }
 }
 
 void Agent::RecordDecisionLatency(double seconds) {
@@ -213,6 +401,10 @@ AgentStatus Agent::Status(double now_s) const {
   s.report = report_;
   s.report_age_s = report_ ? now_s - report_t_s_ : -1.0;
   s.reports = reports_;
+  s.trainer = Presence(now_s);
+  s.last_report_unix_s = report_unix_s_;
+  s.mismatch = mismatch_;
+  s.max_hold_s = config_.max_hold_s;
   s.concurrency_at_minimum = actuation_.concurrency <= config_.limits.concurrency.lo;
   s.budget_below_floor = config_.floor_w && budget_w_ < *config_.floor_w;
   s.group_size_changes = group_gate_.changes();

@@ -5,8 +5,16 @@
 // Safety:
 // - telemetry that fails, or has no power, or is older than `stale_after_s` -> the safe
 //   actuation at once (this interval), with the reason;
-// - no trainer report for `report_timeout_s` -> the controller keeps acting on power alone (the
-//   phase is taken to be rollout, where concurrency moves power);
+// - a trainer's report stands until its next one (the client's heartbeat re-sends it every few
+//   seconds); a trainer that has reported and then says nothing for `report_timeout_s` is taken
+//   as gone -> the safe actuation (and, with `silent_power_limit`, the budget as the hardware
+//   power limit), with the reason; one that never reported -> the controller acts on power alone
+//   (the phase taken to be rollout, where concurrency moves power);
+// - the trainer's own values are checked against the decisions (docs/TRAINERS.md, "Mismatch"):
+//   a group size that differs from the decision at 2 step boundaries in a row, or sequences in
+//   flight past concurrency x engines for 2 reports in a row, is a mismatch: a warning, and from
+//   then on the controller sees the trainer's values (a group size that never moves pins the
+//   decision to it);
 // - every actuation carries `valid_for_s`: a client that hears nothing newer falls back to the
 //   safe values after it.
 #pragma once
@@ -20,6 +28,7 @@
 
 #include "agent/group_size_gate.h"
 #include "analysis/window_stats.h"
+#include "common/log.h"
 #include "control/actuators.h"
 #include "control/controller.h"
 #include "telemetry/source.h"
@@ -42,7 +51,15 @@ struct AgentConfig {
   std::optional<int> initial_group_size;
   double valid_for_s = 5.0;
   double stale_after_s = 1.5;
-  double report_timeout_s = 30.0;
+  // A trainer that reported and then is silent this long is taken as gone (--report-timeout-s).
+  double report_timeout_s = 60.0;
+  // While the trainer is gone: the budget as the hardware power limit (--guard-power-limit).
+  bool silent_power_limit = false;
+  // The longest hold before a step the agent passes on (--max-hold-s); longer ones are cut to it.
+  // A trainer compares it with its collective timeout (clients/python: check_collective_timeout).
+  double max_hold_s = 3600.0;
+  // The admission the policy was trained for ("continuous" or "chunked"); none: not a policy.
+  std::optional<std::string> policy_admission;
   // When and to what group size may change (group_size_gate.h): at step boundaries, among the
   // choices, at most once every min_steps steps. The initial and safe sizes are choices.
   GroupSizeRule group_size_rule;
@@ -72,6 +89,8 @@ struct Actuation {
 
 struct TrainerReport {
   int step = 0;
+  // The controller's phase. "eval" is reported as kRollout with `eval` (below): an evaluation
+  // generates on the same engines, where concurrency moves power as in a rollout.
   control::Phase phase = control::Phase::kRollout;
   double tokens = 0.0;    // tokens so far
   int in_flight = 0;      // sequences in flight
@@ -79,7 +98,46 @@ struct TrainerReport {
   // The group size in force this step, when the trainer says (a new one applies from the next
   // step boundary); otherwise the agent takes its own last decision.
   std::optional<int> group_size;
+  // How many rollout engines the in-flight count is over (default 1), and how the trainer's
+  // adapter admits sequences: "continuous" or "chunked" (twin/scenario.h, `admission`).
+  std::optional<int> engines;
+  std::optional<std::string> admission;
+  bool eval = false;  // reported as "eval" (the phase above is then kRollout)
 };
+
+// The phase as the trainer named it ("eval" included).
+std::string_view ReportedPhaseName(const TrainerReport& r);
+
+// Whether the trainer is heard: it never reported, its last report is within report_timeout_s,
+// or it has been silent longer (taken as gone).
+enum class TrainerPresence { kNever, kReporting, kSilent };
+std::string_view TrainerPresenceName(TrainerPresence p);
+
+// The trainer's values against the decisions (docs/TRAINERS.md, "Mismatch"). Each kind, once
+// flagged, stays flagged; the numbers are those of the last report that showed it.
+struct TrainerMismatch {
+  bool group_size = false;
+  int group_size_trainer = 0;  // the trainer's G
+  int group_size_decided = 0;  // the decision's for that step
+  bool in_flight = false;
+  int in_flight_trainer = 0;  // sequences in flight, over all engines
+  int in_flight_allowed = 0;  // concurrency x engines (or what a lowered cap still lets drain)
+  bool admission = false;     // the trainer's adapter admits otherwise than the policy learned
+  std::string admission_trainer, admission_policy;
+  // The group size the decisions are pinned to (a trainer whose G never moved); none: not pinned.
+  std::optional<int> pinned_group_size;
+  bool any() const { return group_size || in_flight || admission; }
+};
+
+// What a step's first read fixed for every rank that asks for the same step (GET
+// /v1/actuation?step=K): the group size and the hold.
+struct StepDecision {
+  int step = 0;
+  int group_size = 0;
+  double hold_s = 0.0;
+  int64_t hold_id = 0;
+};
+inline constexpr size_t kStepDecisionsKeep = 64;
 
 inline constexpr std::array<double, 3> kWindowsS = {0.5, 30.0, 300.0};
 
@@ -103,6 +161,10 @@ struct AgentStatus {
   std::optional<TrainerReport> report;
   double report_age_s = -1.0;  // -1: never
   uint64_t reports = 0;        // trainer reports taken
+  TrainerPresence trainer = TrainerPresence::kNever;
+  double last_report_unix_s = 0.0;  // wall clock of the last report; 0: none or not known
+  TrainerMismatch mismatch;
+  double max_hold_s = 0.0;
   // Per kWindowsS, on the telemetry the agent saw; none before the first window closes.
   std::array<std::optional<double>, 3> violation_fraction{};
   std::array<uint64_t, 3> windows{};       // closed
@@ -162,7 +224,16 @@ class Agent {
   void SetSite(bool site, bool standby);
   double budget_w() const { return budget_w_; }
   const std::string& budget_from() const { return budget_from_; }
-  void Report(const TrainerReport& report, double now_s);
+  // A trainer report (or heartbeat) at agent time now_s (`unix_s`: the wall clock, 0: unknown).
+  void Report(const TrainerReport& report, double now_s, double unix_s = 0.0);
+  // The decision for trainer step `step`: the group size and hold fixed at the step's first
+  // read (every rank asking for the step gets the same ones), the rest as now.
+  Actuation ForStep(int step);
+  TrainerPresence Presence(double now_s) const;
+  const TrainerMismatch& mismatch() const { return mismatch_; }
+  // Warnings since the last call (a mismatch found, the trainer gone or back), for the runner to
+  // log outside the lock.
+  std::vector<LogEvent> TakeWarnings();
   // The runner's measure of one decision's latency (it owns the clock).
   void RecordDecisionLatency(double seconds);
   // A write to the agent's trace or fleet log failed (a full disk): counted, the loop goes on.
@@ -193,6 +264,25 @@ class Agent {
   double last_good_s_ = -1.0;
   std::optional<TrainerReport> report_;
   double report_t_s_ = -1.0;
+  double report_unix_s_ = 0.0;
+  bool was_silent_ = false;
+  // While the trainer is silent with silent_power_limit: the controller's limit from before.
+  std::optional<double> silence_limit_;
+  // Mismatch: the trainer's group size per step boundary, and in-flight per report.
+  TrainerMismatch mismatch_;
+  int group_size_steps_differing_ = 0;  // step boundaries in a row whose G differs
+  std::optional<int> last_boundary_step_;
+  int in_flight_reports_over_ = 0;  // reports in a row past what is allowed
+  // A lowered cap lets the sequences already running drain: in flight may fall to it but never
+  // rise while above it; the allowance ends once in flight is at or under the cap, or
+  // report_timeout_s after the cap was lowered.
+  int drain_allowed_ = 0;  // 0: none
+  double drain_since_s_ = 0.0;
+  int concurrency_before_ = 0;  // the concurrency of the previous decision
+  std::deque<StepDecision> step_decisions_;
+  std::vector<LogEvent> warnings_;
+  void CheckMismatch(const TrainerReport& report, double now_s);
+  void Warn(std::string msg, std::vector<LogField> fields);
   double tokens_at_report_ = 0.0;
   double tokens_per_s_ = 0.0;
   uint64_t reports_ = 0;

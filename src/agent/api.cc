@@ -35,20 +35,26 @@ void Shared::NotifyDecision() {
   if (wake) wake();
 }
 
-std::string ActuationJson(const Actuation& a) {
-  return Dump(json{{"concurrency", a.concurrency},
-                   {"group_size", a.group_size},
-                   {"seq", a.seq},
-                   {"valid_for_s", a.valid_for_s},
-                   {"reason", a.reason},
-                   {"hold_s", a.hold_s},
-                   {"hold_id", a.hold_id},
-                   {"site", a.site},
-                   {"standby", a.standby}}) +
-         "\n";
+std::string ActuationJson(const Actuation& a, std::optional<int> step) {
+  json j{{"concurrency", a.concurrency},
+         {"group_size", a.group_size},
+         {"seq", a.seq},
+         {"valid_for_s", a.valid_for_s},
+         {"reason", a.reason},
+         {"hold_s", a.hold_s},
+         {"hold_id", a.hold_id},
+         {"site", a.site},
+         {"standby", a.standby}};
+  if (step) j["step"] = *step;
+  return Dump(j) + "\n";
 }
 
 namespace {
+
+template <typename T>
+json OptionalJson(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
 
 // Per GPU: a number, or null where the source does not say.
 json PerGpuJson(const std::vector<std::optional<double>>& values) {
@@ -100,10 +106,32 @@ std::string StatusJson(const AgentStatus& s,
   j["report_age_s"] = s.report_age_s < 0.0 ? json(nullptr) : json(s.report_age_s);
   if (s.report) {
     j["report"] = {{"step", s.report->step},
-                   {"phase", control::PhaseName(s.report->phase)},
+                   {"phase", ReportedPhaseName(*s.report)},
                    {"tokens", s.report->tokens},
-                   {"in_flight", s.report->in_flight}};
+                   {"in_flight", s.report->in_flight},
+                   {"progress", s.report->progress},
+                   {"group_size", OptionalJson(s.report->group_size)},
+                   {"engines", OptionalJson(s.report->engines)},
+                   {"admission", OptionalJson(s.report->admission)}};
   }
+  const TrainerMismatch& m = s.mismatch;
+  j["trainer"] = {
+      {"state", TrainerPresenceName(s.trainer)},
+      {"last_report_unix_s",
+       s.last_report_unix_s > 0.0 ? json(s.last_report_unix_s) : json(nullptr)},
+      {"mismatch",
+       {{"any", m.any()},
+        {"group_size", m.group_size},
+        {"group_size_trainer", m.group_size ? json(m.group_size_trainer) : json(nullptr)},
+        {"group_size_decided", m.group_size ? json(m.group_size_decided) : json(nullptr)},
+        {"pinned_group_size", OptionalJson(m.pinned_group_size)},
+        {"in_flight", m.in_flight},
+        {"in_flight_trainer", m.in_flight ? json(m.in_flight_trainer) : json(nullptr)},
+        {"in_flight_allowed", m.in_flight ? json(m.in_flight_allowed) : json(nullptr)},
+        {"admission", m.admission},
+        {"admission_trainer", m.admission ? json(m.admission_trainer) : json(nullptr)},
+        {"admission_policy", m.admission ? json(m.admission_policy) : json(nullptr)}}}};
+  j["max_hold_s"] = s.max_hold_s;
   j["budget_w"] = s.budget_w;  // = budget_per_gpu_w, kept for earlier clients
   j["budget_per_gpu_w"] = s.budget_w;
   j["job_budget_w"] = s.budget_w * static_cast<double>(s.gpus);
@@ -208,8 +236,22 @@ std::string MetricsText(const AgentStatus& s, const std::optional<SiteHealth>& f
       "# HELP headroom_trainer_last_report_age_seconds Agent seconds since the trainer's last "
       "report (NaN before the first).\n"
       "# TYPE headroom_trainer_last_report_age_seconds gauge\n"
-      "headroom_trainer_last_report_age_seconds {}\n",
-      s.reports, s.report_age_s < 0.0 ? std::string("NaN") : fmt::format("{}", s.report_age_s));
+      "headroom_trainer_last_report_age_seconds {}\n"
+      "# HELP headroom_trainer_up Whether the trainer is heard: 1 reporting, 0 silent past "
+      "--report-timeout-s (taken as gone), NaN before its first report.\n"
+      "# TYPE headroom_trainer_up gauge\nheadroom_trainer_up {}\n"
+      "# HELP headroom_trainer_mismatch 1 once the trainer's own values have differed from the "
+      "decisions (docs/TRAINERS.md, \"Mismatch\"), by kind.\n"
+      "# TYPE headroom_trainer_mismatch gauge\n"
+      "headroom_trainer_mismatch{{kind=\"group_size\"}} {:d}\n"
+      "headroom_trainer_mismatch{{kind=\"in_flight\"}} {:d}\n"
+      "headroom_trainer_mismatch{{kind=\"admission\"}} {:d}\n",
+      s.reports, s.report_age_s < 0.0 ? std::string("NaN") : fmt::format("{}", s.report_age_s),
+      s.trainer == TrainerPresence::kNever       ? std::string("NaN")
+      : s.trainer == TrainerPresence::kReporting ? std::string("1")
+                                                 : std::string("0"),
+      static_cast<int>(s.mismatch.group_size), static_cast<int>(s.mismatch.in_flight),
+      static_cast<int>(s.mismatch.admission));
   if (fleet) {
     out += fmt::format(
         "# HELP headroom_fleet_fenced 1 while the job acts on its floor because its site lease "
@@ -323,12 +365,15 @@ Result<TrainerReport> ParseReport(std::string_view body) {
   if (!j.contains("phase") || !j["phase"].is_string()) {
     return Error::Input("field 'phase': expected a string");
   }
-  const auto phase = PhaseFromName(j["phase"].get<std::string>());
+  const std::string phase_name = j["phase"].get<std::string>();
+  const auto phase = phase_name == "eval" ? std::optional(control::Phase::kRollout)
+                                          : PhaseFromName(phase_name);
   if (!phase) {
     return Error::Input(
-        fmt::format("field 'phase': one of {}", fmt::join(control::kPhaseNames, ", ")));
+        fmt::format("field 'phase': one of {}, eval", fmt::join(control::kPhaseNames, ", ")));
   }
   r.phase = *phase;
+  r.eval = phase_name == "eval";
   if (j.contains("progress")) {
     if (!j["progress"].is_number() || !(j["progress"].get<double>() >= 0.0) ||
         j["progress"].get<double>() > 1.0) {
@@ -342,6 +387,20 @@ Result<TrainerReport> ParseReport(std::string_view body) {
       return Error::Input("field 'group_size': expected an integer in [1, 1e6]");
     }
     r.group_size = j["group_size"].get<int>();
+  }
+  if (j.contains("engines")) {
+    if (!j["engines"].is_number_integer() || j["engines"].get<long long>() < 1 ||
+        j["engines"].get<long long>() > 100'000) {
+      return Error::Input("field 'engines': expected an integer in [1, 1e5]");
+    }
+    r.engines = j["engines"].get<int>();
+  }
+  if (j.contains("admission")) {
+    if (!j["admission"].is_string() ||
+        (j["admission"] != "continuous" && j["admission"] != "chunked")) {
+      return Error::Input("field 'admission': one of continuous, chunked");
+    }
+    r.admission = j["admission"].get<std::string>();
   }
   return r;
 }
@@ -407,10 +466,22 @@ net::Response Api::GetActuation(const net::Request& request, std::string_view qu
     if (!query.empty()) return net::ErrorResponse(400, "query: HEAD /v1/actuation takes none");
     return ActuationNow();
   }
-  auto q = net::ParseQuery(query, {"after", "timeout_s"});
+  auto q = net::ParseQuery(query, {"after", "timeout_s", "step"});
   if (!q) return net::ErrorResponse(400, q.error().message());
   const auto after_text = q->Get("after");
   const auto timeout_text = q->Get("timeout_s");
+  if (const auto step_text = q->Get("step")) {
+    if (after_text || timeout_text) {
+      return net::ErrorResponse(400, "step: not with after or timeout_s");
+    }
+    const auto step = net::ParseQueryUint(*step_text);
+    if (!step || *step > 1'000'000'000) {
+      return net::ErrorResponse(400, "step: expected a trainer step in [0, 1e9]");
+    }
+    MutexLock lock(shared_.mu);
+    return Json(200, ActuationJson(shared_.agent->ForStep(static_cast<int>(*step)),
+                                   static_cast<int>(*step)));
+  }
   if (!after_text) {
     if (timeout_text) return net::ErrorResponse(400, "timeout_s: only with after");
     return ActuationNow();
@@ -461,7 +532,7 @@ net::Response Api::Report(const net::Request& request, std::string_view query) {
   auto report = ParseReport(request.body);
   if (!report) return net::ErrorResponse(400, report.error().message());
   MutexLock lock(shared_.mu);
-  shared_.agent->Report(*report, shared_.now_s());
+  shared_.agent->Report(*report, shared_.now_s(), shared_.unix_s ? shared_.unix_s() : 0.0);
   return Json(200, "{\"ok\": true}\n");
 }
 

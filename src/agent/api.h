@@ -6,7 +6,10 @@
 //   GET  /v1/actuation[?after=SEQ[&timeout_s=T]]  the current decision; with `after`, a long-poll:
 //        answered once a newer one exists or T (default 10, at most 30) seconds pass; at most
 //        ApiConfig::max_long_polls wait at once, more are answered at once
-//   POST /v1/report   {"step", "phase", "tokens", "in_flight"[, "progress", "group_size"]}
+//   GET  /v1/actuation?step=K  the decision for trainer step K: its group size and hold fixed at
+//        the step's first read, the same for every rank that asks (Agent::ForStep)
+//   POST /v1/report   {"step", "phase", "tokens", "in_flight"[, "progress", "group_size",
+//        "engines", "admission"]}: a report or a heartbeat; it stands until the next
 //   POST /v1/budget   {"budget_per_gpu_w": W} or {"job_budget_w": W}: the budget from the next
 //        decision on (docs/AGENT.md, "Budgets"); 404 when the agent takes no posted budget
 //   GET  /v1/status   power, actuation, violations per window, counters
@@ -67,6 +70,7 @@ struct Shared {
   Mutex mu;
   Agent* agent PT_GUARDED_BY(mu) = nullptr;   // set before serving; used under mu
   std::function<double()> now_s;              // the runner's clock; constant once serving
+  std::function<double()> unix_s;             // the wall clock (Unix s); may be null
   int long_polls GUARDED_BY(mu) = 0;          // waiting now
   std::function<void()> wake GUARDED_BY(mu);  // set by a serving server: wakes its long-polls
   std::function<net::ConnectionCounters()> connections GUARDED_BY(mu);  // set by a serving server
@@ -120,7 +124,8 @@ class Api final : public net::Handler {
 };
 
 // The bodies, exposed for tests and the runner's log.
-std::string ActuationJson(const Actuation& a);
+// `step`: the answer to GET /v1/actuation?step=K carries "step": K.
+std::string ActuationJson(const Actuation& a, std::optional<int> step = std::nullopt);
 std::string StatusJson(const AgentStatus& s,
                        const std::optional<net::ConnectionCounters>& connections = std::nullopt,
                        const std::optional<SiteHealth>& fleet = std::nullopt);

@@ -162,6 +162,10 @@ Result<AgentConfig> DeriveConfig(const AgentOptions& o, const control::PolicyEnv
                  (static_cast<double>(o.lease_ttl_s) - FenceMarginS(o.lease_ttl_s)) * o.speed);
   }
   config.stale_after_s = 3.0 * o.interval_s;
+  // The trainer's silence is timed in wall seconds; agent time runs `speed` times as fast.
+  config.report_timeout_s = o.report_timeout_s * (o.speed > 0.0 ? o.speed : 1.0);
+  config.silent_power_limit = o.guard_power_limit;
+  config.max_hold_s = o.max_hold_s;
   return config;
 }
 

@@ -45,6 +45,10 @@ struct AgentOptions {
   std::string group_size_choices;
   int group_size_min_steps = 10;
   double valid_for_s = 5.0;
+  // A trainer that reported and then is silent this long (wall seconds) is taken as gone.
+  double report_timeout_s = 60.0;
+  // The longest hold before a step passed on to the trainer (/v1/status max_hold_s).
+  double max_hold_s = 3600.0;
   std::string trace_out;
   std::optional<double> duration_s;
   bool guard_power_limit = false;

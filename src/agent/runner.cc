@@ -57,6 +57,7 @@ RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared, Rec
     for (const std::string& w : source.TakeWarnings()) log.Warn(w);
     Actuation a;
     double budget_w = 0.0;
+    std::vector<LogEvent> warnings;  // the agent's, logged outside the lock
     {
       std::optional<BudgetInForce> budget;
       if (options.budget != nullptr) budget = options.budget->Current(t_s);
@@ -77,7 +78,9 @@ RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared, Rec
         shared.agent->Report(link->Report(t_s), t_s);
       }
       a = shared.agent->Tick(t_s, sample, options.unix_s ? options.unix_s() : 0.0);
+      warnings = shared.agent->TakeWarnings();
     }
+    for (const LogEvent& w : warnings) log(w);
     shared.NotifyDecision();
     if (options.monotonic_s) {
       const double latency_s = options.monotonic_s() - started_s;

@@ -65,6 +65,15 @@ Command SetupAgent(CLI::App& app) {
       ->check(Integer(0, 100000));
   app.add_option("--valid-for-s", a->o.valid_for_s, "How long a client may trust a decision")
       ->check(Real(0.1, 3600.0));
+  app.add_option("--report-timeout-s", a->o.report_timeout_s,
+                 "A trainer that has reported and then says nothing this long is taken as gone: "
+                 "the safe actuation (with --guard-power-limit, the budget as the GPUs' limit). "
+                 "The client's heartbeat reports every 5 s")
+      ->check(Real(1.0, 86400.0));
+  app.add_option("--max-hold-s", a->o.max_hold_s,
+                 "The longest hold before a step passed on to the trainer (a site's staggering); "
+                 "the client refuses to start when its collective timeout is not above it")
+      ->check(Real(1.0, 86400.0));
   AddServerOptions(app, &a->server, "agent");
   app.add_flag("--token-on-reads", a->token_on_reads,
                "Require the token on reads too (the dashboard takes it as #token=T)");

@@ -58,6 +58,18 @@ AgentConfig Config() {
   return c;
 }
 
+TrainerReport Rep(int step, control::Phase phase, double tokens, int in_flight, double progress,
+                  std::optional<int> group_size) {
+  TrainerReport r;
+  r.step = step;
+  r.phase = phase;
+  r.tokens = tokens;
+  r.in_flight = in_flight;
+  r.progress = progress;
+  r.group_size = group_size;
+  return r;
+}
+
 telemetry::Sample At(double t_s, std::vector<double> power) {
   telemetry::Sample s;
   s.t_s = t_s;
@@ -93,7 +105,7 @@ TEST(Agent, DecidesOnPowerAndReportsPhase) {
   EXPECT_THAT(a.actuation().reason, HasSubstr("on power alone"));
   EXPECT_GT(a.actuation().seq, seq0);
   // A report: its phase and step reach the controller.
-  a.Report({7, control::Phase::kTrain, 1000.0, 0, 1.0, std::nullopt}, 0.2);
+  a.Report(Rep(7, control::Phase::kTrain, 1000.0, 0, 1.0, std::nullopt), 0.2);
   a.Tick(0.5, At(0.5, {200.0, 300.0}));
   EXPECT_EQ(probe.last.phase, control::Phase::kTrain);
   EXPECT_EQ(probe.last.step, 7);
@@ -102,7 +114,7 @@ TEST(Agent, DecidesOnPowerAndReportsPhase) {
   // Without the trainer's group size, the agent's own last decision (6) stands for it; with it,
   // the group size in force reaches the controller while the decision (6) waits for the step.
   EXPECT_EQ(probe.last.group_size, 6);
-  a.Report({7, control::Phase::kRollout, 1000.0, 0, 0.5, 12}, 0.6);
+  a.Report(Rep(7, control::Phase::kRollout, 1000.0, 0, 0.5, 12), 0.6);
   a.Tick(0.75, At(0.75, {200.0, 300.0}));
   EXPECT_EQ(probe.last.group_size, 12);
   EXPECT_EQ(probe.last.next_group_size, 6);
@@ -110,9 +122,10 @@ TEST(Agent, DecidesOnPowerAndReportsPhase) {
   // Over budget: down at once.
   a.Tick(1.0, At(1.0, {320.0, 330.0}));
   EXPECT_EQ(a.actuation().concurrency, 2);
-  // The report goes stale after 10 s: back to power alone.
+  // Silent past the report timeout (10 s here): taken as gone, the safe actuation.
   a.Tick(11.0, At(11.0, {100.0, 100.0}));
-  EXPECT_EQ(probe.last.phase, control::Phase::kRollout);
+  EXPECT_EQ(a.actuation().concurrency, 1);
+  EXPECT_THAT(a.actuation().reason, HasSubstr("safe: the trainer has not reported"));
 }
 
 // Proposes the group size the test sets; concurrency 4.
@@ -134,7 +147,7 @@ TEST(Agent, GroupSizeChangesOnlyAtAKnownStepAmongTheChoicesAtMostOnceEveryKSteps
     return a.Tick(t, At(t, {100.0, 100.0})).group_size;
   };
   const auto at_step = [&](int step) {
-    a.Report({step, control::Phase::kRollout, 0.0, 0, 0.0, std::nullopt}, t);
+    a.Report(Rep(step, control::Phase::kRollout, 0.0, 0, 0.0, std::nullopt), t);
   };
   EXPECT_EQ(a.actuation().group_size, 4);
   probe.group = 16;
@@ -179,7 +192,7 @@ TEST(Agent, OneGroupSizeChoiceFixesIt) {
   double t = 0.0;
   for (int step = 0; step < 50; ++step) {
     probe.group = 4 + (step % 3) * 6;  // 4, 10, 16, ...
-    a.Report({step, control::Phase::kRollout, 0.0, 0, 0.0, std::nullopt}, t);
+    a.Report(Rep(step, control::Phase::kRollout, 0.0, 0, 0.0, std::nullopt), t);
     t += 0.5;
     EXPECT_EQ(a.Tick(t, At(t, {100.0, 100.0})).group_size, 8);
   }
@@ -373,8 +386,8 @@ TEST(Agent, MetricsForAlertsCountWindowsReportsAndTheFloor) {
     const double t = 0.5 * i;
     const double w = i < 60 ? 320.0 : (i < 120 ? 280.0 : 320.0);
     a.Tick(t, At(t, {w, w}));
-    if (i == 20) a.Report({1, control::Phase::kRollout, 10.0, 4, 0.0, std::nullopt}, t);
-    if (i == 40) a.Report({1, control::Phase::kTrain, 20.0, 0, 0.0, std::nullopt}, t);
+    if (i == 20) a.Report(Rep(1, control::Phase::kRollout, 10.0, 4, 0.0, std::nullopt), t);
+    if (i == 40) a.Report(Rep(1, control::Phase::kTrain, 20.0, 0, 0.0, std::nullopt), t);
   }
   m = ParseMetrics(MetricsText(a.Status(64.5)), &types);
   EXPECT_EQ(m.at("headroom_windows_total{window=\"0.5s\"}"), 129.0);
@@ -588,13 +601,13 @@ TEST(Agent, AHybridControllersPowerLimitIsInTheActuation) {
   config.limits.power_limit_min_w = 100.0;
   control::Pid pid({2.0, 1.0, 0.0, {}}, config.limits.concurrency, 8, 8, 400.0, 100.0);
   Agent a(config, pid);
-  a.Report({3, control::Phase::kTrain, 0.0, 0, 1.0, std::nullopt}, 0.0);
+  a.Report(Rep(3, control::Phase::kTrain, 0.0, 0, 1.0, std::nullopt), 0.0);
   a.Tick(0.0, At(0.0, {380.0}));
   const double limit_w = a.actuation().power_limit_w;
   EXPECT_GT(limit_w, 100.0);
   EXPECT_LT(limit_w, 300.0);
   const uint64_t seq = a.actuation().seq;
-  a.Report({3, control::Phase::kRollout, 0.0, 0, 0.1, std::nullopt}, 0.4);
+  a.Report(Rep(3, control::Phase::kRollout, 0.0, 0, 0.1, std::nullopt), 0.4);
   a.Tick(0.5, At(0.5, {250.0}));  // rollout: concurrency has authority, the limit is lifted
   EXPECT_EQ(a.actuation().power_limit_w, 0.0);
   EXPECT_GT(a.actuation().seq, seq);

@@ -57,7 +57,7 @@ struct AgentConfig {
   bool silent_power_limit = false;
   // The longest hold before a step the agent passes on (--max-hold-s); longer ones are cut to it.
   // A trainer compares it with its collective timeout (clients/python: check_collective_timeout).
-  double max_hold_s = 3600.0;
+  double max_hold_s = 300.0;
   // The admission the policy was trained for ("continuous" or "chunked"); none: not a policy.
   std::optional<std::string> policy_admission;
   // When and to what group size may change (group_size_gate.h): at step boundaries, among the

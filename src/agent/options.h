@@ -48,7 +48,7 @@ struct AgentOptions {
   // A trainer that reported and then is silent this long (wall seconds) is taken as gone.
   double report_timeout_s = 60.0;
   // The longest hold before a step passed on to the trainer (/v1/status max_hold_s).
-  double max_hold_s = 3600.0;
+  double max_hold_s = 300.0;
   std::string trace_out;
   std::optional<double> duration_s;
   bool guard_power_limit = false;

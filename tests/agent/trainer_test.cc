@@ -384,7 +384,7 @@ TEST(TrainerReportParse, TheStatusSaysTheTrainersStateAndTheLongestHold) {
   auto j = nlohmann::json::parse(StatusJson(a.Status(0.0)));
   EXPECT_EQ(j["trainer"]["state"], "never");
   EXPECT_TRUE(j["trainer"]["last_report_unix_s"].is_null());
-  EXPECT_EQ(j["max_hold_s"], 3600.0);
+  EXPECT_EQ(j["max_hold_s"], 300.0);
   EXPECT_THAT(MetricsText(a.Status(0.0)), HasSubstr("headroom_trainer_up NaN\n"));
   TrainerReport r = R(1, control::Phase::kRollout, 8, 3, 2);
   r.eval = true;

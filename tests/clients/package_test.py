@@ -2,7 +2,7 @@
 """Unit tests of the headroom-client package (clients/python): batched, the version, the
 HeadroomCallback's step boundary and reports against an in-process fake agent, rank0_actuation
 without a process group and with a fake torch.distributed (ranks 0 and 1 of a group, in this
-process), phase names. Standard library only; one process, no network beyond 127.0.0.1.
+process), HeadroomCallback reading the agent on every rank, phase names. Standard library only; one process, no network beyond 127.0.0.1.
 
 Usage: package_test.py. Exit 0 on success, 1 on a failure. FakeAgent is also used by
 rank0_test.py.
@@ -154,8 +154,9 @@ class Package(unittest.TestCase):
         self.assertEqual(headroom_client.__version__, cmake.group(1))
 
     def test_exports_and_typed(self):
-        for name in ["AgentClient", "ConcurrencyGate", "batched", "rank0_actuation",
-                     "HeadroomCallback", "__version__"]:
+        for name in ["AgentClient", "ConcurrencyGate", "ThreadConcurrencyGate", "CapFollower",
+                     "Heartbeat", "batched", "rank0_actuation", "HeadroomCallback",
+                     "CollectiveTimeoutError", "__version__"]:
             self.assertIn(name, headroom_client.__all__)
             self.assertTrue(hasattr(headroom_client, name), name)
         self.assertTrue(os.path.isfile(os.path.join(CLIENT_DIR, "headroom_client", "py.typed")))
@@ -263,7 +264,7 @@ class Callback(WithAgent):
 
     def test_phase_names(self):
         for phase in ["idle", "startup", "rollout", "logprob", "train", "sync", "checkpoint",
-                      "stopped"]:
+                      "stopped", "eval"]:
             self.assertTrue(self.cb.on_phase(phase))
         before = self.agent.requests
         for bad in ["generate", "Rollout", "", None]:
@@ -344,18 +345,20 @@ class Rank0(WithAgent):
             self.assertRaises(ValueError, rank0_actuation, None)  # rank 0 needs a client
         self.assertEqual(self.agent.requests, 2)
 
-    def test_other_ranks_never_ask_the_agent(self):
-        theirs = decision(8, concurrency=5, group_size=6)
-        with torch_distributed(FakeDist(1, value=theirs)) as dist:
-            self.assertEqual(rank0_actuation(None), theirs)
-            cb = HeadroomCallback(None, sleep=self.slept.append)
-            self.assertEqual(cb.on_step_begin(step=3), theirs)
+    def test_every_rank_reads_the_agent_itself(self):
+        # HeadroomCallback is no collective: rank 1 reads the agent with its own client and
+        # broadcasts nothing; it reports nothing (rank 0 of the group does).
+        self.agent.script(decision(8, concurrency=5, group_size=6))
+        with torch_distributed(FakeDist(1)) as dist:
+            cb = HeadroomCallback(self.client, sleep=self.slept.append)
+            self.assertEqual(cb.on_step_begin(step=3)["seq"], 8)
             self.assertEqual((cb.group_size, cb.concurrency()), (6, 5))
             self.assertIsNone(cb.on_phase("rollout"))
-            self.assertEqual(cb.refresh(), theirs)
-            self.assertEqual([b[0] for b in dist.broadcasts], [None] * 3)
-        self.assertEqual(self.agent.requests, 0)
-
+            self.assertEqual(cb.refresh()["seq"], 8)
+            self.assertEqual(dist.broadcasts, [])
+        self.assertEqual(self.agent.requests, 2)  # two reads, no report
+        self.assertEqual(self.agent.reports, [])
+        self.assertRaises(ValueError, HeadroomCallback, None)  # every rank needs a client
 
 if __name__ == "__main__":
     unittest.main()

@@ -1,13 +1,15 @@
 #!/usr/bin/python3
-"""Three torch.distributed ranks (gloo, 127.0.0.1) on the headroom-client adapters, rank 0
-against an in-process fake agent (package_test.FakeAgent):
-  - rank0_actuation: every rank gets the decision rank 0 read; only rank 0 asked the agent;
-  - HeadroomCallback.on_step_begin: a site's hold taken by rank 0 holds every rank (ranks 1 and
-    2 enter the step before rank 0's hold is released, and return with the decision rank 0
-    reads only after it), and fixes the same group size everywhere; on_phase reports once;
-    refresh() gives every rank the new concurrency and keeps the group size;
+"""Three torch.distributed ranks (gloo, 127.0.0.1) on the headroom-client adapters, against
+in-process fake agents (package_test.FakeAgent, fake_agent.StepAgent):
+  - rank0_actuation (a collective): every rank gets the decision rank 0 read; only rank 0 asked
+    the agent;
+  - HeadroomCallback.on_step_begin, no collective: every rank reads the agent itself, for its
+    step (a StepAgent fixing each step's answer at its first read), and takes the site's hold
+    at its own boundary -- all three are held at once, none waits in a collective -- and after
+    it gets the step's group size even though the decision changed meanwhile; on_phase reports
+    once (rank 0); refresh() gives every rank the new concurrency and keeps the group size;
   - rank0_actuation on a group whose rank 0 is global rank 1 (its own fake agent).
-No sleeps: rank 0's hold blocks on a line from this process, every wait has a deadline.
+No sleeps: a rank's hold blocks on a line from this process, every wait has a deadline.
 
 Usage: rank0_test.py. Exit 0 on success, 1 on a failure, 77 without torch (or gloo).
 Internally, each rank runs this file with --rank.
@@ -40,7 +42,7 @@ def emit(rank, event, **fields):
     print(json.dumps(dict(rank=rank, event=event, **fields)), flush=True)
 
 
-def rank_main(rank, port, url_a, url_b):
+def rank_main(rank, port, url_a, url_b, url_c):
     """One rank: the steps the parent checks, each result as a JSON line on stdout."""
     from datetime import timedelta
 
@@ -54,16 +56,18 @@ def rank_main(rank, port, url_a, url_b):
 
     emit(rank, "rank0_actuation", a=rank0_actuation(client))
 
-    def held(hold_s):  # rank 0's sleep: until the parent releases it
+    def held(hold_s):  # a rank's sleep: until the parent releases it
         emit(rank, "sleeping", hold_s=hold_s)
         if sys.stdin.readline().strip() != "release":
-            raise SystemExit("rank 0: not released")
+            raise SystemExit("rank %d: not released" % rank)
 
-    cb = HeadroomCallback(client, sleep=held)
+    cb = HeadroomCallback(AgentClient(url_c, timeout_s=10.0), sleep=held)  # every rank its own
     emit(rank, "entered")
     a = cb.on_step_begin(step=5, tokens=10)
     emit(rank, "step_begun", a=a, group_size=cb.group_size, step=cb.step)
     cb.on_phase("rollout", in_flight=2)
+    if sys.stdin.readline().strip() != "refresh":
+        raise SystemExit("rank %d: no refresh" % rank)
     cb.refresh()
     emit(rank, "refreshed", concurrency=cb.concurrency(), group_size=cb.group_size)
 
@@ -93,14 +97,13 @@ def main():
         print("rank0_test: skipped: torch has no distributed/gloo")
         return 77
     sys.path.insert(0, HERE)
+    from fake_agent import StepAgent
     from package_test import FakeAgent, decision
 
-    # Rank 0 reads: rank0_actuation, the step boundary (a hold), after the hold, refresh.
-    agent_a = FakeAgent(decision(1, concurrency=4, group_size=8),
-                        decision(2, concurrency=4, group_size=8, hold_s=2.5, hold_id=1),
-                        decision(3, concurrency=3, group_size=16, reason="after the hold"),
-                        decision(4, concurrency=7, group_size=32))
+    agent_a = FakeAgent(decision(1, concurrency=4, group_size=8))  # rank0_actuation
     agent_b = FakeAgent(decision(9, concurrency=5, group_size=4, reason="agent b"))
+    agent_c = StepAgent(concurrency=4, group_size=16)  # HeadroomCallback, every rank
+    agent_c.hold_next_step(2.5, 1)  # step 5's first read fixes this hold
     events = queue.Queue()
     procs = []
     deadline = time.monotonic() + DEADLINE_S
@@ -111,13 +114,14 @@ def main():
             for rank in range(WORLD):
                 err = open(os.path.join(tmp, "rank%d.err" % rank), "w")
                 p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--rank",
-                                      str(rank), str(port), agent_a.url, agent_b.url],
+                                      str(rank), str(port), agent_a.url, agent_b.url,
+                                      agent_c.url],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=err, text=True, env=env)
                 err.close()
                 procs.append(p)
                 threading.Thread(target=pump, args=(p, events), daemon=True).start()
-            run(procs, events, deadline, agent_a, agent_b)
+            run(procs, events, deadline, agent_a, agent_b, agent_c)
         finally:
             for p in procs:
                 if p.poll() is None:
@@ -125,6 +129,7 @@ def main():
                 p.wait()
             agent_a.stop()
             agent_b.stop()
+            agent_c.stop()
             if failures:
                 for rank in range(WORLD):
                     with open(os.path.join(tmp, "rank%d.err" % rank)) as f:
@@ -144,7 +149,7 @@ def pump(p, events):
     events.put({"rank": -1, "event": "eof"})
 
 
-def run(procs, events, deadline, agent_a, agent_b):
+def run(procs, events, deadline, agent_a, agent_b, agent_c):
     seen = {}  # (rank, event) -> fields
     order = []
 
@@ -169,21 +174,29 @@ def run(procs, events, deadline, agent_a, agent_b):
         check(all(a == got[0] for a in got), "rank0_actuation: the same on every rank: %s" % got)
         check(got[0]["seq"] == 1, "rank0_actuation: rank 0's read")
 
-        # The hold: rank 0 sleeps (blocked on our line) while ranks 1 and 2 are in the step.
-        wait_for((0, "sleeping"), (1, "entered"), (2, "entered"))
-        check(seen[(0, "sleeping")]["hold_s"] == 2.5, "rank 0 takes the site's hold")
+        # The hold: every rank sleeps at its own boundary, all three at once (none waits in a
+        # collective), and none began the step.
+        wait_for(*[(r, "sleeping") for r in all_ranks])
+        for r in all_ranks:
+            check(seen[(r, "sleeping")]["hold_s"] == 2.5, "rank %d takes the step's hold" % r)
         check(not any(e == "step_begun" for _, e in order),
-              "no rank began the step while rank 0 was held")
-        with agent_a.lock:
-            check(agent_a.answers[0]["seq"] == 3, "the decision after the hold not yet read")
-        procs[0].stdin.write("release\n")
-        procs[0].stdin.flush()
+              "no rank began the step while held")
+        agent_c.decide(concurrency=3, group_size=32)  # meanwhile: not step 5's any more
+        for p in procs:
+            p.stdin.write("release\n")
+            p.stdin.flush()
         wait_for(*[(r, "step_begun") for r in all_ranks])
         for r in all_ranks:
             e = seen[(r, "step_begun")]
-            check(e["a"]["seq"] == 3 and e["group_size"] == 16 and e["step"] == 5,
-                  "rank %d: held, then the decision read after the hold: %s" % (r, e))
+            check(e["a"]["step"] == 5 and e["a"]["hold_id"] == 1 and e["group_size"] == 16
+                  and e["step"] == 5,
+                  "rank %d: held once, then step 5's group size (fixed at its first read): %s"
+                  % (r, e))
 
+        agent_c.decide(concurrency=7)
+        for p in procs:
+            p.stdin.write("refresh\n")
+            p.stdin.flush()
         wait_for(*[(r, "refreshed") for r in all_ranks])
         for r in all_ranks:
             e = seen[(r, "refreshed")]
@@ -199,11 +212,16 @@ def run(procs, events, deadline, agent_a, agent_b):
             check(p.returncode == 0, "a rank exits 0: %s" % p.returncode)
 
         with agent_a.lock:
-            reports = [(b["step"], b["phase"], b.get("group_size")) for b in agent_a.reports]
-            check(agent_a.requests == 6, "only rank 0 asked agent a, once per read: %d requests "
-                  "(4 reads, 2 reports)" % agent_a.requests)
+            check(agent_a.requests == 1, "only rank 0 asked agent a, once: %d requests"
+                  % agent_a.requests)
+        with agent_c.cond:
+            reports = [(b["step"], b["phase"], b.get("group_size")) for b, _ in agent_c.reports]
+            reads = [p for p in agent_c.paths if p.startswith("/v1/actuation")]
+        check(reads.count("/v1/actuation?step=5") == 2 * WORLD and len(reads) == 3 * WORLD,
+              "every rank read step 5 twice (before and after the hold) and refreshed: %s"
+              % reads)
         check(reports == [(5, "idle", None), (5, "rollout", 16)],
-              "reports: idle while held, then rollout once: %s" % reports)
+              "reports: idle while held, then rollout once (rank 0): %s" % reports)
         with agent_b.lock:
             check(agent_b.requests == 1, "agent b asked once: %d" % agent_b.requests)
     except (TimeoutError, RuntimeError, subprocess.TimeoutExpired) as e:
@@ -211,7 +229,7 @@ def run(procs, events, deadline, agent_a, agent_b):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 6 and sys.argv[1] == "--rank":
-        rank_main(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5])
+    if len(sys.argv) == 7 and sys.argv[1] == "--rank":
+        rank_main(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6])
         sys.exit(0)
     sys.exit(main())

@@ -7,6 +7,7 @@
 
 #include "cli/numbers.h"
 #include "cli/output_files.h"
+#include "common/atomic_file.h"
 #include "common/duration.h"
 #include "common/paths.h"
 

@@ -70,14 +70,16 @@ Status Show(const PolicyArgs& args) {
   fmt::print("actuators  {}\n", p.group_size_only    ? "group size"
                                 : p.fixed_group_size ? "concurrency, power limit"
                                                      : "concurrency, group size, power limit");
-  fmt::print("{:<16} {:>17} {:>10} {:>12} {:>11} {:>11} {:>12}\n", "scenario", "budgets W/GPU",
-             "default W", "concurrency", "group size", "nameplate W", "limit min W");
+  fmt::print("{:<16} {:>17} {:>10} {:>12} {:>11} {:>11} {:>12} {:>11}\n", "scenario",
+             "budgets W/GPU", "default W", "concurrency", "group size", "nameplate W",
+             "limit min W", "admission");
   for (const control::PolicyEnvelope& e : p.envelopes) {
-    fmt::print("{:<16} {:>17} {:>10.1f} {:>12} {:>11} {:>11.0f} {:>12.0f}\n", e.scenario,
+    fmt::print("{:<16} {:>17} {:>10.1f} {:>12} {:>11} {:>11.0f} {:>12.0f} {:>11}\n", e.scenario,
                fmt::format("{:.1f}-{:.1f}", e.budget_range_w.first, e.budget_range_w.second),
                e.budget_w, fmt::format("{}-{}", e.limits.concurrency.lo, e.limits.concurrency.hi),
                fmt::format("{}-{}", e.limits.group_size.lo, e.limits.group_size.hi),
-               e.limits.nameplate_w, e.limits.power_limit_min_w);
+               e.limits.nameplate_w, e.limits.power_limit_min_w,
+               control::AdmissionName(e.admission));
   }
   return OkStatus();
 }

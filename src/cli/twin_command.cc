@@ -189,6 +189,8 @@ Status RunTwin(const RunArgs& args) {
   trace::TraceRow row;
   // Progress against whichever end comes first; no total size: the terminal check is enough.
   Progress progress("twin " + scenario->name, std::nullopt);
+  double rollout_occupancy = 0.0;  // summed over rollout ticks: the mean for the summary
+  uint64_t rollout_ticks = 0;
   while (!RunDone(args, twin)) {
     if (twin.ticks() % 4096 == 0) {
       if (args.steps > 0) {
@@ -198,6 +200,10 @@ Status RunTwin(const RunArgs& args) {
       }
     }
     TickAndEmit(twin, row, budget_ptr, [&](const trace::TraceRow& r) { writer->Write(r); });
+    if (twin.phase() == twin::Phase::kRollout) {
+      rollout_occupancy += twin.mean_occupancy();
+      ++rollout_ticks;
+    }
   }
   trace::TraceMeta meta;
   meta.gpu_model = scenario->gpu_model;
@@ -213,8 +219,12 @@ Status RunTwin(const RunArgs& args) {
                              twin.slow_storage_from_s(), scenario->checkpoint_slow_s);
   }
   if (auto status = writer->Commit(meta); !status) return status;
-  fmt::print(stderr, "wrote {:.1f} s, {} steps, {:.4f} kWh, {:.0f} tokens to {}\n", twin.t_s(),
-             twin.steps_done(), twin.energy_j() / 3.6e6, twin.tokens_total(), args.out);
+  fmt::print(stderr,
+             "wrote {:.1f} s, {} steps, {:.4f} kWh, {:.0f} tokens, mean rollout occupancy {:.2f} "
+             "({} admission) to {}\n",
+             twin.t_s(), twin.steps_done(), twin.energy_j() / 3.6e6, twin.tokens_total(),
+             rollout_ticks > 0 ? rollout_occupancy / static_cast<double>(rollout_ticks) : 0.0,
+             twin::AdmissionName(scenario->admission), args.out);
   return OkStatus();
 }
 

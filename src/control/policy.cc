@@ -29,17 +29,21 @@ std::vector<double> ToStd(const Eigen::VectorXd& v) { return {v.data(), v.data()
 
 json EnvelopeToJson(const PolicyEnvelope& e) {
   const ActuatorLimits& l = e.limits;
-  return json{{"scenario", e.scenario},
-              {"budget_w", e.budget_w},
-              {"budget_range_w", {e.budget_range_w.first, e.budget_range_w.second}},
-              {"concurrency_range", {l.concurrency.lo, l.concurrency.hi}},
-              {"group_size_range", {l.group_size.lo, l.group_size.hi}},
-              {"max_rise_factor", l.max_rise_factor},
-              {"nameplate_w", l.nameplate_w},
-              {"power_limit_min_w", l.power_limit_min_w},
-              {"power_limit_rise_w", l.power_limit_rise_w},
-              {"concurrency", e.concurrency},
-              {"group_size", e.group_size}};
+  json j{{"scenario", e.scenario},
+         {"budget_w", e.budget_w},
+         {"budget_range_w", {e.budget_range_w.first, e.budget_range_w.second}},
+         {"concurrency_range", {l.concurrency.lo, l.concurrency.hi}},
+         {"group_size_range", {l.group_size.lo, l.group_size.hi}},
+         {"max_rise_factor", l.max_rise_factor},
+         {"nameplate_w", l.nameplate_w},
+         {"power_limit_min_w", l.power_limit_min_w},
+         {"power_limit_rise_w", l.power_limit_rise_w},
+         {"concurrency", e.concurrency},
+         {"group_size", e.group_size}};
+  // Written where it is not the default, so that a continuous policy's file is the same bytes
+  // as before the key existed (absent: continuous).
+  if (e.admission != Admission::kContinuous) j["admission"] = AdmissionName(e.admission);
+  return j;
 }
 
 Error Bad(std::string_view source, std::string_view key, std::string_view reason) {
@@ -47,6 +51,23 @@ Error Bad(std::string_view source, std::string_view key, std::string_view reason
 }
 
 }  // namespace
+
+std::string_view AdmissionName(Admission admission) {
+  switch (admission) {
+    case Admission::kContinuous:
+      return "continuous";
+    case Admission::kChunked:
+      return "chunked";
+  }
+  return "continuous";
+}
+
+std::optional<Admission> ParseAdmission(std::string_view name) {
+  for (const Admission a : {Admission::kContinuous, Admission::kChunked}) {
+    if (name == AdmissionName(a)) return a;
+  }
+  return std::nullopt;
+}
 
 std::string PolicyToJson(const Policy& policy) {
   json names = json::array();
@@ -203,6 +224,20 @@ Result<PolicyEnvelope> EnvelopeFromJson(const json& e, const std::string& path, 
   HEADROOM_ASSIGN_OR_RETURN(power_limit_rise_w, keys.Get<double>(e, path, "power_limit_rise_w"));
   HEADROOM_ASSIGN_OR_RETURN(concurrency, keys.Get<int>(e, path, "concurrency"));
   HEADROOM_ASSIGN_OR_RETURN(group_size, keys.Get<int>(e, path, "group_size"));
+  // Optional: files written before it was recorded were trained under continuous admission.
+  HEADROOM_ASSIGN_OR_RETURN(admission_member, keys.Member(e, path, "admission", false));
+  Admission admission = Admission::kContinuous;
+  if (admission_member != nullptr && !admission_member->is_null()) {
+    const auto parsed = admission_member->is_string()
+                            ? ParseAdmission(admission_member->get<std::string>())
+                            : std::nullopt;
+    if (!parsed) {
+      return Bad(source, at("admission"),
+                 fmt::format("expected \"{}\" or \"{}\"", AdmissionName(Admission::kContinuous),
+                             AdmissionName(Admission::kChunked)));
+    }
+    admission = *parsed;
+  }
   const auto watts = [](double w) { return w >= 0.0 && w <= 10000.0; };
   if (budget_range.size() != 2 || !watts(budget_range[0]) || !watts(budget_range[1]) ||
       budget_range[0] > budget_range[1] || budget_range[0] <= 0.0) {
@@ -242,6 +277,7 @@ Result<PolicyEnvelope> EnvelopeFromJson(const json& e, const std::string& path, 
   }
   out.concurrency = concurrency;
   out.group_size = group_size;
+  out.admission = admission;
   return out;
 }
 
@@ -465,6 +501,15 @@ const PolicyEnvelope* FindEnvelope(const Policy& policy, std::string_view scenar
     if (e.scenario == scenario) return &e;
   }
   return nullptr;
+}
+
+std::optional<Admission> TrainedAdmission(const Policy& policy) {
+  if (policy.envelopes.empty()) return std::nullopt;
+  const Admission first = policy.envelopes.front().admission;
+  for (const PolicyEnvelope& e : policy.envelopes) {
+    if (e.admission != first) return std::nullopt;
+  }
+  return first;
 }
 
 Command CommandFromActions(const ActuatorLimits& limits, const int* actions, int concurrency,

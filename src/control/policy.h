@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -30,6 +31,16 @@ inline constexpr size_t kMaxPolicyBytes = size_t{64} << 20;
 // Policies that steer a GRPO job's generation: they need a rollout phase to act on.
 inline constexpr std::string_view kPolicyFamily = "grpo-generation";
 
+// How the trainer a policy was trained for admits its sequences: the twin's rollout.admission
+// (twin/rollout.h; the same names). Continuous refills the engine as sequences finish; chunked
+// submits `concurrency` sequences and waits for the longest, so occupancy decays within each
+// chunk, and a policy trained under one sees other features under the other.
+enum class Admission { kContinuous, kChunked };
+// "continuous", "chunked".
+std::string_view AdmissionName(Admission admission);
+// The admission of that name; nullopt for any other text.
+std::optional<Admission> ParseAdmission(std::string_view name);
+
 // Where a policy was trained, one per scenario: what it needs to act on a real job without the
 // twin (headroom agent --controller ppo without --scenario). Per GPU.
 struct PolicyEnvelope {
@@ -39,6 +50,8 @@ struct PolicyEnvelope {
   ActuatorLimits limits;  // concurrency and group-size ranges, nameplate, limit floor and rise
   int concurrency = 1;    // the trainer's own concurrency and group size there
   int group_size = 1;
+  // How that trainer admits sequences ("admission"; absent in files of before it: continuous).
+  Admission admission = Admission::kContinuous;
 };
 
 struct Policy {
@@ -70,6 +83,9 @@ Result<Policy> PolicyFromJson(std::string_view text, std::string_view source,
 Result<Policy> LoadPolicy(const std::string& path, PolicyRead read = PolicyRead::kCurrent);
 // The envelope trained on `scenario`; null when the policy has none for it.
 const PolicyEnvelope* FindEnvelope(const Policy& policy, std::string_view scenario);
+// The admission every envelope of the policy was trained for; nullopt when it has no envelope
+// or its envelopes differ (then ask the envelope in use: PolicyEnvelope::admission).
+std::optional<Admission> TrainedAdmission(const Policy& policy);
 
 // Runs a policy deterministically (the most likely action of each head).
 class PolicyController final : public Controller {

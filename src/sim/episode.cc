@@ -44,6 +44,8 @@ control::PolicyEnvelope EnvelopeOf(const twin::Scenario& s,
   e.limits = LimitsOf(s);
   e.concurrency = s.concurrency;
   e.group_size = s.group_size;
+  e.admission = s.admission == twin::Admission::kChunked ? control::Admission::kChunked
+                                                         : control::Admission::kContinuous;
   return e;
 }
 

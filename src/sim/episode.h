@@ -26,7 +26,8 @@ inline constexpr std::array<double, 3> kScoreWindowsS = {0.5, 30.0, 300.0};
 
 control::Inputs ToInputs(const twin::Observation& o, double interval_s);
 control::ActuatorLimits LimitsOf(const twin::Scenario& s);
-// What a policy trained on `s` over `budget_range_w` carries of it (control/policy.h).
+// What a policy trained on `s` over `budget_range_w` carries of it (control/policy.h), its
+// admission included.
 control::PolicyEnvelope EnvelopeOf(const twin::Scenario& s,
                                    std::pair<double, double> budget_range_w);
 control::Applied DefaultsOf(const twin::Scenario& s);

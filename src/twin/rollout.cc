@@ -14,6 +14,23 @@ ClockCurve::Effect Limited(const EngineRates& rates, double full_power_w) {
 
 }  // namespace
 
+std::string_view AdmissionName(Admission admission) {
+  switch (admission) {
+    case Admission::kContinuous:
+      return "continuous";
+    case Admission::kChunked:
+      return "chunked";
+  }
+  return "continuous";
+}
+
+std::optional<Admission> ParseAdmission(std::string_view name) {
+  for (const Admission a : {Admission::kContinuous, Admission::kChunked}) {
+    if (name == AdmissionName(a)) return a;
+  }
+  return std::nullopt;
+}
+
 void RolloutEngine::Start(std::vector<double> lengths, double prefill_tokens_per_sequence) {
   assert(done());
   lengths_ = std::move(lengths);
@@ -30,15 +47,19 @@ void RolloutEngine::Abandon() {
   prefill_queue_tokens_ = 0.0;
 }
 
-RolloutEngine::Tick RolloutEngine::Advance(double dt_s, int concurrency, int kv_capacity,
-                                           const EngineRates& rates) {
-  Tick tick;
-  // Admit new sequences up to the limits.
-  const size_t limit = static_cast<size_t>(std::max(0, std::min(concurrency, kv_capacity)));
+void RolloutEngine::Admit(size_t limit) {
+  // A chunk begins only on an empty engine; once begun, the chunk is all that runs.
+  if (admission_ == Admission::kChunked && !in_flight_.empty()) return;
   while (in_flight_.size() < limit && next_ < lengths_.size()) {
     in_flight_.push(progress_ + lengths_[next_++]);
     prefill_queue_tokens_ += prefill_per_sequence_;
   }
+}
+
+RolloutEngine::Tick RolloutEngine::Advance(double dt_s, int concurrency, int kv_capacity,
+                                           const EngineRates& rates) {
+  Tick tick;
+  Admit(static_cast<size_t>(std::max(0, std::min(concurrency, kv_capacity))));
   const double n = static_cast<double>(in_flight_.size());
   tick.occupancy = n;
   double time_s = dt_s;

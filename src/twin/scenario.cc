@@ -94,6 +94,22 @@ class SchemaReader {
     return value.value_or("");
   }
 
+  // "continuous" or "chunked" (twin/rollout.h). Missing: `fallback`.
+  Admission AdmissionOf(const toml::table* table, std::string_view table_name, std::string_view key,
+                        Admission fallback) {
+    std::string full;
+    const toml::node* node = Find(table, table_name, key, /*has_fallback=*/true, full);
+    if (node == nullptr) return fallback;
+    const auto text = node->value<std::string>();
+    const auto admission = text ? ParseAdmission(*text) : std::nullopt;
+    if (!admission) {
+      Fail(At(*node, full,
+              fmt::format("expected \"{}\" or \"{}\"", AdmissionName(Admission::kContinuous),
+                          AdmissionName(Admission::kChunked))));
+    }
+    return admission.value_or(fallback);
+  }
+
   IntRange Range(const toml::table* table, std::string_view table_name, std::string_view key,
                  int lo, int hi) {
     std::string full;
@@ -274,6 +290,7 @@ Result<Scenario> ParseScenario(std::string_view toml_text, std::string_view sour
     s.prompts_per_step = r.Integer(rollout, "rollout", "prompts_per_step", 1, 1 << 20);
     s.group_size = r.Integer(rollout, "rollout", "group_size", 1, 4096);
     s.concurrency = r.Integer(rollout, "rollout", "concurrency", 1, 1 << 20);
+    s.admission = r.AdmissionOf(rollout, "rollout", "admission", Admission::kContinuous);
     s.group_size_range = r.Range(rollout, "rollout", "group_size_range", 1, 4096);
     s.concurrency_range = r.Range(rollout, "rollout", "concurrency_range", 1, 1 << 20);
     s.prompt_tokens = r.Number(rollout, "rollout", "prompt_tokens", 0.0, 1e7);
@@ -495,6 +512,7 @@ std::string ScenarioToToml(const Scenario& s, const std::vector<std::string>& he
     key("prompts_per_step", std::to_string(s.prompts_per_step));
     key("group_size", std::to_string(s.group_size));
     key("concurrency", std::to_string(s.concurrency));
+    key("admission", Quoted(AdmissionName(s.admission)));
     key("group_size_range", fmt::format("[{}, {}]", s.group_size_range.lo, s.group_size_range.hi));
     key("concurrency_range",
         fmt::format("[{}, {}]", s.concurrency_range.lo, s.concurrency_range.hi));

@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "twin/curves.h"
+#include "twin/rollout.h"
 
 namespace headroom::twin {
 
@@ -55,6 +56,9 @@ struct Scenario {
   int prompts_per_step = 0;
   int group_size = 0;   // the trainer's default
   int concurrency = 0;  // the engine's default limit (vLLM max_num_seqs)
+  // How the trainer admits sequences (rollout.admission, optional): continuous, as vLLM's
+  // scheduler, or chunked, a chunk of `concurrency` waiting for its longest (twin/rollout.h).
+  Admission admission = Admission::kContinuous;
   IntRange group_size_range;
   IntRange concurrency_range;
   double prompt_tokens = 0.0;

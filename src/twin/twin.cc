@@ -37,7 +37,7 @@ Twin::Twin(const Scenario& scenario, uint64_t seed)
       group_size_(scenario.group_size),
       step_group_size_(scenario.group_size) {
   const auto gpus = static_cast<size_t>(scenario_.gpus);
-  engines_.resize(static_cast<size_t>(scenario_.engines()));
+  engines_.assign(static_cast<size_t>(scenario_.engines()), RolloutEngine(scenario_.admission));
   target_energy_.assign(gpus, 0.0);
   const double start_w = scenario_.idle_before_s > 0.0 ? scenario_.idle_w : scenario_.idle_loaded_w;
   lagged_w_.assign(gpus, start_w);

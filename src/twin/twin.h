@@ -38,7 +38,7 @@ class Twin {
   Twin(const Scenario& scenario, uint64_t seed);
 
   // Actuators. Each clamps to its range and returns the value applied.
-  int SetConcurrency(int concurrency);  // from the next tick
+  int SetConcurrency(int concurrency);  // from the next tick (chunked admission: next chunk)
   int SetGroupSize(int group_size);     // from the next step
   // <= 0 or >= nameplate: no limit; otherwise clamped to [power_limit_min_w, nameplate].
   double SetPowerLimit(double limit_w);

@@ -181,6 +181,56 @@ TEST(Policy, CarriesItsEnvelopesAndRefusesVersion3WithTheUpgrade) {
   EXPECT_THAT(r.error().message(), HasSubstr("key 'envelopes[0].nameplate_w': expected a number"));
 }
 
+// Each envelope records how its trainer admits sequences; files of before that load as
+// continuous, and the policy's one admission is there only when every envelope agrees.
+TEST(Policy, RecordsTheAdmissionItWasTrainedFor) {
+  Policy p = Small();
+  EXPECT_EQ(p.envelopes[0].admission, Admission::kContinuous);  // the default
+  // Continuous is left out: the bytes of a file of before the key.
+  nlohmann::json written = nlohmann::json::parse(PolicyToJson(p));
+  EXPECT_FALSE(written["envelopes"][0].contains("admission"));
+  EXPECT_EQ(TrainedAdmission(p), Admission::kContinuous);
+
+  p.envelopes[0].admission = Admission::kChunked;
+  written = nlohmann::json::parse(PolicyToJson(p));
+  EXPECT_EQ(written["envelopes"][0]["admission"], "chunked");
+  auto back = PolicyFromJson(written.dump(), "p.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->envelopes[0].admission, Admission::kChunked);
+  EXPECT_EQ(TrainedAdmission(*back), Admission::kChunked);
+
+  // A file written before the field: continuous.
+  written["envelopes"][0].erase("admission");
+  back = PolicyFromJson(written.dump(), "old.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->envelopes[0].admission, Admission::kContinuous);
+
+  for (const nlohmann::json& bad :
+       {nlohmann::json("Chunked"), nlohmann::json(1), nlohmann::json::array({"chunked"})}) {
+    written["envelopes"][0]["admission"] = bad;
+    auto r = PolicyFromJson(written.dump(), "p.json");
+    ASSERT_FALSE(r.ok()) << bad.dump();
+    EXPECT_THAT(r.error().message(),
+                HasSubstr("p.json: key 'envelopes[0].admission': expected \"continuous\" or "
+                          "\"chunked\""));
+  }
+
+  // Two envelopes that differ: no one admission, each envelope its own.
+  Policy two = Small();
+  two.trained_on.push_back("a100-14b-tp2");
+  two.envelopes.push_back(two.envelopes[0]);
+  two.envelopes[1].scenario = "a100-14b-tp2";
+  two.envelopes[1].admission = Admission::kChunked;
+  EXPECT_EQ(TrainedAdmission(two), std::nullopt);
+  two.envelopes[0].admission = Admission::kChunked;
+  EXPECT_EQ(TrainedAdmission(two), Admission::kChunked);
+  two.envelopes.clear();
+  EXPECT_EQ(TrainedAdmission(two), std::nullopt);
+  EXPECT_EQ(ParseAdmission("chunked"), Admission::kChunked);
+  EXPECT_EQ(ParseAdmission("continuous"), Admission::kContinuous);
+  EXPECT_EQ(ParseAdmission("none"), std::nullopt);
+}
+
 TEST(Policy, RefusesOtherVersionsFamiliesAndShapes) {
   const std::string good = PolicyToJson(Small());
   auto edit = [&](auto f) {

@@ -289,5 +289,33 @@ TEST(Train, TwoIterationSmokeIsDeterministic) {
   EXPECT_EQ(a.trained_on, std::vector<std::string>{"a100-7b-tp1"});
 }
 
+// A policy trained in a scenario of chunked admission records it in that scenario's envelope
+// (control::TrainedAdmission reads it back); continuous scenarios record continuous.
+TEST(Train, ThePolicyRecordsTheAdmissionOfEachScenario) {
+  twin::Scenario chunked = Load("a100-14b-tp2");
+  chunked.admission = twin::Admission::kChunked;
+  EXPECT_EQ(EnvelopeOf(chunked, chunked.budget_range_w).admission, control::Admission::kChunked);
+  const twin::Scenario continuous = Load("a100-7b-tp1");
+  EXPECT_EQ(EnvelopeOf(continuous, continuous.budget_range_w).admission,
+            control::Admission::kContinuous);
+
+  TrainConfig c;
+  c.scenarios = {chunked, continuous};
+  c.envs = 2;
+  c.steps_per_env = 32;
+  c.timesteps = 64;
+  c.hidden = {8};
+  c.ppo.minibatch = 32;
+  c.ppo.epochs = 1;
+  const auto clock = [] { return 0.0; };
+  const control::Policy p = Train(c, clock, nullptr);
+  ASSERT_EQ(p.envelopes.size(), 2u);
+  EXPECT_EQ(p.envelopes[0].admission, control::Admission::kChunked);
+  EXPECT_EQ(p.envelopes[1].admission, control::Admission::kContinuous);
+  EXPECT_EQ(control::TrainedAdmission(p), std::nullopt);  // they differ
+  c.scenarios = {chunked};
+  EXPECT_EQ(control::TrainedAdmission(Train(c, clock, nullptr)), control::Admission::kChunked);
+}
+
 }  // namespace
 }  // namespace headroom::sim

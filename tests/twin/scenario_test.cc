@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <regex>
+#include <utility>
+
+#include <fmt/format.h>
 
 #include "twin_test_util.h"
 
@@ -143,6 +146,37 @@ TEST(Scenario, TypeErrorsNameTheKey) {
   }
 }
 
+TEST(Scenario, AdmissionIsContinuousUnlessTheRolloutSaysChunked) {
+  const std::string ok = testing::TinyScenario();
+  auto s = ParseScenario(ok, "t.toml");
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  EXPECT_EQ(s->admission, Admission::kContinuous);
+  for (const auto& [text, expected] : {std::pair{"\"continuous\"", Admission::kContinuous},
+                                       std::pair{"\"chunked\"", Admission::kChunked}}) {
+    s = ParseScenario(
+        Replace(ok, "concurrency = 8\n", fmt::format("concurrency = 8\nadmission = {}\n", text)),
+        "t.toml");
+    ASSERT_TRUE(s.ok()) << s.error().message();
+    EXPECT_EQ(s->admission, expected);
+  }
+  // A bad value: one line naming the file, where, the key and what it may be.
+  for (const char* bad : {"\"Chunked\"", "\"batched\"", "1", "\"chunked\\nx\""}) {
+    SCOPED_TRACE(bad);
+    s = ParseScenario(
+        Replace(ok, "concurrency = 8\n", fmt::format("concurrency = 8\nadmission = {}\n", bad)),
+        "bad.toml");
+    ASSERT_FALSE(s.ok());
+    EXPECT_THAT(s.error().message(),
+                HasSubstr("bad.toml:22:13: key 'rollout.admission': expected \"continuous\" or "
+                          "\"chunked\""));
+    EXPECT_EQ(s.error().message().find('\n'), std::string::npos);
+  }
+  // Outside [rollout] it is an unknown key.
+  s = ParseScenario(Replace(ok, "gpus = 1\n", "gpus = 1\nadmission = \"chunked\"\n"), "bad.toml");
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.error().message(), HasSubstr("key 'job.admission': unknown key"));
+}
+
 TEST(Scenario, AGenerationOnlyJobMayLeaveOutTrain) {
   const std::string text =
       Replace(testing::TinyScenario(), "[train]\ntokens_per_s = 500\npower_w = 350\n", "");
@@ -195,6 +229,18 @@ TEST(ScenarioToml, EveryBuiltinRoundTrips) {
     EXPECT_EQ(back->has_train, s->has_train);
     EXPECT_EQ(back->stop_at_s, s->stop_at_s);
   }
+}
+
+TEST(ScenarioToml, AdmissionRoundTrips) {
+  auto s = LoadScenario("a100-14b-tp2");
+  ASSERT_TRUE(s.ok());
+  EXPECT_NE(ScenarioToToml(*s).find("\nadmission = \"continuous\"\n"), std::string::npos);
+  s->admission = Admission::kChunked;
+  const std::string text = ScenarioToToml(*s);
+  EXPECT_NE(text.find("\nadmission = \"chunked\"\n"), std::string::npos);
+  auto back = ParseScenario(text, "chunked");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->admission, Admission::kChunked);
 }
 
 TEST(ScenarioToml, StringsAreEscaped) {

@@ -2,25 +2,30 @@
 """GRPO in plain PyTorch on a digit-reversal task, steered by a headroom agent.
 
 A small decoder-only transformer learns, from reinforcement alone (no supervised warm-up), to
-write the reverse of a string of digits. Each step it samples completions in chunks of the
-agent's current concurrency, scores them, and takes a clipped policy-gradient step with a KL
-term to the initial model. The agent decides the group size (completions per prompt, read at
-the step boundary) and the concurrency (sequences decoded at once, re-read between chunks);
-the trainer reports its phases. Without an agent it runs on the safe values.
+write the reverse of a string of digits and then stop. Each step it samples completions with a
+rollout engine shaped like vLLM's LLMEngine (engine.py: continuous batching under a running cap,
+a KV cache per sequence, sampled EOS so that lengths are long-tailed), scores them, and takes a
+clipped policy-gradient step with a KL term to the initial model. The agent decides the group
+size (completions per prompt, read at the step boundary) and the concurrency (the engine's
+running cap, kept current by a CapFollower thread and read at every engine step); the trainer
+reports its phases through a Heartbeat. Without an agent it runs on the safe values.
 
     build/bin/headroom agent --source twin --scenario a100-7b-tp1 --controller ppo \\
         --policy policies/a100-7b-tp1.json --speed 20 --listen 127.0.0.1:10470 &
     /usr/bin/python3 examples/grpo_torch/train.py --steps 100 --json run.json
 
-The loop, top to bottom (one step): step boundary (holds, group size) -> rollout (chunks of the
-current concurrency) -> rewards and group-relative advantages -> logprob (old policy, frozen
-reference) -> train (minibatches of the clipped loss + KL, gradients all-reduced) -> sync
-(rollout copy refreshed, ranks checked identical) -> checkpoint (every --checkpoint-every).
-README.md beside this file: the task, the sizes, the measured reward curves.
+The loop, top to bottom (one step): step boundary (holds, group size) -> rollout (every request
+added to the engine, step() until none is left, the cap re-read at every engine step) ->
+rewards and group-relative advantages -> logprob (old policy, frozen reference) -> train
+(minibatches of the clipped loss + KL, gradients all-reduced) -> sync (rollout weights
+refreshed, ranks checked identical) -> checkpoint (every --checkpoint-every). --time-scale S
+stretches engine steps and phases to S x their duration for a 7B model on one A100.
+README.md beside this file: the task, the engine, the cost model, the measured reward curves.
 """
 
 import argparse
 import copy
+import dataclasses
 import datetime
 import hashlib
 import json
@@ -28,11 +33,14 @@ import math
 import os
 import socket
 import sys
+import threading
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                "clients", "python"))
-from headroom_client import AgentClient, HeadroomCallback, batched  # noqa: E402
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(_HERE, "..", "..", "clients", "python"))
+sys.path.insert(0, _HERE)  # engine.py
+from headroom_client import (AgentClient, CapFollower, HeadroomCallback,  # noqa: E402
+                             ThreadConcurrencyGate)
 
 # One core per rank unless told otherwise: torch.set_num_threads (--threads) does not reach the
 # BLAS library's own thread pool, which would otherwise take every core.
@@ -43,6 +51,7 @@ try:
     import torch.distributed as dist
     import torch.nn as nn
     import torch.nn.functional as F
+    from engine import CostModel, LLMEngine, Pacer, SamplingParams, length_stats
 except ImportError:  # the math below is importable for --help; main() says what is missing
     torch = None
 
@@ -57,25 +66,17 @@ SMALL = dict(d_model=32, layers=1, heads=2, length=3, digits=10, prompts_per_ste
 
 COLLECTIVE_TIMEOUT_S = 24 * 3600.0  # gloo's timeout; holds may last an hour, standby longer
 ADV_EPS = 1e-4  # (r - mean) / (std + ADV_EPS): a group whose rewards all agree gets 0
+COMPLETION_LEN_PER_DIGIT = 8  # --max-completion-len's default: 8 x --length
+FOLLOWER_STOP_S = 1.0  # at the end, how long to wait for the CapFollower's thread (a daemon)
 
 
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(
-        prog="train.py",
-        description="GRPO on digit reversal in plain PyTorch, steered by a headroom agent "
-                    "(group size at step boundaries, generation concurrency between chunks). "
-                    "Without an agent it runs on --safe-concurrency and --safe-group-size.",
-        epilog="example: train.py --steps 100 --json run.json --decisions-log decisions.jsonl"
-               "  (README.md beside this file: running it beside `headroom agent`)")
+def _preset(what, key):
+    """A size flag's help: its default and its --small value."""
+    return "%s (default %s; --small %s)" % (what, DEFAULT[key], SMALL[key])
 
-    def one_line_error(message):  # bad flags: one clear line, exit 2
-        sys.stderr.write("train.py: error: %s (see --help)\n" % message)
-        sys.exit(2)
-    p.error = one_line_error
 
-    def preset(what, key):  # a size flag's help: its default and its --small value
-        return "%s (default %s; --small %s)" % (what, DEFAULT[key], SMALL[key])
-
+def _agent_flags(p):
+    """The agent: where it is, what to do without it, how to follow it."""
     g = p.add_argument_group("agent")
     g.add_argument("--agent", default="http://127.0.0.1:10470",
                    help="the agent's base URL (default %(default)s)")
@@ -86,26 +87,36 @@ def parse_args(argv=None):
                    help="group size used while no agent answers (default %(default)s)")
     g.add_argument("--max-group-size", type=int, default=16, metavar="G",
                    help="the agent's group size is clipped to [1, G] (default %(default)s)")
+    g.add_argument("--heartbeat-s", type=float, default=2.0, metavar="S",
+                   help="the phase, progress and in_flight re-sent to the agent at least this "
+                        "often (default %(default)s)")
+    g.add_argument("--follow-wait-s", type=float, default=10.0, metavar="S",
+                   help="the cap follower's long-poll of the agent (default %(default)s)")
 
+
+def _run_flags(p):
+    """The run: steps, seed, ranks, outputs."""
     g = p.add_argument_group("run")
     g.add_argument("--steps", type=int, default=100, help="GRPO steps (default %(default)s)")
     g.add_argument("--seed", type=int, default=1,
                    help="seed of prompts, initial model and sampling (default %(default)s)")
     g.add_argument("--ranks", type=int, default=1, metavar="N",
-                   help="processes (torch.distributed gloo on 127.0.0.1); prompts are split "
-                        "across them, gradients all-reduced; rank 0 alone talks to the agent "
-                        "(default %(default)s)")
+                   help="processes (torch.distributed gloo on 127.0.0.1), one rollout engine "
+                        "each; prompts are split across them, gradients all-reduced; every "
+                        "rank reads the agent, rank 0 reports (default %(default)s)")
     g.add_argument("--threads", type=int, default=1, metavar="N",
                    help="torch threads per rank (default %(default)s); the BLAS library's: "
                         "OPENBLAS_NUM_THREADS, 1 unless set")
     g.add_argument("--small", action="store_true",
-                   help="the small preset of the size flags below (the test's)")
+                   help="the small preset of the size flags below (the tests')")
     g.add_argument("--json", metavar="PATH",
-                   help="write the run here: per-step records, decisions applied and seen, "
-                        "each rank's parameter digest")
+                   help="write the run here: per-step records (rewards, completion lengths, "
+                        "caps), decisions applied and seen, each rank's parameter digest")
     g.add_argument("--decisions-log", metavar="PATH",
-                   help="JSONL: every decision applied (step, phase, chunk, concurrency, "
-                        "group_size, seq)")
+                   help="JSONL: every decision applied (step boundaries, cap changes)")
+    g.add_argument("--engine-log", metavar="PATH",
+                   help="JSONL: every engine step (running, cap in force, waiting, admitted, "
+                        "finished, seconds); rank r > 0 writes PATH.rank<r>")
     g.add_argument("--out", metavar="DIR",
                    help="checkpoint directory: DIR/checkpoint.pt, replaced atomically "
                         "(none: no checkpoints)")
@@ -113,33 +124,60 @@ def parse_args(argv=None):
                    help="steps between checkpoints, with --out; 0: none (default %(default)s)")
     g.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
+
+def _model_flags(p):
+    """The model and the task (sizes from the presets)."""
     g = p.add_argument_group("model and task")
-    g.add_argument("--d-model", type=int, metavar="D", help=preset("embedding width", "d_model"))
+    g.add_argument("--d-model", type=int, metavar="D", help=_preset("embedding width", "d_model"))
     g.add_argument("--layers", type=int, metavar="N",
-                   help=preset("transformer blocks", "layers"))
+                   help=_preset("transformer blocks", "layers"))
     g.add_argument("--heads", type=int, metavar="N",
-                   help=preset("attention heads, dividing --d-model", "heads"))
+                   help=_preset("attention heads, dividing --d-model", "heads"))
     g.add_argument("--untied", action="store_true",
                    help="a separate output head (default: tied to the token embedding)")
     g.add_argument("--length", type=int, metavar="L",
-                   help=preset("digits per string, prompt and completion", "length"))
+                   help=_preset("digits per string: the prompt, and the answer", "length"))
     g.add_argument("--digits", type=int, metavar="N",
-                   help=preset("alphabet: digits 0 .. N-1, N in 2 .. 10", "digits"))
+                   help=_preset("alphabet: digits 0 .. N-1, N in 2 .. 10", "digits"))
     g.add_argument("--prompts-per-step", type=int, metavar="P",
-                   help=preset("prompts per step over all ranks, a multiple of --ranks",
+                   help=_preset("prompts per step over all ranks, a multiple of --ranks",
                                "prompts_per_step"))
 
+
+def _engine_flags(p):
+    """The rollout engine: completion lengths, reward shaping, pacing."""
+    g = p.add_argument_group("rollout engine")
+    g.add_argument("--max-completion-len", type=int, metavar="T",
+                   help="completion tokens at most, the EOS included; an EOS may be sampled "
+                        "once the answer's L digits are out (default %d x --length)"
+                        % COMPLETION_LEN_PER_DIGIT)
+    g.add_argument("--length-penalty", type=float, default=0.01, metavar="P",
+                   help="subtracted from the reward per token after the answer, the closing "
+                        "EOS aside (default %(default)s)")
+    g.add_argument("--time-scale", type=float, default=0.0, metavar="S",
+                   help="stretch each engine step and the logprob, train and sync phases to S "
+                        "x their duration for a 7B model on one A100 (engine.CostModel); 1: "
+                        "real time, phases of minutes; 0: no stretching (default %(default)s)")
+    g.add_argument("--cost-scenario", metavar="TOML",
+                   help="a twin scenario file for the cost model (default: the constants of "
+                        "scenarios/a100-7b-tp1-vllm.toml, built in)")
+
+
+def _grpo_flags(p):
+    """GRPO's hyperparameters."""
     g = p.add_argument_group("GRPO")
-    g.add_argument("--lr", type=float, help=preset("AdamW learning rate", "lr"))
+    g.add_argument("--lr", type=float, help=_preset("AdamW learning rate", "lr"))
     g.add_argument("--minibatches", type=int, metavar="N",
-                   help=preset("optimizer steps per pass over a rollout", "minibatches"))
+                   help=_preset("optimizer steps per pass over a rollout", "minibatches"))
     g.add_argument("--epochs", type=int, default=1, metavar="N",
                    help="passes over each rollout (default %(default)s)")
     g.add_argument("--clip", type=float, default=0.2, metavar="EPS",
                    help="PPO ratio clip: ratio kept in [1-EPS, 1+EPS] (default %(default)s)")
-    g.add_argument("--kl-coef", type=float, default=0.01, metavar="BETA",
+    g.add_argument("--kl-coef", type=float, default=0.001, metavar="BETA",
                    help="weight of the k3 KL estimate to the frozen initial model "
-                        "(default %(default)s)")
+                        "(default %(default)s: the initial model ends a completion at each "
+                        "token with p ~ 1/11, so a policy that learned to stop is far from "
+                        "it; README.md)")
     g.add_argument("--temperature", type=float, default=1.0,
                    help="sampling temperature (default %(default)s)")
     g.add_argument("--max-grad-norm", type=float, default=1.0, metavar="NORM",
@@ -147,11 +185,30 @@ def parse_args(argv=None):
     g.add_argument("--weight-decay", type=float, default=0.0,
                    help="AdamW weight decay (default %(default)s)")
 
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(
+        prog="train.py",
+        description="GRPO on digit reversal in plain PyTorch, steered by a headroom agent "
+                    "(group size at step boundaries, the rollout engine's running cap at "
+                    "every engine step). Without an agent it runs on --safe-concurrency and "
+                    "--safe-group-size.",
+        epilog="example: train.py --steps 100 --json run.json --engine-log engine.jsonl"
+               "  (README.md beside this file: running it beside `headroom agent`)")
+
+    def one_line_error(message):  # bad flags: one clear line, exit 2
+        sys.stderr.write("train.py: error: %s (see --help)\n" % message)
+        sys.exit(2)
+    p.error = one_line_error
+    for add in (_agent_flags, _run_flags, _model_flags, _engine_flags, _grpo_flags):
+        add(p)
+
     a = p.parse_args(argv)
-    preset = SMALL if a.small else DEFAULT
-    for k, v in preset.items():
+    for k, v in (SMALL if a.small else DEFAULT).items():
         if getattr(a, k) is None:
             setattr(a, k, v)
+    if a.max_completion_len is None and a.length is not None and a.length > 0:
+        a.max_completion_len = COMPLETION_LEN_PER_DIGIT * a.length
 
     positive = ["steps", "ranks", "threads", "safe_concurrency", "safe_group_size",
                 "max_group_size", "d_model", "layers", "heads", "length", "prompts_per_step",
@@ -168,23 +225,32 @@ def parse_args(argv=None):
     if a.prompts_per_step % a.ranks:
         p.error("--prompts-per-step (%d) must be a multiple of --ranks (%d)" %
                 (a.prompts_per_step, a.ranks))
-    for k in ["lr", "temperature"]:
+    if a.max_completion_len < a.length:
+        p.error("--max-completion-len (%d) must be >= --length (%d)" %
+                (a.max_completion_len, a.length))
+    for k in ["lr", "temperature", "heartbeat_s"]:
         if not getattr(a, k) > 0 or not math.isfinite(getattr(a, k)):
             p.error("--%s must be > 0" % k.replace("_", "-"))
-    for k in ["clip", "kl_coef", "max_grad_norm", "weight_decay"]:
+    for k in ["clip", "kl_coef", "max_grad_norm", "weight_decay", "length_penalty",
+              "time_scale", "follow_wait_s"]:
         if not getattr(a, k) >= 0 or not math.isfinite(getattr(a, k)):
             p.error("--%s must be >= 0" % k.replace("_", "-"))
+    if a.cost_scenario and not os.path.isfile(a.cost_scenario):
+        p.error("--cost-scenario %s: no such file" % a.cost_scenario)
     return a
 
 
 # ---------------------------------------------------------------------------------------------
-# The task: reverse a string of digits. Prompt = [BOS, d_1 .. d_L, SEP], completion = L digits
-# (sampled among the digits only). Reward = the fraction of positions equal to d_L .. d_1: a
-# dense, verifiable reward on which a random model already scores 1/digits on average.
+# The task: reverse a string of digits. Prompt = [BOS, d_1 .. d_L, SEP]; completion = the
+# answer d_L .. d_1, then EOS. The completion is sampled among the digits and EOS, EOS only once
+# L digits are out, and ends at EOS or at --max-completion-len tokens: its length is the
+# model's choice, long-tailed under the initial model. Reward = the fraction of the first L
+# tokens equal to d_L .. d_1 (dense and verifiable: a random model scores 1/digits), minus
+# --length-penalty per token after them, the closing EOS aside.
 
 def vocab(digits):
-    """Token ids: digits 0 .. digits-1, then SEP, then BOS."""
-    return {"sep": digits, "bos": digits + 1, "size": digits + 2}
+    """Token ids: digits 0 .. digits-1, then SEP, BOS, EOS."""
+    return {"sep": digits, "bos": digits + 1, "eos": digits + 2, "size": digits + 3}
 
 
 def make_prompts(gen, n, length, digits):
@@ -193,15 +259,43 @@ def make_prompts(gen, n, length, digits):
     return torch.cat([torch.full((n, 1), v["bos"]), body, torch.full((n, 1), v["sep"])], 1)
 
 
+def sampling_params(args):
+    """The engine's sampling of one completion (vLLM's SamplingParams, its min_tokens)."""
+    v = vocab(args.digits)
+    return SamplingParams(max_tokens=args.max_completion_len, min_tokens=args.length,
+                          temperature=args.temperature, eos_token_id=v["eos"],
+                          allowed_token_ids=tuple(range(args.digits)) + (v["eos"],))
+
+
+def pad_completions(token_lists, pad):
+    """Completions of varying length -> (tokens [n, T] padded with `pad`, mask [n, T] bool)."""
+    width = max(len(t) for t in token_lists)
+    tokens = torch.full((len(token_lists), width), pad, dtype=torch.long)
+    mask = torch.zeros(len(token_lists), width, dtype=torch.bool)
+    for i, t in enumerate(token_lists):
+        tokens[i, :len(t)] = torch.tensor(t, dtype=torch.long)
+        mask[i, :len(t)] = True
+    return tokens, mask
+
+
 def rewards_of(prompts, completions):
-    """Fraction of positions where the completion is the reversed prompt digits. [n] float."""
+    """Fraction of the first L completion tokens equal to the reversed prompt digits. [n]."""
     target = prompts[:, 1:-1].flip(1)
-    return (completions == target).float().mean(1)
+    return (completions[:, :target.shape[1]] == target).float().mean(1)
+
+
+def extra_tokens(completions, mask, length, eos):
+    """Tokens after the answer's L, the closing EOS aside (0 for the answer then EOS). [n]."""
+    n_tok = mask.sum(1)
+    last = completions.gather(1, (n_tok - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
+    return (n_tok - length - (last == eos).long()).clamp(min=0)
 
 
 # ---------------------------------------------------------------------------------------------
 # The model: token + position embeddings, pre-norm blocks (causal self-attention, MLP), final
-# norm, head tied to the token embedding unless --untied.
+# norm, head tied to the token embedding unless --untied. forward() runs whole sequences (the
+# trainer's log-probabilities); forward_cached() runs new tokens against a KV cache (the
+# engine: prefill, then one token per sequence per step).
 
 class Block(nn.Module if torch else object):
     def __init__(self, d_model, heads):
@@ -215,18 +309,44 @@ class Block(nn.Module if torch else object):
         self.out = nn.Linear(4 * d_model, d_model)
 
     def forward(self, x, causal):
+        t = x.shape[1]
+        q, k, v = self._qkv(x)
+        x = x + self._attend(q, k, v, causal[:t, :t])
+        return x + self._mlp(x)
+
+    def forward_cached(self, x, positions, k_cache, v_cache, slots):
+        """x [n, t, c]: new tokens at `positions` [n, t] of the sequences in cache rows
+        `slots` [n]. Writes their keys and values into the cache, attends to every cached
+        position up to each query's own."""
+        q, k, v = self._qkv(x)  # [n, heads, t, head_dim]
+        rows = slots.unsqueeze(1)
+        k_cache[rows, :, positions] = k.transpose(1, 2)  # [n, t, heads, head_dim]
+        v_cache[rows, :, positions] = v.transpose(1, 2)
+        span = int(positions.max()) + 1
+        keys, values = k_cache[slots, :, :span], v_cache[slots, :, :span]
+        visible = torch.arange(span) <= positions.unsqueeze(-1)  # [n, t, span]
+        x = x + self._attend(q, keys, values, visible.unsqueeze(1))
+        return x + self._mlp(x)
+
+    def _qkv(self, x):
         b, t, c = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
-        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) / math.sqrt(c // self.heads)
-        att = att.masked_fill(~causal[:t, :t], float("-inf")).softmax(-1)
-        x = x + self.proj((att @ v).transpose(1, 2).reshape(b, t, c))
-        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+        return [z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v)]
+
+    def _attend(self, q, k, v, visible):
+        b, h, t, dh = q.shape
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(dh)
+        att = att.masked_fill(~visible, float("-inf")).softmax(-1)
+        return self.proj((att @ v).transpose(1, 2).reshape(b, t, h * dh))
+
+    def _mlp(self, x):
+        return self.out(F.gelu(self.fc(self.ln2(x))))
 
 
 class TinyLM(nn.Module if torch else object):
     def __init__(self, vocab_size, max_len, d_model, layers, heads, tied=True):
         super().__init__()
+        self.heads = heads
         self.tok = nn.Embedding(vocab_size, d_model)
         self.pos = nn.Embedding(max_len, d_model)
         self.blocks = nn.ModuleList(Block(d_model, heads) for _ in range(layers))
@@ -249,29 +369,38 @@ class TinyLM(nn.Module if torch else object):
             x = blk(x, self.causal)
         return self.head(self.ln(x))
 
+    def forward_cached(self, tokens, positions, cache, slots):
+        """Logits [n, t, vocab] of `tokens` [n, t] at `positions` [n, t], the sequences' keys
+        and values read from and written to `cache` (engine.KVCache) rows `slots` [n]."""
+        x = self.tok(tokens) + self.pos(positions)
+        for blk, k, v in zip(self.blocks, cache.k, cache.v):
+            x = blk.forward_cached(x, positions, k, v, slots)
+        return self.head(self.ln(x))
 
-def digit_logits(logits, digits, temperature):
-    """Completions are digits: the other tokens are masked out, in sampling and in scoring."""
-    logits = logits / temperature
-    logits[..., digits:] = float("-inf")
+    def cache_shape(self):
+        """(layers, heads, head_dim, max_len): what a KV cache for this model holds."""
+        d = self.tok.weight.shape[1]
+        return len(self.blocks), self.heads, d // self.heads, self.pos.weight.shape[0]
+
+
+def completion_logits(logits, digits, length, temperature):
+    """Logits [n, T, vocab] at completion positions 0 .. T-1 -> the distribution sampled from:
+    tempered, the digits and EOS only, EOS only from position `length` on."""
+    eos = vocab(digits)["eos"]
+    allowed = torch.zeros(logits.shape[-1], dtype=torch.bool)
+    allowed[:digits] = True
+    allowed[eos] = True
+    logits = (logits / temperature).masked_fill(~allowed, float("-inf"))
+    logits[..., :length, eos] = float("-inf")
     return logits
 
 
-@torch.no_grad() if torch else (lambda f: f)
-def sample(model, prompts, length, digits, temperature, gen):
-    """Batched generation by recompute (the sequences are a dozen tokens). [n, length]."""
-    seq = prompts
-    for _ in range(length):
-        logits = digit_logits(model(seq)[:, -1, :], digits, temperature)
-        seq = torch.cat([seq, torch.multinomial(logits.softmax(-1), 1, generator=gen)], 1)
-    return seq[:, prompts.shape[1]:]
-
-
-def completion_logprobs(model, prompts, completions, digits, temperature):
-    """log pi(completion token | prefix) for every completion position. [n, length]."""
+def completion_logprobs(model, prompts, completions, digits, length, temperature):
+    """log pi(completion token | prefix) at every completion position (padding included:
+    mask it). [n, T]."""
     seq = torch.cat([prompts, completions], 1)
     logits = model(seq[:, :-1])[:, prompts.shape[1] - 1:, :]
-    logp = digit_logits(logits, digits, temperature).log_softmax(-1)
+    logp = completion_logits(logits, digits, length, temperature).log_softmax(-1)
     return logp.gather(-1, completions.unsqueeze(-1)).squeeze(-1)
 
 
@@ -307,7 +436,7 @@ def k3_kl(logp, ref_logp):
 
 
 # ---------------------------------------------------------------------------------------------
-# Ranks.
+# Ranks, and the agent's client.
 
 def param_digest(model):
     """sha256 of every parameter's bytes, in order: equal digests = identical models."""
@@ -324,30 +453,49 @@ def all_reduce_sum(t, world):
 
 
 class CountingClient(AgentClient):
-    """AgentClient that counts its requests, so a run can show who talked to the agent."""
+    """AgentClient that counts its requests by kind, so a run shows who talked to the agent.
+    Thread-safe, as AgentClient: the cap follower and the heartbeat share it."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.requests = {"actuation": 0, "report": 0}
+        self._count_lock = threading.Lock()
+        self.requests = {"actuation": 0, "actuation_for_step": 0, "report": 0, "status": 0}
 
-    def actuation(self, wait_s=0.0):
-        self.requests["actuation"] += 1
-        return super().actuation(wait_s)
+    def _count(self, kind):
+        with self._count_lock:
+            self.requests[kind] += 1
+
+    def actuation(self, wait_s=0.0, **kwargs):
+        self._count("actuation")
+        return super().actuation(wait_s, **kwargs)
+
+    def actuation_for_step(self, step):
+        self._count("actuation_for_step")
+        return super().actuation_for_step(step)
 
     def report(self, *args, **kwargs):
-        self.requests["report"] += 1
+        self._count("report")
         return super().report(*args, **kwargs)
+
+    def status(self, *args, **kwargs):
+        self._count("status")
+        return super().status(*args, **kwargs)
 
 
 def runs(values):
-    """[16, 16, 16, 4, 8, 8] -> "16x3,4,8x2": the concurrency of each chunk, run-length."""
+    """[16, 16, 16, 4, 8, 8] -> [[16, 3], [4, 1], [8, 2]]: values with their repeat counts."""
     out = []
     for v in values:
         if out and out[-1][0] == v:
             out[-1][1] += 1
         else:
             out.append([v, 1])
-    return ",".join("%dx%d" % (v, n) if n > 1 else str(v) for v, n in out)
+    return out
+
+
+def runs_text(pairs):
+    """[[16, 3], [4, 1]] -> "16x3,4"."""
+    return ",".join("%dx%d" % (v, n) if n > 1 else str(v) for v, n in pairs)
 
 
 def free_port():
@@ -356,211 +504,340 @@ def free_port():
         return s.getsockname()[1]
 
 
+@dataclasses.dataclass
+class Rollout:
+    """One step's completions on this rank, prompt-major ([p0 x G, p1 x G, ...])."""
+    prompts: "torch.Tensor"      # [n, L + 2]
+    completions: "torch.Tensor"  # [n, T], padded with EOS
+    mask: "torch.Tensor"         # [n, T] bool: the completion's own tokens
+    reward: "torch.Tensor" = None    # [n]
+    accuracy: "torch.Tensor" = None  # [n]
+    extra: "torch.Tensor" = None     # [n] tokens after the answer, the closing EOS aside
+    eos: "torch.Tensor" = None       # [n] bool: ended on EOS (else at --max-completion-len)
+
+    @property
+    def seq_tokens(self):
+        """Prompt and completion tokens: what a logprob or train pass processes."""
+        return self.prompts.numel() + int(self.mask.sum())
+
+
 # ---------------------------------------------------------------------------------------------
 # The trainer (one rank).
 
-def train(rank, world, args, port=None):
-    """Runs args.steps GRPO steps as `rank` of `world`; rank 0 returns the run's record."""
-    torch.set_num_threads(args.threads)
-    if world > 1:
-        # While rank 0 waits out a site's hold, the others wait in the decision's broadcast:
-        # a hold must not look like a dead peer (a dead rank ends the run through spawn).
-        dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port,
-                                rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
-    lead = rank == 0
-    client = (CountingClient(args.agent, token=args.token,
-                             safe_concurrency=args.safe_concurrency,
-                             safe_group_size=args.safe_group_size) if lead else None)
-    cb = HeadroomCallback(client)  # group=None: the world; ranks > 0 get decisions by broadcast
-    cb.on_phase("startup")
-    t_start = time.perf_counter()
+class Trainer:
+    """One rank of the run: its models, rollout engine, agent client, cap follower, records.
+    Driven by one thread (run()); the cap follower's thread resizes the gate and appends to
+    `decisions` and `seen` (list.append: atomic)."""
 
-    v = vocab(args.digits)
-    seq_len = 2 * args.length + 2  # BOS, L digits, SEP, L completion tokens
-    torch.manual_seed(args.seed)  # the same initial model on every rank
-    policy = TinyLM(v["size"], seq_len, args.d_model, args.layers, args.heads,
-                    tied=not args.untied)
-    reference = copy.deepcopy(policy).eval().requires_grad_(False)  # frozen initial model
-    rollout_model = copy.deepcopy(policy).eval().requires_grad_(False)  # the "engine"
-    opt = torch.optim.AdamW(policy.parameters(), lr=args.lr, weight_decay=args.weight_decay)
-    prompt_gen = torch.Generator().manual_seed(args.seed)  # same prompts on every rank
-    sample_gen = torch.Generator().manual_seed(args.seed * 7919 + 1 + rank)  # per rank
-    local_prompts = args.prompts_per_step // world
-    n_params = sum(p.numel() for p in policy.parameters())
-
-    if lead and not args.quiet:
-        cfg = {k: v_ for k, v_ in sorted(vars(args).items()) if k != "token"}
-        print("grpo: %d parameters, %d rank(s), config %s" % (n_params, world, json.dumps(cfg)),
-              file=sys.stderr, flush=True)
-
-    steps, decisions, seen, chunk_sizes_by_step = [], [], [], []
-    tokens = 0.0  # completion tokens generated so far, all ranks
-
-    def applied(step, phase, chunk, a, group_size, size=None):
-        rec = {"step": step, "phase": phase, "chunk": chunk,
-               "concurrency": int(a["concurrency"]), "group_size": group_size,
-               "seq": a.get("seq")}
-        if size is not None:
-            rec["size"] = size
-        decisions.append(rec)
-
-    def saw(step, where, a):
-        seen.append(dict(a, step=step, where=where))
-
-    for step in range(args.steps):
-        sec = {}
-        t0 = time.perf_counter()
-        # -- step boundary: the site's holds, then the group size for the whole step.
-        a = cb.on_step_begin(step=step, tokens=tokens)
-        saw(step, "step_begin", a)
-        group = min(max(int(cb.group_size), 1), args.max_group_size)
-        applied(step, "step_begin", None, a, group)
-        sec["idle"] = time.perf_counter() - t0
-
-        # -- rollout: this rank's prompts, `group` completions each, in chunks of the current
-        # concurrency; the decision is re-read between chunks (a collective: every rank has
-        # the same number of items and sees the same decisions, so the chunks line up).
-        t0 = time.perf_counter()
-        everyone = make_prompts(prompt_gen, args.prompts_per_step, args.length, args.digits)
-        mine = everyone[rank * local_prompts:(rank + 1) * local_prompts]
-        expanded = mine.repeat_interleave(group, 0)  # prompt-major: [p0 x G, p1 x G, ...]
-        completions = torch.empty(expanded.shape[0], args.length, dtype=torch.long)
-        done, chunk_sizes, chunk_conc = 0, [], []
-        for i, chunk in enumerate(batched(range(expanded.shape[0]), cb.concurrency)):
-            conc = cb.concurrency()
-            applied(step, "rollout", i, cb.actuation, group, size=len(chunk))
-            chunk_sizes.append(len(chunk))
-            chunk_conc.append(conc)
-            cb.on_phase("rollout", tokens=tokens + world * done * args.length,
-                        in_flight=len(chunk), progress=done / expanded.shape[0])
-            idx = torch.tensor(chunk)
-            completions[idx] = sample(rollout_model, expanded[idx], args.length, args.digits,
-                                      args.temperature, sample_gen)
-            done += len(chunk)
-            if done < expanded.shape[0]:
-                saw(step, "refresh", cb.refresh())
-        tokens += world * expanded.shape[0] * args.length
-        rewards = rewards_of(expanded, completions)
-        adv = group_advantages(rewards.view(local_prompts, group)).reshape(-1)
-        sec["rollout"] = time.perf_counter() - t0
-
-        # -- logprob: the old policy's and the reference's log-probabilities.
-        t0 = time.perf_counter()
-        cb.on_phase("logprob", tokens=tokens)
-        with torch.no_grad():
-            old_logp = completion_logprobs(policy, expanded, completions, args.digits,
-                                           args.temperature)
-            ref_logp = completion_logprobs(reference, expanded, completions, args.digits,
-                                           args.temperature)
-        sec["logprob"] = time.perf_counter() - t0
-
-        # -- train: clipped surrogate + KL, token mean over all ranks (each rank divides by the
-        # global token count, gradients are summed), minibatches split in order.
-        t0 = time.perf_counter()
-        cb.on_phase("train", tokens=tokens)
-        n_local = expanded.shape[0]
-        mb_bounds = [round(j * n_local / args.minibatches) for j in range(args.minibatches + 1)]
-        stats = torch.zeros(4, dtype=torch.float64)  # loss, kl, clipped tokens, tokens
-        for _ in range(args.epochs):
-            for j in range(args.minibatches):
-                if mb_bounds[j + 1] == mb_bounds[j]:
-                    continue  # more minibatches than sequences (the same on every rank)
-                sl = slice(mb_bounds[j], mb_bounds[j + 1])
-                n_tok_global = world * (mb_bounds[j + 1] - mb_bounds[j]) * args.length
-                logp = completion_logprobs(policy, expanded[sl], completions[sl], args.digits,
-                                           args.temperature)
-                obj, clipped = clipped_objective(logp, old_logp[sl], adv[sl], args.clip)
-                kl = k3_kl(logp, ref_logp[sl])
-                per_token = -obj + args.kl_coef * kl
-                loss = per_token.sum() / n_tok_global
-                opt.zero_grad(set_to_none=False)
-                loss.backward()
-                if world > 1:  # average over ranks: every rank then takes the same step
-                    for p in policy.parameters():
-                        dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
-                if args.max_grad_norm > 0:
-                    nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
-                opt.step()
-                stats += torch.tensor([per_token.sum().item(), kl.sum().item(),
-                                       clipped.sum().item(), per_token.numel()],
-                                      dtype=torch.float64)
-        sec["train"] = time.perf_counter() - t0
-
-        # -- sync: the rollout copy takes the new weights; ranks checked identical.
-        t0 = time.perf_counter()
-        cb.on_phase("sync", tokens=tokens)
-        rollout_model.load_state_dict(policy.state_dict())
+    def __init__(self, rank, world, args, port=None):
+        torch.set_num_threads(args.threads)
         if world > 1:
-            digests = [None] * world
-            dist.all_gather_object(digests, param_digest(policy))
+            # While one rank waits out a site's hold, the others wait in a collective: a hold
+            # must not look like a dead peer (a dead rank ends the run through spawn).
+            dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port,
+                                    rank=rank, world_size=world,
+                                    timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
+        # Constant after construction.
+        self.rank, self.world, self.args, self.lead = rank, world, args, rank == 0
+        self.v = vocab(args.digits)
+        self.local_prompts = args.prompts_per_step // world
+        self.params = sampling_params(args)
+        torch.manual_seed(args.seed)  # the same initial model on every rank
+        self.policy = TinyLM(self.v["size"], args.length + 2 + args.max_completion_len,
+                             args.d_model, args.layers, args.heads, tied=not args.untied)
+        self.reference = copy.deepcopy(self.policy).eval().requires_grad_(False)  # frozen
+        self.rollout_model = copy.deepcopy(self.policy).eval().requires_grad_(False)
+        self.opt = torch.optim.AdamW(self.policy.parameters(), lr=args.lr,
+                                     weight_decay=args.weight_decay)
+        self.prompt_gen = torch.Generator().manual_seed(args.seed)  # same prompts on every rank
+        sample_gen = torch.Generator().manual_seed(args.seed * 7919 + 1 + rank)  # per rank
+        # The agent: every rank reads it for its steps; rank 0 reports, through a heartbeat.
+        self.client = CountingClient(args.agent, token=args.token,
+                                     safe_concurrency=args.safe_concurrency,
+                                     safe_group_size=args.safe_group_size)
+        self.cb = HeadroomCallback(self.client, heartbeat=True,
+                                   heartbeat_period_s=args.heartbeat_s,
+                                   collective_timeout_s=COLLECTIVE_TIMEOUT_S if world > 1 else None)
+        self.gate = ThreadConcurrencyGate(args.safe_concurrency)  # holds the engine's cap
+        self.follower = CapFollower(self.client, [self.gate], wait_s=args.follow_wait_s,
+                                    on_change=self._cap_changed)
+        cost = CostModel.from_scenario(args.cost_scenario) if args.cost_scenario else CostModel()
+        self.pacer = Pacer(args.time_scale, cost, cost.max_new_tokens / args.max_completion_len)
+        self.engine = LLMEngine(self.rollout_model, cap=lambda: self.gate.limit,
+                                generator=sample_gen, pacer=self.pacer,
+                                on_step=self._engine_stepped)
+        # The run's state and records (this thread's).
+        self.step = 0
+        self.tokens = 0.0  # completion tokens generated so far, all ranks
+        self.steps, self.decisions, self.seen, self.groups = [], [], [], []
+        self.step_engine = []  # this step's engine StepStats
+        self.engine_log = None
+        if args.engine_log:
+            path = args.engine_log + (".rank%d" % rank if rank else "")
+            self.engine_log = open(path, "w")
+
+    # -- the run
+
+    def run(self):
+        """args.steps GRPO steps; rank 0 returns the run's record, the others None."""
+        t_start = time.perf_counter()
+        if self.lead and not self.args.quiet:
+            cfg = {k: x for k, x in sorted(vars(self.args).items()) if k != "token"}
+            print("grpo: %d parameters, %d rank(s), config %s" %
+                  (sum(p.numel() for p in self.policy.parameters()), self.world,
+                   json.dumps(cfg)), file=sys.stderr, flush=True)
+        self.cb.on_train_begin()  # startup; the agent's longest hold against gloo's timeout
+        self.follower.start()
+        try:
+            for step in range(self.args.steps):
+                self.one_step(step)
+        finally:
+            self.follower.stop(FOLLOWER_STOP_S)
+            if self.engine_log:
+                self.engine_log.close()
+        self.cb.on_train_end()  # stopped; the heartbeat sends what it holds
+        return self.finish(time.perf_counter() - t_start)
+
+    def one_step(self, step):
+        sec = {}
+        self.step = step
+        group = self.step_boundary(step, sec)
+        batch = self.rollout(group, sec)
+        self.score(batch)
+        adv = group_advantages(batch.reward.view(self.local_prompts, group)).reshape(-1)
+        old_logp, ref_logp = self.logprobs(batch, sec)
+        stats = self.optimize(batch, adv, old_logp, ref_logp, sec)
+        sums, lengths = self.sync(step, batch, stats, sec)
+        self.checkpoint(step, sec)
+        self.cb.on_step_end(tokens=self.tokens)
+        self.record(step, group, sums, lengths, sec)
+
+    # -- the phases of a step
+
+    def step_boundary(self, step, sec):
+        """The site's holds, then the group size for the whole step (the same on every rank:
+        the agent fixes it at the step's first read)."""
+        t0 = time.perf_counter()
+        a = self.cb.on_step_begin(step=step, tokens=self.tokens)
+        self.seen.append(dict(a, step=step, where="step_begin"))
+        group = min(max(int(self.cb.group_size), 1), self.args.max_group_size)
+        self.groups.append(group)
+        self.decisions.append({"step": step, "phase": "step_begin",
+                               "concurrency": int(a["concurrency"]), "group_size": group,
+                               "seq": a.get("seq")})
+        sec["idle"] = time.perf_counter() - t0
+        return group
+
+    def rollout(self, group, sec):
+        """This rank's prompts x `group` completions through the engine: all added, then
+        step() until none is left, the cap read at every engine step."""
+        t0 = time.perf_counter()
+        a = self.args
+        everyone = make_prompts(self.prompt_gen, a.prompts_per_step, a.length, a.digits)
+        mine = everyone[self.rank * self.local_prompts:(self.rank + 1) * self.local_prompts]
+        prompts = mine.repeat_interleave(group, 0)
+        n = prompts.shape[0]
+        for i in range(n):
+            self.engine.add_request(i, prompts[i].tolist(), self.params)
+        self.step_engine = []
+        outs, generated = [None] * n, 0
+        self.cb.on_phase("rollout", tokens=self.tokens, in_flight=0, progress=0.0, engines=1,
+                         admission="continuous")
+        while self.engine.has_unfinished_requests():
+            for out in self.engine.step():
+                outs[out.request_id] = out
+            generated += self.engine.last.running
+            left = self.engine.get_num_unfinished_requests()
+            self.cb.on_phase("rollout", tokens=self.tokens + generated,
+                             in_flight=self.engine.last.running, progress=(n - left) / n)
+        completions, mask = pad_completions([o.token_ids for o in outs], self.v["eos"])
+        self.tokens += all_reduce_sum(torch.tensor([float(generated)], dtype=torch.float64),
+                                      self.world).item()
+        sec["rollout"] = time.perf_counter() - t0
+        return Rollout(prompts, completions, mask)
+
+    def score(self, b):
+        a = self.args
+        b.accuracy = rewards_of(b.prompts, b.completions)
+        b.extra = extra_tokens(b.completions, b.mask, a.length, self.v["eos"])
+        b.reward = b.accuracy - a.length_penalty * b.extra.float()
+        last = b.completions.gather(1, (b.mask.sum(1) - 1).unsqueeze(1)).squeeze(1)
+        b.eos = last == self.v["eos"]
+
+    def logprobs(self, b, sec):
+        """The old policy's and the reference's log-probabilities of every completion token."""
+        t0, m0 = time.perf_counter(), self.pacer.clock()
+        self.cb.on_phase("logprob", tokens=self.tokens)
+        a = self.args
+        with torch.no_grad():
+            old = completion_logprobs(self.policy, b.prompts, b.completions, a.digits, a.length,
+                                      a.temperature)
+            ref = completion_logprobs(self.reference, b.prompts, b.completions, a.digits,
+                                      a.length, a.temperature)
+        self.pacer.pad(m0, self.pacer.logprob_s(b.seq_tokens))
+        sec["logprob"] = time.perf_counter() - t0
+        return old, ref
+
+    def optimize(self, b, adv, old_logp, ref_logp, sec):
+        """--epochs x --minibatches AdamW steps on the clipped surrogate + KL, a mean over the
+        completion tokens of all ranks (each rank divides its sum by the global token count of
+        the minibatch, gradients are summed). Returns sums: loss, kl, clipped, tokens."""
+        t0, m0 = time.perf_counter(), self.pacer.clock()
+        self.cb.on_phase("train", tokens=self.tokens)
+        a = self.args
+        n_local = b.prompts.shape[0]
+        bounds = [round(j * n_local / a.minibatches) for j in range(a.minibatches + 1)]
+        stats = torch.zeros(4, dtype=torch.float64)
+        for _ in range(a.epochs):
+            for j in range(a.minibatches):  # never skipped: every rank makes the same calls
+                sl = slice(bounds[j], bounds[j + 1])
+                m = b.mask[sl]
+                n_tok = all_reduce_sum(m.sum().double().reshape(1), self.world)
+                logp = completion_logprobs(self.policy, b.prompts[sl], b.completions[sl],
+                                           a.digits, a.length, a.temperature)
+                obj, clipped = clipped_objective(logp, old_logp[sl], adv[sl], a.clip)
+                kl = k3_kl(logp, ref_logp[sl])
+                per_token = (-obj + a.kl_coef * kl) * m
+                loss = per_token.sum() / n_tok.clamp(min=1.0).item()
+                self.opt.zero_grad(set_to_none=False)
+                loss.backward()
+                if self.world > 1:  # average over ranks: every rank then takes the same step
+                    for p in self.policy.parameters():
+                        dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
+                if a.max_grad_norm > 0:
+                    nn.utils.clip_grad_norm_(self.policy.parameters(), a.max_grad_norm)
+                self.opt.step()
+                stats += torch.tensor([per_token.sum().item(), (kl * m).sum().item(),
+                                       (clipped & m).sum().item(), m.sum().item()],
+                                      dtype=torch.float64)
+        self.pacer.pad(m0, self.pacer.train_s(a.epochs * b.seq_tokens))
+        sec["train"] = time.perf_counter() - t0
+        return stats
+
+    def sync(self, step, b, stats, sec):
+        """The rollout model takes the new weights; ranks checked identical; the step's sums
+        and completion lengths of all ranks."""
+        t0, m0 = time.perf_counter(), self.pacer.clock()
+        self.cb.on_phase("sync", tokens=self.tokens)
+        self.rollout_model.load_state_dict(self.policy.state_dict())
+        lengths = b.mask.sum(1).tolist()
+        if self.world > 1:
+            digests = [None] * self.world
+            dist.all_gather_object(digests, param_digest(self.policy))
             if len(set(digests)) != 1:
                 raise RuntimeError("step %d: ranks' parameters differ: %s" % (step, digests))
-        sums = all_reduce_sum(torch.cat([stats, torch.tensor(
-            [rewards.sum().item(), rewards.numel()], dtype=torch.float64)]), world)
+            everyone = [None] * self.world
+            dist.all_gather_object(everyone, lengths)
+            lengths = [x for r in everyone for x in r]
+        mine = torch.tensor([b.reward.sum().item(), b.accuracy.sum().item(), b.reward.numel(),
+                             b.eos.sum().item(), b.extra.sum().item()], dtype=torch.float64)
+        sums = all_reduce_sum(torch.cat([stats, mine]), self.world)
+        self.pacer.pad(m0, self.pacer.sync_s())
         sec["sync"] = time.perf_counter() - t0
+        return sums, lengths
 
-        # -- checkpoint: rank 0, atomically (write, then rename over the last one).
-        if args.out and args.checkpoint_every and (step + 1) % args.checkpoint_every == 0:
-            t0 = time.perf_counter()
-            cb.on_phase("checkpoint", tokens=tokens)
-            if lead:
-                os.makedirs(args.out, exist_ok=True)
-                path = os.path.join(args.out, "checkpoint.pt")
-                torch.save({"step": step + 1, "model": policy.state_dict(),
-                            "optimizer": opt.state_dict(), "config": vars(args)}, path + ".tmp")
-                os.replace(path + ".tmp", path)
-            sec["checkpoint"] = time.perf_counter() - t0
+    def checkpoint(self, step, sec):
+        """Every --checkpoint-every steps with --out: rank 0 writes, then renames over."""
+        a = self.args
+        if not (a.out and a.checkpoint_every and (step + 1) % a.checkpoint_every == 0):
+            return
+        t0 = time.perf_counter()
+        self.cb.on_phase("checkpoint", tokens=self.tokens)
+        if self.lead:
+            os.makedirs(a.out, exist_ok=True)
+            path = os.path.join(a.out, "checkpoint.pt")
+            torch.save({"step": step + 1, "model": self.policy.state_dict(),
+                        "optimizer": self.opt.state_dict(), "config": vars(a)}, path + ".tmp")
+            os.replace(path + ".tmp", path)
+        sec["checkpoint"] = time.perf_counter() - t0
 
-        cb.on_step_end(tokens=tokens)
-        rec = {"step": step, "group_size": group, "decided_group_size": int(cb.group_size),
-               "concurrency": chunk_conc, "chunk_sizes": chunk_sizes,
-               "reward": sums[4].item() / sums[5].item(),
+    # -- records
+
+    def _cap_changed(self, a):
+        """The follower's thread, after it resized the gate: the cap from the next engine
+        step on."""
+        rec = {"step": self.step, "phase": "cap", "engine_step": self.engine.steps,
+               "concurrency": int(a["concurrency"]), "group_size": None, "seq": a.get("seq")}
+        self.decisions.append(rec)
+        self.seen.append(dict(a, step=self.step, where="follower"))
+
+    def _engine_stepped(self, st):
+        self.step_engine.append(st)
+        if self.engine_log:
+            rec = {"rank": self.rank, "step": self.step, "engine_step": st.index}
+            rec.update((k, x) for k, x in dataclasses.asdict(st).items() if k != "index")
+            self.engine_log.write(json.dumps(rec) + "\n")
+
+    def record(self, step, group, sums, lengths, sec):
+        es = self.step_engine
+        waiting = [s for s in es if s.waiting > 0]
+        rec = {"step": step, "group_size": group, "decided_group_size": int(self.cb.group_size),
+               "reward": sums[4].item() / sums[6].item(),
+               "accuracy": sums[5].item() / sums[6].item(),
+               "eos_frac": sums[7].item() / sums[6].item(),
+               "extra_tokens": sums[8].item() / sums[6].item(),
+               "lengths": length_stats(lengths), "engine_steps": len(es),
+               "caps": runs([s.cap for s in es]), "max_running": max(s.running for s in es),
+               "occupancy_while_waiting": (sum(s.running / s.cap for s in waiting) /
+                                           len(waiting) if waiting else None),
                "loss": sums[0].item() / sums[3].item(), "kl": sums[1].item() / sums[3].item(),
-               "clip_frac": sums[2].item() / sums[3].item(), "tokens": tokens,
+               "clip_frac": sums[2].item() / sums[3].item(), "tokens": self.tokens,
                "seconds": {k: round(x, 6) for k, x in sec.items()}}
-        steps.append(rec)
-        chunk_sizes_by_step.append(chunk_sizes)
-        if lead and not args.quiet:
-            print("step %3d  reward %.3f  group %2d  concurrency %s  loss %+.4f  kl %.4f  "
-                  "clip %.3f  %.2f s" %
-                  (step, rec["reward"], group, runs(chunk_conc), rec["loss"], rec["kl"],
-                   rec["clip_frac"], sum(sec.values())),
-                  file=sys.stderr, flush=True)
+        self.steps.append(rec)
+        if self.lead and not self.args.quiet:
+            ln = rec["lengths"]
+            print("step %3d  reward %+.3f  acc %.3f  len %.1f p50 %d p90 %d max %d  group %2d  "
+                  "cap %s  loss %+.4f  kl %.4f  clip %.3f  %.2f s" %
+                  (step, rec["reward"], rec["accuracy"], ln["mean"], ln["p50"], ln["p90"],
+                   ln["max"], group, runs_text(rec["caps"]), rec["loss"], rec["kl"],
+                   rec["clip_frac"], sum(sec.values())), file=sys.stderr, flush=True)
 
-    cb.on_phase("stopped", tokens=tokens)
-    mine_summary = {"rank": rank, "param_sha256": param_digest(policy),
-                    "chunk_sizes": chunk_sizes_by_step,
-                    "agent_requests": client.requests if client else {"actuation": 0,
-                                                                       "report": 0}}
-    by_rank = [mine_summary]
-    if world > 1:
-        by_rank = [None] * world
-        dist.all_gather_object(by_rank, mine_summary)
-        dist.destroy_process_group()
-    if not lead:
-        return None
+    def finish(self, seconds_total):
+        mine = {"rank": self.rank, "param_sha256": param_digest(self.policy),
+                "group_sizes": self.groups, "engine_steps": [r["engine_steps"] for r in self.steps],
+                "agent_requests": dict(self.client.requests)}
+        by_rank = [mine]
+        if self.world > 1:
+            by_rank = [None] * self.world
+            dist.all_gather_object(by_rank, mine)
+            dist.destroy_process_group()
+        if not self.lead:
+            return None
 
-    def mean_reward(recs):
-        return sum(r["reward"] for r in recs) / max(len(recs), 1)
-    run = {"config": {k: x for k, x in vars(args).items() if k != "token"},
-           "parameters": n_params, "world": world,
-           "seconds_total": time.perf_counter() - t_start,
-           "reward_first10": mean_reward(steps[:10]), "reward_last10": mean_reward(steps[-10:]),
-           "steps": steps, "decisions": decisions, "decisions_seen": seen, "ranks": by_rank}
-    if args.json:
-        with open(args.json + ".tmp", "w") as f:
-            json.dump(run, f, indent=1)
-        os.replace(args.json + ".tmp", args.json)
-    if args.decisions_log:
-        with open(args.decisions_log, "w") as f:
-            for d in decisions:
-                f.write(json.dumps(d) + "\n")
-    if not args.quiet:
-        print("grpo: %d steps in %.1f s, reward %.3f (first 10 steps) -> %.3f (last 10)" %
-              (len(steps), run["seconds_total"], run["reward_first10"], run["reward_last10"]),
-              file=sys.stderr, flush=True)
-    return run
+        def mean(key, recs):
+            return sum(r[key] for r in recs) / max(len(recs), 1)
+        s = self.steps
+        run = {"config": {k: x for k, x in vars(self.args).items() if k != "token"},
+               "parameters": sum(p.numel() for p in self.policy.parameters()),
+               "world": self.world, "seconds_total": seconds_total,
+               "cost_model": dict(dataclasses.asdict(self.pacer.cost),
+                                  tokens_per_token=self.pacer.tokens_per_token,
+                                  time_scale=self.pacer.time_scale),
+               "reward_first10": mean("reward", s[:10]), "reward_last10": mean("reward", s[-10:]),
+               "accuracy_first10": mean("accuracy", s[:10]),
+               "accuracy_last10": mean("accuracy", s[-10:]),
+               "steps": s, "decisions": list(self.decisions), "decisions_seen": list(self.seen),
+               "ranks": by_rank}
+        a = self.args
+        if a.json:
+            with open(a.json + ".tmp", "w") as f:
+                json.dump(run, f, indent=1)
+            os.replace(a.json + ".tmp", a.json)
+        if a.decisions_log:
+            with open(a.decisions_log, "w") as f:
+                for d in run["decisions"]:
+                    f.write(json.dumps(d) + "\n")
+        if not a.quiet:
+            print("grpo: %d steps in %.1f s, reward %+.3f -> %+.3f, accuracy %.3f -> %.3f "
+                  "(first 10 steps -> last 10)" %
+                  (len(s), seconds_total, run["reward_first10"], run["reward_last10"],
+                   run["accuracy_first10"], run["accuracy_last10"]), file=sys.stderr, flush=True)
+        return run
+
+
+def train(rank, world, args, port=None):
+    """Runs args.steps GRPO steps as `rank` of `world`; rank 0 returns the run's record."""
+    return Trainer(rank, world, args, port).run()
 
 
 def _spawned(rank, world, args, port):

@@ -245,12 +245,12 @@ std::vector<HistoryPoint> Agent::History(double after_t_s) const {
   return {first, history_.end()};
 }
 
-void Agent::Report(const TrainerReport& report, double now_s, double unix_s) {
+void Agent::Report(const TrainerReport& report, double now_s, double unix_s, bool checked) {
   if (report_ && now_s > report_t_s_ && report.tokens >= tokens_at_report_) {
     tokens_per_s_ = (report.tokens - tokens_at_report_) / (now_s - report_t_s_);
   }
   if (report.group_size) group_gate_.Confirm(report.step, *report.group_size);
-  CheckMismatch(report, now_s);
+  if (checked) CheckMismatch(report, now_s);
   report_ = report;
   report_t_s_ = now_s;
   report_unix_s_ = unix_s;

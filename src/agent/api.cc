@@ -532,7 +532,8 @@ net::Response Api::Report(const net::Request& request, std::string_view query) {
   auto report = ParseReport(request.body);
   if (!report) return net::ErrorResponse(400, report.error().message());
   MutexLock lock(shared_.mu);
-  shared_.agent->Report(*report, shared_.now_s(), shared_.unix_s ? shared_.unix_s() : 0.0);
+  shared_.agent->Report(*report, shared_.now_s(), shared_.unix_s ? shared_.unix_s() : 0.0,
+                        shared_.reports_checked);
   return Json(200, "{\"ok\": true}\n");
 }
 

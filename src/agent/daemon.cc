@@ -21,6 +21,7 @@ AgentDaemon::AgentDaemon(DaemonParts parts, DaemonClock clock, Logger log)
   shared_.budget_range_w = parts_.budget_range_w;
   shared_.now_s = [this] { return agent_now_s_.load(); };
   shared_.unix_s = clock_.unix_s;
+  shared_.reports_checked = parts_.link == nullptr || parts_.link->follows_trainer();
   if (!parts_.site) return;
   SiteParts& site = *parts_.site;
   shared_.budget = nullptr;  // the site sets the budget: POST /v1/budget answers 409

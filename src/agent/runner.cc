@@ -75,7 +75,7 @@ RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared, Rec
       }
       budget_w = shared.agent->budget_w();
       if (link != nullptr && !link->follows_trainer()) {
-        shared.agent->Report(link->Report(t_s), t_s);
+        shared.agent->Report(link->Report(t_s), t_s, 0.0, /*checked=*/false);
       }
       a = shared.agent->Tick(t_s, sample, options.unix_s ? options.unix_s() : 0.0);
       warnings = shared.agent->TakeWarnings();

@@ -253,7 +253,11 @@ Result<std::unique_ptr<Assembled>> Assemble(const AgentArgs& a, const std::strin
   agent::DaemonParts& parts = out->parts;
   parts.config = std::move(*config);
   parts.controller = &out->controller->get();
-  if (policy) parts.budget_range_w = envelope->budget_range_w;
+  if (policy) {
+    parts.budget_range_w = envelope->budget_range_w;
+    // What the trainer's reported admission is checked against (the mismatch, docs/AGENT.md).
+    parts.config.policy_admission = std::string(control::AdmissionName(envelope->admission));
+  }
   parts.speed = a.o.speed;
   parts.duration_s = a.o.duration_s;
   auto nvml = OpenSource(a, out->job, &parts, log);

@@ -91,4 +91,18 @@ RolloutEngine::Tick RolloutEngine::Advance(double dt_s, int concurrency, int kv_
   return tick;
 }
 
+RolloutEngine::Tick RolloutEngine::Steady(double dt_s, double in_flight,
+                                          const EngineRates& rates) {
+  Tick tick;
+  tick.occupancy = std::max(0.0, in_flight);
+  if (tick.occupancy <= 0.0 || dt_s <= 0.0) {
+    tick.power_w = rates.decode->idle_loaded_w;
+    return tick;
+  }
+  const auto effect = Limited(rates, rates.decode->PowerW(tick.occupancy));
+  tick.tokens = rates.decode->TokensPerS(tick.occupancy) / effect.time_factor * dt_s;
+  tick.power_w = effect.power_w;
+  return tick;
+}
+
 }  // namespace headroom::twin

@@ -66,6 +66,10 @@ class RolloutEngine {
   // Advances by dt_s under a concurrency limit and a KV capacity (in sequences). Admission
   // happens first, by the engine's Admission.
   Tick Advance(double dt_s, int concurrency, int kv_capacity, const EngineRates& rates);
+  // dt_s of decode with `in_flight` sequences throughout, none admitted or finished: a real
+  // trainer's rollout whose in-flight count it reports (the twin following it). Prefill is not
+  // modelled here (the trainer's reports do not say when it admits).
+  static Tick Steady(double dt_s, double in_flight, const EngineRates& rates);
 
   bool done() const { return next_ == lengths_.size() && in_flight_.empty(); }
   size_t in_flight() const { return in_flight_.size(); }

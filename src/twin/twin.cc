@@ -157,7 +157,22 @@ void Twin::Follow(Phase phase, int step) {
 void Twin::FollowWork(double dt) {
   const Phase phase = phase_;
   double occupancy = 0.0;
-  if (phase == Phase::kRollout && scenario_.has_rollout) {
+  if (phase == Phase::kRollout && scenario_.has_rollout && followed_in_flight_) {
+    // The trainer says how many sequences it has in flight: that occupancy, not the twin's own
+    // rollout, draws the power (issue 52: a real trainer's lengths and admission).
+    const EngineRates rates{&scenario_.decode, scenario_.prefill_tokens_per_s,
+                            scenario_.prefill_power_w, power_limit_w_, &scenario_.clock};
+    const double n = std::min(*followed_in_flight_, static_cast<double>(kv_capacity_));
+    const auto tick = RolloutEngine::Steady(dt, n, rates);
+    for (size_t e = 0; e < engines_.size(); ++e) {
+      for (int g = 0; g < scenario_.tp; ++g) {
+        target_energy_[e * static_cast<size_t>(scenario_.tp) + static_cast<size_t>(g)] +=
+            tick.power_w * dt;
+      }
+      tick_tokens_[e * static_cast<size_t>(scenario_.tp)] += tick.tokens;
+    }
+    occupancy = tick.occupancy;
+  } else if (phase == Phase::kRollout && scenario_.has_rollout) {
     const EngineRates rates{&scenario_.decode, scenario_.prefill_tokens_per_s,
                             scenario_.prefill_power_w, power_limit_w_, &scenario_.clock};
     double remaining = dt;

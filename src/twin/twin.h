@@ -18,6 +18,7 @@
 #include <array>
 #include <cstdint>
 #include <string_view>
+#include <optional>
 #include <vector>
 
 #include "common/phase.h"
@@ -60,6 +61,10 @@ class Twin {
   // still generates), the fixed phases draw their scenario power (stretched by a power limit as
   // ever), idle and startup the GPUs idle with the model loaded, stopped the GPUs idle.
   void Follow(Phase phase, int step);
+  // The followed trainer's sequences in flight per engine, from its reports (none: the twin
+  // simulates its own rollout at the decided concurrency). In rollout the twin then draws the
+  // decode power and makes the tokens of that occupancy (capped at the KV capacity).
+  void FollowInFlight(std::optional<double> per_engine) { followed_in_flight_ = per_engine; }
   bool following() const { return following_; }
 
   // Advances one tick.
@@ -148,6 +153,7 @@ class Twin {
   double pending_hold_s_ = 0.0;
   bool standby_ = false;
   double held_s_ = 0.0;
+  std::optional<double> followed_in_flight_;  // per engine, from the followed trainer
   bool following_ = false;  // Follow() was called: the trainer's phases, not the step machine
 };
 

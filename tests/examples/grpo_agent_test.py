@@ -6,11 +6,13 @@ Usage: grpo_agent_test.py HEADROOM FAKE_NVML SOURCE_DIR
 - boundaries, replay and fake NVML: the agent steers the trainer from telemetry it does not
   cause (a replayed trace whose power swings across the budget; the fake NVML library at a
   constant power) with the shipped PPO policy, `--group-size-choices 4,8,16` and
-  `--group-size-min-steps 3`. From the trainer's log of every decision it applied, and from what
-  the agent says it decided: concurrency moves within steps, between generation chunks, and no
-  chunk is larger than the concurrency read before it; the group size is one per step, the one
-  read at that step's boundary, always one of the choices, and it changes at least 3 steps
-  after the previous change; the agent did change it.
+  `--group-size-min-steps 3`. The trainer runs its small preset with --time-scale 0.01 (a
+  rollout then lasts about a second, longer than the agent's 0.5 s decisions). From the
+  trainer's engine log (every engine step: running, the cap in force), its log of every
+  decision it applied, and what the agent says it decided: the cap moves within steps, no
+  engine step runs more than the cap, and while requests wait every step runs the whole cap;
+  the group size is one per step, the one read at that step's boundary, always one of the
+  choices, and it changes at least 3 steps after the previous change; the agent did change it.
 - rehearsal: `--source twin --twin-follows-trainer`: the agent's own trace follows the trainer's
   reported phases and steps (its phase column holds only phases the trainer reported, its last
   step is the trainer's last), and the twin's simulated power in the train phase is the
@@ -83,16 +85,25 @@ class Agent:
 
 
 def train(tmp, url, steps, extra=()):
-    """Runs the example to the end; returns its --json record."""
+    """Runs the example to the end; returns its --json record, with its --engine-log lines
+    under "engine_log"."""
     out = os.path.join(tmp, "run.json")
+    engine_log = os.path.join(tmp, "engine.jsonl")
     r = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "examples", "grpo_torch", "train.py"),
                         "--agent", url, "--steps", str(steps), "--seed", "3", "--json", out,
-                        "--max-group-size", "16", "--quiet", *extra],
+                        "--engine-log", engine_log, "--max-group-size", "16", "--quiet", *extra],
                        capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
         raise AssertionError("train.py failed: " + r.stderr[-2000:])
     with open(out) as f:
-        return json.load(f)
+        run = json.load(f)
+    with open(engine_log) as f:
+        run["engine_log"] = [json.loads(line) for line in f]
+    return run
+
+
+PACED = ["--small", "--time-scale", "0.01"]  # rollouts of about a second
+OCCUPANCY = 0.9  # running / cap while requests wait
 
 
 class Boundaries(unittest.TestCase):
@@ -110,14 +121,19 @@ class Boundaries(unittest.TestCase):
             self.assertEqual(len(begin), 1, f"step {step}: one boundary")
             group = begin[0]["group_size"]
             # One group size per step, the one read at its boundary, among the choices.
-            self.assertTrue(all(d["group_size"] == group for d in recs), f"step {step}")
+            # ... and the step's group throughout (cap changes carry none: group_size null).
+            self.assertTrue(all(d["group_size"] in (group, None) for d in recs), f"step {step}")
+            self.assertTrue(all(d["phase"] in ("step_begin", "cap") for d in recs))
+            self.assertEqual(run["steps"][step]["group_size"], group)
             self.assertIn(group, CHOICES, f"step {step}")
             groups.append(group)
-            chunks = [d for d in recs if d["phase"] == "rollout"]
-            self.assertTrue(chunks, f"step {step}: a rollout")
-            for d in chunks:
-                self.assertLessEqual(d["size"], d["concurrency"], f"step {step} chunk {d['chunk']}")
-            if len({d["concurrency"] for d in chunks}) > 1:
+            lines = [x for x in run["engine_log"] if x["step"] == step]
+            self.assertTrue(lines, f"step {step}: a rollout")
+            for x in lines:
+                self.assertLessEqual(x["running"], x["cap"], f"step {step}: {x}")
+                if x["waiting"]:
+                    self.assertGreaterEqual(x["running"], OCCUPANCY * x["cap"], f"step {step}: {x}")
+            if len({x["cap"] for x in lines}) > 1:
                 concurrencies_within_a_step += 1
         # Every decision the trainer saw announced a group size among the choices.
         for a in run["decisions_seen"]:
@@ -147,7 +163,7 @@ class Boundaries(unittest.TestCase):
                     f.write(f"{t:.1f},0,{w}\n")
             agent = Agent(tmp, ["--source", "replay", "--replay", trace, *self.agent_args()])
             try:
-                run = train(tmp, agent.url, 40)
+                run = train(tmp, agent.url, 40, PACED)
                 self.check(run, agent.status())
             finally:
                 agent.stop()
@@ -159,7 +175,7 @@ class Boundaries(unittest.TestCase):
                           env={"FAKE_NVML_GPUS": "1", "FAKE_NVML_POWER_MW": "250000",
                                "FAKE_NVML_LIMIT_MW": "400000"})
             try:
-                run = train(tmp, agent.url, 40)
+                run = train(tmp, agent.url, 40, PACED)
                 self.check(run, agent.status())
             finally:
                 agent.stop()

@@ -556,6 +556,30 @@ TEST(Twin, FollowingATrainerRolloutDecodesAtTheDecidedConcurrencyForAsLongAsItLa
   EXPECT_GT(tokens_8, 2.0 * tokens_1);
 }
 
+TEST(Twin, FollowingATrainersInFlightItsRolloutDrawsThatOccupancyNotItsOwn) {
+  const Scenario tiny = Parse(testing::TinyScenario());  // no lag, no noise, one GPU
+  Twin twin(tiny, 7);
+  twin.SetConcurrency(1);  // the decision says 1; the trainer reports 6 in flight
+  twin.Follow(Phase::kRollout, 1);
+  twin.FollowInFlight(6.0);
+  const double before = twin.tokens_total();
+  for (int k = 0; k < 100; ++k) {
+    twin.Tick();
+    ASSERT_NEAR(twin.power_w()[0], tiny.decode.PowerW(6.0), 1e-9) << k;
+  }
+  // 10 s of decode at 6 sequences: the curve's throughput, no prefill, no batch ends.
+  EXPECT_NEAR(twin.tokens_total() - before, tiny.decode.TokensPerS(6.0) * 100 * tiny.tick_s, 1e-6);
+  EXPECT_GT(tiny.decode.PowerW(6.0), tiny.decode.PowerW(1.0) + 10.0);
+  // Nothing in flight: idle with the model loaded.
+  twin.FollowInFlight(0.0);
+  twin.Tick();
+  EXPECT_NEAR(twin.power_w()[0], tiny.decode.idle_loaded_w, 1e-9);
+  // No report of it: the twin's own rollout at the decided concurrency again.
+  twin.FollowInFlight(std::nullopt);
+  for (int k = 0; k < 20; ++k) twin.Tick();
+  EXPECT_LT(twin.power_w()[0], tiny.decode.PowerW(6.0));
+}
+
 TEST(Twin, FollowingATrainerTheGroupSizeChangesAtItsNextStep) {
   Twin twin(Parse(testing::TinyScenario()), 1);
   twin.Follow(Phase::kRollout, 4);

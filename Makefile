@@ -18,7 +18,7 @@ HEADROOM := build/bin/headroom
 
 CHAOS_FAULTS ?= 1000
 
-.PHONY: screenshots package fixed-group-results check stress test-chaos bench-diloco diloco-results diloco-results-warm calibration-results hybrid-results universal-results sites-results fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile bench-hostile-coordinator demo policies results clean format
+.PHONY: rehearsal screenshots package fixed-group-results check stress test-chaos bench-diloco diloco-results diloco-results-warm calibration-results hybrid-results universal-results sites-results fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile bench-hostile-coordinator demo policies results clean format
 
 all: build
 
@@ -106,6 +106,15 @@ fuzz: setup
 	cmake --build --preset fuzz -j $(JOBS) --target trace_reader_fuzz scenario_fuzz policy_fuzz http_fuzz \
 	  contribution_fuzz etcd_wire_fuzz headroom_agent headroom_coord
 	./scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_SEED)
+
+# The rehearsal (issue 52; scripts/rehearsal.py, about 50 minutes): the example trainer at a 7B
+# job's time scale (phases of minutes, long-tailed lengths, 2 ranks) beside a twin agent in a real
+# etcd site, with a 40-minute site hold in the middle; its report in build/rehearsal/.
+REHEARSAL_HOLD_S ?= 2400
+rehearsal: build
+	/usr/bin/python3 scripts/rehearsal.py $(HEADROOM) . --hold-s $(REHEARSAL_HOLD_S) \
+	  --out build/rehearsal
+	@echo "rehearsal: build/rehearsal/report.json (the logs beside it)"
 
 # The site against 1,000 faults (tests/fleet/chaos.py; about an hour), its table written into
 # docs/FLEET.md between the chaos markers.

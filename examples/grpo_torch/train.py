@@ -39,8 +39,8 @@ import time
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(_HERE, "..", "..", "clients", "python"))
 sys.path.insert(0, _HERE)  # engine.py
-from headroom_client import (AgentClient, CapFollower, HeadroomCallback,  # noqa: E402
-                             ThreadConcurrencyGate)
+from headroom_client import (AgentClient, CapFollower, CollectiveTimeoutError,  # noqa: E402
+                             HeadroomCallback, ThreadConcurrencyGate)
 
 # One core per rank unless told otherwise: torch.set_num_threads (--threads) does not reach the
 # BLAS library's own thread pool, which would otherwise take every core.
@@ -114,6 +114,15 @@ def _run_flags(p):
                         "caps), decisions applied and seen, each rank's parameter digest")
     g.add_argument("--decisions-log", metavar="PATH",
                    help="JSONL: every decision applied (step boundaries, cap changes)")
+    g.add_argument("--phase-log", metavar="PATH",
+                   help="JSONL (rank 0): every report to the agent as it was sent and taken: "
+                        "sent_unix_s, acked_unix_s, step, phase, ok (make rehearsal compares the "
+                        "agent's decisions with it)")
+    g.add_argument("--collective-timeout-s", type=float, default=COLLECTIVE_TIMEOUT_S,
+                   metavar="S",
+                   help="gloo's timeout with --ranks > 1, compared at start with the agent's "
+                        "longest hold (max_hold_s): the run is refused when a hold could outlast "
+                        "it (default %(default)g)")
     g.add_argument("--engine-log", metavar="PATH",
                    help="JSONL: every engine step (running, cap in force, waiting, admitted, "
                         "finished, seconds); rank r > 0 writes PATH.rank<r>")
@@ -228,7 +237,7 @@ def parse_args(argv=None):
     if a.max_completion_len < a.length:
         p.error("--max-completion-len (%d) must be >= --length (%d)" %
                 (a.max_completion_len, a.length))
-    for k in ["lr", "temperature", "heartbeat_s"]:
+    for k in ["lr", "temperature", "heartbeat_s", "collective_timeout_s"]:
         if not getattr(a, k) > 0 or not math.isfinite(getattr(a, k)):
             p.error("--%s must be > 0" % k.replace("_", "-"))
     for k in ["clip", "kl_coef", "max_grad_norm", "weight_decay", "length_penalty",
@@ -456,10 +465,11 @@ class CountingClient(AgentClient):
     """AgentClient that counts its requests by kind, so a run shows who talked to the agent.
     Thread-safe, as AgentClient: the cap follower and the heartbeat share it."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, phase_log=None, **kwargs):
         super().__init__(*args, **kwargs)
         self._count_lock = threading.Lock()
         self.requests = {"actuation": 0, "actuation_for_step": 0, "report": 0, "status": 0}
+        self._phase_log = phase_log  # an open file, or None
 
     def _count(self, kind):
         with self._count_lock:
@@ -473,9 +483,17 @@ class CountingClient(AgentClient):
         self._count("actuation_for_step")
         return super().actuation_for_step(step)
 
-    def report(self, *args, **kwargs):
+    def report(self, step, phase, *args, **kwargs):
         self._count("report")
-        return super().report(*args, **kwargs)
+        sent = time.time()
+        ok = super().report(step, phase, *args, **kwargs)
+        if self._phase_log is not None:
+            line = json.dumps({"sent_unix_s": sent, "acked_unix_s": time.time(), "step": step,
+                               "phase": phase, "ok": bool(ok)})
+            with self._count_lock:  # the heartbeat's thread and the loop's
+                self._phase_log.write(line + "\n")
+                self._phase_log.flush()
+        return ok
 
     def status(self, *args, **kwargs):
         self._count("status")
@@ -536,7 +554,7 @@ class Trainer:
             # must not look like a dead peer (a dead rank ends the run through spawn).
             dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port,
                                     rank=rank, world_size=world,
-                                    timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
+                                    timeout=datetime.timedelta(seconds=args.collective_timeout_s))
         # Constant after construction.
         self.rank, self.world, self.args, self.lead = rank, world, args, rank == 0
         self.v = vocab(args.digits)
@@ -552,12 +570,13 @@ class Trainer:
         self.prompt_gen = torch.Generator().manual_seed(args.seed)  # same prompts on every rank
         sample_gen = torch.Generator().manual_seed(args.seed * 7919 + 1 + rank)  # per rank
         # The agent: every rank reads it for its steps; rank 0 reports, through a heartbeat.
-        self.client = CountingClient(args.agent, token=args.token,
+        self.phase_log = open(args.phase_log, "w") if args.phase_log and rank == 0 else None
+        self.client = CountingClient(args.agent, token=args.token, phase_log=self.phase_log,
                                      safe_concurrency=args.safe_concurrency,
                                      safe_group_size=args.safe_group_size)
         self.cb = HeadroomCallback(self.client, heartbeat=True,
                                    heartbeat_period_s=args.heartbeat_s,
-                                   collective_timeout_s=COLLECTIVE_TIMEOUT_S if world > 1 else None)
+                                   collective_timeout_s=args.collective_timeout_s if world > 1 else None)
         self.gate = ThreadConcurrencyGate(args.safe_concurrency)  # holds the engine's cap
         self.follower = CapFollower(self.client, [self.gate], wait_s=args.follow_wait_s,
                                     on_change=self._cap_changed)
@@ -840,8 +859,21 @@ def train(rank, world, args, port=None):
     return Trainer(rank, world, args, port).run()
 
 
+REFUSED_EXIT = 3  # a rank refused to start (CollectiveTimeoutError): its one line said why
+
+
+def _train_or_refuse(rank, world, args, port=None):
+    """train(), with a refusal to start said in one line and exit status REFUSED_EXIT."""
+    try:
+        return train(rank, world, args, port)
+    except CollectiveTimeoutError as e:
+        if rank == 0:
+            print("train.py: %s" % e, file=sys.stderr, flush=True)
+        sys.exit(REFUSED_EXIT)
+
+
 def _spawned(rank, world, args, port):
-    train(rank, world, args, port)
+    _train_or_refuse(rank, world, args, port)
 
 
 def main(argv=None):
@@ -850,7 +882,7 @@ def main(argv=None):
         print("train.py: needs PyTorch (import torch failed)", file=sys.stderr)
         return 1
     if args.ranks == 1:
-        train(0, 1, args)
+        _train_or_refuse(0, 1, args)
         return 0
     import torch.multiprocessing as mp
     try:
@@ -859,6 +891,8 @@ def main(argv=None):
         print("train.py: a rank failed: %s" % str(e).strip().splitlines()[-1], file=sys.stderr)
         return 1
     except mp.ProcessExitedException as e:
+        if e.exit_code == REFUSED_EXIT:
+            return 1  # rank 0 said why
         print("train.py: a rank exited: %s" % e, file=sys.stderr)
         return 1
     return 0

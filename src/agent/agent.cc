@@ -194,8 +194,8 @@ const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& samp
       const int engines = report_->engines.value_or(1);
       in.concurrency = std::max(1, (report_->in_flight + engines - 1) / engines);
     }
-    reason = fmt::format("{}: {} at step {}", controller_.name(), ReportedPhaseName(*report_),
-                         in.step);
+    reason =
+        fmt::format("{}: {} at step {}", controller_.name(), ReportedPhaseName(*report_), in.step);
   } else {
     in.phase = control::Phase::kRollout;  // on power alone
     reason = fmt::format("{}: on power alone (no trainer report)", controller_.name());

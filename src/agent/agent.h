@@ -227,8 +227,7 @@ class Agent {
   // A trainer report (or heartbeat) at agent time now_s (`unix_s`: the wall clock, 0: unknown).
   // `checked`: compared with the decisions (the mismatch); not for the twin's own reports, nor
   // for a trainer's shown beside the twin that is the trainer of record.
-  void Report(const TrainerReport& report, double now_s, double unix_s = 0.0,
-              bool checked = true);
+  void Report(const TrainerReport& report, double now_s, double unix_s = 0.0, bool checked = true);
   // The decision for trainer step `step`: the group size and hold fixed at the step's first
   // read (every rank asking for the step gets the same ones), the rest as now.
   Actuation ForStep(int step);

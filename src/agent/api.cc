@@ -366,8 +366,8 @@ Result<TrainerReport> ParseReport(std::string_view body) {
     return Error::Input("field 'phase': expected a string");
   }
   const std::string phase_name = j["phase"].get<std::string>();
-  const auto phase = phase_name == "eval" ? std::optional(control::Phase::kRollout)
-                                          : PhaseFromName(phase_name);
+  const auto phase =
+      phase_name == "eval" ? std::optional(control::Phase::kRollout) : PhaseFromName(phase_name);
   if (!phase) {
     return Error::Input(
         fmt::format("field 'phase': one of {}, eval", fmt::join(control::kPhaseNames, ", ")));

@@ -68,9 +68,9 @@ struct SiteHealth {
 // the `thread-safety` preset).
 struct Shared {
   Mutex mu;
-  Agent* agent PT_GUARDED_BY(mu) = nullptr;   // set before serving; used under mu
-  std::function<double()> now_s;              // the runner's clock; constant once serving
-  std::function<double()> unix_s;             // the wall clock (Unix s); may be null
+  Agent* agent PT_GUARDED_BY(mu) = nullptr;  // set before serving; used under mu
+  std::function<double()> now_s;             // the runner's clock; constant once serving
+  std::function<double()> unix_s;            // the wall clock (Unix s); may be null
   // POST /v1/report is compared with the decisions (false: the twin in process is the trainer
   // of record, a trainer's reports are shown only). Set before serving, constant after.
   bool reports_checked = true;

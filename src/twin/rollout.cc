@@ -91,8 +91,7 @@ RolloutEngine::Tick RolloutEngine::Advance(double dt_s, int concurrency, int kv_
   return tick;
 }
 
-RolloutEngine::Tick RolloutEngine::Steady(double dt_s, double in_flight,
-                                          const EngineRates& rates) {
+RolloutEngine::Tick RolloutEngine::Steady(double dt_s, double in_flight, const EngineRates& rates) {
   Tick tick;
   tick.occupancy = std::max(0.0, in_flight);
   if (tick.occupancy <= 0.0 || dt_s <= 0.0) {

@@ -17,8 +17,8 @@
 
 #include <array>
 #include <cstdint>
-#include <string_view>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "common/phase.h"

@@ -47,10 +47,10 @@ void TwinLink::FollowTrainer(const std::optional<agent::TrainerReport>& report, 
     twin_.Follow(report->phase, report->step);
     // A trainer that says over how many engines its in-flight count is (the client's heartbeat)
     // drives the twin's rollout occupancy; one that does not leaves the twin its own rollout.
-    twin_.FollowInFlight(report->engines ? std::optional<double>(static_cast<double>(
-                                               report->in_flight) /
-                                           *report->engines)
-                                         : std::nullopt);
+    twin_.FollowInFlight(
+        report->engines
+            ? std::optional<double>(static_cast<double>(report->in_flight) / *report->engines)
+            : std::nullopt);
   } else {
     twin_.Follow(twin::Phase::kStartup, 0);  // the job loading, until its trainer reports
   }

@@ -110,7 +110,7 @@ TEST(TrainerPresence, ATrainerSilentPastTheTimeoutGetsTheSafeActuationAndComesBa
   EXPECT_EQ(a.Presence(60.5), TrainerPresence::kSilent);
   EXPECT_EQ(c.calls, calls);  // the controller is not asked
   EXPECT_EQ(a.actuation().concurrency, 2);
-  EXPECT_EQ(a.actuation().group_size, 8);  // no step known: the group size stays
+  EXPECT_EQ(a.actuation().group_size, 8);                // no step known: the group size stays
   EXPECT_DOUBLE_EQ(a.actuation().power_limit_w, 300.0);  // the budget, as the hardware limit
   EXPECT_GT(a.actuation().seq, seq);
   EXPECT_THAT(a.actuation().reason,
@@ -290,7 +290,8 @@ TEST(TrainerMismatch, InFlightPastConcurrencyTimesEnginesForTwoReportsIsFlagged)
   EXPECT_EQ(a.mismatch().in_flight_allowed, 16);
   auto warned = Messages(a, LogLevel::kWarn);
   ASSERT_EQ(warned.size(), 1u);
-  EXPECT_THAT(warned[0], HasSubstr("24 sequences in flight but concurrency 8 x 2 engines allows 16"));
+  EXPECT_THAT(warned[0],
+              HasSubstr("24 sequences in flight but concurrency 8 x 2 engines allows 16"));
   // From then on the controller sees the trainer's in-flight per engine: 24 / 2 = 12.
   a.Tick(5.5, At(5.5));
   EXPECT_EQ(c.last.concurrency, 12);
@@ -363,12 +364,12 @@ TEST(TrainerReportParse, TheNewFieldsAndEvalAreTakenAndEveryBadOneNamed) {
   EXPECT_EQ(r->engines, 4);
   EXPECT_EQ(r->admission, "chunked");
   const std::string base = R"("step": 2, "phase": "rollout", "tokens": 5, "in_flight": 3)";
-  for (const auto& [extra, field] : std::vector<std::pair<std::string, std::string>>{
-           {R"("engines": 0)", "engines"},
-           {R"("engines": 1.5)", "engines"},
-           {R"("engines": "2")", "engines"},
-           {R"("admission": "batched")", "admission"},
-           {R"("admission": 1)", "admission"}}) {
+  for (const auto& [extra, field] :
+       std::vector<std::pair<std::string, std::string>>{{R"("engines": 0)", "engines"},
+                                                        {R"("engines": 1.5)", "engines"},
+                                                        {R"("engines": "2")", "engines"},
+                                                        {R"("admission": "batched")", "admission"},
+                                                        {R"("admission": 1)", "admission"}}) {
     auto bad = ParseReport("{" + base + ", " + extra + "}");
     ASSERT_FALSE(bad.ok()) << extra;
     EXPECT_THAT(bad.error().message(), HasSubstr("field '" + field + "'")) << extra;

@@ -8,8 +8,13 @@
     client.report(step=3, phase="rollout", tokens=12000, in_flight=7, admission="continuous")
     client.status()                     # GET /v1/status as a dict, or None
 
-Never raises on network errors: while the agent does not answer, the last decision is used until
-its `valid_for_s` runs out, and then the safe values (reason "fallback: ...") -- except in a site
+Never raises into the trainer, never waits or reads without bound: one deadline on a whole
+answer (timeout_s, plus a long-poll's wait), at most max_answer_bytes read (1 MiB), no redirect
+followed (the token goes to base_url's host only), bounded JSON. A decision's values are bounded
+before the trainer sees them: concurrency and group size clamped to max_concurrency and
+max_group_size (when given; above MAX_COUNT not a decision), valid_for_s to max_valid_for_s
+(60 s). While the agent does not answer, the last decision is used until its (capped)
+`valid_for_s` runs out, and then the safe values (reason "fallback: ...") -- except in a site
 (the agent's answers say "site": true, or site=True here): there the trainer fails closed, and
 the fallback holds it at its step boundary (take_hold) until the agent answers again.
 AgentClient is thread-safe (one lock around its last decision, last hold, reachable and site).
@@ -43,8 +48,8 @@ For a trainer's loop (clients/python/README.md):
 
 from .adapters import (CollectiveTimeoutError, HeadroomCallback, batched, collective_timeout,
                        rank0_actuation)
-from .client import (ADMISSIONS, MAX_HOLD_S, MAX_WAIT_S, PHASES, STANDBY_WAIT_S,
-                     AgentClient)
+from .client import (ADMISSIONS, DEFAULT_MAX_ANSWER_BYTES, DEFAULT_MAX_VALID_FOR_S, MAX_COUNT,
+                     MAX_HOLD_S, MAX_WAIT_S, PHASES, STANDBY_WAIT_S, AgentClient)
 from .gates import CapFollower, ConcurrencyGate, ThreadConcurrencyGate
 from .heartbeat import Heartbeat
 
@@ -55,4 +60,5 @@ __version__ = "0.1.0"
 __all__ = ["AgentClient", "ConcurrencyGate", "ThreadConcurrencyGate", "CapFollower", "Heartbeat",
            "batched", "rank0_actuation", "HeadroomCallback", "CollectiveTimeoutError",
            "collective_timeout", "__version__", "MAX_WAIT_S", "MAX_HOLD_S", "STANDBY_WAIT_S",
-           "PHASES", "ADMISSIONS"]
+           "PHASES", "ADMISSIONS", "MAX_COUNT", "DEFAULT_MAX_VALID_FOR_S",
+           "DEFAULT_MAX_ANSWER_BYTES"]

@@ -222,8 +222,10 @@ class CapFollower:
     thread after each resize. While the agent is not heard (or answers a long-poll at once
     with nothing new), it looks again every `retry_s`, without spinning; the client's fallback
     applies meanwhile (in a site: the safe concurrency). It never polls more often than every
-    `min_interval_s` (an agent decides every 0.5 s; this bounds a misbehaving one's load). A failing gate or on_change is
-    reported on stderr and never ends the thread.
+    `min_interval_s` (an agent decides every 0.5 s; this bounds a misbehaving one's load). A
+    failing gate or on_change is reported on stderr and never ends the thread; nor does any
+    other exception (a client that raises): it is counted in `errors` and the read retried
+    after `retry_s`.
 
     The client may be shared with the training loop (AgentClient is thread-safe): the follower
     waits past the seq it last applied, not past what another thread read."""
@@ -243,6 +245,7 @@ class CapFollower:
         # The follower thread's own state (read by others only as plain attributes).
         self.concurrency: Optional[int] = None  # the last concurrency applied
         self.seq: Optional[int] = None          # the last decision applied
+        self.errors = 0  # exceptions caught in the thread (each retried after retry_s)
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
 
@@ -274,19 +277,32 @@ class CapFollower:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            started = time.monotonic()
-            a = self.client.actuation(self.wait_s if self.seq is not None else 0.0,
-                                      after=self.seq)
-            if self._stop.is_set():
-                return
-            nothing_new = a.get("seq") == self.seq
-            self._apply(a)
-            unheard = str(a.get("reason", "")).startswith("fallback")
-            quick = time.monotonic() - started < self.wait_s / 2
-            if unheard or (nothing_new and quick):
+            try:
+                self._follow_once()
+            except Exception as e:  # noqa: BLE001 -- the thread never dies: counted, retried
+                self.errors += 1
+                if self.errors == 1:
+                    print("headroom: CapFollower: %s: %s (counted in .errors, retrying)"
+                          % (type(e).__name__, e), file=sys.stderr, flush=True)
                 self._stop.wait(self.retry_s)
-            else:
-                self._stop.wait(self.min_interval_s - (time.monotonic() - started))
+
+    def _follow_once(self) -> None:
+        """One long-poll, the gates resized, then the wait before the next."""
+        started = time.monotonic()
+        a = self.client.actuation(self.wait_s if self.seq is not None else 0.0,
+                                  after=self.seq)
+        if self._stop.is_set():
+            return
+        if not isinstance(a, dict):
+            raise TypeError("the client's actuation() returned %.80r" % (a,))
+        nothing_new = a.get("seq") == self.seq
+        self._apply(a)
+        unheard = str(a.get("reason", "")).startswith("fallback")
+        quick = time.monotonic() - started < self.wait_s / 2
+        if unheard or (nothing_new and quick):
+            self._stop.wait(self.retry_s)
+        else:
+            self._stop.wait(self.min_interval_s - (time.monotonic() - started))
 
     def _apply(self, a: Actuation) -> None:
         n = _count(a.get("concurrency"))

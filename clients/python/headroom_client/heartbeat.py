@@ -16,8 +16,9 @@ into the state under a lock the heartbeat thread holds only to copy the state (n
 request), appends the merged state to a queue of at most `queue_size` states (the oldest is
 dropped when it is full: a state is complete, so dropping one loses an intermediate state,
 never a field) and wakes the thread; it returns in microseconds even when the agent hangs.
-Requests are made only on the heartbeat thread, each with `timeout_s`; a network error is
-counted (`failed`), never raised. Changes of step, phase, group_size, engines or admission go
+Requests are made only on the heartbeat thread, each within `timeout_s` (the client's deadline);
+a network error is counted (`failed`), never raised, and the thread outlives any exception
+(counted in `errors`). Changes of step, phase, group_size, engines or admission go
 at once; a change of the counters alone (tokens, in_flight, progress) at most every
 `min_interval_s`. Nothing is sent before a phase is known.
 """
@@ -35,6 +36,7 @@ DEFAULT_QUEUE_SIZE = 8        # states waiting for the heartbeat thread, at most
 DEFAULT_TIMEOUT_S = 1.0       # one report's request
 DEFAULT_MIN_INTERVAL_S = 0.1  # between two reports that change only the counters
 STOP_MARGIN_S = 1.0           # stop() waits at most the request timeout plus this
+ERROR_WAIT_S = 0.1            # after an exception in the thread, before it goes on
 
 State = Dict[str, Any]
 # The state's fields, as report() takes them; None: not sent (an optional field).
@@ -118,6 +120,7 @@ class Heartbeat:
         self._dropped = 0   # states dropped from a full queue
         self._sent = 0      # reports the agent took
         self._failed = 0    # reports that failed
+        self._errors = 0    # exceptions caught in the heartbeat thread (it goes on)
         self._thread: Optional[threading.Thread] = None
         if state:
             self.update(**state)
@@ -156,9 +159,11 @@ class Heartbeat:
 
     @property
     def counts(self) -> Dict[str, int]:
-        """{"sent", "failed", "dropped"} so far."""
+        """{"sent", "failed", "dropped", "errors"} so far (errors: exceptions the heartbeat
+        thread caught and outlived)."""
         with self._cond:
-            return {"sent": self._sent, "failed": self._failed, "dropped": self._dropped}
+            return {"sent": self._sent, "failed": self._failed, "dropped": self._dropped,
+                    "errors": self._errors}
 
     def start(self) -> "Heartbeat":
         """Starts the heartbeat thread (a daemon); no-op while it runs."""
@@ -197,23 +202,31 @@ class Heartbeat:
         last: Optional[State] = None       # the last state sent
         last_at: Optional[float] = None    # when (time.monotonic)
         while True:
-            with self._cond:
-                while not self._stopping:
-                    wait_s = self._due_in_locked(last, last_at)
-                    if wait_s is not None and wait_s <= 0:
-                        break
-                    self._cond.wait(wait_s)
-                batch, stopping = list(self._pending), self._stopping
-                self._pending.clear()
-                current = dict(self._state)
-            to_send = _coalesced(batch)
-            if not to_send and not stopping and current["phase"] is not None:
-                to_send = [current]  # the period: the state again
-            for s in to_send:
-                self._send(s)
-                last, last_at = s, time.monotonic()
-            if stopping:
-                return
+            try:
+                with self._cond:
+                    while not self._stopping:
+                        wait_s = self._due_in_locked(last, last_at)
+                        if wait_s is not None and wait_s <= 0:
+                            break
+                        self._cond.wait(wait_s)
+                    batch, stopping = list(self._pending), self._stopping
+                    self._pending.clear()
+                    current = dict(self._state)
+                to_send = _coalesced(batch)
+                if not to_send and not stopping and current["phase"] is not None:
+                    to_send = [current]  # the period: the state again
+                for s in to_send:
+                    self._send(s)
+                    last, last_at = s, time.monotonic()
+                if stopping:
+                    return
+            except Exception:  # noqa: BLE001 -- the thread never dies: counted, then on
+                with self._cond:
+                    self._errors += 1
+                    if self._stopping:
+                        return
+                    self._cond.wait(ERROR_WAIT_S)  # no spinning on a repeated one
+                last_at = time.monotonic()
 
     def _due_in_locked(self, last: Optional[State], last_at: Optional[float]) -> Optional[float]:
         """Seconds until the thread has something to send (<= 0: now; None: nothing until

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# etcd users and roles for one site (docs/FLEET.md, "etcd with TLS and auth"): the coordinator
-# reads and writes the site's prefix; each agent writes only its own member and ack keys and
-# reads only its own grant, so that an agent's credentials cannot forge another job's grant or
-# the ledger. Idempotent: run it again to add agents (an existing user keeps its password).
+# etcd users and roles for one site (docs/FLEET.md, "etcd with TLS and auth"). Each role holds
+# exactly the permissions of the table below, which is docs/FLEET.md's "Who reads and writes
+# each key" row for row: the coordinator reads the site's prefix and writes the leader, ledger
+# and target keys and the grants; each agent reads and writes only its own member key, writes its
+# duplicate keys (the prefix members/<job>@) and its ack key, and reads only its own grant — so
+# an agent's credentials cannot forge another job's grant or member, the ledger or the target.
+# Idempotent: run it again to add agents (an existing user keeps its password); a role made
+# earlier is brought to the table (a permission the table lacks is revoked).
 #
 #   deploy/etcd-roles.sh --endpoints URL[,URL...] --site SITE --root-password-file FILE \
 #       --coordinator USER:PASSWORD_FILE [--agent USER:JOB:PASSWORD_FILE]... [--enable-auth]
@@ -11,6 +15,21 @@
 # own environment (ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY). --enable-auth turns etcd's auth
 # on (after making root); once it is on, root's password is needed for every later run.
 set -euo pipefail
+
+# Who may do what: daemon, permission (read, write, readwrite), "key" or "prefix", the key.
+# <site> and <job> are filled in. Keep it equal to docs/FLEET.md's table (etcd_roles_test
+# checks that they agree, and that etcd's roles equal it after a run).
+readonly PERMISSIONS="
+coordinator read prefix /headroom/<site>/
+coordinator write key /headroom/<site>/leader
+coordinator write key /headroom/<site>/ledger
+coordinator write key /headroom/<site>/target
+coordinator write prefix /headroom/<site>/grants/
+agent readwrite key /headroom/<site>/members/<job>
+agent write prefix /headroom/<site>/members/<job>@
+agent write key /headroom/<site>/acks/<job>
+agent read key /headroom/<site>/grants/<job>
+"
 
 usage() {
   echo "usage: $0 --endpoints URL[,URL...] --site SITE --root-password-file FILE" \
@@ -34,6 +53,7 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$endpoints" ] && [ -n "$site" ] && [ -n "$root_file" ] && [ -n "$coordinator" ] || usage
 
+# Names never hold '@' (coord::CheckName): so members/<job>@ is no other job's prefix.
 name_ok() { [[ "$1" =~ ^[A-Za-z0-9._-]{1,64}$ ]]; }
 name_ok "$site" || fail "--site '$site': expected 1 to 64 of [A-Za-z0-9._-]" 2
 password_of() {
@@ -75,7 +95,51 @@ ensure_role() {  # ROLE
   ctl role get "$1" > /dev/null 2>&1 || ctl role add "$1" > /dev/null
 }
 
-prefix="/headroom/$site/"
+# etcd's end of a prefix's range: its last byte plus one (etcdctl's --prefix).
+prefix_end() {
+  local last=${1: -1}
+  printf '%s%b' "${1%?}" "\\$(printf '%03o' $(($(printf '%d' "'$last") + 1)))"
+}
+
+# The permissions a role holds, one a line: TYPE<tab>KEY<tab>RANGE_END ("" for one key).
+role_permissions() {  # ROLE
+  ctl role get "$1" -w fields |
+    sed -n -e 's/^"PermType" : *\([A-Z]*\)$/\1/p' -e 's/^"Key" : "\(.*\)"$/\1/p' \
+           -e 's/^"RangeEnd" : "\(.*\)"$/\1/p' | paste - - -
+}
+
+# The role DAEMON's rows of the table, for SITE and JOB, granted, and nothing else kept.
+grant_table() {  # ROLE DAEMON JOB
+  local role=$1 daemon=$2 job=$3 who may range key end wanted=""
+  while read -r who may range key; do
+    [ "$who" = "$daemon" ] || continue
+    key=${key//<site>/$site}
+    key=${key//<job>/$job}
+    if [ "$range" = prefix ]; then
+      ctl role grant-permission "$role" "$may" "$key" --prefix=true > /dev/null
+      end=$(prefix_end "$key")
+    else
+      ctl role grant-permission "$role" "$may" "$key" > /dev/null
+      end=""
+    fi
+    wanted+="$key"$'\t'"$end"$'\n'
+  done <<< "$PERMISSIONS"
+  local type held
+  held=$(role_permissions "$role")
+  while IFS=$'\t' read -r type key end; do
+    [ -n "$type" ] || continue
+    grep -qxF "$key"$'\t'"$end" <<< "$wanted" && continue
+    [[ "$key$end" != *\\* ]] ||
+      fail "role $role: a permission on '$key' (escaped by etcdctl): revoke it by hand"
+    if [ -n "$end" ]; then
+      ctl role revoke-permission "$role" "$key" "$end" > /dev/null
+    else
+      ctl role revoke-permission "$role" "$key" > /dev/null
+    fi
+    echo "etcd-roles: $role: revoked $type on $key${end:+ up to $end} (not in the table)"
+  done <<< "$held"
+}
+
 ensure_role root
 ensure_user root "$root_password"
 ctl user grant-role root root > /dev/null
@@ -83,20 +147,18 @@ ctl user grant-role root root > /dev/null
 coord_role="headroom-$site-coordinator"
 ensure_user "$coord_user" "$coord_password"
 ensure_role "$coord_role"
-ctl role grant-permission "$coord_role" readwrite "$prefix" --prefix=true > /dev/null
+grant_table "$coord_role" coordinator ""
 ctl user grant-role "$coord_user" "$coord_role" > /dev/null
-echo "etcd-roles: $coord_user: read and write $prefix"
+echo "etcd-roles: $coord_user: reads /headroom/$site/; writes leader, ledger, target, grants/"
 
 for agent in "${agents[@]}"; do
   IFS=: read -r user job file extra <<< "$agent"
   role="headroom-$site-agent-$job"
   ensure_user "$user" "$(password_of "$file")"
   ensure_role "$role"
-  ctl role grant-permission "$role" readwrite "${prefix}members/$job" > /dev/null
-  ctl role grant-permission "$role" readwrite "${prefix}acks/$job" > /dev/null
-  ctl role grant-permission "$role" read "${prefix}grants/$job" > /dev/null
+  grant_table "$role" agent "$job"
   ctl user grant-role "$user" "$role" > /dev/null
-  echo "etcd-roles: $user: job $job (its member and ack keys, its grant read-only)"
+  echo "etcd-roles: $user: job $job (members/$job, members/$job@..., acks/$job; reads grants/$job)"
 done
 
 if [ "$enable" = 1 ] && [ "$auth_on" = 0 ]; then

@@ -46,6 +46,7 @@ int GroupSizeGate::Snap(int size) const {
 }
 
 int GroupSizeGate::Decide(int current, int proposed, std::optional<int> step) {
+  if (step) WentBack(*step);
   const int next = Snap(proposed);
   if (next == current) return current;
   if (rule_.min_steps > 0) {
@@ -64,8 +65,18 @@ int GroupSizeGate::Decide(int current, int proposed, std::optional<int> step) {
 }
 
 void GroupSizeGate::Confirm(int step, int group_size) {
+  WentBack(step);
   if (announced_ && group_size == *announced_ && !in_force_from_ && changed_at_step_ &&
       step > *changed_at_step_) {
+    in_force_from_ = step;
+  }
+}
+
+void GroupSizeGate::WentBack(int step) {
+  // At least min_steps below: a restart, not a report that lagged by a step or two (whose wait
+  // is at most min_steps longer, the safe side). `step < InForceFrom()`: once only per going back.
+  if (rule_.min_steps > 0 && changed_at_step_ && step <= *changed_at_step_ - rule_.min_steps &&
+      step < InForceFrom()) {
     in_force_from_ = step;
   }
 }

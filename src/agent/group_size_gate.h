@@ -5,7 +5,11 @@
 //     while the trainer's step is unknown (no fresh report);
 //   - among the choices the operator allows (--group-size-choices), the nearest one (the lower
 //     on a tie); a single choice fixes it;
-//   - at most once every `min_steps` steps (--group-size-min-steps; 0 lifts the step rules).
+//   - at most once every `min_steps` steps (--group-size-min-steps; 0 lifts the step rules);
+//   - a step at least `min_steps` below the one the last change was decided in means the
+//     trainer went back (a restart from a checkpoint, a new run), not a report that lagged: the
+//     last change counts as in force from that step, so the next may come `min_steps` steps
+//     later, not once the trainer is back past the old step numbers.
 // Pure: no clock, no I/O.
 #pragma once
 
@@ -50,6 +54,7 @@ class GroupSizeGate {
 
  private:
   int InForceFrom() const;  // REQUIRES: changed_at_step_
+  void WentBack(int step);  // a step reported or decided at: the rule above for going back
 
   GroupSizeRule rule_;
   std::optional<int> changed_at_step_;

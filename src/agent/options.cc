@@ -240,6 +240,12 @@ Result<coord::MemberConfig> DeriveMember(const AgentOptions& o, const MemberFact
         *o.budget_w, floor_per_gpu_w));
   }
   // Standby: the GPUs idle with the model loaded, what the job draws while the site holds it.
+  if (o.standby_w && *o.standby_w > nameplate_per_gpu_w + 1e-9) {
+    return Error::Usage(fmt::format(
+        "--standby-w {} W per GPU is above the nameplate {} W per GPU (standby is the GPUs "
+        "idle with the model loaded)",
+        *o.standby_w, nameplate_per_gpu_w));
+  }
   double standby_per_gpu_w = floor_per_gpu_w;
   if (o.standby_w) {
     standby_per_gpu_w = *o.standby_w;

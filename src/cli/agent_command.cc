@@ -123,10 +123,13 @@ Command SetupAgent(CLI::App& app) {
   app.add_option("--duration-s", a->o.duration_s, "Stop after this much agent time")
       ->check(Real(0.0, 1e9));
   return [a, config, &app]() -> Status {
+    std::vector<std::string> renamed_in_config;
     if (!config->empty()) {
-      if (auto st = ApplyConfigFile(app, *config, "agent"); !st) return st;
+      auto applied = ApplyConfigFile(app, *config, "agent");
+      if (!applied) return std::move(applied).error();
+      renamed_in_config = std::move(*applied);
     }
-    a->deprecations = DeprecationNotes(app);
+    a->deprecations = DeprecationNotes(app, renamed_in_config);
     return RunAgent(*a);
   };
 }

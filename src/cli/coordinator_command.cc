@@ -106,6 +106,8 @@ Status RunCoordinator(const CoordinatorArgs& args) {
   auto serving = ResolveServerOptions(args.server, log, "set the site budget");
   if (!serving) return std::move(serving).error();
 
+  for (const std::string& w : EtcdSecretWarnings(args.etcd_options)) log.Warn(w);
+
   // From here on, signals stop the loop; the server's threads inherit their mask.
   StopSignal signals(log, "resigning the lead first");
   auto store =
@@ -253,7 +255,9 @@ Command SetupCoordinator(CLI::App& app) {
   AddSchedulingOptions(app, &a->scheduling);
   return [a, config, &app]() -> Status {
     if (!config->empty()) {
-      if (auto st = ApplyConfigFile(app, *config, "coordinator"); !st) return st;
+      if (auto applied = ApplyConfigFile(app, *config, "coordinator"); !applied) {
+        return std::move(applied).error();
+      }
     }
     for (const char* flag : {"--etcd", "--site", "--site-budget-w"}) {
       if (app.get_option(flag)->count() == 0) {

@@ -44,7 +44,37 @@ std::string FormatLogLine(LogFormat format, std::chrono::system_clock::time_poin
   }
   std::string upper(name);
   for (char& c : upper) c = static_cast<char>(c - 'a' + 'A');
-  return fmt::format("{} {} headroom {}: {}", ts, upper, daemon, event.msg);
+  return fmt::format("{} {} headroom {}: {}", ts, upper, daemon, EscapeControls(event.msg));
+}
+
+std::string EscapeControls(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (byte < 0x20 || byte == 0x7f) {
+      out += fmt::format("\\x{:02x}", byte);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> FatalJsonLine(const CLI::App& command, std::string_view message,
+                                         int exit_status) {
+  const CLI::Option* format = command.get_option_no_throw("--log-format");
+  if (format == nullptr || format->count() == 0) return std::nullopt;
+  LogFormat f = LogFormat::kText;
+  if (!ParseLogFormat(format->as<std::string>(), &f) || f != LogFormat::kJson) return std::nullopt;
+  return FormatLogLine(LogFormat::kJson, std::chrono::system_clock::now(), command.get_name(),
+                       {LogLevel::kError, std::string(message), {{"exit_status", exit_status}}});
 }
 
 Logger StreamLogger(LogFormat format, std::string daemon, std::FILE* stream) {

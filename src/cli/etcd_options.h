@@ -8,8 +8,11 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/error.h"
+#include "common/read_file.h"
 #include "etcd/etcd_store.h"
 
 namespace headroom::cli {
@@ -29,6 +32,22 @@ inline void AddEtcdOptions(CLI::App& app, EtcdOptions* o) {
   app.add_option("--etcd-user", o->user, "etcd user (its v3 auth; with --etcd-password-file)");
   app.add_option("--etcd-password-file", o->password_file,
                  "File holding the etcd user's password on its first line (chmod 600)");
+}
+
+// "--etcd-key F is readable by other users (chmod 600 it)": one for each of the secrets,
+// --etcd-password-file and --etcd-key, that users other than its owner may read (the rule of
+// --token-file, cli/token_options.h).
+inline std::vector<std::string> EtcdSecretWarnings(const EtcdOptions& o) {
+  std::vector<std::string> warnings;
+  for (const auto& [flag, file] :
+       {std::pair<const char*, const std::string&>{"--etcd-password-file", o.password_file},
+        std::pair<const char*, const std::string&>{"--etcd-key", o.key}}) {
+    if (!file.empty() && ReadableByOthers(file)) {
+      warnings.push_back(
+          fmt::format("{} {} is readable by other users (chmod 600 it)", flag, file));
+    }
+  }
+  return warnings;
 }
 
 // Opens etcd at `endpoints` with the options; a usage error names `flag` (the endpoints' own).

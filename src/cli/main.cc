@@ -19,6 +19,7 @@
 
 #include "build_info/build_info.h"
 #include "cli/commands.h"
+#include "cli/daemon_log.h"
 #include "cli_main/command_main.h"
 
 namespace {
@@ -175,5 +176,7 @@ int main(int argc, char** argv) {
     fmt::print("{}", BashCompletion(app));
     return headroom::OkStatus();
   };
-  return ParseAndRun(app, argc, argv, "headroom", "headroom: error", commands);
+  // A daemon given --log-format json says its fatal error as a JSON line too.
+  return ParseAndRun(app, argc, argv, "headroom", "headroom: error", commands,
+                     headroom::cli::FatalJsonLine);
 }

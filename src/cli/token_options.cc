@@ -1,7 +1,6 @@
 #include "cli/token_options.h"
 
 #include <fmt/format.h>
-#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -41,14 +40,13 @@ Result<std::string> ResolveToken(const TokenArgs& args, const Logger& log) {
     return Error::Usage("--token and --token-file: give one");
   }
   if (!args.token_file.empty()) {
-    auto read = ReadFileCapped(args.token_file, kMaxSmallFileBytes, "--token-file");
+    auto read = ReadRegularFileCapped(args.token_file, kMaxSmallFileBytes, "--token-file");
     if (!read) return std::move(read).error();
     std::string token = std::move(*read);
     while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
     if (auto st = CheckToken(token, "--token-file " + args.token_file); !st)
       return std::move(st).error();
-    struct stat st {};
-    if (stat(args.token_file.c_str(), &st) == 0 && (st.st_mode & 0077) != 0) {
+    if (ReadableByOthers(args.token_file)) {
       log.Warn(fmt::format("--token-file {} is readable by other users (chmod 600 it)",
                            args.token_file));
     }

@@ -133,8 +133,8 @@ Result<OpenedTrace> OpenTrace(const std::string& arg, size_t index,
     prom::HttpOptions http;
     http.timeout_s = prometheus.timeout_s;
     if (!prometheus.token_file.empty()) {
-      auto token =
-          ReadFileCapped(prometheus.token_file, kMaxSmallFileBytes, "--prometheus-token-file");
+      auto token = ReadRegularFileCapped(prometheus.token_file, kMaxSmallFileBytes,
+                                         "--prometheus-token-file");
       if (!token) return std::move(token).error();
       http.bearer_token = std::move(*token);
       while (!http.bearer_token.empty() &&

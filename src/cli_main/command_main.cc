@@ -22,7 +22,8 @@ int ExitCodeOf(const Status& status) {
 }
 
 int ParseAndRun(CLI::App& app, int argc, char** argv, const std::string& path,
-                const std::string& prefix, const std::map<CLI::App*, Command>& commands) {
+                const std::string& prefix, const std::map<CLI::App*, Command>& commands,
+                const FatalLine& fatal_line) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -61,8 +62,13 @@ int ParseAndRun(CLI::App& app, int argc, char** argv, const std::string& path,
     } catch (const std::exception& e) {
       status = Error::Io(e.what());
     }
-    if (!status) fmt::print(stderr, "{}: {}\n", prefix, OneLine(status.error().message()));
-    return ExitCodeOf(status);
+    if (status) return kExitOk;
+    const std::string message = OneLine(status.error().message());
+    const int code = ExitCodeOf(status);
+    std::optional<std::string> line;
+    if (fatal_line) line = fatal_line(*sub, message, code);
+    fmt::print(stderr, "{}\n", line ? *line : fmt::format("{}: {}", prefix, message));
+    return code;
   }
   return kExitOk;
 }

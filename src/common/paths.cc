@@ -8,6 +8,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "common/read_file.h"
+
 namespace headroom {
 namespace {
 
@@ -64,16 +66,10 @@ Result<OutputKind> CheckOutputPath(const std::string& path) {
       st.st_rdev == null_st.st_rdev) {
     return OutputKind::kInPlace;
   }
-  const char* what = S_ISDIR(st.st_mode)    ? "a directory"
-                     : S_ISCHR(st.st_mode)  ? "a character device"
-                     : S_ISBLK(st.st_mode)  ? "a block device"
-                     : S_ISFIFO(st.st_mode) ? "a FIFO"
-                     : S_ISSOCK(st.st_mode) ? "a socket"
-                                            : "of another kind";
   return Error::Io(fmt::format(
       "{}: is {}, not a regular file (outputs go to regular files, new paths, /dev/null or "
       "/dev/stdout)",
-      path, what));
+      path, FileTypeName(st.st_mode)));
 }
 
 Status RefuseOutputOverInput(const std::string& output, std::string_view output_flag,

@@ -4,6 +4,7 @@
 #include <httplib.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -117,7 +118,7 @@ Result<EtcdCredentials> ReadEtcdCredentials(const std::string& user,
   if (password_file.empty()) {
     return Error::Usage("--etcd-user " + user + ": needs --etcd-password-file");
   }
-  auto read = ReadFileCapped(password_file, kMaxSmallFileBytes, "--etcd-password-file");
+  auto read = ReadRegularFileCapped(password_file, kMaxSmallFileBytes, "--etcd-password-file");
   if (!read) return std::move(read).error();
   std::string password = read->substr(0, read->find('\n'));
   while (!password.empty() && (password.back() == '\r' || password.back() == ' ')) {
@@ -144,9 +145,16 @@ Status CheckEtcdAccess(const std::string& endpoints, const EtcdTls& tls) {
   for (const auto& [file, flag] :
        {std::pair{tls.cacert_file, "--etcd-cacert"}, std::pair{tls.cert_file, "--etcd-cert"},
         std::pair{tls.key_file, "--etcd-key"}}) {
-    if (!file.empty() && access(file.c_str(), R_OK) != 0) {
+    if (file.empty()) continue;
+    if (access(file.c_str(), R_OK) != 0) {
       return Error::Input(
           fmt::format("{}: cannot read ({}): {}", file, flag, std::strerror(errno)));
+    }
+    // TLS reads them whole at start: a FIFO would hang it there.
+    struct stat st {};
+    if (::stat(file.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+      return Error::Input(
+          fmt::format("{} {}: is {}, not a regular file", flag, file, FileTypeName(st.st_mode)));
     }
   }
   return OkStatus();

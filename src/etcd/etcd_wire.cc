@@ -185,10 +185,13 @@ Result<std::vector<std::string>> ParseEndpoints(const std::string& text) {
   constexpr std::string_view kEtcdsScheme = "etcds://";
   // etcd:// and etcds:// name the scheme once, for the whole list.
   std::string scheme = "http";
+  std::string_view list_scheme;  // "etcd://" or "etcds://" when the list starts with one
   if (rest.substr(0, kEtcdScheme.size()) == kEtcdScheme) {
     rest.remove_prefix(kEtcdScheme.size());
+    list_scheme = kEtcdScheme;
   } else if (rest.substr(0, kEtcdsScheme.size()) == kEtcdsScheme) {
     rest.remove_prefix(kEtcdsScheme.size());
+    list_scheme = kEtcdsScheme;
     scheme = "https";
   }
   std::vector<std::string> urls;
@@ -199,6 +202,14 @@ Result<std::vector<std::string>> ParseEndpoints(const std::string& text) {
     while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
     while (!item.empty() && (item.back() == ' ' || item.back() == '/')) item.remove_suffix(1);
     std::string item_scheme = scheme;
+    // Under etcd:// or etcds:// a scheme of its own would override the list's
+    // ("etcds://http://h:p" was plain HTTP).
+    if (!list_scheme.empty() && item.find("://") != std::string_view::npos) {
+      return Error::Usage(fmt::format(
+          "etcd endpoint '{}' in '{}': {} names the scheme of the whole list; give host:port "
+          "after it (or http(s)://host:port without it)",
+          item, text, list_scheme));
+    }
     if (item.substr(0, 7) == "http://") {
       item.remove_prefix(7);
       item_scheme = "http";

@@ -31,7 +31,8 @@ const char* ResponseName(Op::Kind kind);
 bool Writes(const std::vector<Op>& ops);
 
 // "etcd://h:p,h2:p2", "etcds://...", "http(s)://h:p,...", "h:p": one URL per member; a Usage
-// error naming what is wrong.
+// error naming what is wrong. Under etcd:// or etcds:// every member is host:port: a scheme of
+// its own ("etcds://http://h:p") is refused, not taken over the list's.
 Result<std::vector<std::string>> ParseEndpoints(const std::string& text);
 
 // Reads the fields of one answer. The first problem is kept and later reads return zero values,

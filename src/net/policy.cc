@@ -42,6 +42,17 @@ Response Unauthorized() {
   return r;
 }
 
+// A Host header's port: 1 to 5 digits, at most 65535.
+bool IsPort(std::string_view text) {
+  if (text.empty() || text.size() > 5) return false;
+  int port = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+    port = port * 10 + (c - '0');
+  }
+  return port <= 65535;
+}
+
 }  // namespace
 
 bool IsLoopbackHost(std::string_view host) {
@@ -71,19 +82,16 @@ bool IsLoopbackHost(std::string_view host) {
 bool HostAllowed(const AccessPolicy& policy, std::optional<std::string_view> host) {
   if (!host) return true;  // HTTP/1.0 without Host: not a browser
   std::string_view h = Trim(*host);
-  // Strip the port: "name:10470", "[::1]:10470", "1.2.3.4:10470".
+  // Strip the port: "name:10470", "[::1]:10470", "1.2.3.4:10470". After the host: nothing, or
+  // ":" and a port (before: "localhost:x:y" passed as localhost).
   if (!h.empty() && h.front() == '[') {
     const size_t close = h.find(']');
     if (close == std::string_view::npos) return false;
-    // After the literal: nothing, or ":" and a port.
     const std::string_view after = h.substr(close + 1);
-    if (!after.empty() &&
-        (after.front() != ':' || after.size() == 1 ||
-         after.substr(1).find_first_not_of("0123456789") != std::string_view::npos)) {
-      return false;
-    }
+    if (!after.empty() && (after.front() != ':' || !IsPort(after.substr(1)))) return false;
     h = h.substr(0, close + 1);
-  } else if (const size_t colon = h.rfind(':'); colon != std::string_view::npos) {
+  } else if (const size_t colon = h.find(':'); colon != std::string_view::npos) {
+    if (!IsPort(h.substr(colon + 1))) return false;
     h = h.substr(0, colon);
   }
   if (h.empty()) return false;

@@ -1,7 +1,8 @@
 // Who may ask what of a daemon's API, the same for the agent and the coordinator:
 // - Host: absent (HTTP/1.0), an IP literal, a loopback name or one of `allowed_hosts` (any
-//   case, with or without a port); anything else is 403 — a DNS name rebound to this machine
-//   would let a web page read the API;
+//   case, with or without a port: 1 to 5 digits, at most 65535, and nothing after it);
+//   anything else is 403 — a DNS name rebound to this machine would let a web page read the
+//   API;
 // - the bearer token, when one is set: `Authorization: Bearer T` (the scheme in any case, T
 //   compared in constant time) on writes, and on reads but the static pages with
 //   `token_on_reads`; else 401 with WWW-Authenticate;

@@ -214,6 +214,35 @@ TEST(GroupSizeGate, KStepsCountFromTheStepTheTrainerReportsTheChangeInForce) {
   EXPECT_EQ(gate.Decide(4, 16, 11), 16);
 }
 
+// Issue 53, item 10: a trainer restarted from a checkpoint reports lower steps. Once they are K or
+// more below the last change's step, the change counts from the step it went back to, so the
+// next comes K steps later (before: not until the trainer passed the old step numbers again, 90
+// steps here).
+TEST(GroupSizeGate, AStepGoingBackCountsTheKStepsFromThere) {
+  GroupSizeGate gate({{4, 8, 16}, 3});
+  EXPECT_EQ(gate.Decide(4, 16, 100), 16);  // in force from 101 at best
+  gate.Confirm(101, 16);
+  EXPECT_EQ(gate.Decide(16, 8, 102), 16);  // 102 + 1 - 101 < 3
+  gate.Confirm(10, 16);                    // restarted at step 10
+  EXPECT_EQ(gate.Decide(16, 8, 10), 16);   // 10 + 1 - 10 < 3
+  EXPECT_EQ(gate.Decide(16, 8, 11), 16);
+  EXPECT_EQ(gate.Decide(16, 8, 12), 8);  // 3 steps at 16 since the restart: 10, 11, 12
+  EXPECT_EQ(gate.changed_at_step(), 12);
+  // Going back before any report confirmed the change: the same, from the step decided at.
+  GroupSizeGate unconfirmed({{4, 8, 16}, 3});
+  EXPECT_EQ(unconfirmed.Decide(4, 16, 50), 16);
+  EXPECT_EQ(unconfirmed.Decide(16, 8, 5), 16);
+  EXPECT_EQ(unconfirmed.Decide(16, 8, 6), 16);
+  EXPECT_EQ(unconfirmed.Decide(16, 8, 7), 8);
+  // A report that lagged, fewer than K steps below the change's step, is no restart: the count
+  // stays from the step after the decision.
+  GroupSizeGate late({{4, 8, 16}, 3});
+  EXPECT_EQ(late.Decide(4, 16, 20), 16);
+  late.Confirm(18, 4);
+  EXPECT_EQ(late.Decide(16, 8, 22), 16);  // 22 + 1 - 21 < 3 (from 18 it would be 5)
+  EXPECT_EQ(late.Decide(16, 8, 23), 8);
+}
+
 TEST(GroupSizeGate, WithoutStepRulesItChangesAtOnceEvenWithNoStepKnown) {
   GroupSizeGate gate({{4, 8, 16}, 0});
   EXPECT_EQ(gate.Decide(4, 16, std::nullopt), 16);  // no report: allowed, nothing to record

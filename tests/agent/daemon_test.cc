@@ -180,6 +180,30 @@ TEST(DeriveMember, TheUpdatesWattsFromTheOptionElseTheTwinsCappedAtTheNameplate)
   EXPECT_NE(refused.error().message().find("--update-w"), std::string::npos);
 }
 
+// Issue 53, item 10: --standby-w above the nameplate is refused in one line naming both (before:
+// taken, and silently counted at the floor).
+TEST(DeriveMember, AStandbyAboveTheNameplateIsRefused) {
+  AgentOptions o;
+  o.site_etcd = "etcd://127.0.0.1:2379";
+  o.site = "s";
+  o.job = "j";
+  o.floor_w = 100.0;
+  MemberFacts f;
+  f.gpus = 2;
+  f.nameplate_w = 400.0;
+  o.standby_w = 400.0;  // at the nameplate: taken (counted at the floor, as before)
+  auto m = DeriveMember(o, f, Logger());
+  ASSERT_TRUE(m.ok()) << m.error().message();
+  EXPECT_DOUBLE_EQ(m->standby_w, 2 * 100.0);
+  o.standby_w = 401.0;
+  m = DeriveMember(o, f, Logger());
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.error().kind(), ErrorKind::kUsage);
+  EXPECT_EQ(m.error().message(),
+            "--standby-w 401 W per GPU is above the nameplate 400 W per GPU (standby is the GPUs "
+            "idle with the model loaded)");
+}
+
 TEST(Daemon, PutsTheLimitsBackBeforeTheMemberLeaves) {
   Fixture fx;
   AgentDaemon daemon(fx.Parts(), Clock(), Logger());

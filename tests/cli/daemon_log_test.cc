@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 namespace headroom::cli {
 namespace {
@@ -24,6 +26,52 @@ TEST(DaemonLog, TextLinesCarryTheUtcTimeToTheMillisecondAndALevel) {
                           {LogLevel::kWarn, "w", {{"job", "a"}, {"held_w", 5.0}}}),
             "2026-12-06T01:50:03.123Z WARN headroom coordinator: w");
   ::unsetenv("TZ");
+}
+
+// Issue 53, item 6: a value from outside in a message (a member's key holding a newline) cannot
+// start a line of its own in the text format, which is what a forged "ERROR" line needs.
+TEST(DaemonLog, TextLinesEscapeControlBytes) {
+  const std::string forged =
+      "member a\n2026-12-06T01:50:03.123Z ERROR headroom coordinator: forged\r\t\x1b[31m\x7f";
+  const std::string line =
+      FormatLogLine(LogFormat::kText, At(), "coordinator", {LogLevel::kInfo, forged, {}});
+  EXPECT_EQ(
+      line,
+      "2026-12-06T01:50:03.123Z INFO headroom coordinator: member a\\n2026-12-06T01:50:03.123Z "
+      "ERROR headroom coordinator: forged\\r\\t\\x1b[31m\\x7f");
+  for (char c : line) EXPECT_GE(static_cast<unsigned char>(c), 0x20) << line;
+  // Backslashes, quotes and UTF-8 stay as they are.
+  EXPECT_EQ(EscapeControls("C:\\x \"é\" 5 W"), "C:\\x \"é\" 5 W");
+  EXPECT_EQ(EscapeControls(std::string("a\0b", 3)), "a\\x00b");
+}
+
+// ...and with --log-format json the fatal error is one of the JSON lines, not plain text.
+TEST(DaemonLog, TheFatalLineIsJsonWhenTheCommandWasAskedForJson) {
+  for (const char* format : {"json", "text", ""}) {
+    CLI::App agent("", "agent");
+    std::string log_format = "text";
+    agent.add_option("--log-format", log_format, "text or json");
+    std::vector<std::string> args;
+    if (*format != '\0') args = {format, "--log-format"};  // CLI11 takes them last first
+    agent.parse(args);
+    const auto line = FatalJsonLine(agent, "--listen: 'nowhere': expected HOST:PORT", 2);
+    if (std::string(format) != "json") {
+      EXPECT_FALSE(line.has_value()) << format;
+      continue;
+    }
+    ASSERT_TRUE(line.has_value());
+    EXPECT_EQ(line->find('\n'), std::string::npos);
+    const auto j = nlohmann::json::parse(*line);
+    EXPECT_EQ(j["level"], "error");
+    EXPECT_EQ(j["daemon"], "agent");
+    EXPECT_EQ(j["msg"], "--listen: 'nowhere': expected HOST:PORT");
+    EXPECT_EQ(j["exit_status"], 2);
+    EXPECT_EQ(j["ts"].get<std::string>().size(), std::string("2026-12-06T01:50:03.123Z").size());
+  }
+  CLI::App none("", "analyze");  // a command without --log-format: the plain line
+  std::vector<std::string> args;
+  none.parse(args);
+  EXPECT_FALSE(FatalJsonLine(none, "x", 1).has_value());
 }
 
 TEST(DaemonLog, JsonLinesAreOneObjectWithTsLevelDaemonMsgAndTheFields) {

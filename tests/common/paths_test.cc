@@ -4,6 +4,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -102,6 +103,49 @@ TEST_F(PathsTest, WholeFileReadsStopAtTheirBound) {
   ASSERT_FALSE(missing.ok());
   EXPECT_THAT(missing.error().message(), HasSubstr("--key-file " + P("missing") + ": cannot open"));
   EXPECT_EQ(*ReadFileCapped("/dev/null", 64), "");
+}
+
+// Issue 53, item 8: secrets and configs are regular files. A FIFO with no writer is refused at
+// once, before a byte is read (before: open() waited for a writer forever, and a coordinator
+// blocked there ignored SIGTERM); so are a device, a directory and a socket. A regular file reads
+// as ReadFileCapped reads it, bound included, through a symlink too.
+TEST_F(PathsTest, SecretsAndConfigsMustBeRegularFiles) {
+  std::ofstream(P("token")) << "s3cret\n";
+  EXPECT_EQ(*ReadRegularFileCapped(P("token"), 64, "--token-file"), "s3cret\n");
+  fs::create_symlink(P("token"), P("link"));
+  EXPECT_EQ(*ReadRegularFileCapped(P("link"), 64), "s3cret\n");
+  auto over = ReadRegularFileCapped(P("token"), 6, "--token-file");
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.error().message(), "--token-file " + P("token") + ": larger than 6 bytes");
+  ASSERT_EQ(::mkfifo(P("fifo").c_str(), 0600), 0);
+  auto fifo = ReadRegularFileCapped(P("fifo"), 64, "--config");
+  ASSERT_FALSE(fifo.ok());
+  EXPECT_EQ(fifo.error().kind(), ErrorKind::kInput);
+  EXPECT_EQ(fifo.error().message(), "--config " + P("fifo") + ": is a FIFO, not a regular file");
+  auto zero = ReadRegularFileCapped("/dev/zero", 64, "--etcd-password-file");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.error().message(),
+            "--etcd-password-file /dev/zero: is a character device, not a regular file");
+  auto dir = ReadRegularFileCapped(P("sub"), 64);
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.error().message(), P("sub") + ": is a directory, not a regular file");
+  auto missing = ReadRegularFileCapped(P("missing"), 64, "--token-file");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().kind(), ErrorKind::kIo);
+  EXPECT_THAT(missing.error().message(),
+              HasSubstr("--token-file " + P("missing") + ": cannot open"));
+}
+
+TEST_F(PathsTest, ASecretReadableByOthersIsSaidSo) {
+  std::ofstream(P("key")) << "k\n";
+  fs::permissions(P("key"), fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_FALSE(ReadableByOthers(P("key")));
+  fs::permissions(P("key"), fs::perms::group_read, fs::perm_options::add);
+  EXPECT_TRUE(ReadableByOthers(P("key")));
+  fs::permissions(P("key"), fs::perms::group_read, fs::perm_options::remove);
+  fs::permissions(P("key"), fs::perms::others_read, fs::perm_options::add);
+  EXPECT_TRUE(ReadableByOthers(P("key")));
+  EXPECT_FALSE(ReadableByOthers(P("missing")));
 }
 
 // Shipped data: the install prefix's share/headroom first, then the source tree; never ".".

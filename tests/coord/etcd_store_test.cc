@@ -2,6 +2,7 @@
 // shared by the suite, each test under its own key prefix; a three-member cluster for failover.
 // Skipped without /usr/bin/etcd.
 #include "etcd/etcd_store.h"
+#include "etcd/etcd_wire.h"
 
 #include <gtest/gtest.h>
 
@@ -774,6 +775,26 @@ TEST(EtcdStoreOpen, ReportsUnreachableEndpointsAndBadOnes) {
   }
 }
 
+// Issue 53, item 9: etcd:// and etcds:// name the scheme of the whole list; a member with a scheme
+// of its own is refused in one line (before: "etcds://http://h:p" connected over plain HTTP).
+TEST(EtcdEndpoints, ASchemeInsideEtcdUrlsIsRefused) {
+  EXPECT_EQ(*ParseEndpoints("etcds://a:2379,b:2379"),
+            (std::vector<std::string>{"https://a:2379", "https://b:2379"}));
+  EXPECT_EQ(*ParseEndpoints("etcd://a:2379"), (std::vector<std::string>{"http://a:2379"}));
+  EXPECT_EQ(*ParseEndpoints("https://a:2379,https://b:2379"),
+            (std::vector<std::string>{"https://a:2379", "https://b:2379"}));
+  for (const char* bad :
+       {"etcds://http://127.0.0.1:2379", "etcds://https://127.0.0.1:2379",
+        "etcd://http://127.0.0.1:2379", "etcds://a:2379,http://b:2379", "etcd://etcds://a:2379"}) {
+    Result<std::vector<std::string>> urls = ParseEndpoints(bad);
+    ASSERT_FALSE(urls.ok()) << bad;
+    EXPECT_EQ(urls.error().kind(), ErrorKind::kUsage) << bad;
+    EXPECT_NE(urls.error().message().find("names the scheme of the whole list"), std::string::npos)
+        << urls.error().message();
+    EXPECT_EQ(urls.error().message().find('\n'), std::string::npos);
+  }
+}
+
 // A member that trickles its answer a byte at a time passes every read timeout; the request's
 // whole deadline (twice the timeout) cuts it. Before: the request, and the store's lock, were
 // held for as long as the member went on.
@@ -926,13 +947,19 @@ TEST(EtcdStoreAuth, CredentialsFromAFile) {
             std::string::npos)
       << missing.error().message();
   EXPECT_FALSE(ReadEtcdCredentials("alice", dir + "/empty").ok());
-  // Only the first line is the password; /dev/zero stops at the bound (before: getline read
-  // until memory ran out).
+  // Only the first line is the password; a file stops at the bound (before: getline read
+  // until memory ran out); a device or a FIFO is not read at all (issue 53, item 8).
   { std::ofstream(dir + "/two") << "s3cret\nsecond line\n"; }
   EXPECT_EQ(ReadEtcdCredentials("alice", dir + "/two")->password, "s3cret");
+  { std::ofstream(dir + "/big") << "s3cret\n"; }
+  std::filesystem::resize_file(dir + "/big", 1 << 20);  // sparse
+  Result<EtcdCredentials> big = ReadEtcdCredentials("alice", dir + "/big");
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.error().message(), "--etcd-password-file " + dir + "/big: larger than 65536 bytes");
   Result<EtcdCredentials> zero = ReadEtcdCredentials("alice", "/dev/zero");
   ASSERT_FALSE(zero.ok());
-  EXPECT_EQ(zero.error().message(), "--etcd-password-file /dev/zero: larger than 65536 bytes");
+  EXPECT_EQ(zero.error().message(),
+            "--etcd-password-file /dev/zero: is a character device, not a regular file");
   std::filesystem::remove_all(dir);
 }
 

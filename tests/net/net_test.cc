@@ -194,6 +194,23 @@ TEST(NetRouter, TokenOnReadsLeavesOnlyThePagesOpen) {
   EXPECT_EQ(r.Call("GET", "/").status, 200);
 }
 
+// Issue 53, item 10: after the host, nothing or ":" and a port (1 to 5 digits, at most 65535).
+// Before: whatever followed the first name's colon was dropped unread ("localhost:evil" passed).
+TEST(NetPolicy, AHostsPortIsDigitsAndNothingAfterIt) {
+  AccessPolicy policy;
+  policy.allowed_hosts = {"coord.example"};
+  for (const char* h :
+       {"localhost:10470", "127.0.0.1:1", "coord.example:65535", "[::1]:0", "10.0.0.1:00080"}) {
+    EXPECT_TRUE(HostAllowed(policy, std::string_view(h))) << h;
+  }
+  for (const char* h :
+       {"localhost:evil", "127.0.0.1:", "127.0.0.1:80:80", "coord.example:10470:evil.example",
+        "localhost:65536", "localhost:123456", "127.0.0.1:+80", "127.0.0.1:-1", "[::1]:1:2",
+        "[::1]:", "[::1]:70000", "localhost: 80"}) {
+    EXPECT_FALSE(HostAllowed(policy, std::string_view(h))) << h;
+  }
+}
+
 TEST(NetPolicy, HostsTokensAndContentTypes) {
   AccessPolicy policy;
   policy.token = "s3cret";

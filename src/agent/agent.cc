@@ -160,8 +160,8 @@ const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& samp
       const double held_w = *silence_limit_;
       applied_.power_limit_w = held_w > 0.0 ? std::min(held_w, budget_w_) : budget_w_;
     }
-    if (applied_.power_limit_w != actuation_.power_limit_w) {
-      actuation_.power_limit_w = applied_.power_limit_w;
+    if (const double w = LimitInForce(applied_.power_limit_w); w != actuation_.power_limit_w) {
+      actuation_.power_limit_w = w;
       ++actuation_.seq;
     }
     Set(applied_.concurrency, applied_.group_size,
@@ -207,8 +207,8 @@ const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& samp
   applied_ = control::ApplyLimits(config_.limits, applied_, controller_.Decide(in));
   applied_.group_size = group_gate_.Decide(actuation_.group_size, applied_.group_size, step);
   if (mismatch_.pinned_group_size) applied_.group_size = *mismatch_.pinned_group_size;
-  if (applied_.power_limit_w != actuation_.power_limit_w) {
-    actuation_.power_limit_w = applied_.power_limit_w;
+  if (const double w = LimitInForce(applied_.power_limit_w); w != actuation_.power_limit_w) {
+    actuation_.power_limit_w = w;
     ++actuation_.seq;
   }
   Set(applied_.concurrency, applied_.group_size, std::move(reason), now_s);
@@ -256,6 +256,12 @@ void Agent::Report(const TrainerReport& report, double now_s, double unix_s, boo
   report_unix_s_ = unix_s;
   ++reports_;
   tokens_at_report_ = report.tokens;
+}
+
+double Agent::LimitInForce(double controller_w) const {
+  if (!fenced_ || !(config_.fenced_power_limit_w > 0.0)) return controller_w;
+  return controller_w > 0.0 ? std::min(controller_w, config_.fenced_power_limit_w)
+                            : config_.fenced_power_limit_w;
 }
 
 TrainerPresence Agent::Presence(double now_s) const {

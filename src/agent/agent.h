@@ -58,6 +58,8 @@ struct AgentConfig {
   // The longest hold before a step the agent passes on (--max-hold-s); longer ones are cut to it.
   // A trainer compares it with its collective timeout (clients/python: check_collective_timeout).
   double max_hold_s = 300.0;
+  // Fenced in a site with --guard-power-limit: the GPUs' lowest power limit, set at once (0: none).
+  double fenced_power_limit_w = 0.0;
   // The admission the policy was trained for ("continuous" or "chunked"); none: not a policy.
   std::optional<std::string> policy_admission;
   // When and to what group size may change (group_size_gate.h): at step boundaries, among the
@@ -222,6 +224,9 @@ class Agent {
   void SetHold(double hold_s, int64_t hold_id);
   // In a site, and whether it holds the job at standby; a change is a new actuation (seq).
   void SetSite(bool site, bool standby);
+  // Fenced in a site (its lease not renewed in time): the power limit goes to
+  // config.fenced_power_limit_w from the next decision on, while it lasts.
+  void SetFenced(bool fenced) { fenced_ = fenced; }
   double budget_w() const { return budget_w_; }
   const std::string& budget_from() const { return budget_from_; }
   // A trainer report (or heartbeat) at agent time now_s (`unix_s`: the wall clock, 0: unknown).
@@ -268,6 +273,9 @@ class Agent {
   double report_t_s_ = -1.0;
   double report_unix_s_ = 0.0;
   bool was_silent_ = false;
+  bool fenced_ = false;
+  // The power limit in force: the controller's, or lower where a fence asks (fail closed).
+  double LimitInForce(double controller_w) const;
   // While the trainer is silent with silent_power_limit: the controller's limit from before.
   std::optional<double> silence_limit_;
   // Mismatch: the trainer's group size per step boundary, and in-flight per report.

@@ -31,6 +31,9 @@ struct BudgetInForce {
   bool site = false;
   // Not admitted: the trainer starts no step until this is false.
   bool standby = false;
+  // Fenced (SiteBudget: the lease not renewed in time): with --guard-power-limit the GPUs go to
+  // their lowest power limit at once (AgentConfig::fenced_power_limit_w).
+  bool fenced = false;
 };
 
 class BudgetSource {

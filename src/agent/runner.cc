@@ -72,6 +72,7 @@ RunSummary Run(telemetry::Source& source, TrainerLink* link, Shared& shared, Rec
       if (budget) {
         shared.agent->SetHold(budget->hold_s, budget->hold_id);
         shared.agent->SetSite(budget->site, budget->standby);
+        shared.agent->SetFenced(budget->fenced);
       }
       budget_w = shared.agent->budget_w();
       if (link != nullptr && !link->follows_trainer()) {

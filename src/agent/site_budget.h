@@ -48,7 +48,8 @@ class SiteBudget final : public BudgetSource {
     return {per_gpu_w,     a.reason,
             version_,      hold.hold_s,
             hold.step,
-            /*site=*/true, a.hold_until_admitted};
+            /*site=*/true, a.hold_until_admitted,
+            /*fenced=*/a.state == coord::Acting::State::kFenced};
   }
 
  private:

@@ -162,6 +162,10 @@ Result<std::unique_ptr<coord::LazyStore>> JoinSite(const AgentArgs& a, const Job
   // With the guard, the GPUs' lowest limit is the floor (the hardware holds the job there); the
   // highest is the nameplate.
   if (nvml != nullptr) f.limit_range_w = agent::MeanLimitRangeW(*nvml, log);
+  // Fenced means held, and with the guard the GPUs at their lowest limit at once.
+  if (a.o.guard_power_limit && f.limit_range_w) {
+    parts->config.fenced_power_limit_w = f.limit_range_w->first;
+  }
   if (job.envelope) f.nameplate_w = job.envelope->limits.nameplate_w;
   if (parts->link != nullptr) {  // the twin
     f.floor_w = job.scenario->floor_w;
@@ -304,6 +308,9 @@ Status RunAgent(const AgentArgs& a) {
     return Error::Usage("--token-on-reads needs a token (--token-file or HEADROOM_TOKEN)");
   }
   if (auto st = a.o.in_site() ? CheckEtcd(a) : OkStatus(); !st) return st;
+  if (a.o.in_site()) {
+    for (const std::string& w : EtcdSecretWarnings(a.etcd_options)) log.Warn(w);
+  }
   auto assembled = Assemble(a, guard_state, log);
   if (!assembled) return std::move(assembled).error();
   const Job& job = (*assembled)->job;

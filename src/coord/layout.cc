@@ -277,6 +277,8 @@ std::string ToJson(const Ledger& l) {
                   {"seq", j.seq},
                   {"lease", j.lease},
                   {"class", JobClassName(j.job_class)}};
+    if (j.standby_w >= 0.0) jobs[name]["standby_w"] = j.standby_w;
+    if (j.step_s > 0.0) jobs[name]["step_s"] = j.step_s;
   }
   json out{{"v", kValueVersion},
            {"term", l.term},
@@ -296,6 +298,7 @@ std::string ToJson(const Ledger& l) {
                        {"floor_w", s.floor_w},
                        {"lease", s.lease},
                        {"duplicate", s.duplicate}};
+      if (s.fenced_gone_s >= 0.0) standby[name]["fenced_gone_s"] = s.fenced_gone_s;
     }
     out["standby"] = standby;
   }
@@ -474,6 +477,8 @@ Result<Ledger> LedgerFromJson(std::string_view text, std::string_view where) {
       job.seq = jr.Integer("seq");
       job.lease = jr.Integer("lease");
       ReadJobClass(jr, job.job_class);
+      if (jr.error().empty() && value.contains("standby_w")) job.standby_w = jr.Watts("standby_w");
+      if (jr.error().empty() && value.contains("step_s")) job.step_s = jr.Watts("step_s");
       if (!jr.error().empty()) return Error::Input(jr.error());
       l.jobs[name] = job;
     }
@@ -493,6 +498,9 @@ Result<Ledger> LedgerFromJson(std::string_view text, std::string_view where) {
         s.floor_w = sr.Watts("floor_w");
         s.lease = sr.Integer("lease");
         s.duplicate = sr.Bool("duplicate");
+        if (sr.error().empty() && value.contains("fenced_gone_s")) {
+          s.fenced_gone_s = sr.Watts("fenced_gone_s");  // a finite number >= 0
+        }
         if (!sr.error().empty()) return Error::Input(sr.error());
         if (l.jobs.contains(name)) {
           return Error::Input(

@@ -144,7 +144,16 @@ struct LedgerJob {
   int64_t seq = 0;    // of the latest grant
   LeaseId lease = 0;  // the member it is addressed to; 0: none (its lease is gone)
   JobClass job_class = JobClass::kGuaranteed;  // JSON "class", optional as in Member
+  // What its agent draws held (its member's standby_w; below 0: unknown, then the floor): what
+  // stays counted once its floor is forgotten. JSON "standby_w", optional.
+  double standby_w = -1.0;
+  // The longest step its member declared (its timeline's rollout + rest, whole seconds; 0:
+  // none): a job whose lease is gone may still be running that step, fenced at its floor, so
+  // the floor is not forgotten sooner than kForgetSteps of them. JSON "step_s", optional.
+  double step_s = 0.0;
 };
+// A job whose lease is gone keeps its floor for at least this many of its declared steps.
+inline constexpr double kForgetSteps = 2.0;
 
 // A registered job not admitted (waiting, refused, or a duplicate name): counted at what it may
 // draw (StandbyChargeW) from its registration until it is admitted or forgotten.
@@ -153,6 +162,11 @@ struct StandbyJob {
   double floor_w = 0.0;    // what admission needs
   LeaseId lease = 0;
   bool duplicate = false;  // a second agent under a taken name: never admitted
+  // An admitted job whose floor was forgotten while its agent was fenced (its lease gone): held
+  // at its step boundary, it draws its standby, so that stays counted until it registers again
+  // or for forget_after_s more (fenced means held; docs/FLEET.md). How long the job had been
+  // gone when its floor was forgotten; below 0: not such a job. JSON "fenced_gone_s", optional.
+  double fenced_gone_s = -1.0;
 };
 
 struct Ledger {

@@ -50,11 +50,11 @@ Acting SiteMember::CurrentLocked(double now_s) const {
       return a;
     }
     a.state = Acting::State::kFenced;
-    a.reason = "fenced: lease not renewed within its TTL less the margin";
+    a.reason = "fenced, held at the step boundary: lease not renewed within its TTL less the margin";
   } else if (ever_granted_) {
     a.state = Acting::State::kFenced;
-    a.reason = registered_ ? "fenced: waiting for a grant for the new lease"
-                           : "fenced: the lease is gone, registering again";
+    a.reason = registered_ ? "fenced, held at the step boundary: waiting for a grant for the new lease"
+                           : "fenced, held at the step boundary: the lease is gone, registering again";
   } else {
     const std::string why = grant_ && !grant_->admitted ? grant_->reason
                             : !status_.refused.empty()  ? status_.refused
@@ -73,7 +73,11 @@ Acting SiteMember::CurrentLocked(double now_s) const {
     a.reason = "standby, held until admitted: " + why;
     return a;
   }
+  // Fenced: the step under way ends on the floor, and the trainer starts no other until a grant
+  // for a live lease comes (a hold, as a newcomer's): the ledger may forget the floor of a job
+  // whose lease is gone once that step is certain to have ended (coord/plan.h, step 1).
   a.job_budget_w = config_.floor_w;
+  a.hold_until_admitted = true;
   a.valid_until_s = std::numeric_limits<double>::infinity();
   return a;
 }
@@ -173,9 +177,10 @@ Member SiteMember::DemandLocked(LeaseId lease) const {
   m.floor_w = config_.floor_w;
   m.job_class = config_.job_class;
   m.slurm_job = config_.slurm_job;
-  // What it draws until granted: its standby while it would hold (never granted here), its
-  // floor once it has been granted (fenced: it acts on its floor, not held) or fails open.
-  m.standby_w = config_.standby_w >= 0.0 && !ever_granted_ && !config_.fail_open
+  // What it draws until granted: its standby, held at its step boundary (never granted, or
+  // fenced and registered again: a newcomer); its floor where the standby is unknown or it
+  // fails open (no hold).
+  m.standby_w = config_.standby_w >= 0.0 && !config_.fail_open
                     ? std::min(config_.standby_w, config_.floor_w)
                     : config_.floor_w;
   m.update_w = config_.update_w;

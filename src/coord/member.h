@@ -6,7 +6,8 @@
 //     its state lost, when terms and epochs seen are forgotten);
 //   - fenced: the lease has not been renewed for lease TTL - margin by our own monotonic clock
 //     (measured from when the last successful renewal was sent, so before the store's lease can
-//     expire): the floor, until a new lease is granted something;
+//     expire): the floor for the step under way and a hold at the step boundary (the trainer
+//     starts no other step), until a new lease is granted something -- fenced means held;
 //   - standby: never granted (the store unreachable, not yet admitted, refused, or the job's
 //     name taken by another agent): the job's standby draw, and a hold until it is admitted --
 //     its trainer runs no step (docs/FLEET.md, "Every job at the site");

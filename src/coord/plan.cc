@@ -54,6 +54,24 @@ double RaisedW(const Ledger& before, const PlanOutput& after) {
 
 namespace {
 
+// What the ledger keeps of a live member for when its lease goes (LedgerJob::standby_w,
+// step_s): its standby, and the longest step it has declared. Whether either changed.
+bool Remember(const Member& m, LedgerJob& j) {
+  bool changed = false;
+  if (m.standby_w >= 0.0 && std::abs(m.standby_w - j.standby_w) > kEpsW) {
+    j.standby_w = m.standby_w;
+    changed = true;
+  }
+  if (m.has_timeline) {
+    const double step_s = std::ceil(m.timeline.rollout_s + m.timeline.rest_s);
+    if (std::isfinite(step_s) && step_s > j.step_s) {
+      j.step_s = step_s;
+      changed = true;
+    }
+  }
+  return changed;
+}
+
 // What a guaranteed job is expected to draw over the next lead_s, at most `cap_w` (what it may
 // act on): all of it with no power published or no step timeline; else the most of its power
 // now and its timeline's prediction (a rollout in progress at its power now: a rollout's power
@@ -103,11 +121,22 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
       if (unread) {
         // Another incarnation's key, unreadable: its floor stays held until it can be read.
       } else if (m == in.members.end()) {
+        // Its agent fenced itself: the step under way ends on the floor, then it holds. The
+        // floor goes once that step is certain to be over; its standby stays counted until it
+        // registers again, or forget_after_s more (fenced means held).
         const auto gone = in.gone_for_s.find(name);
-        if (gone != in.gone_for_s.end() && gone->second >= in.forget_after_s) {
-          log.Info(fmt::format("{}: no member for {:.0f} s: forgotten, floor {:.1f} W released",
-                               name, gone->second, j.floor_w),
-                   {{"job", name}, {"released_w", j.floor_w}});
+        const double forget_s = std::max(in.forget_after_s, kForgetSteps * j.step_s);
+        if (gone != in.gone_for_s.end() && gone->second >= forget_s) {
+          const double standby_w =
+              j.standby_w >= 0.0 ? std::min(j.standby_w, j.floor_w) : j.floor_w;
+          log.Info(fmt::format("{}: no member for {:.0f} s: forgotten, floor {:.1f} W released; "
+                               "its standby {:.1f} W counted until it registers again or "
+                               "for forget_after_s more",
+                               name, gone->second, j.floor_w, standby_w),
+                   {{"job", name}, {"released_w", j.floor_w - standby_w}});
+          if (j.job_class == JobClass::kGuaranteed && standby_w > kEpsW) {
+            l.standby[name] = StandbyJob{standby_w, j.floor_w, 0, false, gone->second};
+          }
           out.forgotten.push_back(name);
           it = l.jobs.erase(it);
           out.changed = true;
@@ -153,6 +182,7 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
         j.demand_w = std::max(m->second.demand_w, j.floor_w);
         out.changed = true;
       }
+      if (m != in.members.end()) out.changed |= Remember(m->second, j);
     }
     ++it;
   }
@@ -172,11 +202,14 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
       continue;
     }
     // Its key is gone (or admitted under its name meanwhile): a duplicate whose lease took the
-    // name goes at once; any other after forget_after_s, as an admitted job.
+    // name goes at once; a fenced job's standby forget_after_s after its floor was forgotten;
+    // any other after forget_after_s, as an admitted job.
     const auto gone = in.gone_for_s.find(name);
     const bool moved = s.duplicate && member_leases.contains(s.lease);
+    const double keep_s =
+        s.fenced_gone_s >= 0.0 ? s.fenced_gone_s + in.forget_after_s : in.forget_after_s;
     if (l.jobs.contains(name) || moved ||
-        (gone != in.gone_for_s.end() && gone->second >= in.forget_after_s)) {
+        (gone != in.gone_for_s.end() && gone->second >= keep_s)) {
       if (!l.jobs.contains(name)) {
         log.Info(fmt::format("{}: standby {:.1f} W released ({})", name, s.standby_w,
                              moved ? "its agent took the name" : "no member"),
@@ -206,7 +239,7 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
                  {{"job", name}, {"counted_w", charge_w}});
         out.arrivals_w[name] = charge_w;
       }
-      s = {charge_w, m.floor_w, m.lease, duplicate};
+      s = {charge_w, m.floor_w, m.lease, duplicate, /*fenced_gone_s=*/-1.0};
       out.changed = true;
     }
   };
@@ -232,7 +265,7 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
                            "until it can be read",
                            name, lease, charge_w),
                {{"job", name}, {"counted_w", charge_w}});
-      s = {charge_w, fresh ? charge_w : s.floor_w, lease, false};
+      s = {charge_w, fresh ? charge_w : s.floor_w, lease, false, /*fenced_gone_s=*/-1.0};
       out.changed = true;
     }
   }
@@ -291,6 +324,7 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
       j.grant_w = j.held_w;
       j.lease = m.lease;
       j.job_class = m.job_class;
+      Remember(m, j);
       l.jobs[name] = j;
       if (sb != l.standby.end()) l.standby.erase(sb);
       regrant[name] = true;

@@ -162,6 +162,29 @@ TEST(TrainerPresence, ALimitTheControllerSetIsNeverLiftedForASilenceAndComesBack
   }
 }
 
+TEST(TrainerPresence, FencedWithTheGuardTheGpusGoToTheirLowestLimitAtOnce) {
+  Fixed c;
+  AgentConfig config = Config();
+  config.fenced_power_limit_w = 150.0;  // the GPUs' lowest limit (NVML)
+  config.limits.power_limit_min_w = 100.0;
+  Agent a(config, c);
+  a.Report(R(1, control::Phase::kRollout), 0.0);
+  a.Tick(0.5, At(0.5));
+  EXPECT_DOUBLE_EQ(a.actuation().power_limit_w, 0.0);
+  const uint64_t seq = a.actuation().seq;
+  a.SetFenced(true);
+  a.Tick(1.0, At(1.0));
+  EXPECT_DOUBLE_EQ(a.actuation().power_limit_w, 150.0);
+  EXPECT_GT(a.actuation().seq, seq);
+  c.limit_w = 120.0;  // a lower one of the controller's stands
+  a.Tick(1.5, At(1.5));
+  EXPECT_DOUBLE_EQ(a.actuation().power_limit_w, 120.0);
+  c.limit_w = 0.0;
+  a.SetFenced(false);  // granted again: the controller's (none) from the next decision
+  a.Tick(2.0, At(2.0));
+  EXPECT_DOUBLE_EQ(a.actuation().power_limit_w, 0.0);
+}
+
 TEST(TrainerPresence, ATrainerThatNeverReportedIsSteeredOnPowerAlone) {
   Fixed c;
   Agent a(Config(), c);

@@ -1240,6 +1240,83 @@ TEST(Layout, TheLedgersStandbyRoundTripsAndAMemberWithoutStandbyCountsAtItsFloor
 
 // Random plans: held never above the budget in force, whatever the members do -- except by a
 // newcomer's standby (drawn without asking), and then no plan raises anything.
+// Fenced means held (issue 53): a job whose lease is gone runs the step under way on its floor,
+// then holds at its standby. Its floor is not forgotten before kForgetSteps of the steps its
+// member declared, and once forgotten its standby stays counted until it registers again or
+// for forget_after_s more.
+TEST(PlanStandby, AFencedJobsFloorOutlivesItsStepAndItsStandbyIsCountedUntilItRegisters) {
+  PlanInput in;
+  in.forget_after_s = 10;
+  Member a = M("a", 300, 1000, 1);
+  a.standby_w = 120.0;
+  a.has_timeline = true;
+  a.timeline.rollout_s = 40.2;  // a step of 40.2 + 19.5 = 59.7 s, remembered as 60 s
+  a.timeline.rest_s = 19.5;
+  in.members = {{"a", a}, {"b", M("b", 300, 1000, 2)}};
+  in.registered_at = {{"a", 1}, {"b", 2}};
+  Ledger l = Plan(Fresh(1000, 0), in, 5).ledger;
+  ASSERT_TRUE(l.jobs.contains("a"));
+  EXPECT_DOUBLE_EQ(l.jobs.at("a").standby_w, 120.0);
+  EXPECT_DOUBLE_EQ(l.jobs.at("a").step_s, 60.0);
+  // The ledger keeps both across a write (its JSON).
+  auto back = LedgerFromJson(ToJson(l), "test");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_DOUBLE_EQ(back->jobs.at("a").standby_w, 120.0);
+  EXPECT_DOUBLE_EQ(back->jobs.at("a").step_s, 60.0);
+  // Its lease goes: its floor is held for 2 x 60 s, well past forget_after_s.
+  in.members.erase("a");
+  for (const double gone_s : {0.0, 11.0, 119.0}) {
+    in.gone_for_s["a"] = gone_s;
+    PlanOutput p = Plan(l, in, 5);
+    ASSERT_TRUE(p.ledger.jobs.contains("a")) << gone_s;
+    EXPECT_DOUBLE_EQ(p.ledger.jobs.at("a").held_w, 300.0) << gone_s;
+    EXPECT_TRUE(p.forgotten.empty());
+    l = p.ledger;
+  }
+  in.gone_for_s["a"] = 120.0;
+  PlanOutput p = Plan(l, in, 5);
+  EXPECT_FALSE(p.ledger.jobs.contains("a"));
+  ASSERT_EQ(p.forgotten.size(), 1u);
+  // Held, it draws its standby: 120 W stay counted, the 180 W above them are free for b.
+  ASSERT_TRUE(p.ledger.standby.contains("a"));
+  EXPECT_DOUBLE_EQ(p.ledger.standby.at("a").fenced_gone_s, 120.0);
+  EXPECT_DOUBLE_EQ(p.ledger.standby.at("a").standby_w, 120.0);
+  EXPECT_NEAR(p.ledger.HeldW(), p.ledger.jobs.at("b").held_w + 120.0, 1e-9);
+  EXPECT_GE(InvariantSlackW(p.ledger), 0.0);
+  back = LedgerFromJson(ToJson(p.ledger), "test");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_DOUBLE_EQ(back->standby.at("a").fenced_gone_s, 120.0);
+  // Counted for forget_after_s (10 s) more: until 130 s gone.
+  l = p.ledger;
+  in.gone_for_s["a"] = 129.0;
+  p = Plan(l, in, 5);
+  ASSERT_TRUE(p.ledger.standby.contains("a"));
+  {
+    PlanInput later = in;
+    later.gone_for_s["a"] = 130.0;
+    EXPECT_FALSE(Plan(p.ledger, later, 5).ledger.standby.contains("a"));
+  }
+  l = p.ledger;
+  // It registers again, held: a newcomer, counted at its standby, then admitted at its floor.
+  in.gone_for_s.erase("a");
+  in.members["a"] = a;
+  in.members["a"].lease = 7;
+  p = Plan(l, in, 5);
+  const bool admitted = p.ledger.jobs.contains("a");
+  if (!admitted) {
+    ASSERT_TRUE(p.ledger.standby.contains("a"));
+    EXPECT_LT(p.ledger.standby.at("a").fenced_gone_s, 0.0);
+    EXPECT_EQ(p.ledger.standby.at("a").lease, 7);
+  }
+  for (int k = 0; k < 10 && !p.ledger.jobs.contains("a"); ++k) {
+    for (const auto& [name, j] : p.ledger.jobs) in.acks[name] = {name, 1, j.seq, j.lease, j.grant_w};
+    p = Plan(p.ledger, in, 5);
+    EXPECT_GE(InvariantSlackW(p.ledger), 0.0);
+  }
+  EXPECT_TRUE(p.ledger.jobs.contains("a"));
+  EXPECT_FALSE(p.ledger.standby.contains("a"));
+}
+
 TEST(Plan, RandomSequencesKeepTheInvariant) {
   std::mt19937_64 rng(42);
   for (int trial = 0; trial < 50; ++trial) {
@@ -1481,6 +1558,15 @@ TEST(Protocol, AStoppedMemberIsFencedBeforeItsWattsMove) {
   site.Tick();
   EXPECT_EQ(site.acting_[1].state, Acting::State::kFenced);
   EXPECT_EQ(site.members_[1]->status().acting, Acting::State::kFenced);
+  // Fenced means held: the step under way ends on the floor, no other starts (issue 53).
+  EXPECT_TRUE(site.acting_[1].hold_until_admitted);
+  EXPECT_DOUBLE_EQ(site.acting_[1].job_budget_w, site.configs_[1].floor_w);
+  // Registered again, it waits for a grant for its new lease still held, as a newcomer; it
+  // publishes its standby (what it draws held), not its floor.
+  for (int k = 0; k < 10 && site.members_[1]->status().lease == 0; ++k) site.Tick();
+  if (site.acting_[1].state == Acting::State::kFenced) {
+    EXPECT_TRUE(site.acting_[1].hold_until_admitted);
+  }
   site.Run(10);
   EXPECT_TRUE(site.FullyAllocated());
   EXPECT_EQ(site.violations_, 0);

@@ -10,16 +10,22 @@ decreases and increases; more jobs than the site admits (three extra agents for 
 a duplicate job name (a second agent under a taken name); a member value the coordinator cannot
 read (a newer version, written over an agent's key on its lease); the ledger deleted; etcd wiped
 and started empty; a site-budget cut answered 202, then etcd's quorum lost 0.2 s later; an agent restarted with the shipped
---budget-w of 314.6 W per GPU (refused above the floor). After each fault it waits for
-the fleet to be fully allocated again.
+--budget-w of 314.6 W per GPU (refused above the floor). Two long faults are drawn only when named
+(--kinds) or added (--long-faults K): an agent cut off from etcd (its proxies stop forwarding, no
+reset: agent_partition), and an agent SIGSTOPped (agent_frozen_past_ttl), each until the ledger
+has forgotten its job (its lease expired, then --forget-after-s and two of its declared steps:
+about 2 minutes here) and a few seconds more, then healed or SIGCONTed. After each fault it
+waits for the fleet to be fully allocated again.
 
 The auditor reads only what the agents log (every change of the budget each acts on, with its
 term, sequence and lease, and the twin's true power each decision; --site-log) and every
 ledger revision (a watch on etcd, each revision timestamped as it arrives). It checks:
   - at every instant, the sum over every agent process at the site -- admitted or not, extra,
     duplicate -- of what it may draw <= site budget - reserve (a job acts on its last logged
-    budget until its logged validity, its floor after it; one at standby draws its standby
-    while its twin holds and its floor while a step runs), a newcomer's standby left out for
+    budget until its logged validity; one at standby or fenced draws its standby while its twin
+    holds and its floor while a step runs; one silent past its validity -- stopped, dead --
+    its floor until the step under way has surely ended, then its standby: its trainer fails
+    closed), a newcomer's standby left out for
     its first TTL + 2 periods (the reserve covers it while grants come down), and with it
     <= the site budget itself at every instant;
   - every grant acted on was issued by a ledger of that term (same seq, lease and watts), and
@@ -39,6 +45,7 @@ import bisect
 import json
 import os
 import random
+import select
 import shutil
 import signal
 import socket
@@ -55,6 +62,24 @@ import urllib.request
 ETCD = "/usr/bin/etcd"
 JOBS = ["a100-72b-tp4"] * 2 + ["a100-14b-tp2"] * 2 + ["a100-7b-tp1"] * 4
 MAX_NEWCOMER_W = 332.0  # the most standby one fault starts: a 72B job's duplicate (4 x 83 W)
+FORGET_AFTER_S = 15.0  # the coordinators' --forget-after-s
+# The auditor's bound on the step under way when a process has logged nothing since its budget's
+# validity ran out (stopped or dead), in its job's longest steps seen (wall time, from its own
+# log): its trainer, failing closed, ends that step on its floor and then holds. A step on the
+# floor is slower than those seen on higher grants by at most the ratio of the powers where a
+# step's throughput is at least proportional to its power (concave, through zero), so the bound
+# is that ratio (the highest budget the job acted on over its floor), and at least twice.
+STEP_BOUND_STEPS = 2.0
+# Faults that last until the ledger forgets the job (over FORGET_AFTER_S and two of its declared
+# steps: about 2 minutes here), drawn only when named (--kinds) or added (--long-faults).
+LONG_KINDS = ["agent_partition", "agent_frozen_past_ttl"]
+# The agents the long faults pick: the two 14B jobs, whose declared steps are the shortest (so the
+# ledger forgets them soonest) and whose floor (760 W) less their standby (166 W) is more than
+# the reserve. When partitions may be drawn they reach etcd through proxies of their own; the
+# other agents stay direct, since a proxy turns an etcd member that is down from "connection
+# refused" into "connection lost", which changes how the agent's store retries
+# (coord/etcd_store.h).
+LONG_FAULT_AGENTS = [2, 3]
 
 
 def b64(s):
@@ -196,6 +221,80 @@ class Etcd:
         self.start(i, "existing")
 
 
+class BlackHoleProxy:
+    """A TCP proxy on 127.0.0.1 to one etcd member, for one agent. cut() stops forwarding in both
+    directions: connections stay open, nothing is closed or reset, and the bytes either side
+    sends wait in the kernel's buffers (a connection opened during the cut is accepted and waits
+    too); heal() forwards them again, as TCP would after a partition heals. A member that is down
+    when a connection is forwarded closes that connection."""
+
+    def __init__(self, upstream_port):
+        self.upstream_port = upstream_port
+        self.open = threading.Event()  # forwarding; cleared while cut
+        self.open.set()
+        self.closed = False
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self.accept_loop, daemon=True).start()
+
+    def cut(self):
+        self.open.clear()
+
+    def heal(self):
+        self.open.set()
+
+    def close(self):
+        self.closed = True
+        self.open.set()
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def accept_loop(self):
+        while not self.closed:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.serve, args=(client,), daemon=True).start()
+
+    def serve(self, client):
+        self.open.wait()
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=2.0)
+            upstream.settimeout(None)
+        except OSError:
+            client.close()
+            return
+        pair = (client, upstream)
+        threading.Thread(target=self.pump, args=(client, upstream, pair), daemon=True).start()
+        self.pump(upstream, client, pair)
+
+    def pump(self, src, dst, pair):
+        try:
+            while not self.closed:
+                self.open.wait()
+                ready, _, _ = select.select([src], [], [], 0.2)
+                if not ready or not self.open.is_set():
+                    continue  # cut between the wait and the read: read nothing
+                data = src.recv(65536)
+                if not data:
+                    break
+                self.open.wait()  # read just as the cut began: held until the heal
+                dst.sendall(data)
+        except (OSError, ValueError):
+            pass
+        for s in pair:
+            try:
+                s.close()
+            except OSError:
+                pass
+
+
 class LedgerWatch(threading.Thread):
     """Every revision of the ledger key, timestamped on arrival (monotonic)."""
 
@@ -267,6 +366,7 @@ class Agent:
         self.p = None
         self.stopped = False
         self.killed_at = None  # a transient agent's SIGKILL (its twin dies with it)
+        self.proxies = None  # BlackHoleProxy per etcd member, for an agent that may be partitioned
 
     def start(self, extra=()):
         c = self.chaos
@@ -274,7 +374,9 @@ class Agent:
                 "--seed", str(c.seed * 100 + self.index + c.restarts),
                 "--controller", "ppo", "--policy", f"{c.source_dir}/policies/{self.scenario}.json",
                 "--speed", str(c.speed), "--listen", "127.0.0.1:0",
-                "--site-etcd", "etcd://" + ",".join(f"127.0.0.1:{p}" for p in c.etcd.client),
+                "--site-etcd", "etcd://" + ",".join(
+                    f"127.0.0.1:{p}" for p in ([x.port for x in self.proxies] if self.proxies
+                                               else c.etcd.client)),
                 "--site", c.site, "--job", self.job, "--site-log", self.log,
                 "--lease-ttl-s", str(c.ttl)]
         self.p = c.procs.start(argv, f"{c.tmp}/{self.job}.log")
@@ -291,7 +393,8 @@ class Coordinator:
                 str(chaos.ttl), "--listen", "127.0.0.1:0",
                 # Longer than an agent is stopped (3 TTLs) and its validity after: the standby
                 # of the jobs the faults start and kill goes within the run.
-                "--forget-after-s", "15"]
+                "--forget-after-s", f"{FORGET_AFTER_S:g}"]
+        chaos.coordinator_logs.append(self.log)
         self.p = chaos.procs.start(argv, self.log)
         self.port = wait_until(self.read_port, 20, 0.02)
         if not self.port:
@@ -352,6 +455,10 @@ class Chaos:
         self.cuts_before_quorum_loss = 0  # quorum_lost_after_post: cuts answered 202
         self.budget_w_restarts = collections.Counter()  # restart_with_budget_w: refused or ran
         self.wipe_times = []  # terms start again after each (the auditor's stale-term check)
+        self.long_faults_added = getattr(args, "long_faults", 0)  # --long-faults
+        self.coordinator_logs = []  # every replica's log, killed ones too
+        # agent_partition, agent_frozen_past_ttl: (kind, job, cut_s, forgotten after s or None)
+        self.long_faults = []
 
     # -- the fleet --
     def leader(self):
@@ -392,22 +499,29 @@ class Chaos:
         return abs(grants - target) < 0.5 and all(j["held_w"] <= j["grant_w"] + 1e-6 for j in jobs.values())
 
     def run(self, n_faults, progress, only=None):
+        kinds = ["agent_kill", "agent_stop", "coordinator_kill", "etcd_leader_kill",
+                 "budget_down", "budget_up", "extra_jobs", "duplicate_name", "member_unreadable",
+                 "ledger_deleted", "etcd_wiped", "quorum_lost_after_post", "restart_with_budget_w"]
+        kinds = [k for k in kinds + LONG_KINDS if k in only] if only else kinds
+        # --long-faults K: K long faults more, at random places among the others (drawn from
+        # their own generator, so the other faults are those of the same seed without them).
+        long_rng = random.Random(self.seed * 7919 + 53)
+        total = n_faults + self.long_faults_added
+        long_at = set(long_rng.sample(range(total), self.long_faults_added))
         self.etcd = Etcd(self.procs, self.tmp)
         self.watch = LedgerWatch(self.etcd, f"/headroom/{self.site}/ledger")
         self.watch.start()
         self.coordinators = [Coordinator(self, 0), Coordinator(self, 1)]
         self.agents = [Agent(self, i) for i in range(len(JOBS))]
+        if "agent_partition" in kinds or self.long_faults_added:
+            for i in LONG_FAULT_AGENTS:
+                self.agents[i].proxies = [BlackHoleProxy(port) for port in self.etcd.client]
         for a in self.agents:
             a.start()
         if not wait_until(self.fully_allocated, 60, 0.05):
             raise RuntimeError("the fleet was never fully allocated: see " + self.tmp)
-        kinds = ["agent_kill", "agent_stop", "coordinator_kill", "etcd_leader_kill",
-                 "budget_down", "budget_up", "extra_jobs", "duplicate_name", "member_unreadable",
-                 "ledger_deleted", "etcd_wiped", "quorum_lost_after_post", "restart_with_budget_w"]
-        if only:
-            kinds = [k for k in kinds if k in only]
-        for n in range(n_faults):
-            kind = self.rng.choice(kinds)
+        for n in range(total):
+            kind = long_rng.choice(LONG_KINDS) if n in long_at else self.rng.choice(kinds)
             t0 = time.monotonic()
             self.extra_check = None
             t_end = self.inject(kind)
@@ -416,7 +530,7 @@ class Chaos:
             recovery = (time.monotonic() - t_end) if ok else None
             self.faults.append((kind, t0, t_end, recovery))
             if progress:
-                print(f"chaos: fault {n + 1}/{n_faults} {kind}: "
+                print(f"chaos: fault {n + 1}/{total} {kind}: "
                       f"{'back in %.2f s' % recovery if recovery is not None else 'NOT back in 30 s'}",
                       file=sys.stderr, flush=True)
             # A random pause before the next one (faults may also land mid-recovery).
@@ -453,6 +567,8 @@ class Chaos:
                 self.budget_w_restarts["refused" if rc == 2 else f"exit {rc}"] += 1
                 a.start()
             return time.monotonic()
+        if kind in LONG_KINDS:
+            return self.cut_until_forgotten(kind)
         if kind == "agent_stop":
             a = rng.choice(self.agents)
             a.p.send_signal(signal.SIGSTOP)
@@ -593,6 +709,65 @@ class Chaos:
             self.extra_check = lambda: abs((self.watch.latest() or {}).get("site_budget_w", 0) - w) < 1e-6
             return t
 
+    def forget_s(self, job):
+        """When the ledger forgets a job with no member (coord/plan.h, step 1): after the
+        coordinators' --forget-after-s and two of the longest steps its member declared."""
+        j = ((self.watch.latest() or {}).get("jobs") or {}).get(job) or {}
+        return max(FORGET_AFTER_S, 2.0 * j.get("step_s", 0.0))
+
+    def forgotten_since(self, job, offsets):
+        """Whether a coordinator has logged forgetting `job` since `offsets` (log sizes)."""
+        needle = f"{job}: no member for "
+        for path in self.coordinator_logs:
+            try:
+                with open(path, "rb") as f:
+                    f.seek(offsets.get(path, 0))
+                    text = f.read().decode(errors="replace")
+            except FileNotFoundError:
+                continue
+            if any(needle in line and ": forgotten" in line for line in text.splitlines()):
+                return True
+        return False
+
+    def cut_until_forgotten(self, kind):
+        """agent_partition: an agent's proxies stop forwarding (it runs on, cut off from etcd);
+        agent_frozen_past_ttl: SIGSTOP. Either lasts until a coordinator logs that it forgot the
+        job (its lease expired, then FORGET_AFTER_S and two of its steps passed), and 2-5 s more
+        while the others hold the watts its floor released; then the heal or SIGCONT. A fault
+        whose job is not forgotten within forget_s + 30 s ends then and is counted as such."""
+        rng = self.rng
+        a = self.agents[rng.choice(LONG_FAULT_AGENTS)]
+        # Once the ledger knows the job's step (its member declares one after a step or two), so
+        # that forgetting it waits on the steps too, not only on FORGET_AFTER_S.
+        wait_until(lambda: (((self.watch.latest() or {}).get("jobs") or {})
+                            .get(a.job, {}).get("step_s")), 30, 0.1)
+        expect_s = self.forget_s(a.job)
+        offsets = {p: os.path.getsize(p) for p in self.coordinator_logs if os.path.exists(p)}
+        t_cut = time.monotonic()
+        if kind == "agent_partition":
+            for x in a.proxies:
+                x.cut()
+        else:
+            a.p.send_signal(signal.SIGSTOP)
+            a.stopped = True
+        seen = wait_until(lambda: self.forgotten_since(a.job, offsets), expect_s + 30.0, 0.25)
+        forgotten_s = (time.monotonic() - t_cut) if seen else None
+        if seen:
+            time.sleep(rng.uniform(2.0, 5.0))
+        if kind == "agent_partition":
+            for x in a.proxies:
+                x.heal()
+        else:
+            a.p.send_signal(signal.SIGCONT)
+            a.stopped = False
+        t = time.monotonic()
+        self.long_faults.append((kind, a.job, t - t_cut, forgotten_s))
+        said = f"forgotten after {forgotten_s:.1f} s" if seen else "NOT forgotten"
+        print(f"chaos: {kind} {a.job}: {said} (expected {expect_s:.0f} s), "
+              f"healed after {t - t_cut:.1f} s",
+              file=sys.stderr, flush=True)
+        return t
+
     def budget_to_ask(self, kind):
         """A site budget to POST: below the one in force ("budget_down") or above it."""
         ledger = self.watch.latest()
@@ -629,6 +804,9 @@ class Chaos:
     def stop(self):
         self.watch.stop = True
         self.procs.stop_all()
+        for a in getattr(self, "agents", []):
+            for x in a.proxies or []:
+                x.close()
         self.save_audit_input()
 
     # What the audit reads besides the logs, kept beside them (--audit DIR runs it again).
@@ -645,6 +823,7 @@ class Chaos:
                           for a in self.transient],
             "cuts_before_quorum_loss": self.cuts_before_quorum_loss,
             "budget_w_restarts": dict(self.budget_w_restarts),
+            "long_faults": self.long_faults,
         }
         with open(os.path.join(self.tmp, self.AUDIT_INPUT), "w") as f:
             json.dump(state, f)
@@ -665,6 +844,7 @@ class Chaos:
         c.transient = [types.SimpleNamespace(**a) for a in state["transient"]]
         c.cuts_before_quorum_loss = state["cuts_before_quorum_loss"]
         c.budget_w_restarts = collections.Counter(state["budget_w_restarts"])
+        c.long_faults = [tuple(f) for f in state.get("long_faults", [])]
         return c
 
     # -- the audit --
@@ -693,6 +873,58 @@ class Chaos:
             ts, ps = phases[path]
             k = bisect.bisect_right(ts, t) - 1
             return k >= 0 and ps[k] not in held_phases
+
+        # Each job's standby, as its own agents logged it (a process is at standby, with its
+        # standby as its budget, until it is first granted); its floor where none was logged.
+        standby = {}
+        for path, recs in logs.items():
+            for r in recs:
+                if r.get("state") == "standby":
+                    job = units[path]
+                    standby[job] = max(standby.get(job, 0.0), r["job_budget_w"])
+        for job, w in standby.items():
+            standby[job] = min(w, floor.get(job, w))
+        # Each job's longest step seen, in wall seconds, from its twins' phases: from entering
+        # rollout to the next rollout or hold. A step with a gap of more than a TTL between two
+        # records (its process stopped) is not a step's length, and is left out.
+        longest_step = {}
+        for path, recs in logs.items():
+            seen = {}  # pid -> (t of its last phase record, that phase, t its step began or None)
+            for r in recs:
+                if "phase" not in r:
+                    continue
+                t, pid, phase = r["t_mono_s"], r["pid"], r["phase"]
+                if pid not in seen:
+                    seen[pid] = (t, phase, None)  # a step under way: its beginning not seen
+                    continue
+                t_last, phase_last, began = seen[pid]
+                if began is not None and t - t_last > self.ttl:
+                    began = None
+                entering = phase == "rollout" and phase_last != "rollout"
+                if began is not None and (entering or phase in held_phases):
+                    longest_step[units[path]] = max(longest_step.get(units[path], 0.0), t - began)
+                    began = None
+                seen[pid] = (t, phase, t if entering else began)
+
+        # The highest budget each job acted on over its floor (STEP_BOUND_STEPS).
+        slowest = {}
+        for path, recs in logs.items():
+            job = units[path]
+            for r in recs:
+                if r.get("state") == "granted" and floor.get(job, 0.0) > 0.0:
+                    slowest[job] = max(slowest.get(job, STEP_BOUND_STEPS),
+                                       r["job_budget_w"] / floor[job])
+
+        def after_validity_w(job, t, valid_until):
+            """What a process draws after its last logged budget ran out with nothing logged since
+            (stopped, or dead): its trainer, failing closed, ends the step under way on its floor
+            and then holds (docs/FLEET.md, "Every job at the site"), so its floor for its longest
+            step seen times STEP_BOUND_STEPS (or its grants' ratio to its floor), then its
+            standby; its floor for as long as no step of it was seen."""
+            step_s = longest_step.get(job)
+            if step_s is None or t <= valid_until + slowest.get(job, STEP_BOUND_STEPS) * step_s:
+                return floor.get(job, 0.0)
+            return standby.get(job, floor.get(job, 0.0))
         # Every grant written: the ledger holds each job's latest; ledgers are watched at every
         # revision, so every grant is seen.
         issued = {}  # (job, term, seq, lease) -> the watts of those grants
@@ -792,9 +1024,14 @@ class Chaos:
                     continue  # --site-fail-open only: outside the site by the operator's choice
                 if r["state"] == "standby":
                     w = floor.get(job, r["job_budget_w"]) if running_at(path, t) else r["job_budget_w"]
+                elif r["state"] == "fenced":
+                    # Fenced means held: its floor while its twin runs a step (the one under way
+                    # when it fenced itself), its standby once its twin holds at the boundary.
+                    w = floor.get(job, r["job_budget_w"]) if running_at(path, t) \
+                        else standby.get(job, floor.get(job, r["job_budget_w"]))
                 else:
                     vu = r.get("valid_until_mono_s")
-                    w = r["job_budget_w"] if (vu is None or t <= vu) else floor.get(job, r["job_budget_w"])
+                    w = r["job_budget_w"] if vu is None or t <= vu else after_validity_w(job, t, vu)
                 total += w
                 # A job started by a fault draws its standby without asking: for its first
                 # settle_s the reserve covers it, while the others' grants come down.
@@ -880,6 +1117,11 @@ class Chaos:
             "restarts_with_budget_w": dict(self.budget_w_restarts),
             "records_by_state": states,
             "violation_examples": violations[:5],
+            # agent_partition, agent_frozen_past_ttl: forgotten by the ledger during the cut.
+            "long_faults_forgotten": sum(1 for f in self.long_faults if f[3] is not None),
+            "long_faults_not_forgotten": sum(1 for f in self.long_faults if f[3] is None),
+            "long_fault_cut_s": [round(f[2], 1) for f in self.long_faults],
+            "longest_step_s": {job: round(v, 2) for job, v in sorted(longest_step.items())},
         }
 
 
@@ -924,7 +1166,11 @@ def main():
     # The reserve covers the standby of a job started without asking while grants come down:
     # at least the largest a fault starts at once (three 7B jobs, 249 W; a 72B duplicate, 332 W).
     ap.add_argument("--reserve-w", type=float, default=400.0)
-    ap.add_argument("--kinds", help="comma-separated fault kinds to draw from (default: all)")
+    ap.add_argument("--kinds", help="comma-separated fault kinds to draw from (default: all but "
+                    "the long ones, " + ", ".join(LONG_KINDS) + ", which must be named)")
+    ap.add_argument("--long-faults", type=int, default=0,
+                    help="this many long faults (" + ", ".join(LONG_KINDS) + ": about 2 minutes "
+                         "each) more, at random places among the --faults others")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--markdown", action="store_true", help="a table for docs/FLEET.md")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
@@ -964,7 +1210,8 @@ def main():
     result["seed"] = args.seed
     ok = (result["invariant_violations"] == 0 and result["instants_over_site_budget"] == 0
           and result["stale_grants_acted_on"] == 0
-          and result["windows_30s_over_site_budget"] == 0 and result["not_recovered"] == 0)
+          and result["windows_30s_over_site_budget"] == 0 and result["not_recovered"] == 0
+          and result["long_faults_not_forgotten"] == 0)
     result["pass"] = ok
     if args.json:
         print(json.dumps(result, indent=2))
@@ -976,7 +1223,8 @@ def main():
         for k in ["instants_checked", "invariant_violations", "instants_over_site_budget",
                   "newcomer_instants_over_budget_less_reserve", "stale_grants_acted_on",
                   "not_recovered", "recovery_p50_s", "recovery_p99_s", "recovery_max_s",
-                  "recovery_bound_s", "recovered_within_bound", "windows_30s",
+                  "recovery_bound_s", "recovered_within_bound", "long_faults_forgotten",
+                  "long_faults_not_forgotten", "long_fault_cut_s", "windows_30s",
                   "windows_30s_over_site_budget", "ledger_revisions",
                   "cuts_accepted_before_quorum_loss", "restarts_with_budget_w", "wall_s"]:
             v = result[k]

@@ -107,7 +107,7 @@ fuzz: setup
 	  contribution_fuzz etcd_wire_fuzz headroom_agent headroom_coord
 	./scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_SEED)
 
-# The rehearsal (issue 52; scripts/rehearsal.py, about 50 minutes): the example trainer at a 7B
+# The rehearsal (issue 52; scripts/rehearsal.py, about 75 minutes): the example trainer at a 7B
 # job's time scale (phases of minutes, long-tailed lengths, 2 ranks) beside a twin agent in a real
 # etcd site, with a 40-minute site hold in the middle; its report in build/rehearsal/.
 REHEARSAL_HOLD_S ?= 2400

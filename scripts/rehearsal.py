@@ -31,7 +31,7 @@ Usage: rehearsal.py HEADROOM_BINARY REPO_ROOT [--quick] [--hold-s S] [--steps N]
        [--time-scale S] [--out DIR] [--json]
 Prints each check as a line (ok / FAIL); the report (every figure above) goes to OUT/report.json
 and, with --json, to stdout after the checks.
-Defaults: the full rehearsal (a 40-minute hold, phases of minutes: about 50 minutes).
+Defaults: the full rehearsal (a 40-minute hold, phases of minutes: about 75 minutes).
 --quick: a 20 s hold and a small time scale (about 2 minutes; the ctest `rehearsal_quick`).
 Exit 0 when every check passes, 1 otherwise, 77 without etcd or torch.
 """

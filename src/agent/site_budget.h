@@ -45,10 +45,13 @@ class SiteBudget final : public BudgetSource {
       if (on_change_) on_change_(a, per_gpu_w);
     }
     const coord::HoldRequest hold = member_.PendingHold();
-    return {per_gpu_w,     a.reason,
-            version_,      hold.hold_s,
+    return {per_gpu_w,
+            a.reason,
+            version_,
+            hold.hold_s,
             hold.step,
-            /*site=*/true, a.hold_until_admitted,
+            /*site=*/true,
+            a.hold_until_admitted,
             /*fenced=*/a.state == coord::Acting::State::kFenced};
   }
 

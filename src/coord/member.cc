@@ -50,11 +50,13 @@ Acting SiteMember::CurrentLocked(double now_s) const {
       return a;
     }
     a.state = Acting::State::kFenced;
-    a.reason = "fenced, held at the step boundary: lease not renewed within its TTL less the margin";
+    a.reason =
+        "fenced, held at the step boundary: lease not renewed within its TTL less the margin";
   } else if (ever_granted_) {
     a.state = Acting::State::kFenced;
-    a.reason = registered_ ? "fenced, held at the step boundary: waiting for a grant for the new lease"
-                           : "fenced, held at the step boundary: the lease is gone, registering again";
+    a.reason = registered_
+                   ? "fenced, held at the step boundary: waiting for a grant for the new lease"
+                   : "fenced, held at the step boundary: the lease is gone, registering again";
   } else {
     const std::string why = grant_ && !grant_->admitted ? grant_->reason
                             : !status_.refused.empty()  ? status_.refused

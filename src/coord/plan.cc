@@ -208,8 +208,7 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
     const bool moved = s.duplicate && member_leases.contains(s.lease);
     const double keep_s =
         s.fenced_gone_s >= 0.0 ? s.fenced_gone_s + in.forget_after_s : in.forget_after_s;
-    if (l.jobs.contains(name) || moved ||
-        (gone != in.gone_for_s.end() && gone->second >= keep_s)) {
+    if (l.jobs.contains(name) || moved || (gone != in.gone_for_s.end() && gone->second >= keep_s)) {
       if (!l.jobs.contains(name)) {
         log.Info(fmt::format("{}: standby {:.1f} W released ({})", name, s.standby_w,
                              moved ? "its agent took the name" : "no member"),

@@ -7,8 +7,8 @@
 //      clock runs out before the store's lease does) and holds at its step boundary: held =
 //      grant = floor. Its floor is forgotten after `forget_after_s` without a member and
 //      kForgetSteps of its declared steps (LedgerJob::step_s); its standby then stays counted
-//      (a fenced StandbyJob) until it registers again, or for forget_after_s more. A member key alive but unreadable is not gone: the
-//      job keeps its lease, demand and held watts.
+//      (a fenced StandbyJob) until it registers again, or for forget_after_s more. A member key
+//      alive but unreadable is not gone: the job keeps its lease, demand and held watts.
 //   1b. Every registered job not admitted (waiting, refused, a duplicate name) is counted in the
 //      ledger's standby at what it may draw (StandbyChargeW), from its registration until it is
 //      admitted or forgotten; a duplicate's entry goes at once when its lease takes the name.

@@ -1309,7 +1309,8 @@ TEST(PlanStandby, AFencedJobsFloorOutlivesItsStepAndItsStandbyIsCountedUntilItRe
     EXPECT_EQ(p.ledger.standby.at("a").lease, 7);
   }
   for (int k = 0; k < 10 && !p.ledger.jobs.contains("a"); ++k) {
-    for (const auto& [name, j] : p.ledger.jobs) in.acks[name] = {name, 1, j.seq, j.lease, j.grant_w};
+    for (const auto& [name, j] : p.ledger.jobs)
+      in.acks[name] = {name, 1, j.seq, j.lease, j.grant_w};
     p = Plan(p.ledger, in, 5);
     EXPECT_GE(InvariantSlackW(p.ledger), 0.0);
   }

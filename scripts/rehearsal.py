@@ -46,48 +46,13 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fleet"))
+from chaos import b64, free_ports, get, post, wait_until  # noqa: E402  (the chaos test's helpers)
 
 ETCD = "/usr/bin/etcd"
 SITE, JOB = "rehearsal", "grpo"
 BUDGET_PER_GPU_W = 314.6  # the 7B scenario's (the paper's replay cap)
-
-
-def b64(s):
-    return base64.b64encode(s.encode()).decode()
-
-
-def free_ports(n):
-    import socket
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
-def post(url, body, timeout=2.0):
-    req = urllib.request.Request(url, data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.loads(r.read().decode())
-
-
-def get(url, timeout=5.0):
-    with urllib.request.urlopen(url, timeout=timeout) as r:
-        return json.loads(r.read().decode())
-
-
-def wait_until(pred, timeout_s, step_s=0.05):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(step_s)
-    return None
 
 
 def parse_args(argv):

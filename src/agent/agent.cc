@@ -81,35 +81,28 @@ void Agent::SetBudget(double budget_w, std::string from) {
   budget_from_ = std::move(from);
 }
 
-const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& sample, double unix_s) {
-  ++decisions_;
-  std::string failure;
-  if (!sample.ok()) {
-    failure = sample.error().message();
-  } else if (now_s - sample->t_s > config_.stale_after_s) {
-    failure = fmt::format("telemetry is {:.1f} s old", now_s - sample->t_s);
-  } else {
-    std::vector<double> power;
-    for (const auto& g : sample->gpus) {
-      if (!g.power_w || !std::isfinite(*g.power_w)) {
-        failure = "telemetry has no power for every GPU";
-        break;
-      }
-      power.push_back(*g.power_w);
-    }
-    if (failure.empty() && power.empty()) failure = "telemetry has no GPU";
-    if (failure.empty()) {
-      power_w_ = std::move(power);
-      power_limit_w_.clear();
-      for (const auto& g : sample->gpus) {
-        power_limit_w_.push_back(
-            g.power_limit_w && std::isfinite(*g.power_limit_w) ? g.power_limit_w : std::nullopt);
-      }
-      last_good_s_ = now_s;
-    }
+std::string Agent::ReadSample(double now_s, const Result<telemetry::Sample>& sample) {
+  if (!sample.ok()) return sample.error().message();
+  if (now_s - sample->t_s > config_.stale_after_s) {
+    return fmt::format("telemetry is {:.1f} s old", now_s - sample->t_s);
   }
-  // The trainer's step, when a report stands (its last, within report_timeout_s): group size
-  // changes only then.
+  std::vector<double> power;
+  for (const auto& g : sample->gpus) {
+    if (!g.power_w || !std::isfinite(*g.power_w)) return "telemetry has no power for every GPU";
+    power.push_back(*g.power_w);
+  }
+  if (power.empty()) return "telemetry has no GPU";
+  power_w_ = std::move(power);
+  power_limit_w_.clear();
+  for (const auto& g : sample->gpus) {
+    power_limit_w_.push_back(g.power_limit_w && std::isfinite(*g.power_limit_w) ? g.power_limit_w
+                                                                                : std::nullopt);
+  }
+  last_good_s_ = now_s;
+  return {};
+}
+
+TrainerPresence Agent::NotePresence(double now_s) {
   const TrainerPresence presence = Presence(now_s);
   if (presence == TrainerPresence::kSilent && !was_silent_) {
     was_silent_ = true;
@@ -125,6 +118,89 @@ const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& samp
     silence_limit_.reset();
     warnings_.push_back({LogLevel::kInfo, "trainer: reporting again, the controller steers", {}});
   }
+  return presence;
+}
+
+void Agent::ScoreWindows(double now_s) {
+  double job_w = 0.0;
+  for (double p : power_w_) job_w += p / static_cast<double>(power_w_.size());
+  // The budget in force from this decision on, as the windows score it; what no open window
+  // needs any more is forgotten.
+  budgets_.Append(now_s, budget_w_);
+  if (budgets_.points().size() > 64) budgets_.DropBefore(now_s - 2.0 * kWindowsS.back());
+  for (auto& s : stats_) s.Add(now_s, job_w);
+  saw_sample_ = true;
+}
+
+void Agent::PublishLimit() {
+  if (const double w = LimitInForce(applied_.power_limit_w); w != actuation_.power_limit_w) {
+    actuation_.power_limit_w = w;
+    ++actuation_.seq;
+  }
+}
+
+void Agent::DecideSilent(double now_s) {
+  // The trainer is gone (or stuck): nothing it does is known, so nothing is steered.
+  ++safe_decisions_;
+  applied_.concurrency = config_.safe_concurrency;
+  // No step is known: the group size stays (a trainer that comes back mid-step keeps it).
+  applied_.group_size = actuation_.group_size;
+  // Fail closed: a limit the controller set stays (never lifted for a trainer's silence);
+  // with the guard, the budget is the limit unless one lower holds.
+  if (config_.silent_power_limit) {
+    if (!silence_limit_) silence_limit_ = applied_.power_limit_w;
+    const double held_w = *silence_limit_;
+    applied_.power_limit_w = held_w > 0.0 ? std::min(held_w, budget_w_) : budget_w_;
+  }
+  PublishLimit();
+  Set(applied_.concurrency, applied_.group_size,
+      fmt::format("safe: the trainer has not reported for {:.0f} s (--report-timeout-s {:g})",
+                  now_s - report_t_s_, config_.report_timeout_s),
+      now_s);
+}
+
+control::Inputs Agent::ControllerInputs(double now_s, bool fresh_report,
+                                        std::string* reason) const {
+  control::Inputs in;
+  in.t_s = now_s;
+  in.interval_s = config_.interval_s;
+  in.budget_w = budget_w_;
+  in.smoothed_power_w = power_w_;
+  in.concurrency = applied_.concurrency;
+  in.group_size = applied_.group_size;
+  in.next_group_size = applied_.group_size;
+  in.power_limit_w = applied_.power_limit_w;
+  if (fresh_report) {
+    in.phase = report_->phase;
+    in.step = report_->step;
+    in.tokens_total = report_->tokens;
+    in.rollout_progress = report_->progress;
+    if (report_->group_size) in.group_size = *report_->group_size;
+    // A trainer that does not apply the decisions: the controller sees what it does.
+    if (mismatch_.group_size && report_->group_size) in.next_group_size = *report_->group_size;
+    if (mismatch_.in_flight && in.phase == control::Phase::kRollout) {
+      const int engines = report_->engines.value_or(1);
+      in.concurrency = std::max(1, (report_->in_flight + engines - 1) / engines);
+    }
+    *reason =
+        fmt::format("{}: {} at step {}", controller_.name(), ReportedPhaseName(*report_), in.step);
+  } else {
+    in.phase = control::Phase::kRollout;  // on power alone
+    *reason = fmt::format("{}: on power alone (no trainer report)", controller_.name());
+  }
+  if (config_.floor_w && budget_w_ < *config_.floor_w) {
+    *reason += fmt::format("; the budget {:.1f} W is below the job's floor {:.1f} W per GPU",
+                           budget_w_, *config_.floor_w);
+  }
+  return in;
+}
+
+const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& sample, double unix_s) {
+  ++decisions_;
+  const std::string failure = ReadSample(now_s, sample);
+  // The trainer's step, when a report stands (its last, within report_timeout_s): group size
+  // changes only then.
+  const TrainerPresence presence = NotePresence(now_s);
   const bool fresh_report = presence == TrainerPresence::kReporting;
   const std::optional<int> step = fresh_report ? std::optional<int>(report_->step) : std::nullopt;
   const std::optional<control::Phase> phase =
@@ -138,79 +214,18 @@ const Actuation& Agent::Tick(double now_s, const Result<telemetry::Sample>& samp
     Remember(now_s, /*good=*/false, unix_s, phase);
     return actuation_;
   }
-  double job_w = 0.0;
-  for (double p : power_w_) job_w += p / static_cast<double>(power_w_.size());
-  // The budget in force from this decision on, as the windows score it; what no open window
-  // needs any more is forgotten.
-  budgets_.Append(now_s, budget_w_);
-  if (budgets_.points().size() > 64) budgets_.DropBefore(now_s - 2.0 * kWindowsS.back());
-  for (auto& s : stats_) s.Add(now_s, job_w);
-  saw_sample_ = true;
-
+  ScoreWindows(now_s);
   if (presence == TrainerPresence::kSilent) {
-    // The trainer is gone (or stuck): nothing it does is known, so nothing is steered.
-    ++safe_decisions_;
-    applied_.concurrency = config_.safe_concurrency;
-    // No step is known: the group size stays (a trainer that comes back mid-step keeps it).
-    applied_.group_size = actuation_.group_size;
-    // Fail closed: a limit the controller set stays (never lifted for a trainer's silence);
-    // with the guard, the budget is the limit unless one lower holds.
-    if (config_.silent_power_limit) {
-      if (!silence_limit_) silence_limit_ = applied_.power_limit_w;
-      const double held_w = *silence_limit_;
-      applied_.power_limit_w = held_w > 0.0 ? std::min(held_w, budget_w_) : budget_w_;
-    }
-    if (const double w = LimitInForce(applied_.power_limit_w); w != actuation_.power_limit_w) {
-      actuation_.power_limit_w = w;
-      ++actuation_.seq;
-    }
-    Set(applied_.concurrency, applied_.group_size,
-        fmt::format("safe: the trainer has not reported for {:.0f} s (--report-timeout-s {:g})",
-                    now_s - report_t_s_, config_.report_timeout_s),
-        now_s);
+    DecideSilent(now_s);
     Remember(now_s, /*good=*/true, unix_s, phase);
     return actuation_;
   }
-
-  control::Inputs in;
-  in.t_s = now_s;
-  in.interval_s = config_.interval_s;
-  in.budget_w = budget_w_;
-  in.smoothed_power_w = power_w_;
-  in.concurrency = applied_.concurrency;
-  in.group_size = applied_.group_size;
-  in.next_group_size = applied_.group_size;
-  in.power_limit_w = applied_.power_limit_w;
   std::string reason;
-  if (fresh_report) {
-    in.phase = report_->phase;
-    in.step = report_->step;
-    in.tokens_total = report_->tokens;
-    in.rollout_progress = report_->progress;
-    if (report_->group_size) in.group_size = *report_->group_size;
-    // A trainer that does not apply the decisions: the controller sees what it does.
-    if (mismatch_.group_size && report_->group_size) in.next_group_size = *report_->group_size;
-    if (mismatch_.in_flight && in.phase == control::Phase::kRollout) {
-      const int engines = report_->engines.value_or(1);
-      in.concurrency = std::max(1, (report_->in_flight + engines - 1) / engines);
-    }
-    reason =
-        fmt::format("{}: {} at step {}", controller_.name(), ReportedPhaseName(*report_), in.step);
-  } else {
-    in.phase = control::Phase::kRollout;  // on power alone
-    reason = fmt::format("{}: on power alone (no trainer report)", controller_.name());
-  }
-  if (config_.floor_w && budget_w_ < *config_.floor_w) {
-    reason += fmt::format("; the budget {:.1f} W is below the job's floor {:.1f} W per GPU",
-                          budget_w_, *config_.floor_w);
-  }
+  const control::Inputs in = ControllerInputs(now_s, fresh_report, &reason);
   applied_ = control::ApplyLimits(config_.limits, applied_, controller_.Decide(in));
   applied_.group_size = group_gate_.Decide(actuation_.group_size, applied_.group_size, step);
   if (mismatch_.pinned_group_size) applied_.group_size = *mismatch_.pinned_group_size;
-  if (const double w = LimitInForce(applied_.power_limit_w); w != actuation_.power_limit_w) {
-    actuation_.power_limit_w = w;
-    ++actuation_.seq;
-  }
+  PublishLimit();
   Set(applied_.concurrency, applied_.group_size, std::move(reason), now_s);
   Remember(now_s, /*good=*/true, unix_s, phase);
   return actuation_;

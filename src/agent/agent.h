@@ -292,6 +292,15 @@ class Agent {
   std::deque<StepDecision> step_decisions_;
   std::vector<LogEvent> warnings_;
   void CheckMismatch(const TrainerReport& report, double now_s);
+  // Tick's steps: the sample taken (why not, empty when it was), the trainer's presence noted
+  // (said when it changes), the windows scored, the decision for a silent trainer, the
+  // controller's inputs (and the decision's reason), the power limit published.
+  std::string ReadSample(double now_s, const Result<telemetry::Sample>& sample);
+  TrainerPresence NotePresence(double now_s);
+  void ScoreWindows(double now_s);
+  void DecideSilent(double now_s);
+  control::Inputs ControllerInputs(double now_s, bool fresh_report, std::string* reason) const;
+  void PublishLimit();
   void Warn(std::string msg, std::vector<LogField> fields);
   double tokens_at_report_ = 0.0;
   double tokens_per_s_ = 0.0;

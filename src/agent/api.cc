@@ -151,6 +151,37 @@ std::string StatusJson(const AgentStatus& s,
   return Dump(j) + "\n";
 }
 
+namespace {
+
+// The trainer's metrics: its reports, whether it is heard, and its mismatches.
+std::string TrainerMetricsText(const AgentStatus& s) {
+  return fmt::format(
+      "# HELP headroom_trainer_reports_total Trainer reports taken (POST /v1/report, or the "
+      "twin's).\n"
+      "# TYPE headroom_trainer_reports_total counter\nheadroom_trainer_reports_total {}\n"
+      "# HELP headroom_trainer_last_report_age_seconds Agent seconds since the trainer's last "
+      "report (NaN before the first).\n"
+      "# TYPE headroom_trainer_last_report_age_seconds gauge\n"
+      "headroom_trainer_last_report_age_seconds {}\n"
+      "# HELP headroom_trainer_up Whether the trainer is heard: 1 reporting, 0 silent past "
+      "--report-timeout-s (taken as gone), NaN before its first report.\n"
+      "# TYPE headroom_trainer_up gauge\nheadroom_trainer_up {}\n"
+      "# HELP headroom_trainer_mismatch 1 once the trainer's own values have differed from the "
+      "decisions (docs/TRAINERS.md, \"Mismatch\"), by kind.\n"
+      "# TYPE headroom_trainer_mismatch gauge\n"
+      "headroom_trainer_mismatch{{kind=\"group_size\"}} {:d}\n"
+      "headroom_trainer_mismatch{{kind=\"in_flight\"}} {:d}\n"
+      "headroom_trainer_mismatch{{kind=\"admission\"}} {:d}\n",
+      s.reports, s.report_age_s < 0.0 ? std::string("NaN") : fmt::format("{}", s.report_age_s),
+      s.trainer == TrainerPresence::kNever       ? std::string("NaN")
+      : s.trainer == TrainerPresence::kReporting ? std::string("1")
+                                                 : std::string("0"),
+      static_cast<int>(s.mismatch.group_size), static_cast<int>(s.mismatch.in_flight),
+      static_cast<int>(s.mismatch.admission));
+}
+
+}  // namespace
+
 std::string MetricsText(const AgentStatus& s, const std::optional<SiteHealth>& fleet) {
   std::string out = BuildInfoMetric();
   out +=
@@ -229,29 +260,7 @@ std::string MetricsText(const AgentStatus& s, const std::optional<SiteHealth>& f
       "floor (it cannot be met by steering the workload), else 0.\n"
       "# TYPE headroom_budget_below_floor gauge\nheadroom_budget_below_floor {}\n",
       s.concurrency_at_minimum ? 1 : 0, s.budget_below_floor ? 1 : 0);
-  out += fmt::format(
-      "# HELP headroom_trainer_reports_total Trainer reports taken (POST /v1/report, or the "
-      "twin's).\n"
-      "# TYPE headroom_trainer_reports_total counter\nheadroom_trainer_reports_total {}\n"
-      "# HELP headroom_trainer_last_report_age_seconds Agent seconds since the trainer's last "
-      "report (NaN before the first).\n"
-      "# TYPE headroom_trainer_last_report_age_seconds gauge\n"
-      "headroom_trainer_last_report_age_seconds {}\n"
-      "# HELP headroom_trainer_up Whether the trainer is heard: 1 reporting, 0 silent past "
-      "--report-timeout-s (taken as gone), NaN before its first report.\n"
-      "# TYPE headroom_trainer_up gauge\nheadroom_trainer_up {}\n"
-      "# HELP headroom_trainer_mismatch 1 once the trainer's own values have differed from the "
-      "decisions (docs/TRAINERS.md, \"Mismatch\"), by kind.\n"
-      "# TYPE headroom_trainer_mismatch gauge\n"
-      "headroom_trainer_mismatch{{kind=\"group_size\"}} {:d}\n"
-      "headroom_trainer_mismatch{{kind=\"in_flight\"}} {:d}\n"
-      "headroom_trainer_mismatch{{kind=\"admission\"}} {:d}\n",
-      s.reports, s.report_age_s < 0.0 ? std::string("NaN") : fmt::format("{}", s.report_age_s),
-      s.trainer == TrainerPresence::kNever       ? std::string("NaN")
-      : s.trainer == TrainerPresence::kReporting ? std::string("1")
-                                                 : std::string("0"),
-      static_cast<int>(s.mismatch.group_size), static_cast<int>(s.mismatch.in_flight),
-      static_cast<int>(s.mismatch.admission));
+  out += TrainerMetricsText(s);
   if (fleet) {
     out += fmt::format(
         "# HELP headroom_fleet_fenced 1 while the job acts on its floor because its site lease "

@@ -6,6 +6,37 @@
 
 namespace headroom::cli {
 
+namespace {
+
+// What the agent asks of the trainer and takes from it: the twin following it, the group size's
+// rules, how long a decision, a trainer's silence and a hold may last.
+void AddTrainerOptions(CLI::App& app, AgentArgs* a) {
+  app.add_flag("--twin-follows-trainer", a->o.twin_follows_trainer,
+               "With --source twin: rehearse a real trainer without GPUs. The twin's phases and "
+               "steps follow the trainer's POST /v1/report; its power is simulated for them at "
+               "the decided concurrency and power limit (docs/TRAINERS.md)");
+  app.add_option("--group-size-choices", a->o.group_size_choices,
+                 "The group sizes the agent may choose, e.g. 4,8,16 (default: any in the range); "
+                 "one fixes it: then only concurrency and the power limit move");
+  app.add_option("--group-size-min-steps", a->o.group_size_min_steps,
+                 "Change group size at most once every K trainer steps, and only at a step "
+                 "boundary (docs/TRAINERS.md); 0: at any decision, as eval does")
+      ->check(Integer(0, 100000));
+  app.add_option("--valid-for-s", a->o.valid_for_s, "How long a client may trust a decision")
+      ->check(Real(0.1, 3600.0));
+  app.add_option("--report-timeout-s", a->o.report_timeout_s,
+                 "A trainer that has reported and then says nothing this long is taken as gone: "
+                 "the safe actuation (with --guard-power-limit, the budget as the GPUs' limit). "
+                 "The client's heartbeat reports every 5 s")
+      ->check(Real(1.0, 86400.0));
+  app.add_option("--max-hold-s", a->o.max_hold_s,
+                 "The longest hold before a step passed on to the trainer (a site's staggering); "
+                 "the client refuses to start when its collective timeout is not above it")
+      ->check(Real(1.0, 86400.0));
+}
+
+}  // namespace
+
 Command SetupAgent(CLI::App& app) {
   auto a = std::make_shared<AgentArgs>();
   auto config = std::make_shared<std::string>();
@@ -52,28 +83,7 @@ Command SetupAgent(CLI::App& app) {
   app.add_option("--initial-group-size", a->o.initial_group_size,
                  "Group size announced before the first decision (default: the safe one)")
       ->check(Integer(1, kMaxGroupSize));
-  app.add_flag("--twin-follows-trainer", a->o.twin_follows_trainer,
-               "With --source twin: rehearse a real trainer without GPUs. The twin's phases and "
-               "steps follow the trainer's POST /v1/report; its power is simulated for them at "
-               "the decided concurrency and power limit (docs/TRAINERS.md)");
-  app.add_option("--group-size-choices", a->o.group_size_choices,
-                 "The group sizes the agent may choose, e.g. 4,8,16 (default: any in the range); "
-                 "one fixes it: then only concurrency and the power limit move");
-  app.add_option("--group-size-min-steps", a->o.group_size_min_steps,
-                 "Change group size at most once every K trainer steps, and only at a step "
-                 "boundary (docs/TRAINERS.md); 0: at any decision, as eval does")
-      ->check(Integer(0, 100000));
-  app.add_option("--valid-for-s", a->o.valid_for_s, "How long a client may trust a decision")
-      ->check(Real(0.1, 3600.0));
-  app.add_option("--report-timeout-s", a->o.report_timeout_s,
-                 "A trainer that has reported and then says nothing this long is taken as gone: "
-                 "the safe actuation (with --guard-power-limit, the budget as the GPUs' limit). "
-                 "The client's heartbeat reports every 5 s")
-      ->check(Real(1.0, 86400.0));
-  app.add_option("--max-hold-s", a->o.max_hold_s,
-                 "The longest hold before a step passed on to the trainer (a site's staggering); "
-                 "the client refuses to start when its collective timeout is not above it")
-      ->check(Real(1.0, 86400.0));
+  AddTrainerOptions(app, a.get());
   AddServerOptions(app, &a->server, "agent");
   app.add_flag("--token-on-reads", a->token_on_reads,
                "Require the token on reads too (the dashboard takes it as #token=T)");

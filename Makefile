@@ -18,7 +18,7 @@ HEADROOM := build/bin/headroom
 
 CHAOS_FAULTS ?= 1000
 
-.PHONY: rehearsal screenshots package fixed-group-results check stress test-chaos bench-diloco diloco-results diloco-results-warm calibration-results hybrid-results universal-results sites-results fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile bench-hostile-coordinator demo policies results clean format
+.PHONY: bench-history rehearsal screenshots package fixed-group-results check stress test-chaos bench-diloco diloco-results diloco-results-warm calibration-results hybrid-results universal-results sites-results fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile bench-hostile-coordinator demo policies results clean format
 
 all: build
 
@@ -188,6 +188,29 @@ bench-hostile-coordinator: build
 	fi
 	/usr/bin/python3 bench/coordinator_hostile.py $(HEADROOM) \
 	  build/baseline-coordinator-httplib/build/bin/headroom --json build/bench/coordinator_hostile.json
+	$(MAKE) --no-print-directory bench-history
+
+# GET /v1/status and POST /v1/site-budget while 32 readers pull a one-hour, 1,000-job history
+# (issue 53): this coordinator against itself as of HISTORY_BASELINE_COMMIT (the history built
+# on the event loop; the same bench program built into build/baseline-history). About 4 minutes,
+# plus the baseline's build.
+HISTORY_BASELINE_COMMIT := 7b4e8fd
+bench-history: build
+	cmake --build --preset release -j $(JOBS) --target headroom_history_bench
+	@if [ ! -x build/baseline-history/build/bin/headroom_history_bench ]; then \
+	  rm -rf build/baseline-history; git worktree prune; \
+	  git worktree add --detach build/baseline-history $(HISTORY_BASELINE_COMMIT) && \
+	  ln -s $(CURDIR)/web/node_modules build/baseline-history/web/node_modules && \
+	  cp bench/coordinator_history.cc bench/history_bench.cmake build/baseline-history/bench/ && \
+	  echo 'include(history_bench.cmake)' >> build/baseline-history/bench/CMakeLists.txt && \
+	  cmake -S build/baseline-history -B build/baseline-history/build -G Ninja \
+	    -DCMAKE_BUILD_TYPE=Release -DHEADROOM_BUILD_TESTS=OFF -DHEADROOM_WITH_DILOCO=OFF && \
+	  cmake --build build/baseline-history/build -j $(JOBS) --target headroom_history_bench; \
+	fi
+	mkdir -p build/bench
+	build/bin/headroom_history_bench --json build/bench/coordinator_history.json
+	build/baseline-history/build/bin/headroom_history_bench \
+	  --json build/bench/coordinator_history_baseline.json || true
 
 # One `headroom coordinator` with 1,000 simulated agents on one etcd of its own: whether it
 # holds its 1 s period, grant round trip, etcd's requests and transactions per second, the

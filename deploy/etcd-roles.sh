@@ -9,7 +9,12 @@
 # earlier is brought to the table (a permission the table lacks is revoked).
 #
 #   deploy/etcd-roles.sh --endpoints URL[,URL...] --site SITE --root-password-file FILE \
-#       --coordinator USER:PASSWORD_FILE [--agent USER:JOB:PASSWORD_FILE]... [--enable-auth]
+#       --coordinator USER:PASSWORD_FILE [--agent USER:JOB:PASSWORD_FILE]...
+#       [--diloco USER:RUN:PASSWORD_FILE]... [--enable-auth]
+#
+# A DiLoCo worker (headroom-diloco --run RUN) reads and writes its run's keys alone; one that
+# also joins a site as an opportunistic job takes an agent's role for that job too (the same
+# USER given to --agent and --diloco holds both roles).
 #
 # Passwords are read from files (first line), never taken as arguments. TLS to etcd: etcdctl's
 # own environment (ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY). --enable-auth turns etcd's auth
@@ -17,7 +22,7 @@
 set -euo pipefail
 
 # Who may do what: daemon, permission (read, write, readwrite), "key" or "prefix", the key.
-# <site> and <job> are filled in. Keep it equal to docs/FLEET.md's table (etcd_roles_test
+# <site>, <job> and <run> (a DiLoCo run's name) are filled in. Keep it equal to docs/FLEET.md's table (etcd_roles_test
 # checks that they agree, and that etcd's roles equal it after a run).
 readonly PERMISSIONS="
 coordinator read prefix /headroom/<site>/
@@ -29,17 +34,19 @@ agent readwrite key /headroom/<site>/members/<job>
 agent write prefix /headroom/<site>/members/<job>@
 agent write key /headroom/<site>/acks/<job>
 agent read key /headroom/<site>/grants/<job>
+diloco readwrite prefix /headroom-diloco/<run>/
 "
 
 usage() {
   echo "usage: $0 --endpoints URL[,URL...] --site SITE --root-password-file FILE" \
-       "--coordinator USER:PASSWORD_FILE [--agent USER:JOB:PASSWORD_FILE]... [--enable-auth]" >&2
+       "--coordinator USER:PASSWORD_FILE [--agent USER:JOB:PASSWORD_FILE]..." \
+       "[--diloco USER:RUN:PASSWORD_FILE]... [--enable-auth]" >&2
   exit 2
 }
 fail() { echo "etcd-roles: $*" >&2; exit "${2:-1}"; }
 
 endpoints="" site="" root_file="" coordinator="" enable=0
-agents=()
+agents=() dilocos=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --endpoints) [ $# -ge 2 ] || usage; endpoints=$2; shift 2 ;;
@@ -47,6 +54,7 @@ while [ $# -gt 0 ]; do
     --root-password-file) [ $# -ge 2 ] || usage; root_file=$2; shift 2 ;;
     --coordinator) [ $# -ge 2 ] || usage; coordinator=$2; shift 2 ;;
     --agent) [ $# -ge 2 ] || usage; agents+=("$2"); shift 2 ;;
+    --diloco) [ $# -ge 2 ] || usage; dilocos+=("$2"); shift 2 ;;
     --enable-auth) enable=1; shift ;;
     *) usage ;;
   esac
@@ -71,6 +79,12 @@ for agent in "${agents[@]}"; do
   IFS=: read -r user job file extra <<< "$agent"
   [ -z "${extra:-}" ] && name_ok "$user" && name_ok "$job" && [ -n "$file" ] ||
     fail "--agent '$agent': expected USER:JOB:PASSWORD_FILE" 2
+  password_of "$file" > /dev/null
+done
+for worker in "${dilocos[@]}"; do
+  IFS=: read -r user run file extra <<< "$worker"
+  [ -z "${extra:-}" ] && name_ok "$user" && name_ok "$run" && [ -n "$file" ] ||
+    fail "--diloco '$worker': expected USER:RUN:PASSWORD_FILE" 2
   password_of "$file" > /dev/null
 done
 root_password=$(password_of "$root_file")
@@ -109,12 +123,13 @@ role_permissions() {  # ROLE
 }
 
 # The role DAEMON's rows of the table, for SITE and JOB, granted, and nothing else kept.
-grant_table() {  # ROLE DAEMON JOB
+grant_table() {  # ROLE DAEMON JOB (a DiLoCo worker's: its RUN)
   local role=$1 daemon=$2 job=$3 who may range key end wanted=""
   while read -r who may range key; do
     [ "$who" = "$daemon" ] || continue
     key=${key//<site>/$site}
     key=${key//<job>/$job}
+    key=${key//<run>/$job}
     if [ "$range" = prefix ]; then
       ctl role grant-permission "$role" "$may" "$key" --prefix=true > /dev/null
       end=$(prefix_end "$key")
@@ -144,21 +159,27 @@ ensure_role root
 ensure_user root "$root_password"
 ctl user grant-role root root > /dev/null
 
-coord_role="headroom-$site-coordinator"
-ensure_user "$coord_user" "$coord_password"
-ensure_role "$coord_role"
-grant_table "$coord_role" coordinator ""
-ctl user grant-role "$coord_user" "$coord_role" > /dev/null
+# USER holds ROLE, made of DAEMON's rows of the table for NAME (a job, a run) and nothing else.
+user_with_role() {  # USER PASSWORD ROLE DAEMON NAME
+  ensure_user "$1" "$2"
+  ensure_role "$3"
+  grant_table "$3" "$4" "$5"
+  ctl user grant-role "$1" "$3" > /dev/null
+}
+
+user_with_role "$coord_user" "$coord_password" "headroom-$site-coordinator" coordinator ""
 echo "etcd-roles: $coord_user: reads /headroom/$site/; writes leader, ledger, target, grants/"
 
 for agent in "${agents[@]}"; do
   IFS=: read -r user job file extra <<< "$agent"
-  role="headroom-$site-agent-$job"
-  ensure_user "$user" "$(password_of "$file")"
-  ensure_role "$role"
-  grant_table "$role" agent "$job"
-  ctl user grant-role "$user" "$role" > /dev/null
+  user_with_role "$user" "$(password_of "$file")" "headroom-$site-agent-$job" agent "$job"
   echo "etcd-roles: $user: job $job (members/$job, members/$job@..., acks/$job; reads grants/$job)"
+done
+
+for worker in "${dilocos[@]}"; do
+  IFS=: read -r user run file extra <<< "$worker"
+  user_with_role "$user" "$(password_of "$file")" "headroom-diloco-$run" diloco "$run"
+  echo "etcd-roles: $user: DiLoCo run $run (reads and writes /headroom-diloco/$run/)"
 done
 
 if [ "$enable" = 1 ] && [ "$auth_on" = 0 ]; then

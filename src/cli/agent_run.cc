@@ -14,6 +14,7 @@
 #include "cli/agent_twin.h"
 #include "cli/commands.h"
 #include "cli/config_file.h"
+#include "cli/credentials.h"
 #include "cli/daemon_log.h"
 #include "cli/etcd_options.h"
 #include "cli/server_options.h"
@@ -290,13 +291,16 @@ Result<std::unique_ptr<Assembled>> Assemble(const AgentArgs& a, const std::strin
 
 }  // namespace
 
-Status RunAgent(const AgentArgs& a) {
+Status RunAgent(const AgentArgs& given) {
   LogFormat log_format = LogFormat::kText;
-  if (!ParseLogFormat(a.log_format, &log_format)) {
-    return Error::Usage(fmt::format("--log-format: unknown '{}' (text, json)", a.log_format));
+  if (!ParseLogFormat(given.log_format, &log_format)) {
+    return Error::Usage(fmt::format("--log-format: unknown '{}' (text, json)", given.log_format));
   }
   const Log log = StreamLogger(log_format, "agent");  // each line with its time and level
-  for (const std::string& note : a.deprecations) log.Warn(note);
+  for (const std::string& note : given.deprecations) log.Warn(note);
+  // Secrets the unit passes as systemd credentials, where no file is named (cli/credentials.h).
+  AgentArgs a = given;
+  for (const std::string& line : TakeCredentials(&a.server.token, &a.etcd_options)) log(line);
   const std::string guard_state =
       a.guard_state.empty() ? agent::DefaultGuardStatePath() : a.guard_state;
   if (a.restore_limits) return agent::RestoreGuardState(guard_state, a.nvml_library, log);

@@ -27,6 +27,7 @@
 #include "build_info/build_info.h"
 #include "cli/commands.h"
 #include "cli/config_file.h"
+#include "cli/credentials.h"
 #include "cli/daemon_log.h"
 #include "cli/etcd_options.h"
 #include "cli/scheduling_options.h"
@@ -60,6 +61,7 @@ struct CoordinatorArgs {
   double period_s = 1.0;
   int64_t lease_ttl_s = 3;
   ServerArgs server = ListeningOn("127.0.0.1:10471");  // --listen, the token, --allow-host, caps
+  bool token_on_reads = false;
   double forget_after_s = 60.0;
   double loan_lead_s = 0.0;
   double loan_cover = 0.5;
@@ -103,19 +105,29 @@ Status RunCoordinator(const CoordinatorArgs& args) {
         "--lease-ttl-s {}: must exceed --period-s {} (the lease is renewed once a period)",
         args.lease_ttl_s, args.period_s));
   }
-  auto serving = ResolveServerOptions(args.server, log, "set the site budget");
+  // Secrets the unit passes as systemd credentials, where no file is named (cli/credentials.h).
+  ServerArgs server_args = args.server;
+  EtcdOptions etcd_options = args.etcd_options;
+  for (const std::string& line : TakeCredentials(&server_args.token, &etcd_options)) log(line);
+  auto serving = ResolveServerOptions(server_args, log, "set the site budget");
   if (!serving) return std::move(serving).error();
 
-  for (const std::string& w : EtcdSecretWarnings(args.etcd_options)) log.Warn(w);
+  if (args.token_on_reads && serving->access.token.empty()) {
+    return Error::Usage("--token-on-reads needs a token (--token-file or HEADROOM_TOKEN)");
+  }
+  for (const std::string& w : EtcdSecretWarnings(etcd_options)) log.Warn(w);
 
   // From here on, signals stop the loop; the server's threads inherit their mask.
   StopSignal signals(log, "resigning the lead first");
-  auto store =
-      OpenEtcd(args.etcd, "--etcd", kEtcdTimeoutS, args.etcd_options, coord::Keys(args.site).root);
+  // Until etcd first answers (each endpoint's timeouts in turn), a signal ends it at once.
+  auto store = signals.WhileStarting([&] {
+    return OpenEtcd(args.etcd, "--etcd", kEtcdTimeoutS, etcd_options, coord::Keys(args.site).root);
+  });
   if (!store) return std::move(store).error();
 
   coord::CoordinatorApiConfig api;
   api.access = serving->access;
+  api.access.token_on_reads = args.token_on_reads;
   api.limits.max_connections = serving->max_connections;
   api.limits.max_connections_per_address = serving->max_connections_per_address;
   coord::CoordinatorServer server(api);
@@ -163,7 +175,10 @@ Status RunCoordinator(const CoordinatorArgs& args) {
                   "reserve {:.1f} W, period {} s, lease TTL {} s, forget after {} s, token {}",
                   Version(), Commit(), config.id, config.site, (*store)->Describe(),
                   config.site_budget_w, config.reserve_w, config.period_s, config.lease_ttl_s,
-                  config.forget_after_s, api.access.token.empty() ? "none" : "required on POST"),
+                  config.forget_after_s,
+                  api.access.token.empty()    ? "none"
+                  : api.access.token_on_reads ? "required on every route but the page"
+                                              : "required on POST and GET /v1/history"),
       {{"version", Version()},
        {"commit", Commit()},
        {"replica", config.id},
@@ -230,6 +245,9 @@ Command SetupCoordinator(CLI::App& app) {
                  "--period-s)")
       ->check(Integer(kMinLeaseTtlS, kMaxLeaseTtlS));
   AddServerOptions(app, &a->server, "replica");
+  app.add_flag("--token-on-reads", a->token_on_reads,
+               "Require the token on GET /v1/status and /metrics too (GET /v1/history needs it "
+               "whenever one is set; the site page, which holds no data, never)");
   app.add_option("--forget-after-s", a->forget_after_s,
                  "A job without a member for this long leaves the ledger")
       ->check(Real(kMinForgetAfterS, kMaxForgetAfterS));

@@ -6,8 +6,10 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -50,9 +52,28 @@ inline std::vector<std::string> EtcdSecretWarnings(const EtcdOptions& o) {
   return warnings;
 }
 
+// Why the read of `prefix` at start failed, in one line, by the error's kind (never its
+// message): no answer (kUnavailable: no member answered, or each said it timed out -- a cluster
+// without quorum; kOutcomeUnknown) names the `waited_s` and quorum, not credentials; anything
+// else is etcd refusing (auth on and no user, a user without the permission: etcd's
+// PERMISSION_DENIED is an I/O error here, its UNAUTHENTICATED kUnauthenticated), with the flags
+// when `has_user` is false.
+inline Error EtcdProbeError(std::string_view prefix, const Error& e, double waited_s,
+                            bool has_user) {
+  if (e.kind() == ErrorKind::kUnavailable || e.kind() == ErrorKind::kOutcomeUnknown) {
+    return Error::Io(fmt::format(
+        "etcd did not answer a read of {} within {:.1f} s (no quorum? a majority of its members "
+        "down or cut off from each other): {}",
+        prefix, waited_s, e.message()));
+  }
+  return Error::Io(fmt::format("etcd refuses to read {}: {}{}", prefix, e.message(),
+                               has_user ? "" : " (--etcd-user and --etcd-password-file)"));
+}
+
 // Opens etcd at `endpoints` with the options; a usage error names `flag` (the endpoints' own).
 // With `probe_prefix`, reads it once: an etcd that refuses (auth on and no user, or a user
-// without the permission) is an error at start, not a replica that waits forever.
+// without the permission) or does not answer (no quorum) is an error at start, not a replica
+// that waits forever.
 inline Result<std::unique_ptr<coord::EtcdStore>> OpenEtcd(const std::string& endpoints,
                                                           std::string_view flag, double timeout_s,
                                                           const EtcdOptions& o,
@@ -69,10 +90,10 @@ inline Result<std::unique_ptr<coord::EtcdStore>> OpenEtcd(const std::string& end
     return Error::Io(fmt::format("cannot reach etcd at start: {}", e.message()));
   }
   if (!probe_prefix.empty()) {
+    const auto sent = std::chrono::steady_clock::now();
     if (auto r = (*store)->Get(probe_prefix, /*prefix=*/true); !r) {
-      return Error::Io(
-          fmt::format("etcd refuses to read {}: {}{}", probe_prefix, r.error().message(),
-                      o.user.empty() ? " (--etcd-user and --etcd-password-file)" : ""));
+      const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - sent;
+      return EtcdProbeError(probe_prefix, r.error(), waited.count(), !o.user.empty());
     }
   }
   return store;

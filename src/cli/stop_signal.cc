@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -24,6 +26,27 @@ StopSignal::~StopSignal() {
   }
   pthread_kill(waiter_.native_handle(), SIGUSR1);
   waiter_.join();
+}
+
+void StopSignal::BeginStart() {
+  std::lock_guard lock(mu_);
+  if (stop_.load()) {  // its line is said: stopping
+    std::fflush(nullptr);
+    std::_Exit(EXIT_SUCCESS);
+  }
+  starting_ = true;
+}
+
+void StopSignal::EndStart() {
+  std::lock_guard lock(mu_);
+  starting_ = false;
+}
+
+void StopSignal::ExitWhileStarting(int signal) {
+  // Under mu_: the start cannot end meanwhile. Nothing is held, so nothing is undone.
+  log_(fmt::format("{}: stopping while starting (nothing held yet)", strsignal(signal)));
+  std::fflush(nullptr);
+  std::_Exit(EXIT_SUCCESS);
 }
 
 void StopSignal::SleepUntil(std::chrono::steady_clock::time_point t) {
@@ -50,6 +73,7 @@ void StopSignal::Wait() {
       continue;
     }
     if (stop_.load()) continue;  // already stopping
+    if (starting_) ExitWhileStarting(signal);
     stop_.store(true);
     lock.unlock();
     cv_.notify_all();

@@ -6,6 +6,9 @@
 // (GNU timeout signals the child and then its process group), and the shutdown it would cut
 // short is bounded anyway; SIGKILL remains, covered by the agent's guard state file and the
 // coordinator's lease TTL.
+//
+// What runs inside WhileStarting (the coordinator's first answer from etcd, which may take each
+// endpoint's timeouts in turn) is not waited for: a signal then ends the process at once.
 #include <pthread.h>
 #include <signal.h>
 
@@ -35,8 +38,25 @@ class StopSignal {
   void SleepUntil(std::chrono::steady_clock::time_point t);
   void Wake();
 
+  // `start()`'s result; a SIGINT or SIGTERM before or while it runs ends the process at once,
+  // from the signal thread: one line ("Terminated: stopping while starting (nothing held yet)"),
+  // exit status 0, as a stop. REQUIRES: nothing is held yet that a stop must undo (no lease, no
+  // power limit set), and `start` does not throw.
+  template <typename Start>
+  auto WhileStarting(Start&& start) {
+    BeginStart();
+    auto result = start();
+    EndStart();
+    return result;
+  }
+
  private:
   void Wait();
+  // Ends the process at once when a signal came already.
+  void BeginStart();
+  void EndStart();
+  // One line, then the process ends with status 0. REQUIRES: mu_ held.
+  [[noreturn]] void ExitWhileStarting(int signal);
 
   Log log_;
   std::string first_;
@@ -46,6 +66,7 @@ class StopSignal {
   std::condition_variable cv_;
   bool quitting_ = false;  // under mu_
   bool woken_ = false;     // under mu_
+  bool starting_ = false;  // under mu_: inside WhileStarting
   std::atomic<bool> stop_{false};
 };
 

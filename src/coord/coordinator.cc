@@ -97,6 +97,36 @@ void Coordinator::PlanUpdateReservations(const Ledger& ledger, PlanInput* in) {
   AddHolds(p.hold_s, in->members, in);
 }
 
+double ReserveShortW(const CoordinatorStatus& s) {
+  if (!s.ledger) return 0.0;
+  return std::max(0.0, s.largest_arrival_standby_w - s.ledger->reserve_w);
+}
+
+void Coordinator::NoteArrivals(const PlanOutput& plan) {
+  const double reserve_w = plan.ledger.reserve_w;
+  for (const auto& [job, standby_w] : plan.arrivals_w) {
+    status_.largest_arrival_standby_w = std::max(status_.largest_arrival_standby_w, standby_w);
+    if (standby_w <= reserve_w + 1e-6) continue;
+    const auto s = plan.ledger.standby.find(job);
+    const LeaseId lease = s != plan.ledger.standby.end() ? s->second.lease : 0;
+    // A plan not written is made again next period, with the same arrival: warned once.
+    const auto [warned, fresh] = arrivals_warned_.try_emplace(job, lease);
+    if (!fresh && warned->second == lease) continue;
+    warned->second = lease;
+    log_.Warn(fmt::format("reserve {:.1f} W does not cover job '{}': it draws {:.1f} W before "
+                          "admission, without asking: the site may be {:.1f} W over its budget "
+                          "until grants come down (a reserve of at least {:.1f} W covers it)",
+                          reserve_w, job, standby_w, standby_w - reserve_w, standby_w),
+              {{"job", job},
+               {"standby_w", standby_w},
+               {"reserve_w", reserve_w},
+               {"reserve_short_w", standby_w - reserve_w}});
+  }
+  for (auto it = arrivals_warned_.begin(); it != arrivals_warned_.end();) {
+    it = plan.ledger.standby.contains(it->first) ? std::next(it) : arrivals_warned_.erase(it);
+  }
+}
+
 void Coordinator::StepDown(const std::string& why, bool lost) {
   if (term_ != 0) {
     log_.Warn(fmt::format("leadership of term {} lost: {}", term_, why),
@@ -496,6 +526,7 @@ void Coordinator::Lead(double now_s) {
   in.no_raises =
       now_s - created_ledger_s_ < static_cast<double>(config_.lease_ttl_s) + 2.0 * config_.period_s;
   PlanOutput plan = Plan(ledger, in, term_);
+  NoteArrivals(plan);
   if (ledger_kv == nullptr) {
     plan.grants.clear();
     plan.forgotten.clear();

@@ -84,10 +84,19 @@ struct CoordinatorStatus {
   // What cannot fit even with every admitted job at its floor (Ledger::OvercommittedW), as the
   // last plan found it: > 0, jobs were started that the site cannot hold.
   double overcommitted_w = 0.0;
+  // The most a job drew on arrival, before admission and without asking (PlanOutput::
+  // arrivals_w: its standby, or its floor mid-step), over the arrivals this replica planned
+  // while leading; 0: none yet. Only the reserve covers it (docs/FLEET.md, "Every job at the
+  // site"); ReserveShortW says by how much it does not.
+  double largest_arrival_standby_w = 0.0;
   uint64_t store_resets = 0;   // times the store's revision went back (its state lost)
   uint64_t grant_repairs = 0;  // grant keys written again from the ledger
   int64_t compacted_to = 0;    // the store's history is compacted up to this revision
 };
+
+// What the reserve in force lacks to cover the largest arrival's standby:
+// max(0, largest_arrival_standby_w - reserve_w); 0 without a ledger.
+double ReserveShortW(const CoordinatorStatus& s);
 
 // A target written: the store's revision, and the target.
 struct TargetWritten {
@@ -129,6 +138,9 @@ class Coordinator {
   void StepDown(const std::string& why, bool lost = true);
   void PlanStagger(const Ledger& ledger, PlanInput* in);
   void PlanUpdateReservations(const Ledger& ledger, PlanInput* in);
+  // The plan's arrivals against the reserve in force: the largest kept, and a warning once per
+  // arrival (job and lease) whose standby the reserve does not cover.
+  void NoteArrivals(const PlanOutput& plan);
   void Lead(double now_s);
   // A follower's period: reads the ledger, so that whichever replica leads after the store's
   // state is lost starts from the site's last ledger (docs/FLEET.md, "State loss").
@@ -152,6 +164,8 @@ class Coordinator {
   uint64_t request_counter_ = 0;
   std::optional<double> decrease_since_s_;
   std::map<std::string, double> gone_since_s_;
+  // Arrivals warned of (NoteArrivals), job -> lease, while the job stays in the ledger's standby.
+  std::map<std::string, LeaseId> arrivals_warned_;
   std::map<std::string, int64_t> malformed_seen_;          // key -> mod_revision logged
   std::deque<std::pair<double, int64_t>> revisions_seen_;  // (when, store revision) read
   int64_t compacted_to_ = 0;

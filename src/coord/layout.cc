@@ -233,6 +233,7 @@ std::string ToJson(const Member& m) {
          {"value_curve", curve},
          {"class", JobClassName(m.job_class)}};
   if (!m.slurm_job.empty()) j["slurm_job"] = m.slurm_job;
+  if (!m.replaces.empty()) j["replaces"] = m.replaces;
   if (m.standby_w >= 0.0) j["standby_w"] = m.standby_w;
   if (m.update_w > 0.0) j["update_w"] = m.update_w;
   if (m.has_timeline) {
@@ -346,6 +347,7 @@ Result<Member> MemberFromJson(std::string_view text, std::string_view where) {
   m.lease = r.Integer("lease");
   m.holder = r.OptionalString("holder");
   m.slurm_job = r.OptionalString("slurm_job");
+  m.replaces = r.OptionalString("replaces");
   if (r.error().empty() && j->contains("standby_w")) m.standby_w = r.Watts("standby_w");
   if (r.error().empty() && j->contains("update_w")) m.update_w = r.Watts("update_w");
   ReadJobClass(r, m.job_class);
@@ -371,6 +373,7 @@ Result<Member> MemberFromJson(std::string_view text, std::string_view where) {
     if (m.gpus < 1 || m.gpus > 1 << 20) r.Fail("gpus", "expected 1 or more");
     if (m.floor_w > m.demand_w) r.Fail("floor_w", "above demand_w");
     if (m.holder.size() > 512) r.Fail("holder", "longer than 512 bytes");
+    if (m.replaces.size() > 512) r.Fail("replaces", "longer than 512 bytes");
     if (!m.slurm_job.empty() && !IsSlurmJobId(m.slurm_job)) {
       r.Fail("slurm_job", "expected a Slurm job id (digits, optionally _TASK)");
     }

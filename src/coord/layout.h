@@ -80,6 +80,12 @@ struct Member {
   // The agent process holding the registration (common/process_identity.h); optional, "" when
   // unknown. A restarted agent on the same machine takes the place of one that is gone.
   std::string holder;
+  // A duplicate's only (members/<job>@<lease hex>): the holder of the name it has seen gone on
+  // its own machine (its predecessor: the same job on the same GPUs, restarted). The leader
+  // charges such a duplicate only its standby above the admitted job's floor while that job's
+  // member names this holder and the same gpus (docs/FLEET.md, "Every job at the site").
+  // JSON "replaces", optional ("" when absent).
+  std::string replaces;
   // Where the job is in its step and what its steps look like (coord/stagger.h); optional
   // (`timeline` absent: has_timeline false). `tokens_per_s`: over whole steps.
   bool has_timeline = false;

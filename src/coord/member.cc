@@ -285,6 +285,65 @@ double SiteMember::ValueTokensPerJ() const {
   return ValueLocked();
 }
 
+Result<TxnResult> SiteMember::TakeName(double now_s, LeaseId lease, const Member& m) {
+  // The name, or else a duplicate's key (counted at standby) on the same lease; the duplicate
+  // names the predecessor it has seen gone here, if any (Member::replaces).
+  const std::string duplicate_key = keys_.duplicate(config_.job, lease);
+  Member as_duplicate = m;
+  as_duplicate.replaces = gone_holder_;
+  TxnRequest txn;
+  txn.compare.push_back(
+      Compare::CreateRevision(keys_.member(config_.job), Compare::Result::kEqual, 0));
+  txn.success.push_back(Op::Put(keys_.member(config_.job), ToJson(m), lease));
+  txn.success.push_back(Op::Delete(duplicate_key));
+  txn.failure.push_back(Op::Get(keys_.member(config_.job)));
+  txn.failure.push_back(Op::Put(duplicate_key, ToJson(as_duplicate), lease));
+  auto r = store_.Txn(txn);
+  // Taken by this job's previous agent on this machine, and that process is gone: its lease
+  // goes now (it acts on nothing), and the registration is tried once more.
+  if (!r || r->succeeded || r->responses.empty() || r->responses[0].empty() ||
+      !config_.holder_gone || config_.holder.empty()) {
+    return r;
+  }
+  const KeyValue taken = r->responses[0][0];
+  auto before = MemberFromJson(taken.value, taken.key);
+  const bool gone = before && !before->holder.empty() && before->holder != config_.holder &&
+                    taken.lease != 0 && config_.holder_gone(before->holder);
+  // Newly seen gone: the duplicate key just put does not name it yet.
+  const bool newly_gone = gone && gone_holder_ != before->holder;
+  if (newly_gone) {
+    gone_holder_ = before->holder;
+    gone_seen_s_ = now_s;
+    as_duplicate.replaces = gone_holder_;
+    txn.failure.back() = Op::Put(duplicate_key, ToJson(as_duplicate), lease);
+  }
+  // Not before TTL - margin from when we first saw it gone (at our start, for a restart): it
+  // died before that, so what it (and its trainer, whose actuations are valid no longer) may
+  // act on ends by then. A duplicate that saw it alive waits as long from its death.
+  const bool past_its_deadline = gone && now_s >= std::max(started_s_, gone_seen_s_) +
+                                                      static_cast<double>(config_.lease_ttl_s) -
+                                                      config_.fence_margin_s;
+  if (gone && past_its_deadline) {
+    if (auto revoked = store_.LeaseRevoke(taken.lease); revoked || IsLeaseGone(revoked.error())) {
+      log_.Warn(fmt::format("fleet: job '{}': its previous agent ({}) is gone: lease {:x} revoked",
+                            config_.job, before->holder, taken.lease),
+                {{"site", config_.site},
+                 {"job", config_.job},
+                 {"lease", fmt::format("{:x}", taken.lease)}});
+      return store_.Txn(txn);
+    }
+  }
+  // Still a duplicate: it names its predecessor now, not a period later, so that the leader
+  // stops counting the same job's GPUs twice at once.
+  if (newly_gone) {
+    if (auto put = store_.Put(duplicate_key, ToJson(as_duplicate), lease); !put) {
+      MutexLock lock(mu_);
+      status_.last_error = put.error().message();
+    }
+  }
+  return r;
+}
+
 bool SiteMember::Register(double now_s) {
   const double sent_s = now_s;
   // The lease kept from an earlier try, while it lives; else a new one.
@@ -317,46 +376,8 @@ bool SiteMember::Register(double now_s) {
     MutexLock lock(mu_);
     m = DemandLocked(lease);
   }
-  // The name, or else a duplicate's key (counted at standby) on the same lease.
+  auto r = TakeName(now_s, lease, m);
   const std::string duplicate_key = keys_.duplicate(config_.job, lease);
-  TxnRequest txn;
-  txn.compare.push_back(
-      Compare::CreateRevision(keys_.member(config_.job), Compare::Result::kEqual, 0));
-  txn.success.push_back(Op::Put(keys_.member(config_.job), ToJson(m), lease));
-  txn.success.push_back(Op::Delete(duplicate_key));
-  txn.failure.push_back(Op::Get(keys_.member(config_.job)));
-  txn.failure.push_back(Op::Put(duplicate_key, ToJson(m), lease));
-  auto r = store_.Txn(txn);
-  // Taken by this job's previous agent on this machine, and that process is gone: its lease
-  // goes now (it acts on nothing), and the registration is tried once more.
-  if (r && !r->succeeded && !r->responses.empty() && !r->responses[0].empty() &&
-      config_.holder_gone && !config_.holder.empty()) {
-    const KeyValue& taken = r->responses[0][0];
-    auto before = MemberFromJson(taken.value, taken.key);
-    const bool gone = before && !before->holder.empty() && before->holder != config_.holder &&
-                      taken.lease != 0 && config_.holder_gone(before->holder);
-    // Not before TTL - margin from when we first saw it gone (at our start, for a restart): it
-    // died before that, so what it (and its trainer, whose actuations are valid no longer) may
-    // act on ends by then. A duplicate that saw it alive waits as long from its death.
-    if (gone && gone_holder_ != before->holder) {
-      gone_holder_ = before->holder;
-      gone_seen_s_ = now_s;
-    }
-    const bool past_its_deadline = gone && now_s >= std::max(started_s_, gone_seen_s_) +
-                                                        static_cast<double>(config_.lease_ttl_s) -
-                                                        config_.fence_margin_s;
-    if (gone && past_its_deadline) {
-      if (auto revoked = store_.LeaseRevoke(taken.lease); revoked || IsLeaseGone(revoked.error())) {
-        log_.Warn(
-            fmt::format("fleet: job '{}': its previous agent ({}) is gone: lease {:x} revoked",
-                        config_.job, before->holder, taken.lease),
-            {{"site", config_.site},
-             {"job", config_.job},
-             {"lease", fmt::format("{:x}", taken.lease)}});
-        r = store_.Txn(txn);
-      }
-    }
-  }
   if (!r || !r->succeeded) {
     std::string why;
     bool duplicate = false;

@@ -171,6 +171,11 @@ class SiteMember {
   std::optional<StepTimeline> TimelineLocked() const REQUIRES(mu_);
   double MeanTokensPerSLocked() const REQUIRES(mu_);
   bool Register(double now_s) EXCLUDES(mu_);
+  // Register's transaction on `lease`: the name, or else the duplicate's key (`m` naming the
+  // predecessor seen gone, Member::replaces). Where the name's holder is this machine's process
+  // now gone: that duplicate key put again at once naming it, and once what it may act on has
+  // run out (TTL - margin), its lease revoked and the transaction tried again. Its answer.
+  Result<TxnResult> TakeName(double now_s, LeaseId lease, const Member& m) EXCLUDES(mu_);
   // The store's revision as a read of it saw it; `before`, the highest seen before asking:
   // lower means the store's state was lost (terms, epochs and grants seen are forgotten).
   void SeenRevisionLocked(int64_t revision, int64_t before) REQUIRES(mu_);

@@ -88,6 +88,19 @@ double ExpectedDrawW(const LedgerJob& j, const Member* m, double cap_w, double l
   return std::min(cap_w, w * (1.0 + margin));
 }
 
+// Whether duplicate `d` is its admitted job's agent restarted on the same machine: it names as
+// replaced (seen gone there) the holder of the member the ledger addresses, with the same GPUs.
+// Its GPUs are then the admitted job's, counted at least at its floor already.
+bool ReplacesAdmittedHolder(const Member& d, const Ledger& l,
+                            const std::map<std::string, Member>& members) {
+  if (d.replaces.empty()) return false;
+  const auto j = l.jobs.find(d.job);
+  const auto m = members.find(d.job);
+  return j != l.jobs.end() && m != members.end() && j->second.lease != 0 &&
+         m->second.lease == j->second.lease && m->second.holder == d.replaces &&
+         m->second.gpus == d.gpus;
+}
+
 }  // namespace
 
 PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
@@ -221,7 +234,9 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
     ++it;
   }
   const auto count_standby = [&](const std::string& name, const Member& m, bool duplicate) {
-    double charge_w = StandbyChargeW(m);
+    const double full_w = StandbyChargeW(m);
+    const bool restart = duplicate && ReplacesAdmittedHolder(m, l, in.members);
+    double charge_w = restart ? std::max(0.0, full_w - l.jobs.at(m.job).floor_w) : full_w;
     // A grant stored for its lease (a ledger deleted or rebuilt: its agent may act on it until
     // a grant of the new epoch replaces it) is what it may draw.
     if (const auto g = in.grants.find(name);
@@ -233,8 +248,12 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
     if (fresh || s.lease != m.lease || std::abs(s.standby_w - charge_w) > kEpsW ||
         std::abs(s.floor_w - m.floor_w) > kEpsW || s.duplicate != duplicate) {
       if (fresh || s.lease != m.lease) {
-        log.Info(fmt::format("{}: registered (lease {:x}){}: counted at {:.1f} W until admitted",
-                             name, m.lease, duplicate ? " under a name taken" : "", charge_w),
+        log.Info(fmt::format("{}: registered (lease {:x}){}: counted at {:.1f} W until admitted{}",
+                             name, m.lease, duplicate ? " under a name taken" : "", charge_w,
+                             restart ? fmt::format(" (what its {:.1f} W adds to the floor of job "
+                                                   "{}, whose gone agent it restarts)",
+                                                   full_w, m.job)
+                                     : ""),
                  {{"job", name}, {"counted_w", charge_w}});
         out.arrivals_w[name] = charge_w;
       }

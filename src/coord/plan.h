@@ -12,6 +12,9 @@
 //   1b. Every registered job not admitted (waiting, refused, a duplicate name) is counted in the
 //      ledger's standby at what it may draw (StandbyChargeW), from its registration until it is
 //      admitted or forgotten; a duplicate's entry goes at once when its lease takes the name.
+//      A duplicate that is the admitted job's agent restarted (Member::replaces names the holder
+//      of the job's member, the same gpus) is charged only its standby above the job's floor:
+//      the same GPUs, counted once.
 //   2. Admission, in order of registration: a member not in the ledger whose floor fits next to
 //      the floors of the jobs admitted (against the lower of the budget in force and the one
 //      asked for) is admitted at its floor once that much is not held; until then it waits,

@@ -27,18 +27,26 @@ void CoordinatorHost::Step() {
   coordinator_.Step();
   MutexLock snapshot(snapshot_mu_);
   snapshot_ = coordinator_.status();
-  if (history_) history_->Add(PointOf(snapshot_, unix_s_()));
+  if (!unix_s_) return;
+  const SiteHistoryPoint point = PointOf(snapshot_, unix_s_());
+  MutexLock history(history_mu_);
+  history_->Add(point);
 }
 
 void CoordinatorHost::KeepHistory(std::function<double()> unix_s, double keep_s) {
   MutexLock snapshot(snapshot_mu_);
   unix_s_ = std::move(unix_s);
+  MutexLock history(history_mu_);
   history_.emplace(keep_s, config_.period_s);
 }
 
-std::vector<SiteHistoryPoint> CoordinatorHost::History(double after_unix_s) const {
-  MutexLock snapshot(snapshot_mu_);
-  return history_ ? history_->After(after_unix_s) : std::vector<SiteHistoryPoint>{};
+std::string CoordinatorHost::HistoryPage(const SiteHistoryQuery& query) const {
+  std::vector<std::shared_ptr<const StoredSitePoint>> points;
+  {
+    MutexLock history(history_mu_);
+    if (history_) points = history_->After(query.after_unix_s, query.limit + 1);
+  }
+  return SiteHistoryPageJson(points, query, config_.period_s);
 }
 
 CoordinatorStatus CoordinatorHost::Snapshot() const {
@@ -144,38 +152,6 @@ std::optional<double> Quantile(std::vector<double> values, double q) {
   return *nth;
 }
 
-std::string SiteHistoryJson(const std::vector<SiteHistoryPoint>& points, double period_s) {
-  // The newest points whose entries (one each, plus one per job) fit kMaxHistoryEntries: an
-  // answer stays bounded however many jobs the site has; the page asks again from the last.
-  size_t first = points.size(), entries = 0;
-  while (first > 0 && entries + 1 + points[first - 1].jobs.size() <= kMaxHistoryEntries) {
-    --first;
-    entries += 1 + points[first].jobs.size();
-  }
-  const auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
-  json j;
-  j["period_s"] = period_s;
-  j["truncated"] = first > 0;
-  json& out = j["points"] = json::array();
-  for (size_t i = first; i < points.size(); ++i) {
-    const SiteHistoryPoint& p = points[i];
-    json jobs = json::object();
-    for (const auto& [name, job] : p.jobs) {
-      jobs[name] = {{"grant_w", opt(job.grant_w)}, {"power_w", opt(job.power_w)}};
-    }
-    out.push_back({{"unix_s", p.unix_s},
-                   {"role", p.role},
-                   {"term", p.term},
-                   {"site_budget_w", opt(p.site_budget_w)},
-                   {"target_site_budget_w", opt(p.target_site_budget_w)},
-                   {"reserve_w", opt(p.reserve_w)},
-                   {"held_w", opt(p.held_w)},
-                   {"power_w", opt(p.power_w)},
-                   {"jobs", std::move(jobs)}});
-  }
-  return j.dump() + "\n";
-}
-
 std::string CoordinatorStatusJson(const CoordinatorStatus& s, const CoordinatorConfig& config,
                                   const std::optional<net::ConnectionCounters>& connections) {
   const bool leading = Leading(s);
@@ -201,6 +177,8 @@ std::string CoordinatorStatusJson(const CoordinatorStatus& s, const CoordinatorC
     j["sum_floors_w"] = l.FloorsW();
     j["sum_standby_w"] = l.StandbyW();
     j["overcommitted_w"] = l.OvercommittedW();
+    j["largest_arrival_standby_w"] = s.largest_arrival_standby_w;
+    j["reserve_short_w"] = ReserveShortW(s);
     j["reassignments"] = l.reassignments;
     // The ledger's jobs, then those in its standby, then members it has not counted yet.
     std::vector<std::string> names;
@@ -253,9 +231,9 @@ std::string CoordinatorStatusJson(const CoordinatorStatus& s, const CoordinatorC
     j["refused"] = s.refused;
     j["conflict"] = s.conflict;
   } else {
-    for (const char* key :
-         {"site_budget_w", "target_site_budget_w", "reserve_w", "sum_grants_w", "sum_held_w",
-          "sum_floors_w", "sum_standby_w", "overcommitted_w", "reassignments"}) {
+    for (const char* key : {"site_budget_w", "target_site_budget_w", "reserve_w", "sum_grants_w",
+                            "sum_held_w", "sum_floors_w", "sum_standby_w", "overcommitted_w",
+                            "largest_arrival_standby_w", "reserve_short_w", "reassignments"}) {
       j[key] = nullptr;
     }
     j["refused"] = json::array();
@@ -364,6 +342,10 @@ std::string CoordinatorMetricsText(const CoordinatorStatus& s) {
            "Watts by which the admitted floors and every standby exceed the site budget less "
            "the reserve (asked for): above 0, jobs were started that the site cannot hold.");
     sample("headroom_site_overcommitted_watts", l.OvercommittedW());
+    metric("headroom_site_reserve_short_watts", "gauge",
+           "Watts by which the reserve in force falls short of the most a job drew on arrival, "
+           "before admission and without asking (docs/METRICS.md).");
+    sample("headroom_site_reserve_short_watts", ReserveShortW(s));
     metric("headroom_site_reassignments_total", "counter",
            "Grants raised with watts another job gave up (the ledger's count).");
     sample("headroom_site_reassignments_total", static_cast<double>(l.reassignments));
@@ -449,6 +431,8 @@ net::ServerLimits CoordinatorLimits() {
   limits.max_body_bytes = kMaxSiteBudgetBodyBytes;
   limits.worker_threads = 1;
   limits.max_queued_work = kMaxQueuedBudgetRequests;
+  limits.bulk_threads = 1;  // history answers (GET /v1/history)
+  limits.max_queued_bulk = kMaxQueuedHistory;
   return limits;
 }
 
@@ -508,11 +492,8 @@ CoordinatorApi::CoordinatorApi(CoordinatorHost& host, net::AccessPolicy access,
     if (connections_) counters = connections_();
     return Reply(200, CoordinatorStatusJson(host_.Snapshot(), host_.config(), counters));
   });
-  router_.Add("/v1/history", Access::kRead, [this](const net::Request&, std::string_view query) {
-    const auto after = net::ParseAfterQuery(query, -1.0, "a Unix time in seconds");
-    if (!after) return net::ErrorResponse(400, after.error().message());
-    return Reply(200, SiteHistoryJson(host_.History(*after), host_.config().period_s));
-  });
+  router_.Add("/v1/history", Access::kCostlyRead,
+              [this](const net::Request&, std::string_view query) { return GetHistory(query); });
   router_.Add("/metrics", Access::kRead, [this](const net::Request&, std::string_view query) {
     if (auto q = net::ParseQuery(query, {}); !q)
       return net::ErrorResponse(400, q.error().message());
@@ -532,6 +513,42 @@ net::Response CoordinatorApi::PostSiteBudget(const net::Request& request, std::s
   if (!w) return net::ErrorResponse(400, w.error().message());
   net::Response r;
   r.offload = [&host = host_, body = *w] { return AnswerSiteBudget(host, body); };
+  return r;
+}
+
+net::Response CoordinatorApi::GetHistory(std::string_view query) {
+  auto q = net::ParseQuery(query, {"after", "limit"});
+  if (!q) return net::ErrorResponse(400, q.error().message());
+  SiteHistoryQuery h;
+  h.limit = kMaxHistoryLimit;
+  h.max_bytes = kMaxHistoryBytes;
+  if (const auto after = q->Get("after")) {
+    const auto t = net::ParseQueryReal(*after);
+    if (!t) return net::ErrorResponse(400, "after: expected a Unix time in seconds");
+    h.after_unix_s = *t;
+  }
+  if (const auto limit = q->Get("limit")) {
+    const auto n = net::ParseQueryUint(*limit);
+    if (!n || *n < 1 || *n > kMaxHistoryLimit) {
+      return net::ErrorResponse(
+          400, fmt::format("limit: expected a number of points from 1 to {}", kMaxHistoryLimit));
+    }
+    h.limit = static_cast<size_t>(*n);
+  }
+  net::Response r;
+  r.lane = net::Lane::kBulk;
+  r.offload = [&host = host_, h, in_flight = history_bytes_]() -> net::Response {
+    // What readers have not taken yet bounds what more is built.
+    if (in_flight->load() >= kMaxHistoryBytesInFlight) {
+      return net::Unavailable("busy: too many history answers not yet read; try again");
+    }
+    net::Response answer = Reply(200, host.HistoryPage(h));
+    const size_t bytes = answer.body.size();
+    in_flight->fetch_add(bytes);
+    answer.hold = std::shared_ptr<const void>(
+        nullptr, [in_flight, bytes](const void*) { in_flight->fetch_sub(bytes); });
+    return answer;
+  };
   return r;
 }
 

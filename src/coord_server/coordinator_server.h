@@ -2,7 +2,8 @@
 //   GET  /                the site page (self-contained: polls /v1/status, draws with <canvas>)
 //   GET  /v1/status       the replica's role and, while it leads, the ledger and the members;
 //                         the transport's connections
-//   GET  /v1/history[?after=UNIX_S]  the last hour, one point per period (site_history.h)
+//   GET  /v1/history[?after=UNIX_S][&limit=N]  the last hour, one point per period, oldest
+//                         first, in pages (site_history.h); the token whenever one is set
 //   GET  /metrics         Prometheus text format 0.0.4
 //   POST /v1/site-budget  {"site_budget_w": W} and/or {"reserve_w": W}: a new target, leader only,
 //                         answered 202 once written to the store (the ledger is the
@@ -16,9 +17,12 @@
 // CLI's loop calls Step(); the API reads the snapshot published after each Step (so a read never
 // waits on the store's I/O) on the transport's event loop, and hands a budget request, which
 // waits for a Step in progress and then for the store, to the transport's worker
-// (net::Response::offload): a slow store delays that request only, never another client.
+// (net::Response::offload): a slow store delays that request only, never another client. A
+// history answer is built on a thread of its own at a lower CPU priority (the transport's bulk
+// lane), so 32 readers pulling the hour delay neither /v1/status nor a budget request.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -73,8 +77,12 @@ class CoordinatorHost {
 
   // Keeps the last `keep_s` of points, one per Step, stamped by `unix_s` (the wall clock):
   // GET /v1/history. Set before serving; without it the history stays empty.
-  void KeepHistory(std::function<double()> unix_s, double keep_s = 3600.0) EXCLUDES(snapshot_mu_);
-  std::vector<SiteHistoryPoint> History(double after_unix_s) const EXCLUDES(snapshot_mu_);
+  void KeepHistory(std::function<double()> unix_s, double keep_s = 3600.0)
+      EXCLUDES(snapshot_mu_, history_mu_);
+  // The answer to GET /v1/history (site_history.h): built from shared points outside every
+  // lock but for the moment it takes to copy their references, so a large answer never waits
+  // on a Step, nor a Step on it.
+  std::string HistoryPage(const SiteHistoryQuery& query) const EXCLUDES(history_mu_);
 
   // Constant after construction.
   const CoordinatorConfig& config() const { return config_; }
@@ -92,7 +100,9 @@ class CoordinatorHost {
   mutable Mutex snapshot_mu_;
   CoordinatorStatus snapshot_ GUARDED_BY(snapshot_mu_);
   std::function<double()> unix_s_ GUARDED_BY(snapshot_mu_);
-  std::optional<SiteHistory> history_ GUARDED_BY(snapshot_mu_);
+  // Lock order: snapshot_mu_, then history_mu_.
+  mutable Mutex history_mu_;
+  std::optional<SiteHistory> history_ GUARDED_BY(history_mu_);
 };
 
 // The transport's limits for a replica: net's defaults, small bodies (413 beyond), and one
@@ -122,7 +132,6 @@ std::string CoordinatorStatusJson(
     const CoordinatorStatus& s, const CoordinatorConfig& config,
     const std::optional<net::ConnectionCounters>& connections = std::nullopt);
 std::string CoordinatorMetricsText(const CoordinatorStatus& s);
-std::string SiteHistoryJson(const std::vector<SiteHistoryPoint>& points, double period_s);
 // {"site_budget_w": W} and/or {"reserve_w": W}: the budget in (0, 1e9] W, the reserve in
 // [0, 1e9] W, at least one of them; the error names the field.
 struct TargetBody {
@@ -136,8 +145,15 @@ std::string EscapeLabelValue(std::string_view value);
 std::optional<double> Quantile(std::vector<double> values, double q);
 
 inline constexpr double kMaxSiteBudgetW = 1e9;
-// GET /v1/history answers at most this many entries (a point, and each job in it).
-inline constexpr size_t kMaxHistoryEntries = 200000;
+// GET /v1/history: at most this many points an answer (?limit=, default the most), and past
+// its first point at most this many bytes; at most kMaxQueuedHistory answers waiting for the
+// one thread that builds them (503 beyond), and at most kMaxHistoryBytesInFlight bytes of
+// answers built and not yet taken by their readers (503 beyond): a reader costs the replica
+// bounded memory and never the event loop's time.
+inline constexpr size_t kMaxHistoryLimit = 3600;
+inline constexpr size_t kMaxHistoryBytes = size_t{1} << 20;
+inline constexpr int kMaxQueuedHistory = 32;
+inline constexpr size_t kMaxHistoryBytesInFlight = size_t{48} << 20;
 
 // The routes as a net::Handler: reads answered on the transport's loop from the snapshot, a
 // budget request offloaded (it waits on the coordinator's mutex and the store).
@@ -150,9 +166,13 @@ class CoordinatorApi final : public net::Handler {
 
  private:
   net::Response PostSiteBudget(const net::Request& request, std::string_view query);
+  net::Response GetHistory(std::string_view query);
 
   CoordinatorHost& host_;
   const std::function<net::ConnectionCounters()> connections_;
+  // Bytes of history answers built and not yet written (kMaxHistoryBytesInFlight).
+  const std::shared_ptr<std::atomic<size_t>> history_bytes_ =
+      std::make_shared<std::atomic<size_t>>(0);
   net::Router router_;
 };
 

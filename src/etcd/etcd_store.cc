@@ -60,10 +60,26 @@ std::string DescribeHttpError(httplib::Error e, double timeout_s) {
   }
 }
 
-// Failures after which the member cannot have received the whole request.
+// Failures after which the member cannot have received the whole request: no connection, no
+// TLS over it (Success: a TLS client that could not be set up), or not all of it written.
 bool NotSent(httplib::Error e) {
   return e == httplib::Error::Connection || e == httplib::Error::ConnectionTimeout ||
-         e == httplib::Error::BindIPAddress || e == httplib::Error::Write;
+         e == httplib::Error::BindIPAddress || e == httplib::Error::Write ||
+         e == httplib::Error::SSLConnection || e == httplib::Error::SSLLoadingCerts ||
+         e == httplib::Error::SSLServerVerification || e == httplib::Error::Success;
+}
+
+// What went wrong, in words: TLS's cause when it has one (etcd_tls.h; `timeout_s` bounds
+// connecting and the handshake), else httplib's (`read_timeout_s` bounds the wait for bytes).
+std::string DescribeFailure(const std::string& url, const httplib::Client& client, httplib::Error e,
+                            double elapsed_s, double timeout_s, double read_timeout_s,
+                            const EtcdTls& tls) {
+  std::optional<std::string> tls_cause = NameTlsFailure(url, client, e, elapsed_s, timeout_s, tls);
+  return tls_cause ? *std::move(tls_cause) : DescribeHttpError(e, read_timeout_s);
+}
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 // The gateway sends its error answers chunked with a trailer (Grpc-Trailer-Content-Type), which
@@ -157,7 +173,7 @@ Status CheckEtcdAccess(const std::string& endpoints, const EtcdTls& tls) {
           fmt::format("{} {}: is {}, not a regular file", flag, file, FileTypeName(st.st_mode)));
     }
   }
-  return OkStatus();
+  return CheckTlsFiles(tls);
 }
 
 Result<std::unique_ptr<EtcdStore>> EtcdStore::Open(const std::string& endpoints, double timeout_s,
@@ -259,6 +275,8 @@ Result<EtcdStore::Answer> EtcdStore::PostLocked(const char* path, const std::str
     httplib::Client* client = clients_[i].get();  // under mu_ (the analysis does not follow
                                                   // the lock into a lambda)
     request_deadline_.Arm(kWholeRequestTimeouts * timeout_s_, [client] { client->stop(); });
+    ClearTlsErrors();
+    const Clock::time_point start = Clock::now();
     const httplib::Result res = [&] {
       ScopedSigpipeBlock no_sigpipe;
       return client->send(request);
@@ -287,7 +305,8 @@ Result<EtcdStore::Answer> EtcdStore::PostLocked(const char* path, const std::str
     current_ = (i + 1) % n;
     const std::string why =
         cut ? fmt::format("no whole answer within {} s", kWholeRequestTimeouts * timeout_s_)
-            : DescribeHttpError(error, timeout_s_);
+            : DescribeFailure(url, *client, error, SecondsSince(start), timeout_s_, timeout_s_,
+                              tls_);
     if (!NotSent(error) && resend == Resend::kNever) {
       return Error::OutcomeUnknown(fmt::format("etcd at {}: {}: {} ({}: it may have been applied)",
                                                url, path, why, kOutcomeUnknown));
@@ -647,12 +666,13 @@ Result<WatchResult> EtcdStore::Stream(const std::string& key, bool prefix, int64
     request.content_receiver = [&stream](const char* data, size_t size, uint64_t, uint64_t) {
       return stream.Add(data, size);
     };
+    ClearTlsErrors();
     const Clock::time_point start = Clock::now();
     const httplib::Result res = [&] {
       ScopedSigpipeBlock no_sigpipe;
       return client.send(request);
     }();
-    const double elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
+    const double elapsed_s = SecondsSince(start);
     if (stream.error()) return *stream.error();
     if (follow != nullptr) {
       MutexLock lock(follow_mu_);
@@ -679,7 +699,8 @@ Result<WatchResult> EtcdStore::Stream(const std::string& key, bool prefix, int64
     // Not created in time, or the stream ended early: another member may do better.
     const std::string what =
         res ? std::string("the stream ended early")
-            : DescribeHttpError(res.error(), stream.created() ? wait_s : read_timeout_s);
+            : DescribeFailure(url, client, res.error(), elapsed_s, timeout_s_,
+                              stream.created() ? wait_s : read_timeout_s, tls_);
     tried += fmt::format("{}{}: {}", tried.empty() ? "" : "; ", url, what);
     MutexLock lock(mu_);
     current_ = (i + 1) % n;

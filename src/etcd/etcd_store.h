@@ -3,7 +3,8 @@
 //
 // Endpoints: one or more members of one cluster. Requests go to the member that last answered;
 // when it cannot be reached, to the next ones in turn. A request that could not have reached a
-// member (connection refused or timed out, etcd's "no leader") is sent again to the next one.
+// member (connection refused or timed out, a TLS handshake that failed, etcd's "no leader") is
+// sent again to the next one.
 // One that may have been received and not answered (read timeout, connection lost, etcd's
 // "request timed out") is resent only when resending is harmless (reads, keep-alives, lease
 // grants); for Put, Delete, Txn and LeaseRevoke it fails with ErrorKind::kOutcomeUnknown.
@@ -22,6 +23,7 @@
 #include "common/thread_annotations.h"
 #include "common/watchdog.h"
 #include "coord/store.h"
+#include "etcd/etcd_tls.h"
 
 namespace httplib {
 class Client;
@@ -36,22 +38,14 @@ struct EtcdCredentials {
   std::string password;
 };
 
-// TLS to etcd, for https:// (or etcds://) endpoints: the CA that signed etcd's certificate
-// (empty: the system's CAs), and this client's certificate and key, for an etcd started with
-// --client-cert-auth (both or neither). etcd's certificate is verified, its host name too.
-struct EtcdTls {
-  std::string cacert_file;  // --etcd-cacert
-  std::string cert_file;    // --etcd-cert
-  std::string key_file;     // --etcd-key
-};
-
 // "USER:PASSWORD_FILE" (a user and the file holding the password on its first line): what
 // --etcd-user takes. An input error naming the file when it cannot be read.
 Result<EtcdCredentials> ReadEtcdCredentials(const std::string& user,
                                             const std::string& password_file);
 
 // The endpoints and TLS files as Open checks them, without connecting (a command's options are
-// checked before anything starts): Error::Usage or Error::Input as Open's.
+// checked before anything starts): Error::Usage or Error::Input as Open's, the files' contents
+// too (CheckTlsFiles: PEM, the key the certificate's).
 Status CheckEtcdAccess(const std::string& endpoints, const EtcdTls& tls);
 
 class EtcdStore final : public Store {
@@ -62,8 +56,9 @@ class EtcdStore final : public Store {
   // naming them when none does). `timeout_s` bounds connecting and each wait for an answer
   // (Watch waits up to its wait_s instead); not positive: Error::Usage. `tls` files on plain
   // http endpoints, or a certificate without its key: Error::Usage; a file that cannot be
-  // read: Error::Input naming it. With `credentials`, Open authenticates too (an Error::Io
-  // saying so when etcd refuses them).
+  // read, is not PEM, or a key not the certificate's: Error::Input naming it. A TLS failure
+  // names its cause (etcd_tls.h: NameTlsFailure), as does the wrong scheme. With
+  // `credentials`, Open authenticates too (an Error::Io saying so when etcd refuses them).
   static Result<std::unique_ptr<EtcdStore>> Open(const std::string& endpoints,
                                                  double timeout_s = 2.0,
                                                  const EtcdCredentials& credentials = {},

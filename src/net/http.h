@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
@@ -31,6 +32,11 @@ struct Request {
 
 struct Response;
 
+// Which of the transport's workers runs a Response::offload (server.h): the store's (short
+// blocking I/O, answered promptly) or the bulk lane's (long CPU work such as a large history,
+// at a lower priority, so it never delays the store's).
+enum class Lane { kStore, kBulk };
+
 // A request parked until the handler says it may be answered (a long-poll): see Handler.
 struct Park {
   uint64_t after = 0;   // the handler's own token: Ready(after), EndPark(after)
@@ -49,6 +55,10 @@ struct Response {
   // Retry-After when the queue is full). It must not refer to the Request, whose views end
   // when Handle returns.
   std::function<Response()> offload;
+  Lane lane = Lane::kStore;
+  // Kept until the answer is written or its connection closes, then released: an API that
+  // bounds the bytes of answers still being read releases them here.
+  std::shared_ptr<const void> hold;
 };
 
 // {"error": message} (JSON-escaped: nothing a client sent is echoed raw), with `status`.

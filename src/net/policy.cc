@@ -142,6 +142,11 @@ std::optional<Response> RefuseRead(const AccessPolicy& policy, const Request& re
   return Unauthorized();
 }
 
+std::optional<Response> RefuseCostlyRead(const AccessPolicy& policy, const Request& request) {
+  if (Authorized(policy, request.authorization)) return std::nullopt;
+  return Unauthorized();
+}
+
 std::optional<Response> RefuseWrite(const AccessPolicy& policy, const Request& request) {
   if (!Authorized(policy, request.authorization)) return Unauthorized();
   if (!IsJsonContentType(request.content_type)) {

@@ -42,6 +42,8 @@ bool IsJsonContentType(std::optional<std::string_view> content_type);
 std::optional<Response> RefuseHost(const AccessPolicy& policy, const Request& request,
                                    std::string_view daemon);
 std::optional<Response> RefuseRead(const AccessPolicy& policy, const Request& request);
+// A read that costs the daemon: the token whenever one is set.
+std::optional<Response> RefuseCostlyRead(const AccessPolicy& policy, const Request& request);
 std::optional<Response> RefuseWrite(const AccessPolicy& policy, const Request& request);
 
 }  // namespace headroom::net

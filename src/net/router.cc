@@ -41,6 +41,8 @@ Response Router::Handle(const Request& request) const {
     if (request.method != "GET" && request.method != "HEAD") return MethodNotAllowed("GET, HEAD");
     if (route->access == Access::kRead) {
       if (auto refused = RefuseRead(policy_, request)) return std::move(*refused);
+    } else if (route->access == Access::kCostlyRead) {
+      if (auto refused = RefuseCostlyRead(policy_, request)) return std::move(*refused);
     }
   }
   return route->fn(request, query);

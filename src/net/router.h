@@ -20,6 +20,9 @@ class Router {
   enum class Access {
     kPage,   // GET and HEAD, open even with token_on_reads: a static page that holds no data
     kRead,   // GET and HEAD, the token with token_on_reads
+    // GET and HEAD, the token whenever one is set: a read that costs the daemon (a long
+    // history), which a token for writes keeps to those who hold it.
+    kCostlyRead,
     kWrite,  // POST, the token when one is set, and a JSON body
   };
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <algorithm>
@@ -69,9 +70,16 @@ Response Guarded(F&& f) {
 // Offloaded work: `threads` workers, at most `capacity` jobs waiting.
 class WorkQueue {
  public:
-  void Start(int threads, int capacity) {
+  // `nice`: added to each worker thread's nice value (0: as the daemon's).
+  void Start(int threads, int capacity, int nice = 0) {
     capacity_ = static_cast<size_t>(std::max(capacity, 0));
-    for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { Run(); });
+    for (int i = 0; i < threads; ++i) {
+      workers_.emplace_back([this, nice] {
+        // Linux: a thread's nice value is its own. Best effort: a failure leaves it as it was.
+        if (nice != 0) (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), nice);
+        Run();
+      });
+    }
   }
   // False when the queue is full or stopping: the job is not taken.
   bool TryPush(std::function<void()> job) EXCLUDES(mu_) {
@@ -144,6 +152,7 @@ class Server::Impl {
   const std::string daemon;
   Handler* handler = nullptr;  // set by Serve
   WorkQueue work;
+  WorkQueue bulk;  // Lane::kBulk, when limits.bulk_threads > 0
 
   // Io thread only.
   bool stopping = false;
@@ -201,6 +210,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
     timer_.cancel();
+    hold_.reset();  // the body itself lives until a write in flight returns
     server_.Forget(this);
   }
 
@@ -346,19 +356,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (server_.stopping) Unpark();
       return;
     }
-    if (response.offload) return Offload(std::move(response.offload));
+    if (response.offload) return Offload(std::move(response.offload), response.lane);
     Respond(std::move(response));
   }
 
   // Off the loop: the worker holds only a weak reference, and the answer comes back to the
   // loop, to a connection that may have closed meanwhile.
-  void Offload(std::function<Response()> work) {
-    if (server_.limits.worker_threads <= 0) return Respond(Guarded(work));
+  void Offload(std::function<Response()> work, Lane lane) {
+    const bool bulk = lane == Lane::kBulk && server_.limits.bulk_threads > 0;
+    if (!bulk && server_.limits.worker_threads <= 0) return Respond(Guarded(work));
     phase_ = Phase::kWorking;
     timer_.expires_at(SteadyClock::time_point::max());
     std::weak_ptr<Connection> weak = weak_from_this();
     asio::io_context& io = server_.io;
-    const bool queued = server_.work.TryPush([weak, &io, work = std::move(work)] {
+    const bool queued = (bulk ? server_.bulk : server_.work).TryPush([weak, &io, work = std::move(work)] {
       Response r = Guarded(work);
       asio::post(io, [weak, r = std::move(r)]() mutable {
         if (auto self = weak.lock()) self->Finish(std::move(r));
@@ -366,7 +377,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     });
     if (!queued) {
       ++server_.busy;
-      Respond(Unavailable("busy: too many requests waiting for the store; try again"));
+      Respond(Unavailable(bulk ? "busy: too many requests waiting; try again"
+                               : "busy: too many requests waiting for the store; try again"));
     }
   }
 
@@ -381,6 +393,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     for (const auto& [name, value] : r.headers) response_.set(name, value);
     response_.keep_alive(keep_alive_);
     response_.body() = std::move(r.body);
+    hold_ = std::move(r.hold);
     response_.prepare_payload();
     if (head_) response_.body().clear();  // Content-Length stays: what GET would send
     phase_ = Phase::kWriting;
@@ -391,6 +404,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void OnWritten(error_code ec) {
     if (phase_ == Phase::kClosed) return;
+    // Written: the answer's memory goes now, not when the connection next answers or closes.
+    response_ = {};
+    hold_.reset();
     if (ec) return Close();
     if (!keep_alive_) {
       // Send our end, then read and discard until the client closes (or briefly), so that an
@@ -418,6 +434,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> response_;
+  std::shared_ptr<const void> hold_;  // the answer's (Response::hold) until it is written
   Phase phase_ = Phase::kIdle;
   bool reading_ = false;
   bool keep_alive_ = true;
@@ -589,6 +606,7 @@ void Server::Serve(Handler& handler) {
   assert(impl->acceptor.is_open() && !thread_.joinable());
   impl->handler = &handler;
   impl->work.Start(impl->limits.worker_threads, impl->limits.max_queued_work);
+  impl->bulk.Start(impl->limits.bulk_threads, impl->limits.max_queued_bulk, impl->limits.bulk_nice);
   asio::post(impl->io, [impl] { impl->Accept(); });
   thread_ = std::thread([impl] {
     for (;;) {
@@ -635,6 +653,7 @@ void Server::Stop() {
   if (!finished) impl->io.stop();  // a handler that would not end: stop the loop regardless
   thread_.join();
   impl->work.Stop();
+  impl->bulk.Stop();
   // Let what was queued (a work's answer, or, after io.stop(), anything) close what it holds.
   impl->io.restart();
   impl->io.poll();

@@ -14,7 +14,8 @@
 //   is closed;
 // - parked requests (long-polls) wait on timers, not threads; Wake() asks the handler again;
 // - work that blocks (Response::offload: a store's I/O) runs on `worker_threads` threads, at
-//   most `max_queued_work` waiting; beyond that 503 at once. The loop never waits for it;
+//   most `max_queued_work` waiting; beyond that 503 at once; long CPU work (Lane::kBulk) on
+//   `bulk_threads` of its own at a lower priority. The loop never waits for either;
 // - binding: no SO_REUSEPORT, so a second daemon on a port in use fails to start.
 // Stop() closes every connection at once: it returns within milliseconds whatever clients do,
 // once the offloaded work in progress (if any) has returned.
@@ -42,6 +43,12 @@ struct ServerLimits {
   // 0: Response::offload runs on the loop itself (for handlers that never block).
   int worker_threads = 0;
   int max_queued_work = 16;
+  // Response::offload on Lane::kBulk: its own threads (0: the store's workers), at most
+  // `max_queued_bulk` waiting (503 beyond), each at nice `bulk_nice` above the daemon's so that
+  // the loop and the store's workers win the CPU.
+  int bulk_threads = 0;
+  int max_queued_bulk = 16;
+  int bulk_nice = 10;
 };
 
 class Server {

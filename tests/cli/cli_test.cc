@@ -22,6 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 using headroom::test_support::Outcome;
 
@@ -361,6 +362,30 @@ TEST_F(Cli, AFifoAsAConfigOrASecretIsRefusedAtOnce) {
         << c.args;
     EXPECT_LT(took_s, 10.0) << c.args;
   }
+}
+
+// Issue 53, item 4: under systemd the units pass the secrets as credentials (LoadCredential=),
+// which a DynamicUser= service can read where it cannot read the root-owned originals. A token
+// in $CREDENTIALS_DIRECTORY is the coordinator's when its configuration names none: here
+// --token-on-reads, which needs a token, passes and the start goes on to etcd (unreachable).
+TEST_F(Cli, TheCoordinatorTakesItsTokenFromASystemdCredential) {
+  const fs::path creds = dir_ / "credentials";
+  fs::create_directories(creds);
+  const std::string run = std::string(HEADROOM_BINARY) +
+                          " coordinator --site s --etcd http://127.0.0.1:9 --site-budget-w 1000 "
+                          "--listen 127.0.0.1:0 --token-on-reads";
+  Outcome without = Headroom("CREDENTIALS_DIRECTORY=" + creds.string() + " timeout 20 " + run,
+                             /*wrapped=*/true);
+  EXPECT_EQ(without.status, 2);
+  EXPECT_THAT(without.err, HasSubstr("--token-on-reads needs a token"));
+  std::ofstream(creds / "token") << "s3cr3t-t0ken-0123456789\n";
+  Outcome with = Headroom("CREDENTIALS_DIRECTORY=" + creds.string() + " timeout 20 " + run,
+                          /*wrapped=*/true);
+  EXPECT_EQ(with.status, 1) << with.err;
+  EXPECT_THAT(with.err, HasSubstr("--token-file from the systemd credential 'token' (" +
+                                  (creds / "token").string() + ")"));
+  EXPECT_THAT(with.err, HasSubstr("cannot reach etcd at start"));
+  EXPECT_THAT(with.err, Not(HasSubstr("needs a token")));
 }
 
 // Issue 53, item 3: a renamed key in --config overrode the command line's new name:

@@ -4,6 +4,7 @@
 #include "etcd/etcd_store.h"
 #include "etcd/etcd_wire.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <poll.h>
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,6 +27,7 @@
 
 #include "common/free_port.h"
 #include "etcd_cluster.h"
+#include "support/silent_listener.h"
 #include "support/trickling_server.h"
 
 namespace headroom::coord {
@@ -961,6 +964,233 @@ TEST(EtcdStoreAuth, CredentialsFromAFile) {
   EXPECT_EQ(zero.error().message(),
             "--etcd-password-file /dev/zero: is a character device, not a regular file");
   std::filesystem::remove_all(dir);
+}
+
+// Issue 53, item 8: each TLS failure named, in one line with the endpoint and the file. Before, a
+// key that was not its certificate's said "HTTP client error Success", and the other failures
+// "HTTP client error SSLServerVerification" (or SSLConnection, or a lost connection). Against
+// real etcds with TLS: one with a good certificate (--client-cert-auth; its plain port too), one
+// with an expired certificate and one with another host's, all of one CA, each started when a
+// test first needs it; the certificates made by openssl in the suite's temporary directory.
+class EtcdTlsFailures : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!EtcdCluster::Available() || access("/usr/bin/openssl", X_OK) != 0) return;
+    char pattern[] = "/tmp/headroom-etcd-tls-XXXXXX";
+    if (mkdtemp(pattern) == nullptr) {
+      files_why_ = "mkdtemp failed";
+      return;
+    }
+    dir_ = pattern;
+    const std::string key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    const std::string sign = "-CAkey ca.key -CAcreateserial";
+    const std::vector<std::string> steps = {
+        "openssl req -x509 " + key + " -keyout ca.key -out ca.pem -days 1 -subj /CN=test-ca",
+        "openssl req -x509 " + key +
+            " -keyout other-ca.key -out other-ca.pem -days 1 -subj /CN=another-ca",
+        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' "
+        "> server.ext",
+        "printf 'subjectAltName=DNS:etcd.elsewhere.example\nextendedKeyUsage=serverAuth\n' "
+        "> elsewhere.ext",
+        "printf 'extendedKeyUsage=clientAuth\n' > client.ext",
+        "openssl req " + key + " -keyout server.key -out server.csr -subj /CN=127.0.0.1",
+        "openssl x509 -req -in server.csr -CA ca.pem " + sign +
+            " -days 1 -extfile server.ext -out server.pem",
+        // Valid until a day before it was made: expired.
+        "openssl x509 -req -in server.csr -CA ca.pem " + sign +
+            " -days -1 -extfile server.ext -out expired.pem",
+        // Its common name too: httplib accepts a certificate whose common name is the host.
+        "openssl req -new -key server.key -out elsewhere.csr -subj /CN=etcd.elsewhere.example",
+        "openssl x509 -req -in elsewhere.csr -CA ca.pem " + sign +
+            " -days 1 -extfile elsewhere.ext -out elsewhere.pem",
+        "openssl req " + key + " -keyout client.key -out client.csr -subj /O=headroom-client",
+        "openssl x509 -req -in client.csr -CA ca.pem " + sign +
+            " -days 1 -extfile client.ext -out client.pem",
+        // The same client key, certified by a CA etcd does not trust.
+        "openssl x509 -req -in client.csr -CA other-ca.pem -CAkey other-ca.key -CAcreateserial "
+        "-days 1 -extfile client.ext -out stranger.pem",
+        "openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:prime256v1 -out other.key",
+        "printf 'not a certificate\n' > garbage.pem"};
+    for (const std::string& step : steps) {
+      const std::string command = "cd " + dir_ + " && " + step + " > /dev/null 2>&1";
+      if (std::system(command.c_str()) != 0) {
+        files_why_ = "failed: " + command;
+        return;
+      }
+    }
+    files_why_.clear();
+  }
+  static void TearDownTestSuite() {
+    etcds_.clear();
+    std::error_code ignored;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
+  }
+  void SetUp() override {
+    if (!EtcdCluster::Available()) GTEST_SKIP() << "no " << etcd_test::kEtcdBinary;
+    if (access("/usr/bin/openssl", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/openssl";
+    ASSERT_TRUE(files_why_.empty()) << files_why_;
+  }
+
+  static std::string File(const std::string& name) { return dir_ + "/" + name; }
+  // The etcd serving the certificate `cert` (started at its first use, kept for the suite);
+  // nullptr, and why_ says why, when it did not start.
+  static EtcdCluster* Etcd(const std::string& cert) {
+    std::optional<EtcdCluster>& etcd = etcds_[cert];
+    if (!etcd) {
+      etcd = EtcdCluster::Start(1, &why_,
+                                EtcdCluster::Tls{File(cert), File("server.key"), File("ca.pem")});
+    }
+    return etcd ? &*etcd : nullptr;
+  }
+  // The CA file, this client's certificate and key.
+  static EtcdTls Files(const std::string& ca, const std::string& cert = "client.pem",
+                       const std::string& key = "client.key") {
+    return EtcdTls{ca.empty() ? "" : File(ca), cert.empty() ? "" : File(cert),
+                   key.empty() ? "" : File(key)};
+  }
+  // What Open says when the one member `url` fails with `cause` (the first request's path).
+  static std::string Failed(const std::string& url, const std::string& cause) {
+    return "etcd at " + url + ": /v3/maintenance/status: " + url + ": " + cause;
+  }
+  // Open's error for `endpoint` with `tls` ("" when it opened).
+  static std::string OpenError(const std::string& endpoint, const EtcdTls& tls) {
+    Result<std::unique_ptr<EtcdStore>> store = EtcdStore::Open(endpoint, 2.0, {}, tls);
+    return store.ok() ? "" : store.error().message();
+  }
+
+  static inline std::string dir_;
+  static inline std::string files_why_ = "the certificates were not made";
+  static inline std::string why_;
+  static inline std::map<std::string, std::optional<EtcdCluster>> etcds_;  // by certificate
+};
+
+TEST_F(EtcdTlsFailures, TheGoodFilesReachIt) {
+  EtcdCluster* etcd = Etcd("server.pem");
+  ASSERT_NE(etcd, nullptr) << why_;
+  Result<std::unique_ptr<EtcdStore>> store =
+      EtcdStore::Open(etcd->tls_endpoints(), 2.0, {}, Files("ca.pem"));
+  ASSERT_TRUE(store.ok()) << store.error().message();
+  EXPECT_TRUE((*store)->Put("/tls/k", "v").ok());
+}
+
+TEST_F(EtcdTlsFailures, ACertificateOfAnotherCaIsNamed) {
+  EtcdCluster* etcd = Etcd("server.pem");
+  ASSERT_NE(etcd, nullptr) << why_;
+  const std::string url = etcd->tls_endpoints();
+  EXPECT_EQ(
+      OpenError(url, Files("other-ca.pem")),
+      Failed(url, "etcd's certificate is not signed by the CA of --etcd-cacert " +
+                      File("other-ca.pem") + " (OpenSSL: unable to get local issuer certificate)"));
+  // Without --etcd-cacert: the system's CAs, which do not know ours either.
+  EXPECT_EQ(OpenError(url, Files("")),
+            Failed(url,
+                   "etcd's certificate is not signed by a CA this system trusts: give its CA as "
+                   "--etcd-cacert (OpenSSL: unable to get local issuer certificate)"));
+}
+
+TEST_F(EtcdTlsFailures, AnExpiredCertificateIsNamed) {
+  EtcdCluster* etcd = Etcd("expired.pem");
+  ASSERT_NE(etcd, nullptr) << why_;
+  const std::string url = etcd->tls_endpoints();
+  EXPECT_EQ(OpenError(url, Files("ca.pem")),
+            Failed(url, "etcd's certificate has expired (OpenSSL: certificate has expired)"));
+}
+
+TEST_F(EtcdTlsFailures, ACertificateForAnotherHostIsNamed) {
+  EtcdCluster* etcd = Etcd("elsewhere.pem");
+  ASSERT_NE(etcd, nullptr) << why_;
+  const std::string url = etcd->tls_endpoints();
+  EXPECT_EQ(OpenError(url, Files("ca.pem")),
+            Failed(url, "etcd's certificate is not for host 127.0.0.1 (none of its names is)"));
+}
+
+// etcd's alert names the cause after ours; which alert depends on its Go's TLS.
+TEST_F(EtcdTlsFailures, AMissingOrStrangeClientCertificateIsNamed) {
+  EtcdCluster* etcd = Etcd("server.pem");
+  ASSERT_NE(etcd, nullptr) << why_;
+  const std::string url = etcd->tls_endpoints();
+  EXPECT_THAT(OpenError(url, Files("ca.pem", "", "")),
+              ::testing::StartsWith(Failed(url,
+                                           "etcd asks for a client certificate: give --etcd-cert "
+                                           "and --etcd-key (OpenSSL: ")));
+  EXPECT_THAT(OpenError(url, Files("ca.pem", "stranger.pem")),
+              ::testing::StartsWith(Failed(url,
+                                           "etcd refuses this client's certificate, "
+                                           "--etcd-cert " +
+                                               File("stranger.pem") + " (OpenSSL: ")));
+}
+
+// Checked when loaded, before any connection: the endpoint is a port nobody listens on.
+TEST_F(EtcdTlsFailures, AKeyNotTheCertificatesIsRefusedAtLoad) {
+  const EtcdTls tls = Files("ca.pem", "client.pem", "other.key");
+  const std::string expected = "--etcd-key " + File("other.key") +
+                               " is not the key of --etcd-cert " + File("client.pem") +
+                               " (OpenSSL: key values mismatch)";
+  Status checked = CheckEtcdAccess("https://127.0.0.1:1", tls);
+  ASSERT_FALSE(checked.ok());
+  EXPECT_EQ(checked.error().kind(), ErrorKind::kInput);
+  EXPECT_EQ(checked.error().message(), expected);
+  Result<std::unique_ptr<EtcdStore>> store = EtcdStore::Open("https://127.0.0.1:1", 2.0, {}, tls);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.error().kind(), ErrorKind::kInput);
+  EXPECT_EQ(store.error().message(), expected);
+}
+
+TEST_F(EtcdTlsFailures, FilesThatAreNotPemAreRefusedAtLoad) {
+  const std::string endpoint = "https://127.0.0.1:1";
+  Status st = CheckEtcdAccess(endpoint, Files("garbage.pem"));
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().kind(), ErrorKind::kInput);
+  EXPECT_EQ(st.error().message(),
+            "--etcd-cacert " + File("garbage.pem") + ": no PEM certificate in it");
+  st = CheckEtcdAccess(endpoint, Files("ca.pem", "garbage.pem"));
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().message(), "--etcd-cert " + File("garbage.pem") +
+                                      ": no PEM certificate in it (OpenSSL: no start line)");
+  // A certificate where the key should be; a key with a passphrase, refused rather than asked
+  // for on the terminal. OpenSSL's reason after ours (its decoders' words vary by version).
+  const std::string command = "cd " + dir_ +
+                              " && openssl pkey -in client.key -aes256 -passout pass:secret "
+                              "-out locked.key > /dev/null 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  for (const char* key : {"client.pem", "locked.key"}) {
+    st = CheckEtcdAccess(endpoint, Files("ca.pem", "client.pem", key));
+    ASSERT_FALSE(st.ok()) << key;
+    EXPECT_EQ(st.error().kind(), ErrorKind::kInput);
+    EXPECT_THAT(st.error().message(),
+                ::testing::StartsWith("--etcd-key " + File(key) +
+                                      ": no PEM private key in it, or one with a passphrase "
+                                      "(OpenSSL: "));
+  }
+}
+
+TEST_F(EtcdTlsFailures, PlainHttpToTheTlsPortIsNamed) {
+  EtcdCluster* etcd = Etcd("server.pem");
+  ASSERT_NE(etcd, nullptr) << why_;
+  const std::string tls_url = etcd->tls_endpoints();
+  const std::string url = "http://" + tls_url.substr(std::string("https://").size());
+  EXPECT_EQ(OpenError(url, {}),
+            Failed(url,
+                   "it speaks TLS, not plain HTTP: use https:// or etcds:// endpoints (with "
+                   "--etcd-cacert)"));
+}
+
+TEST_F(EtcdTlsFailures, TlsToThePlainPortIsNamed) {
+  EtcdCluster* etcd = Etcd("server.pem");
+  ASSERT_NE(etcd, nullptr) << why_;
+  const std::string url = "https://" + etcd->endpoint(0).substr(std::string("http://").size());
+  EXPECT_EQ(OpenError(url, Files("ca.pem")),
+            Failed(url, "it speaks plain HTTP, not TLS: use http:// or etcd:// endpoints"));
+}
+
+// A port that takes the connection and never answers the handshake: the handshake's timeout.
+TEST_F(EtcdTlsFailures, ASilentTlsEndpointIsNamed) {
+  test_support::SilentListener silent;
+  ASSERT_GT(silent.port(), 0);
+  const std::string url = "https://127.0.0.1:" + std::to_string(silent.port());
+  Result<std::unique_ptr<EtcdStore>> store = EtcdStore::Open(url, 0.3, {}, Files("ca.pem"));
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.error().message(), Failed(url, "no TLS handshake within 0.3 s"));
 }
 
 }  // namespace

@@ -29,6 +29,7 @@
 #include "etcd_cluster.h"
 #include "site_processes.h"
 #include "support/child_process.h"
+#include "support/silent_listener.h"
 
 namespace headroom::coord {
 namespace {
@@ -621,10 +622,14 @@ TEST(SiteEtcd, TheCoordinatorAndAnAgentReachEtcdOverTlsWithAuth) {
     return std::make_unique<Process>(HEADROOM_BINARY, args);
   };
 
-  // Not authenticated (no user), or etcd's certificate unverified: one line, exit 1.
+  // Not authenticated (no user), or etcd's certificate unverified: one line, exit 1, naming
+  // the cause (issue 53, item 8).
   for (const auto& [with_ca, with_auth, says] :
        {std::tuple{true, false, "etcd refuses to read /headroom/"},
-        std::tuple{false, true, "cannot reach etcd at start"}}) {
+        std::tuple{false, true, "cannot reach etcd at start: etcd at https://127.0.0.1:"},
+        std::tuple{false, true,
+                   "etcd's certificate is not signed by a CA this system trusts: give its CA as "
+                   "--etcd-cacert (OpenSSL: unable to get local issuer certificate)"}}) {
     auto p = coordinator(with_ca, with_auth);
     const std::optional<int> status = p->Wait(std::chrono::seconds(30));
     ASSERT_TRUE(status) << p->Stderr();
@@ -678,6 +683,42 @@ TEST(SiteEtcd, TheCoordinatorAndAnAgentReachEtcdOverTlsWithAuth) {
     if (!admitted) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_TRUE(admitted) << leader->Stderr() << agent.Stderr();
+}
+
+// Issue 53, item 8: a coordinator starting against an etcd that takes connections and never
+// answers went on with its probe after SIGTERM, each member's timeouts in turn (here ~6 s; with
+// more members, or a longer wait, minutes), and exited 1. Now a SIGTERM or SIGINT while it
+// starts ends it at once: one line, exit status 0, as a stop.
+TEST(SiteEtcd, ASignalWhileTheCoordinatorWaitsOnEtcdAtStartEndsItAtOnce) {
+  constexpr double kPromptS = 2.0;
+  for (const auto& [signal, name] :
+       {std::pair{SIGTERM, "Terminated"}, std::pair{SIGINT, "Interrupt"}}) {
+    // Three black-holed members: the probe at start waits on each in turn.
+    std::vector<std::unique_ptr<test_support::SilentListener>> members;
+    std::string endpoints = "etcd://";
+    for (int i = 0; i < 3; ++i) {
+      members.push_back(std::make_unique<test_support::SilentListener>());
+      ASSERT_GT(members.back()->port(), 0);
+      endpoints += (i > 0 ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(members.back()->port());
+    }
+    Process coordinator(HEADROOM_BINARY, std::vector<std::string>{
+                                             "coordinator", "--etcd", endpoints, "--site", "s",
+                                             "--site-budget-w", "1000", "--listen", "127.0.0.1:0"});
+    // Its probe connects to the first member: it waits on etcd, its signals taken.
+    ASSERT_TRUE(members[0]->WaitForConnection(std::chrono::seconds(20))) << coordinator.Stderr();
+    const Clock::time_point sent = Clock::now();
+    coordinator.Kill(signal);
+    const std::optional<int> status = coordinator.Wait(std::chrono::seconds(20));
+    const double took_s = std::chrono::duration<double>(Clock::now() - sent).count();
+    ASSERT_TRUE(status) << name << ": " << coordinator.Stderr();
+    EXPECT_LT(took_s, kPromptS) << name;
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << name << ": " << *status;
+    const std::string err = coordinator.Stderr();
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+    EXPECT_NE(err.find(std::string(name) + ": stopping while starting (nothing held yet)"),
+              std::string::npos)
+        << err;
+  }
 }
 
 }  // namespace

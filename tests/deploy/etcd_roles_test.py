@@ -121,7 +121,7 @@ def expected_permissions(table, daemon, job=""):
     for who, may, rng, key in table:
         if who != daemon:
             continue
-        key = key.replace("<site>", SITE).replace("<job>", job)
+        key = key.replace("<site>", SITE).replace("<job>", job).replace("<run>", job)
         out.add((may.upper(), key, prefix_end(key) if rng == "prefix" else ""))
     return out
 
@@ -345,6 +345,21 @@ def allowed_and_denied(run):
           "coord must not read another site")
     check(run.ctl(None, "get", k("ledger")).returncode != 0, "no user: refused")
 
+    # A DiLoCo worker: its run's keys, read and written; nothing of another run or of the site.
+    d1 = "d1:pw-d1"
+    for key in ["members/w0", "config", "rounds/3/arrive/w0", "gloo/3/w0"]:
+        check(run.ctl(d1, "put", f"/headroom-diloco/r1/{key}", "{}").returncode == 0,
+              f"d1 writes run r1's {key}")
+    check(run.ctl(d1, "get", "/headroom-diloco/r1/members/", "--prefix").returncode == 0,
+          "d1 reads run r1's members")
+    for key in ["/headroom-diloco/r10/config", "/headroom-diloco/r2/members/w0",
+                "/headroom-diloco/r1", k("ledger"), k("members/j1")]:
+        r = run.ctl(d1, "put", key, "{}")
+        check(r.returncode != 0 and "permission denied" in r.stderr,
+              f"d1 must not write {key}: {r.returncode} {r.stderr.strip()}")
+    check(run.ctl(d1, "get", "/headroom-diloco/", "--prefix").returncode != 0,
+          "d1 must not read every run")
+
 
 def main():
     if not (os.access(ETCD, os.X_OK) and os.access(ETCDCTL, os.X_OK)):
@@ -371,7 +386,7 @@ def main():
         if not wait_until(lambda: run.ctl(None, "endpoint", "health").returncode == 0, 20):
             print("etcd_roles_test: etcd did not start", file=sys.stderr)
             return 1
-        for name in ["root", "coord", "a1", "a2", "a10"]:
+        for name in ["root", "coord", "a1", "a2", "a10", "d1"]:
             with open(f"{tmp}/{name}.pw", "w") as f:
                 f.write(f"pw-{name}\n")
             os.chmod(f"{tmp}/{name}.pw", 0o600)
@@ -400,7 +415,8 @@ def main():
         base = ["--endpoints", url, "--site", SITE, "--root-password-file", f"{tmp}/root.pw",
                 "--coordinator", f"coord:{tmp}/coord.pw"]
         first = script(*base, "--agent", f"a1:j1:{tmp}/a1.pw", "--agent",
-                       f"a10:j10:{tmp}/a10.pw", "--enable-auth")
+                       f"a10:j10:{tmp}/a10.pw", "--diloco", f"d1:r1:{tmp}/d1.pw",
+                       "--enable-auth")
         check(first.returncode == 0, f"first run: {first.returncode} {first.stderr}")
         check("auth enabled" in first.stdout, f"first run: {first.stdout}")
         check(f"revoked READWRITE on /headroom/{SITE}/ledger" in first.stdout,
@@ -410,9 +426,12 @@ def main():
         check(second.returncode == 0, f"second run: {second.returncode} {second.stderr}")
 
         # etcd's roles are the table's rows, no more, no fewer.
-        for role, daemon, job in [("coordinator", "coordinator", ""), ("agent-j1", "agent", "j1"),
-                                  ("agent-j2", "agent", "j2"), ("agent-j10", "agent", "j10")]:
-            r = run.ctl("root:pw-root", "role", "get", f"headroom-{SITE}-{role}", "-w", "json")
+        for role, daemon, job in [(f"headroom-{SITE}-coordinator", "coordinator", ""),
+                                  (f"headroom-{SITE}-agent-j1", "agent", "j1"),
+                                  (f"headroom-{SITE}-agent-j2", "agent", "j2"),
+                                  (f"headroom-{SITE}-agent-j10", "agent", "j10"),
+                                  ("headroom-diloco-r1", "diloco", "r1")]:
+            r = run.ctl("root:pw-root", "role", "get", role, "-w", "json")
             held = set()
             if check(r.returncode == 0, f"role {role}: {r.stderr}"):
                 for p in json.loads(r.stdout).get("perm") or []:

@@ -118,6 +118,16 @@ class Package(unittest.TestCase):
             r = run(["systemd-analyze", "verify", "--man=no", target], cwd=check)
             # verify exits 0 on a key it ignores or a value it cannot parse: it only says so.
             self.assertEqual((r.returncode, r.stdout + r.stderr), (0, ""), name)
+            # Hardened (issue 53, item 4; docs/INSTALL.md, "The sandbox"): an exposure of at most
+            # 5.0 (--threshold counts tenths) by systemd's own rating, read offline.
+            r = run(["systemd-analyze", "security", "--offline=true", "--threshold=50", "--no-pager",
+                     os.path.basename(target)], cwd=check)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            level = re.search(r"Overall exposure level for \S+: ([0-9.]+)", r.stdout)
+            self.assertIsNotNone(level, r.stdout)
+            self.assertLessEqual(float(level.group(1)), 5.0, name)
+            for credential in ("token", "etcd-password", "etcd-key"):
+                self.assertIn("LoadCredential=" + credential + ":", text, name)
 
     def test_manual_pages_from_the_binaries_help(self):
         man1 = os.path.join(self.root, "usr", "share", "man", "man1")

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -141,6 +142,18 @@ class TestHandler final : public Handler {
       };
       return r;
     }
+    if (target == "/bulk") {
+      Response r;
+      r.lane = Lane::kBulk;
+      r.offload = [this] {
+        bulk_nice = getpriority(PRIO_PROCESS, static_cast<id_t>(gettid()));
+        bulk_gate.Enter();
+        Response answer = JsonResponse(200, "{\"bulk\": true}\n");
+        answer.hold = std::shared_ptr<const void>(nullptr, [this](const void*) { ++released; });
+        return answer;
+      };
+      return r;
+    }
     if (target.starts_with("/park?ms=")) {
       Response r;
       r.park = Park{++parks, std::stod(std::string(target.substr(9))) / 1000.0};
@@ -155,6 +168,9 @@ class TestHandler final : public Handler {
   }
 
   Gate gate;
+  Gate bulk_gate;
+  std::atomic<int> bulk_nice{-100};
+  std::atomic<int> released{0};  // answers' holds let go
   std::atomic<int> handled{0};
   std::atomic<uint64_t> parks{0};
   std::atomic<uint64_t> ready_up_to{0};
@@ -232,6 +248,47 @@ TEST(NetServer, OffloadedWorkHoldsUpNoOneAndAFullQueueIs503AtOnce) {
   EXPECT_EQ(first->status, 200);
   EXPECT_EQ(first->body, "{\"slow\": true}\n");
   EXPECT_EQ(second->status, 200);
+}
+
+// Issue 53: long CPU work (a coordinator's history) runs on a lane of its own at a lower
+// priority: while it is busy the store's workers and the loop answer, its queue is bounded
+// (503 beyond), and what an answer holds is let go once it is written.
+TEST(NetServer, BulkWorkHasALaneOfItsOwnAndLetsGoOfItsAnswers) {
+  TestHandler handler;
+  ServerLimits limits;
+  limits.worker_threads = 1;
+  limits.bulk_threads = 1;
+  limits.max_queued_bulk = 1;
+  limits.bulk_nice = 7;
+  Server server(limits, "test");
+  ASSERT_TRUE(server.Start("127.0.0.1", 0, handler).ok());
+  std::optional<Answer> first, second;
+  std::thread a([&] { first = Exchange(server.port(), Get("/bulk")); });
+  handler.bulk_gate.WaitEntered(1);  // the bulk lane is busy
+  EXPECT_EQ(handler.bulk_nice.load(), getpriority(PRIO_PROCESS, 0) + 7);
+  handler.gate.Open();  // the store's work runs at once
+  for (int i = 0; i < 5; ++i) {
+    const std::optional<Answer> slow = Exchange(server.port(), Get("/slow"));
+    ASSERT_TRUE(slow);
+    EXPECT_EQ(slow->status, 200);
+    const std::optional<Answer> fast = Exchange(server.port(), Get("/fast"));
+    ASSERT_TRUE(fast);
+    EXPECT_EQ(fast->status, 200);
+  }
+  std::thread b([&] { second = Exchange(server.port(), Get("/bulk")); });
+  WaitFor([&] { return server.counters().requests == 12; });  // the second is queued
+  const std::optional<Answer> third = Exchange(server.port(), Get("/bulk"));
+  ASSERT_TRUE(third);
+  EXPECT_EQ(third->status, 503);
+  EXPECT_THAT(third->body, HasSubstr("busy"));
+  EXPECT_EQ(handler.released.load(), 0);
+  handler.bulk_gate.Open();
+  a.join();
+  b.join();
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(first->body, "{\"bulk\": true}\n");
+  EXPECT_EQ(second->status, 200);
+  WaitFor([&] { return handler.released.load() == 2; });
 }
 
 TEST(NetServer, ParkedRequestsAnswerOnWakeAtTheirTimeoutAndAtStop) {

@@ -18,8 +18,8 @@
   const fmt = (x, digits) => (x === null || x === undefined || !isFinite(x)) ? "–" : x.toFixed(digits);
   const watts = (x) => fmt(x, 0);
 
-  // The history, one point per coordinator period (GET /v1/history: the last hour, then what came
-  // after the last point): t (Unix s), budget, target, reserve, the site's power, and per job
+  // The history, one point per coordinator period (GET /v1/history: the last hour in pages, then
+  // what came after the last point): t (Unix s), budget, target, reserve, the site's power, and per job
   // its grant and power.
   const points = [];
   let lastUnix = null;
@@ -265,17 +265,31 @@
     c.textContent = text;
   }
 
+  // The history after the last point, in pages (GET /v1/history answers at most 1 MiB, oldest
+  // first, with `more` while points remain): a few pages a poll, so a page opened late on a large
+  // site catches up without holding the coordinator's one history thread. Returns whether the
+  // coordinator let us read it (a token for writes guards it too).
+  async function pullHistory() {
+    for (let page = 0; page < 8; page++) {
+      const query = lastUnix === null ? "" : "?after=" + lastUnix;
+      const hr = await fetch("/v1/history" + query, { cache: "no-store", headers: auth });
+      if (hr.status === 401) return false;
+      if (!hr.ok) throw new Error("HTTP " + hr.status);
+      const h = await hr.json();
+      record(h);
+      if (!h.more) break;
+    }
+    return true;
+  }
+
   async function poll() {
     try {
-      const query = lastUnix === null ? "" : "?after=" + lastUnix;
-      const [r, hr] = await Promise.all([
-        fetch("/v1/status", { cache: "no-store", headers: auth }),
-        fetch("/v1/history" + query, { cache: "no-store", headers: auth })]);
-      if (!r.ok || !hr.ok) throw new Error("HTTP " + (r.ok ? hr.status : r.status));
-      const [s, h] = await Promise.all([r.json(), hr.json()]);
-      setConn(true, "live");
+      const r = await fetch("/v1/status", { cache: "no-store", headers: auth });
+      if (!r.ok) throw new Error("HTTP " + r.status);
+      const s = await r.json();
       show(s);
-      record(h);
+      const history = await pullHistory();
+      setConn(true, history ? "live" : "live (history: open the page with #token=T)");
       drawGrants();
       drawPower();
     } catch (e) {

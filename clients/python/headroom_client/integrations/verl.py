@@ -4,9 +4,11 @@ Where the sequences go at this commit: the driver's AgentLoopManager.generate_se
 the step's batch over `rollout.agent.num_workers` AgentLoopWorker actors
 (verl/experimental/agent_loop/agent_loop.py:947); each worker runs every sample at once
 (asyncio.gather, :481), and each sample's agent loop calls its worker's
-AsyncLLMServerManager.generate (:95), which picks a replica (least requests, sticky per
-request id) and awaits `server.generate.remote(...)` (:115) on that replica's server actor.
-All workers send to all replicas, from separate processes.
+AsyncLLMServerManager.generate (:95), which picks a replica and awaits
+`server.generate.remote(...)` (:115) on that replica's server actor. The pick is round-robin,
+not by load: its "least requests" heap counts what that worker has sent to each replica and never
+decrements (:77-90), in the worker's own shuffled order (:74), sticky per request id. All workers
+send to all replicas, from separate processes, none knowing a replica's load.
 
 What this adds, named in the config as
 `actor_rollout_ref.rollout.agent.agent_loop_manager_class=headroom_client.integrations.verl.HeadroomAgentLoopManager`

@@ -162,12 +162,17 @@ struct Latency {
     std::vector<double> s = ms;
     std::sort(s.begin(), s.end());
     const auto q = [&](double p) {
-      return s.empty() ? 0.0
-                       : s[std::min(s.size() - 1,
-                                    static_cast<size_t>(std::ceil(p * static_cast<double>(s.size()))) - 1)];
+      return s.empty()
+                 ? 0.0
+                 : s[std::min(
+                       s.size() - 1,
+                       static_cast<size_t>(std::ceil(p * static_cast<double>(s.size()))) - 1)];
     };
-    return {{"requests", s.size()}, {"p50_ms", q(0.5)}, {"p99_ms", q(0.99)},
-            {"max_ms", s.empty() ? 0.0 : s.back()}, {"failures", failures}};
+    return {{"requests", s.size()},
+            {"p50_ms", q(0.5)},
+            {"p99_ms", q(0.99)},
+            {"max_ms", s.empty() ? 0.0 : s.back()},
+            {"failures", failures}};
   }
 };
 
@@ -181,8 +186,8 @@ void Probe(int port, bool post, int i, Latency* out) {
   const auto start = SteadyClock::now();
   // Alternately 1 W lower and back: a target that changes, as a demand-response signal's.
   const std::string body = fmt::format("{{\"reserve_w\": {}}}", 1000 + (i % 2));
-  auto res = post ? c.Post("/v1/site-budget", auth, body, "application/json")
-                  : c.Get("/v1/status", auth);
+  auto res =
+      post ? c.Post("/v1/site-budget", auth, body, "application/json") : c.Get("/v1/status", auth);
   const double ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();
   const bool ok = res && (post ? res->status == 202 : res->status == 200);
   if (!ok) ++out->failures;
@@ -302,28 +307,31 @@ int Run(const Args& args) {
              {"after_history", after_mb},
              {"loaded", rss_loaded_mb},
              {"peak", peak_mb}}}};
-  fmt::print("\nThe coordinator with a {}-period history of {} jobs; a new client each request, "
-             "{} of each at {} ms pacing, {:.0f} s timeout\n",
-             args.hour_s, args.jobs, kProbes, kPacing.count() * 2, kTimeoutS);
+  fmt::print(
+      "\nThe coordinator with a {}-period history of {} jobs; a new client each request, "
+      "{} of each at {} ms pacing, {:.0f} s timeout\n",
+      args.hour_s, args.jobs, kProbes, kPacing.count() * 2, kTimeoutS);
   fmt::print("{:<34} {:>26}   {:>26}\n", "", "quiet: p50 / p99 / max ms",
              fmt::format("{} readers: p50 / p99 / max ms", args.readers));
   bool met = true;
-  for (const auto& [key, name] : {std::pair{"status", "GET /v1/status"},
-                                  std::pair{"site_budget", "POST /v1/site-budget"}}) {
+  for (const auto& [key, name] :
+       {std::pair{"status", "GET /v1/status"}, std::pair{"site_budget", "POST /v1/site-budget"}}) {
     const json& q = quiet[key];
     const json& l = loaded[key];
-    fmt::print("{:<34} {:>8.2f} / {:>6.2f} / {:>6.2f}   {:>8.2f} / {:>6.2f} / {:>6.2f}, {} failed\n",
-               name, q["p50_ms"].get<double>(), q["p99_ms"].get<double>(),
-               q["max_ms"].get<double>(), l["p50_ms"].get<double>(), l["p99_ms"].get<double>(),
-               l["max_ms"].get<double>(), l["failures"].get<int>());
+    fmt::print(
+        "{:<34} {:>8.2f} / {:>6.2f} / {:>6.2f}   {:>8.2f} / {:>6.2f} / {:>6.2f}, {} failed\n", name,
+        q["p50_ms"].get<double>(), q["p99_ms"].get<double>(), q["max_ms"].get<double>(),
+        l["p50_ms"].get<double>(), l["p99_ms"].get<double>(), l["max_ms"].get<double>(),
+        l["failures"].get<int>());
     met = met && l["p99_ms"].get<double>() <= kTargetP99Ms && l["failures"].get<int>() == 0;
   }
   fmt::print("history served: {} pages ({} whole hours), {:.1f} MB/s, {} answered busy (503)\n",
              readers.pages.load(), readers.walks.load(), out["history"]["mb_per_s"].get<double>(),
              readers.busy.load());
-  fmt::print("replica RSS: {:.0f} MB before the history, {:.0f} MB with it, {:.0f} MB loaded, "
-             "peak {:.0f} MB\n",
-             before_mb, after_mb, rss_loaded_mb, peak_mb);
+  fmt::print(
+      "replica RSS: {:.0f} MB before the history, {:.0f} MB with it, {:.0f} MB loaded, "
+      "peak {:.0f} MB\n",
+      before_mb, after_mb, rss_loaded_mb, peak_mb);
   fmt::print("target (p99 <= {:.0f} ms under the readers, none failed): {}\n", kTargetP99Ms,
              met ? "met" : "MISSED");
   out["target_met"] = met;

@@ -36,8 +36,10 @@ void AppendPoint(std::string& out, const StoredSitePoint& p) {
   out += nlohmann::json(p.role).dump();
   fmt::format_to(std::back_inserter(out), ",\"term\":{}", p.term);
   const std::pair<const char*, double> site[] = {
-      {",\"site_budget_w\":", p.site_budget_w}, {",\"target_site_budget_w\":", p.target_site_budget_w},
-      {",\"reserve_w\":", p.reserve_w},         {",\"held_w\":", p.held_w},
+      {",\"site_budget_w\":", p.site_budget_w},
+      {",\"target_site_budget_w\":", p.target_site_budget_w},
+      {",\"reserve_w\":", p.reserve_w},
+      {",\"held_w\":", p.held_w},
       {",\"power_w\":", p.power_w}};
   for (const auto& [key, v] : site) {
     out += key;

@@ -105,6 +105,6 @@ SiteHistoryPoint Decode(const StoredSitePoint& p);
 // ?after=next_after); the first point is always given, the rest while the answer stays within
 // query.max_bytes.
 std::string SiteHistoryPageJson(const std::vector<std::shared_ptr<const StoredSitePoint>>& points,
-                                 const SiteHistoryQuery& query, double period_s);
+                                const SiteHistoryQuery& query, double period_s);
 
 }  // namespace headroom::coord

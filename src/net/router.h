@@ -18,8 +18,8 @@ class Router {
  public:
   using Fn = std::function<Response(const Request& request, std::string_view query)>;
   enum class Access {
-    kPage,   // GET and HEAD, open even with token_on_reads: a static page that holds no data
-    kRead,   // GET and HEAD, the token with token_on_reads
+    kPage,  // GET and HEAD, open even with token_on_reads: a static page that holds no data
+    kRead,  // GET and HEAD, the token with token_on_reads
     // GET and HEAD, the token whenever one is set: a read that costs the daemon (a long
     // history), which a token for writes keeps to those who hold it.
     kCostlyRead,

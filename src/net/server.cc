@@ -369,12 +369,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
     timer_.expires_at(SteadyClock::time_point::max());
     std::weak_ptr<Connection> weak = weak_from_this();
     asio::io_context& io = server_.io;
-    const bool queued = (bulk ? server_.bulk : server_.work).TryPush([weak, &io, work = std::move(work)] {
-      Response r = Guarded(work);
-      asio::post(io, [weak, r = std::move(r)]() mutable {
-        if (auto self = weak.lock()) self->Finish(std::move(r));
-      });
-    });
+    const bool queued =
+        (bulk ? server_.bulk : server_.work).TryPush([weak, &io, work = std::move(work)] {
+          Response r = Guarded(work);
+          asio::post(io, [weak, r = std::move(r)]() mutable {
+            if (auto self = weak.lock()) self->Finish(std::move(r));
+          });
+        });
     if (!queued) {
       ++server_.busy;
       Respond(Unavailable(bulk ? "busy: too many requests waiting; try again"

@@ -288,7 +288,6 @@ class Agent {
   // report_timeout_s after the cap was lowered.
   int drain_allowed_ = 0;  // 0: none
   double drain_since_s_ = 0.0;
-  int concurrency_before_ = 0;  // the concurrency of the previous decision
   std::deque<StepDecision> step_decisions_;
   std::vector<LogEvent> warnings_;
   void CheckMismatch(const TrainerReport& report, double now_s);

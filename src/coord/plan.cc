@@ -101,17 +101,121 @@ bool ReplacesAdmittedHolder(const Member& d, const Ledger& l,
          m->second.gpus == d.gpus;
 }
 
-}  // namespace
+// What the steps of one period share (plan.h numbers the rules they keep). Constant: the input
+// and the term. Built: the next ledger and all else in `out`, the jobs whose grant must be
+// (re)written, the budget the targets split and the floors waiting for room (step 2), the
+// targets and the loans (step 3).
+struct PlanState {
+  const PlanInput& in;
+  const int64_t term;
+  PlanOutput& out;
+  Ledger& l;                              // out.ledger: the next ledger
+  const Logger& log;                      // into out.log
+  std::map<std::string, bool> regrant{};  // jobs whose grant must be (re)written
+  // Admit (2): the lower of the budget in force and the one asked for, less the larger reserve;
+  // the floors of the newcomers waiting for room.
+  double alloc_reserve_w = 0.0;
+  double alloc_budget_w = 0.0;
+  double waiting_w = 0.0;
+  // SetTargets (3): every job's target; the loans, and whether the opportunistic jobs use them.
+  std::map<std::string, double> target{};
+  double loans_w = 0.0;
+  bool lending = false;
+};
 
-PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
-  PlanOutput out;
-  Ledger& l = out.ledger;
-  l = read;
-  const Logger log([&out](const LogEvent& e) { out.log.push_back(e); });
-  std::map<std::string, bool> regrant;  // jobs whose grant must be (re)written
+// 1, a lease gone: its agent has fenced itself to its floor. Reads and writes j; writes
+// out.changed, log.
+void FenceToFloor(PlanState& s, const std::string& name, LedgerJob& j) {
+  if (j.lease == 0) return;
+  s.log.Warn(fmt::format("{}: lease {:x} gone: held {:.1f} W -> floor {:.1f} W", name, j.lease,
+                         j.held_w, j.floor_w),
+             {{"job", name}, {"held_w", j.floor_w}});
+  j.lease = 0;
+  j.held_w = j.floor_w;
+  j.grant_w = j.floor_w;
+  s.out.changed = true;
+}
 
-  // 1. Acknowledgements, gone leases, new incarnations.
-  for (auto it = l.jobs.begin(); it != l.jobs.end();) {
+// 1, no member: whether the job is forgotten now, its floor released (the caller erases it).
+// Reads j, in.gone_for_s, in.forget_after_s; writes l.standby, out.forgotten, out.changed, log.
+bool ForgetIfLongGone(PlanState& s, const std::string& name, const LedgerJob& j) {
+  // Its agent fenced itself: the step under way ends on the floor, then it holds. The floor
+  // goes once that step is certain to be over; its standby stays counted until it registers
+  // again, or forget_after_s more (fenced means held).
+  const auto gone = s.in.gone_for_s.find(name);
+  const double forget_s = std::max(s.in.forget_after_s, kForgetSteps * j.step_s);
+  if (gone != s.in.gone_for_s.end() && gone->second >= forget_s) {
+    const double standby_w = j.standby_w >= 0.0 ? std::min(j.standby_w, j.floor_w) : j.floor_w;
+    s.log.Info(fmt::format("{}: no member for {:.0f} s: forgotten, floor {:.1f} W released; "
+                           "its standby {:.1f} W counted until it registers again or "
+                           "for forget_after_s more",
+                           name, gone->second, j.floor_w, standby_w),
+               {{"job", name}, {"released_w", j.floor_w - standby_w}});
+    if (j.job_class == JobClass::kGuaranteed && standby_w > kEpsW) {
+      s.l.standby[name] = StandbyJob{standby_w, j.floor_w, 0, false, gone->second};
+    }
+    s.out.forgotten.push_back(name);
+    s.out.changed = true;
+    return true;
+  }
+  return false;
+}
+
+// 1, a new incarnation takes the job's place: its floor was never released. A larger floor
+// than the ledger's (another configuration) needs the difference free first: until then it
+// waits. Reads l's budget and sums, m; writes j, regrant, out.changed, log.
+void TakeJobsPlace(PlanState& s, const std::string& name, LedgerJob& j, const Member& m) {
+  const Ledger& l = s.l;
+  const double more_w = m.floor_w - j.floor_w;
+  const double budget_w =
+      std::min(l.site_budget_w, l.target_site_budget_w) - std::max(l.reserve_w, l.TargetReserveW());
+  if (more_w > kEpsW && (l.FloorsW() + l.StandbyW() + more_w > budget_w + kEpsW ||
+                         l.HeldW() + more_w > l.site_budget_w - l.reserve_w + kEpsW)) {
+    s.log.Info(fmt::format("{}: lease {:x} waits: its floor {:.1f} W is {:.1f} W above the "
+                           "job's, not free yet",
+                           name, m.lease, m.floor_w, more_w),
+               {{"job", name}});
+    return;
+  }
+  if (more_w > kEpsW) {
+    j.floor_w = m.floor_w;
+    j.held_w += more_w;
+    j.grant_w = std::max(j.grant_w, j.floor_w);
+  }
+  j.lease = m.lease;
+  j.job_class = m.job_class;
+  if (j.job_class == JobClass::kOpportunistic) j.floor_w = 0.0;  // it pauses at 0
+  j.demand_w = std::max(m.demand_w, j.floor_w);
+  s.regrant[name] = true;
+  s.log.Info(fmt::format("{}: lease {:x} takes the job's place", name, j.lease), {{"job", name}});
+  s.out.changed = true;
+}
+
+// 1, the lease the ledger addresses alive (or its key unreadable): an acknowledged grant lowers
+// held to it; the member's demand, standby and longest step are kept. Reads in.acks, m (null:
+// unreadable); writes j, out.changed.
+void SettleAck(PlanState& s, const std::string& name, LedgerJob& j, const Member* m) {
+  const auto a = s.in.acks.find(name);
+  if (a != s.in.acks.end() && a->second.lease == j.lease && a->second.seq == j.seq &&
+      j.held_w > j.grant_w) {
+    j.held_w = j.grant_w;
+    s.out.changed = true;
+  }
+  // Compared as stored (never below the floor): a member whose demand is below a floor the
+  // ledger kept larger would otherwise read as changed, and the ledger be written, every period.
+  if (m != nullptr && std::abs(std::max(m->demand_w, j.floor_w) - j.demand_w) > kEpsW) {
+    j.demand_w = std::max(m->demand_w, j.floor_w);
+    s.out.changed = true;
+  }
+  if (m != nullptr) s.out.changed |= Remember(*m, j);
+}
+
+// 1. Acknowledgements, gone leases, new incarnations. Reads in.members, in.unreadable (and,
+// through the steps above, in.acks, in.gone_for_s); writes l.jobs, l.standby (a job forgotten),
+// out.forgotten, out.changed, regrant, log.
+void SettleAcksAndLeases(PlanState& s) {
+  const PlanInput& in = s.in;
+  for (auto it = s.l.jobs.begin(); it != s.l.jobs.end();) {
     const std::string& name = it->first;
     LedgerJob& j = it->second;
     const auto m = in.members.find(name);
@@ -122,90 +226,37 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
     if (!unread_same_lease && (m == in.members.end() || m->second.lease != j.lease)) {
       // The lease the ledger addresses is gone (a member key is created only once the previous
       // one is deleted): that agent has fenced itself to its floor.
-      if (j.lease != 0) {
-        log.Warn(fmt::format("{}: lease {:x} gone: held {:.1f} W -> floor {:.1f} W", name, j.lease,
-                             j.held_w, j.floor_w),
-                 {{"job", name}, {"held_w", j.floor_w}});
-        j.lease = 0;
-        j.held_w = j.floor_w;
-        j.grant_w = j.floor_w;
-        out.changed = true;
-      }
+      FenceToFloor(s, name, j);
       if (unread) {
         // Another incarnation's key, unreadable: its floor stays held until it can be read.
       } else if (m == in.members.end()) {
-        // Its agent fenced itself: the step under way ends on the floor, then it holds. The
-        // floor goes once that step is certain to be over; its standby stays counted until it
-        // registers again, or forget_after_s more (fenced means held).
-        const auto gone = in.gone_for_s.find(name);
-        const double forget_s = std::max(in.forget_after_s, kForgetSteps * j.step_s);
-        if (gone != in.gone_for_s.end() && gone->second >= forget_s) {
-          const double standby_w =
-              j.standby_w >= 0.0 ? std::min(j.standby_w, j.floor_w) : j.floor_w;
-          log.Info(fmt::format("{}: no member for {:.0f} s: forgotten, floor {:.1f} W released; "
-                               "its standby {:.1f} W counted until it registers again or "
-                               "for forget_after_s more",
-                               name, gone->second, j.floor_w, standby_w),
-                   {{"job", name}, {"released_w", j.floor_w - standby_w}});
-          if (j.job_class == JobClass::kGuaranteed && standby_w > kEpsW) {
-            l.standby[name] = StandbyJob{standby_w, j.floor_w, 0, false, gone->second};
-          }
-          out.forgotten.push_back(name);
-          it = l.jobs.erase(it);
-          out.changed = true;
+        if (ForgetIfLongGone(s, name, j)) {
+          it = s.l.jobs.erase(it);
           continue;
         }
       } else {
-        // A new incarnation takes the job's place: its floor was never released. A larger
-        // floor than the ledger's (another configuration) needs the difference free first.
-        const double more_w = m->second.floor_w - j.floor_w;
-        const double budget_w = std::min(l.site_budget_w, l.target_site_budget_w) -
-                                std::max(l.reserve_w, l.TargetReserveW());
-        if (more_w > kEpsW && (l.FloorsW() + l.StandbyW() + more_w > budget_w + kEpsW ||
-                               l.HeldW() + more_w > l.site_budget_w - l.reserve_w + kEpsW)) {
-          log.Info(fmt::format("{}: lease {:x} waits: its floor {:.1f} W is {:.1f} W above the "
-                               "job's, not free yet",
-                               name, m->second.lease, m->second.floor_w, more_w),
-                   {{"job", name}});
-          ++it;
-          continue;
-        }
-        if (more_w > kEpsW) {
-          j.floor_w = m->second.floor_w;
-          j.held_w += more_w;
-          j.grant_w = std::max(j.grant_w, j.floor_w);
-        }
-        j.lease = m->second.lease;
-        j.job_class = m->second.job_class;
-        if (j.job_class == JobClass::kOpportunistic) j.floor_w = 0.0;  // it pauses at 0
-        j.demand_w = std::max(m->second.demand_w, j.floor_w);
-        regrant[name] = true;
-        log.Info(fmt::format("{}: lease {:x} takes the job's place", name, j.lease),
-                 {{"job", name}});
-        out.changed = true;
+        TakeJobsPlace(s, name, j, m->second);
       }
     } else {
-      const auto a = in.acks.find(name);
-      if (a != in.acks.end() && a->second.lease == j.lease && a->second.seq == j.seq &&
-          j.held_w > j.grant_w) {
-        j.held_w = j.grant_w;
-        out.changed = true;
-      }
-      if (m != in.members.end() && std::abs(m->second.demand_w - j.demand_w) > kEpsW) {
-        j.demand_w = std::max(m->second.demand_w, j.floor_w);
-        out.changed = true;
-      }
-      if (m != in.members.end()) out.changed |= Remember(m->second, j);
+      SettleAck(s, name, j, m == in.members.end() ? nullptr : &m->second);
     }
     ++it;
   }
+}
 
-  // 1b. Every registered job not admitted, counted at what it may draw from its registration.
+// 1b, the standby of a job whose key is gone (or admitted under its name meanwhile): a
+// duplicate whose lease took the name goes at once; a fenced job's standby forget_after_s after
+// its floor was forgotten; any other after forget_after_s, as an admitted job. Reads
+// in.members, in.duplicates, in.unreadable, in.gone_for_s, l.jobs; writes l.standby,
+// out.changed, log.
+void ReleaseStandby(PlanState& s) {
+  const PlanInput& in = s.in;
+  Ledger& l = s.l;
   std::set<LeaseId> member_leases;  // of the members under their own names
   for (const auto& [name, m] : in.members) member_leases.insert(m.lease);
   for (auto it = l.standby.begin(); it != l.standby.end();) {
     const std::string& name = it->first;
-    const StandbyJob& s = it->second;
+    const StandbyJob& sb = it->second;
     const auto m = in.members.find(name);
     const auto d = in.duplicates.find(name);
     const bool present = (m != in.members.end() && !l.jobs.contains(name)) ||
@@ -214,369 +265,491 @@ PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
       ++it;
       continue;
     }
-    // Its key is gone (or admitted under its name meanwhile): a duplicate whose lease took the
-    // name goes at once; a fenced job's standby forget_after_s after its floor was forgotten;
-    // any other after forget_after_s, as an admitted job.
     const auto gone = in.gone_for_s.find(name);
-    const bool moved = s.duplicate && member_leases.contains(s.lease);
+    const bool moved = sb.duplicate && member_leases.contains(sb.lease);
     const double keep_s =
-        s.fenced_gone_s >= 0.0 ? s.fenced_gone_s + in.forget_after_s : in.forget_after_s;
+        sb.fenced_gone_s >= 0.0 ? sb.fenced_gone_s + in.forget_after_s : in.forget_after_s;
     if (l.jobs.contains(name) || moved || (gone != in.gone_for_s.end() && gone->second >= keep_s)) {
       if (!l.jobs.contains(name)) {
-        log.Info(fmt::format("{}: standby {:.1f} W released ({})", name, s.standby_w,
-                             moved ? "its agent took the name" : "no member"),
-                 {{"job", name}, {"released_w", s.standby_w}});
+        s.log.Info(fmt::format("{}: standby {:.1f} W released ({})", name, sb.standby_w,
+                               moved ? "its agent took the name" : "no member"),
+                   {{"job", name}, {"released_w", sb.standby_w}});
       }
       it = l.standby.erase(it);
-      out.changed = true;
+      s.out.changed = true;
       continue;
     }
     ++it;
   }
-  const auto count_standby = [&](const std::string& name, const Member& m, bool duplicate) {
-    const double full_w = StandbyChargeW(m);
-    const bool restart = duplicate && ReplacesAdmittedHolder(m, l, in.members);
-    double charge_w = restart ? std::max(0.0, full_w - l.jobs.at(m.job).floor_w) : full_w;
-    // A grant stored for its lease (a ledger deleted or rebuilt: its agent may act on it until
-    // a grant of the new epoch replaces it) is what it may draw.
-    if (const auto g = in.grants.find(name);
-        !duplicate && g != in.grants.end() && g->second.admitted && g->second.lease == m.lease) {
-      charge_w = std::max(charge_w, g->second.job_budget_w);
-    }
-    auto [it, fresh] = l.standby.try_emplace(name);
-    StandbyJob& s = it->second;
-    if (fresh || s.lease != m.lease || std::abs(s.standby_w - charge_w) > kEpsW ||
-        std::abs(s.floor_w - m.floor_w) > kEpsW || s.duplicate != duplicate) {
-      if (fresh || s.lease != m.lease) {
-        log.Info(fmt::format("{}: registered (lease {:x}){}: counted at {:.1f} W until admitted{}",
+}
+
+// 1b, one registered job not admitted (or a duplicate) counted at what it may draw (a restarted
+// agent of an admitted job: only above the job's floor). Reads l.jobs, in.members, in.grants;
+// writes l.standby[name], out.arrivals_w, out.changed, log.
+void ChargeStandby(PlanState& s, const std::string& name, const Member& m, bool duplicate) {
+  Ledger& l = s.l;
+  const double full_w = StandbyChargeW(m);
+  const bool restart = duplicate && ReplacesAdmittedHolder(m, l, s.in.members);
+  double charge_w = restart ? std::max(0.0, full_w - l.jobs.at(m.job).floor_w) : full_w;
+  // A grant stored for its lease (a ledger deleted or rebuilt: its agent may act on it until
+  // a grant of the new epoch replaces it) is what it may draw.
+  if (const auto g = s.in.grants.find(name);
+      !duplicate && g != s.in.grants.end() && g->second.admitted && g->second.lease == m.lease) {
+    charge_w = std::max(charge_w, g->second.job_budget_w);
+  }
+  auto [it, fresh] = l.standby.try_emplace(name);
+  StandbyJob& sb = it->second;
+  if (fresh || sb.lease != m.lease || std::abs(sb.standby_w - charge_w) > kEpsW ||
+      std::abs(sb.floor_w - m.floor_w) > kEpsW || sb.duplicate != duplicate) {
+    if (fresh || sb.lease != m.lease) {
+      s.log.Info(fmt::format("{}: registered (lease {:x}){}: counted at {:.1f} W until admitted{}",
                              name, m.lease, duplicate ? " under a name taken" : "", charge_w,
                              restart ? fmt::format(" (what its {:.1f} W adds to the floor of job "
                                                    "{}, whose gone agent it restarts)",
                                                    full_w, m.job)
                                      : ""),
                  {{"job", name}, {"counted_w", charge_w}});
-        out.arrivals_w[name] = charge_w;
-      }
-      s = {charge_w, m.floor_w, m.lease, duplicate, /*fenced_gone_s=*/-1.0};
-      out.changed = true;
+      s.out.arrivals_w[name] = charge_w;
     }
-  };
-  for (const auto& [name, m] : in.members) {
-    if (l.jobs.contains(name) || m.job_class != JobClass::kGuaranteed) continue;
-    count_standby(name, m, false);
+    sb = {charge_w, m.floor_w, m.lease, duplicate, /*fenced_gone_s=*/-1.0};
+    s.out.changed = true;
   }
-  for (const auto& [name, m] : in.duplicates) count_standby(name, m, true);
-  // An unreadable member the ledger does not hold (the ledger deleted or rebuilt while its value
-  // could not be read): its agent may act on the grant stored for its lease, so that is counted
-  // until the value can be read (unknown is not gone). Its floor is unknown: it is not admitted.
-  for (const auto& [name, lease] : in.unreadable) {
-    if (l.jobs.contains(name)) continue;
-    const auto g = in.grants.find(name);
-    if (g == in.grants.end() || !g->second.admitted || g->second.lease != lease) continue;
-    auto [it, fresh] = l.standby.try_emplace(name);
-    StandbyJob& s = it->second;
-    const double charge_w = fresh || s.lease != lease
-                                ? g->second.job_budget_w
-                                : std::max(s.standby_w, g->second.job_budget_w);
-    if (fresh || s.lease != lease || std::abs(s.standby_w - charge_w) > kEpsW) {
-      log.Warn(fmt::format("{}: unreadable (lease {:x}): counted at its stored grant {:.1f} W "
-                           "until it can be read",
-                           name, lease, charge_w),
-               {{"job", name}, {"counted_w", charge_w}});
-      s = {charge_w, fresh ? charge_w : s.floor_w, lease, false, /*fenced_gone_s=*/-1.0};
-      out.changed = true;
-    }
-  }
+}
 
-  // An increase of the site budget, or a decrease of the reserve, is in force at once (a
-  // decrease of the budget, or an increase of the reserve, once it fits: step 5).
+// 1b, an unreadable member the ledger does not hold (the ledger deleted or rebuilt while its
+// value could not be read): its agent may act on the grant stored for its lease, so that is
+// counted until the value can be read (unknown is not gone). Its floor is unknown: it is not
+// admitted. Reads in.unreadable, in.grants, l.jobs; writes l.standby, out.changed, log.
+void ChargeUnreadable(PlanState& s) {
+  Ledger& l = s.l;
+  for (const auto& [name, lease] : s.in.unreadable) {
+    if (l.jobs.contains(name)) continue;
+    const auto g = s.in.grants.find(name);
+    if (g == s.in.grants.end() || !g->second.admitted || g->second.lease != lease) continue;
+    auto [it, fresh] = l.standby.try_emplace(name);
+    StandbyJob& sb = it->second;
+    const double charge_w = fresh || sb.lease != lease
+                                ? g->second.job_budget_w
+                                : std::max(sb.standby_w, g->second.job_budget_w);
+    if (fresh || sb.lease != lease || std::abs(sb.standby_w - charge_w) > kEpsW) {
+      s.log.Warn(fmt::format("{}: unreadable (lease {:x}): counted at its stored grant {:.1f} W "
+                             "until it can be read",
+                             name, lease, charge_w),
+                 {{"job", name}, {"counted_w", charge_w}});
+      sb = {charge_w, fresh ? charge_w : sb.floor_w, lease, false, /*fenced_gone_s=*/-1.0};
+      s.out.changed = true;
+    }
+  }
+}
+
+// 1b. Every registered job not admitted, counted at what it may draw from its registration
+// until it is admitted or forgotten. Reads in.members, in.duplicates, in.unreadable, in.grants,
+// l.jobs; writes l.standby, out.arrivals_w, out.changed, log.
+void CountStandby(PlanState& s) {
+  ReleaseStandby(s);
+  for (const auto& [name, m] : s.in.members) {
+    if (s.l.jobs.contains(name) || m.job_class != JobClass::kGuaranteed) continue;
+    ChargeStandby(s, name, m, false);
+  }
+  for (const auto& [name, m] : s.in.duplicates) ChargeStandby(s, name, m, true);
+  ChargeUnreadable(s);
+}
+
+// An increase of the site budget, or a decrease of the reserve, is in force at once (a
+// decrease of the budget, or an increase of the reserve, once it fits: step 5). Reads and
+// writes l's budget and reserve; writes out.changed.
+void ApplyBudgetIncrease(PlanState& s) {
+  Ledger& l = s.l;
   if (l.target_site_budget_w > l.site_budget_w) {
     l.site_budget_w = l.target_site_budget_w;
-    out.changed = true;
+    s.out.changed = true;
   }
   if (l.target_reserve_w >= 0.0 && l.target_reserve_w <= l.reserve_w) {
     l.reserve_w = l.target_reserve_w;
     l.target_reserve_w = -1.0;
-    out.changed = true;
+    s.out.changed = true;
   }
+}
 
-  // 2. Admission, in order of registration. A newcomer whose floor fits beside the admitted
-  // floors but not beside what they hold waits, its floor kept out of everyone's targets so
-  // that grants come down to make room for it.
-  const double alloc_reserve_w = std::max(l.reserve_w, l.TargetReserveW());
-  const double alloc_budget_w = std::min(l.site_budget_w, l.target_site_budget_w) - alloc_reserve_w;
-  double waiting_w = 0.0;
+// 2, a newcomer whose floor fits and is free: admitted at its floor (or at what it may draw
+// already, a stored grant above it), moved out of standby (`sb`: its entry, or end). Writes
+// l.jobs, l.standby, regrant, out.changed, log.
+void AdmitAtFloor(PlanState& s, const std::string& name, const Member& m, double charge_w,
+                  std::map<std::string, StandbyJob>::iterator sb) {
+  LedgerJob j;
+  j.floor_w = m.floor_w;
+  j.demand_w = std::max(m.demand_w, m.floor_w);
+  // What it may draw already (a stored grant above its floor) is its grant and held, until
+  // the targets move it.
+  j.held_w = std::max(m.floor_w, charge_w);
+  j.grant_w = j.held_w;
+  j.lease = m.lease;
+  j.job_class = m.job_class;
+  Remember(m, j);
+  s.l.jobs[name] = j;
+  if (sb != s.l.standby.end()) s.l.standby.erase(sb);
+  s.regrant[name] = true;
+  s.out.changed = true;
+  s.log.Info(fmt::format("{}: admitted at its floor {:.1f} W", name, m.floor_w),
+             {{"job", name}, {"floor_w", m.floor_w}});
+}
+
+// 2, a newcomer whose floor does not fit: refused, with the numbers; written only when the
+// stored refusal differs. Reads in.grants, in.epoch, l's budget, alloc_reserve_w; writes l.seq,
+// out.grants, out.changed, log.
+void Refuse(PlanState& s, const std::string& name, const Member& m, double floors_w,
+            double others_standby_w, double room_w) {
+  Ledger& l = s.l;
+  Grant g;
+  g.job = name;
+  g.term = s.term;
+  g.epoch = s.in.epoch;
+  g.lease = m.lease;
+  g.admitted = false;
+  g.reason = fmt::format(
+      "not admitted: floor {:.1f} W does not fit in site budget {:.1f} W - reserve {:.1f} W "
+      "- floors of running jobs {:.1f} W - standby of jobs not admitted {:.1f} W = {:.1f} W",
+      m.floor_w, std::min(l.site_budget_w, l.target_site_budget_w), s.alloc_reserve_w, floors_w,
+      others_standby_w, std::max(0.0, room_w));
+  const auto stored = s.in.grants.find(name);
+  if (stored == s.in.grants.end() || stored->second.admitted || stored->second.lease != g.lease ||
+      stored->second.reason != g.reason || stored->second.epoch != g.epoch) {
+    g.seq = ++l.seq;
+    s.out.grants.push_back(g);
+    s.out.changed = true;
+    s.log.Warn(fmt::format("{}: {}", name, g.reason), {{"job", name}});
+  }
+}
+
+// 2. Admission, in order of registration. A newcomer whose floor fits beside the admitted
+// floors but not beside what they hold waits, its floor kept out of everyone's targets so
+// that grants come down to make room for it. Reads in.members, in.registered_at, l; writes
+// alloc_reserve_w, alloc_budget_w, waiting_w, log (and, admitting or refusing, the above's).
+void Admit(PlanState& s) {
+  Ledger& l = s.l;
+  s.alloc_reserve_w = std::max(l.reserve_w, l.TargetReserveW());
+  s.alloc_budget_w = std::min(l.site_budget_w, l.target_site_budget_w) - s.alloc_reserve_w;
   std::vector<std::pair<int64_t, std::string>> newcomers;
-  for (const auto& [name, m] : in.members) {
+  for (const auto& [name, m] : s.in.members) {
     if (l.jobs.contains(name)) continue;
-    const auto at = in.registered_at.find(name);
-    newcomers.emplace_back(at == in.registered_at.end() ? 0 : at->second, name);
+    const auto at = s.in.registered_at.find(name);
+    newcomers.emplace_back(at == s.in.registered_at.end() ? 0 : at->second, name);
   }
   std::sort(newcomers.begin(), newcomers.end());
   for (const auto& [at, name] : newcomers) {
-    const Member& m = in.members.at(name);
+    const Member& m = s.in.members.at(name);
     const auto sb = l.standby.find(name);
     const double charge_w = sb == l.standby.end() ? 0.0 : sb->second.standby_w;
     const double floors_w = l.FloorsW();
     const double others_standby_w = l.StandbyW() - charge_w;
-    const double room_w = alloc_budget_w - floors_w - others_standby_w - waiting_w;
+    const double room_w = s.alloc_budget_w - floors_w - others_standby_w - s.waiting_w;
     // The floor must fit beside the others' floors and standby, and beside what they hold now
     // (their acknowledged grants come down over the next periods; until then it waits). Its
     // own standby is held already: admission needs floor - standby more.
     if (m.floor_w <= room_w + kEpsW) {
       const double extra_w = std::max(0.0, m.floor_w - charge_w);
-      const double free_w = l.site_budget_w - l.reserve_w - l.HeldW() - waiting_w;
+      const double free_w = l.site_budget_w - l.reserve_w - l.HeldW() - s.waiting_w;
       if (extra_w > kEpsW && extra_w > free_w + kEpsW) {
-        log.Info(fmt::format("{}: floor {:.1f} W fits, waiting for {:.1f} W to be released", name,
-                             m.floor_w, extra_w - std::max(0.0, free_w)),
-                 {{"job", name}});
-        waiting_w += extra_w;
+        s.log.Info(fmt::format("{}: floor {:.1f} W fits, waiting for {:.1f} W to be released", name,
+                               m.floor_w, extra_w - std::max(0.0, free_w)),
+                   {{"job", name}});
+        s.waiting_w += extra_w;
         continue;
       }
-      LedgerJob j;
-      j.floor_w = m.floor_w;
-      j.demand_w = std::max(m.demand_w, m.floor_w);
-      // What it may draw already (a stored grant above its floor) is its grant and held, until
-      // the targets move it.
-      j.held_w = std::max(m.floor_w, charge_w);
-      j.grant_w = j.held_w;
-      j.lease = m.lease;
-      j.job_class = m.job_class;
-      Remember(m, j);
-      l.jobs[name] = j;
-      if (sb != l.standby.end()) l.standby.erase(sb);
-      regrant[name] = true;
-      out.changed = true;
-      log.Info(fmt::format("{}: admitted at its floor {:.1f} W", name, m.floor_w),
-               {{"job", name}, {"floor_w", m.floor_w}});
+      AdmitAtFloor(s, name, m, charge_w, sb);
     } else {
-      Grant g;
-      g.job = name;
-      g.term = term;
-      g.epoch = in.epoch;
-      g.lease = m.lease;
-      g.admitted = false;
-      g.reason = fmt::format(
-          "not admitted: floor {:.1f} W does not fit in site budget {:.1f} W - reserve {:.1f} W "
-          "- floors of running jobs {:.1f} W - standby of jobs not admitted {:.1f} W = {:.1f} W",
-          m.floor_w, std::min(l.site_budget_w, l.target_site_budget_w), alloc_reserve_w, floors_w,
-          others_standby_w, std::max(0.0, room_w));
-      const auto stored = in.grants.find(name);
-      if (stored == in.grants.end() || stored->second.admitted || stored->second.lease != g.lease ||
-          stored->second.reason != g.reason || stored->second.epoch != g.epoch) {
-        g.seq = ++l.seq;
-        out.grants.push_back(g);
-        out.changed = true;
-        log.Warn(fmt::format("{}: {}", name, g.reason), {{"job", name}});
-      }
+      Refuse(s, name, m, floors_w, others_standby_w, room_w);
     }
   }
+}
 
-  // 3. Targets: the guaranteed jobs' from the budget less the reserve and the waiting floors;
-  // the opportunistic jobs' from what those targets leave (docs/FLEET.md, "Job classes").
-  // A reserved update raises its job's floor here (only here: the ledger's floor is the job's).
-  const double guaranteed_available_w = alloc_budget_w - waiting_w - l.StandbyW();
+// 3, the floors the targets cover: a reserved update raises its job's floor (only here: the
+// ledger's floor is the job's), unless the raised floors do not fit in guaranteed_available_w:
+// then none is raised. Reads l.jobs, in.reserved_w; writes log.
+std::map<std::string, double> TargetFloors(const PlanState& s, double guaranteed_available_w) {
   std::map<std::string, double> target_floor_w;
-  {
-    double raised_floors_w = 0.0;
-    for (const auto& [name, j] : l.jobs) {
-      double f = j.floor_w;
-      const auto r = in.reserved_w.find(name);
-      if (r != in.reserved_w.end() && j.job_class == JobClass::kGuaranteed && j.lease != 0) {
-        f = std::clamp(r->second, j.floor_w, std::max(j.floor_w, j.demand_w));
-      }
-      target_floor_w[name] = f;
-      if (j.job_class == JobClass::kGuaranteed) raised_floors_w += f;
+  double raised_floors_w = 0.0;
+  for (const auto& [name, j] : s.l.jobs) {
+    double f = j.floor_w;
+    const auto r = s.in.reserved_w.find(name);
+    if (r != s.in.reserved_w.end() && j.job_class == JobClass::kGuaranteed && j.lease != 0) {
+      f = std::clamp(r->second, j.floor_w, std::max(j.floor_w, j.demand_w));
     }
-    if (raised_floors_w > guaranteed_available_w + kEpsW) {
-      if (!in.reserved_w.empty()) {
-        log.Warn(
-            fmt::format("reservations ignored: the raised floors ({:.1f} W) do not fit in "
-                        "{:.1f} W",
-                        raised_floors_w, guaranteed_available_w));
-      }
-      for (const auto& [name, j] : l.jobs) target_floor_w[name] = j.floor_w;
-    }
+    target_floor_w[name] = f;
+    if (j.job_class == JobClass::kGuaranteed) raised_floors_w += f;
   }
-  const auto targets_of = [&](JobClass c, double available_w) {
-    if (in.allocation == Allocation::kValue) {
-      std::map<std::string, ValueJob> value_jobs;
-      for (const auto& [name, j] : l.jobs) {
-        if (j.job_class != c) continue;
-        ValueJob v;
-        v.floor_w = target_floor_w.at(name);
-        v.demand_w = j.lease == 0 ? j.floor_w : std::max(j.demand_w, v.floor_w);
-        const auto m = in.members.find(name);
-        if (j.lease != 0 && m != in.members.end() && m->second.lease == j.lease) {
-          v.curve = m->second.value_curve;
-          if (v.curve.empty()) {
-            v.curve = {{v.floor_w, 0.0},
-                       {v.demand_w, m->second.value_tokens_per_j * (v.demand_w - v.floor_w)}};
-          }
-        }
-        value_jobs[name] = std::move(v);
-      }
-      return AllocateByValue(available_w, value_jobs, in.fairness);
+  if (raised_floors_w > guaranteed_available_w + kEpsW) {
+    if (!s.in.reserved_w.empty()) {
+      s.log.Warn(
+          fmt::format("reservations ignored: the raised floors ({:.1f} W) do not fit in "
+                      "{:.1f} W",
+                      raised_floors_w, guaranteed_available_w));
     }
-    std::map<std::string, AllocationJob> alloc_jobs;
-    for (const auto& [name, j] : l.jobs) {
+    for (const auto& [name, j] : s.l.jobs) target_floor_w[name] = j.floor_w;
+  }
+  return target_floor_w;
+}
+
+// 3, class c's targets from available_w: Allocate, or AllocateByValue on the members' value
+// curves (a straight line at its average value without one). Reads l.jobs, in.members,
+// in.allocation, in.fairness.
+std::map<std::string, double> TargetsOf(const PlanState& s,
+                                        const std::map<std::string, double>& target_floor_w,
+                                        JobClass c, double available_w) {
+  if (s.in.allocation == Allocation::kValue) {
+    std::map<std::string, ValueJob> value_jobs;
+    for (const auto& [name, j] : s.l.jobs) {
       if (j.job_class != c) continue;
-      // A job with no member is held at its floor until it is back or forgotten.
-      const double floor_w = target_floor_w.at(name);
-      const double demand_w = j.lease == 0 ? j.floor_w : std::max(j.demand_w, floor_w);
-      alloc_jobs[name] = {floor_w, demand_w};
+      ValueJob v;
+      v.floor_w = target_floor_w.at(name);
+      v.demand_w = j.lease == 0 ? j.floor_w : std::max(j.demand_w, v.floor_w);
+      const auto m = s.in.members.find(name);
+      if (j.lease != 0 && m != s.in.members.end() && m->second.lease == j.lease) {
+        v.curve = m->second.value_curve;
+        if (v.curve.empty()) {
+          v.curve = {{v.floor_w, 0.0},
+                     {v.demand_w, m->second.value_tokens_per_j * (v.demand_w - v.floor_w)}};
+        }
+      }
+      value_jobs[name] = std::move(v);
     }
-    return Allocate(available_w, alloc_jobs);
-  };
-  std::map<std::string, double> target = targets_of(JobClass::kGuaranteed, guaranteed_available_w);
-  double guaranteed_w = 0.0;
-  for (const auto& [name, t] : target) guaranteed_w += t;
-  // What the guaranteed targets leave; and what the guaranteed jobs are expected to leave
-  // undrawn (loans), in a steady site only.
-  const double left_w = std::max(0.0, alloc_budget_w - waiting_w - l.StandbyW() - guaranteed_w);
-  double loans_w = 0.0;
-  bool steady = waiting_w <= kEpsW && l.target_site_budget_w >= l.site_budget_w - kEpsW &&
-                l.target_reserve_w < 0.0 && in.loan_lead_s > 0.0;
+    return AllocateByValue(available_w, value_jobs, s.in.fairness);
+  }
+  std::map<std::string, AllocationJob> alloc_jobs;
+  for (const auto& [name, j] : s.l.jobs) {
+    if (j.job_class != c) continue;
+    // A job with no member is held at its floor until it is back or forgotten.
+    const double floor_w = target_floor_w.at(name);
+    const double demand_w = j.lease == 0 ? j.floor_w : std::max(j.demand_w, floor_w);
+    alloc_jobs[name] = {floor_w, demand_w};
+  }
+  return Allocate(available_w, alloc_jobs);
+}
+
+// 3, loans: what the guaranteed jobs are expected to leave undrawn, in a steady site only (no
+// newcomer waiting, no budget decrease settling, no guaranteed grant waiting to rise); else 0.
+// Reads l, in.members, in.loan_*, alloc_budget_w, waiting_w, the guaranteed targets.
+double LoansW(const PlanState& s) {
+  const Ledger& l = s.l;
+  bool steady = s.waiting_w <= kEpsW && l.target_site_budget_w >= l.site_budget_w - kEpsW &&
+                l.target_reserve_w < 0.0 && s.in.loan_lead_s > 0.0;
   double expected_w = 0.0, largest_unused_w = 0.0;
   for (const auto& [name, j] : l.jobs) {
     if (j.job_class != JobClass::kGuaranteed || !steady) continue;
-    const double t = target.at(name);
+    const double t = s.target.at(name);
     if (t > j.grant_w + kEpsW) steady = false;  // a grant waits to rise: no loans meanwhile
     const double cap_w = std::max(j.held_w, t);
-    const auto m = in.members.find(name);
-    const double e = ExpectedDrawW(j, m == in.members.end() ? nullptr : &m->second, cap_w,
-                                   in.loan_lead_s, in.loan_margin);
+    const auto m = s.in.members.find(name);
+    const double e = ExpectedDrawW(j, m == s.in.members.end() ? nullptr : &m->second, cap_w,
+                                   s.in.loan_lead_s, s.in.loan_margin);
     expected_w += e;
     largest_unused_w = std::max(largest_unused_w, cap_w - e);
   }
-  if (steady) {
-    loans_w = std::max(
-        0.0, alloc_budget_w - l.StandbyW() - expected_w - in.loan_cover * largest_unused_w);
-  }
-  const bool lending = loans_w > left_w + kEpsW;
-  out.opportunistic_pool_w = lending ? loans_w : left_w;
-  for (const auto& [name, t] : targets_of(JobClass::kOpportunistic, lending ? loans_w : left_w))
-    target[name] = t;
+  if (!steady) return 0.0;
+  return std::max(
+      0.0, s.alloc_budget_w - l.StandbyW() - expected_w - s.in.loan_cover * largest_unused_w);
+}
 
-  // 4. Down first, then up into the room: the guaranteed jobs' wants first, then the
-  // opportunistic jobs' from what is left.
-  double want_guaranteed_w = 0.0;
-  double want_opportunistic_w = 0.0;
-  for (auto& [name, j] : l.jobs) {
-    const double t = target.at(name);
+// 3. Targets: the guaranteed jobs' from the budget less the reserve and the waiting floors;
+// the opportunistic jobs' from what those targets leave, or the loans when more (docs/FLEET.md,
+// "Job classes"). Reads l, in, alloc_budget_w, waiting_w; writes target, loans_w, lending,
+// out.opportunistic_pool_w, log.
+void SetTargets(PlanState& s) {
+  const Ledger& l = s.l;
+  const double guaranteed_available_w = s.alloc_budget_w - s.waiting_w - l.StandbyW();
+  const std::map<std::string, double> target_floor_w = TargetFloors(s, guaranteed_available_w);
+  s.target = TargetsOf(s, target_floor_w, JobClass::kGuaranteed, guaranteed_available_w);
+  double guaranteed_w = 0.0;
+  for (const auto& [name, t] : s.target) guaranteed_w += t;
+  // What the guaranteed targets leave; and what the guaranteed jobs are expected to leave
+  // undrawn (loans), in a steady site only.
+  const double left_w = std::max(0.0, s.alloc_budget_w - s.waiting_w - l.StandbyW() - guaranteed_w);
+  s.loans_w = LoansW(s);
+  s.lending = s.loans_w > left_w + kEpsW;
+  s.out.opportunistic_pool_w = s.lending ? s.loans_w : left_w;
+  for (const auto& [name, t] :
+       TargetsOf(s, target_floor_w, JobClass::kOpportunistic, s.lending ? s.loans_w : left_w))
+    s.target[name] = t;
+}
+
+// What the grants below their target want more, by class.
+struct Wants {
+  double guaranteed_w = 0.0;
+  double opportunistic_w = 0.0;
+};
+
+// 4, down first: grants above their target are lowered at once (held stays until acked).
+// Reads target; writes l.jobs' grant_w, regrant; returns what the others want above their grant.
+Wants LowerGrants(PlanState& s) {
+  Wants want;
+  for (auto& [name, j] : s.l.jobs) {
+    const double t = s.target.at(name);
     if (t < j.grant_w - kEpsW) {
       j.grant_w = t;
-      regrant[name] = true;
+      s.regrant[name] = true;
     } else if (t > j.grant_w + kEpsW && j.lease != 0) {
-      (j.job_class == JobClass::kGuaranteed ? want_guaranteed_w : want_opportunistic_w) +=
+      (j.job_class == JobClass::kGuaranteed ? want.guaranteed_w : want.opportunistic_w) +=
           t - j.grant_w;
     }
   }
-  const double room_w = std::max(0.0, l.site_budget_w - l.reserve_w - l.HeldW() - waiting_w);
-  const double room_alloc_w = std::max(0.0, alloc_budget_w - l.HeldW() - waiting_w);
+  return want;
+}
+
+// 4, then up into the room (budget - reserve - held), the guaranteed jobs' wants first, then
+// the opportunistic jobs' from what is left (or the loans), each in proportion to what it
+// wants; a raised grant is held at once. Reads target, waiting_w, alloc_budget_w, loans_w,
+// lending, in.no_raises; writes l.jobs' grant_w and held_w, l.reassignments, regrant.
+void RaiseGrants(PlanState& s, const Wants& want) {
+  Ledger& l = s.l;
+  const double room_w = std::max(0.0, l.site_budget_w - l.reserve_w - l.HeldW() - s.waiting_w);
+  const double room_alloc_w = std::max(0.0, s.alloc_budget_w - l.HeldW() - s.waiting_w);
   // The share of `want_w` that `room_w` covers, at most all of it.
   const auto covered = [](double room, double want_w) {
     return want_w > 0.0 ? std::min(1.0, room / want_w) : 0.0;
   };
   // A ledger just rebuilt raises nothing until every agent alive has had time to register.
-  const double room_now_w = in.no_raises ? 0.0 : std::min(room_w, room_alloc_w);
-  const double give_guaranteed = covered(room_now_w, want_guaranteed_w);
-  double opportunistic_room_w = std::max(0.0, room_now_w - give_guaranteed * want_guaranteed_w);
-  if (lending && !in.no_raises) {
+  const double room_now_w = s.in.no_raises ? 0.0 : std::min(room_w, room_alloc_w);
+  const double give_guaranteed = covered(room_now_w, want.guaranteed_w);
+  double opportunistic_room_w = std::max(0.0, room_now_w - give_guaranteed * want.guaranteed_w);
+  if (s.lending && !s.in.no_raises) {
     opportunistic_room_w =
-        std::max(opportunistic_room_w, loans_w - l.HeldW(JobClass::kOpportunistic));
+        std::max(opportunistic_room_w, s.loans_w - l.HeldW(JobClass::kOpportunistic));
   }
-  const double give_opportunistic = covered(opportunistic_room_w, want_opportunistic_w);
-  if (give_guaranteed > 0.0 || give_opportunistic > 0.0) {
-    for (auto& [name, j] : l.jobs) {
-      const double t = target.at(name);
-      if (!(t > j.grant_w + kEpsW) || j.lease == 0) continue;
-      const double give_fraction =
-          j.job_class == JobClass::kGuaranteed ? give_guaranteed : give_opportunistic;
-      const double give_w = (t - j.grant_w) * give_fraction;
-      if (give_w < 0.01) continue;  // below a hundredth of a watt: not worth a write
-      j.grant_w += give_w;
-      j.held_w = std::max(j.held_w, j.grant_w);
-      regrant[name] = true;
-      ++l.reassignments;
-    }
+  const double give_opportunistic = covered(opportunistic_room_w, want.opportunistic_w);
+  if (!(give_guaranteed > 0.0 || give_opportunistic > 0.0)) return;
+  for (auto& [name, j] : l.jobs) {
+    const double t = s.target.at(name);
+    if (!(t > j.grant_w + kEpsW) || j.lease == 0) continue;
+    const double give_fraction =
+        j.job_class == JobClass::kGuaranteed ? give_guaranteed : give_opportunistic;
+    const double give_w = (t - j.grant_w) * give_fraction;
+    if (give_w < 0.01) continue;  // below a hundredth of a watt: not worth a write
+    j.grant_w += give_w;
+    j.held_w = std::max(j.held_w, j.grant_w);
+    s.regrant[name] = true;
+    ++l.reassignments;
   }
+}
 
-  // 5. A decrease of the budget less the reserve in force once it fits.
-  if ((l.target_site_budget_w < l.site_budget_w || l.target_reserve_w > l.reserve_w) &&
-      l.HeldW() <= l.target_site_budget_w - l.TargetReserveW() + kEpsW) {
-    if (l.TargetReserveW() == l.reserve_w) {
-      log.Info(fmt::format("site budget {:.1f} W -> {:.1f} W in force", l.site_budget_w,
+// 5. A decrease of the budget less the reserve in force once the sum of held fits under it.
+// Reads l.HeldW(); writes l's budget and reserve, out.changed, log.
+void ApplyBudgetDecrease(PlanState& s) {
+  Ledger& l = s.l;
+  if (!((l.target_site_budget_w < l.site_budget_w || l.target_reserve_w > l.reserve_w) &&
+        l.HeldW() <= l.target_site_budget_w - l.TargetReserveW() + kEpsW)) {
+    return;
+  }
+  if (l.TargetReserveW() == l.reserve_w) {
+    s.log.Info(fmt::format("site budget {:.1f} W -> {:.1f} W in force", l.site_budget_w,
                            l.target_site_budget_w),
                {{"site_budget_w", l.target_site_budget_w}});
-    } else {
-      log.Info(
-          fmt::format("site budget {:.1f} W -> {:.1f} W, reserve {:.1f} W -> {:.1f} W in force",
-                      l.site_budget_w, l.target_site_budget_w, l.reserve_w, l.TargetReserveW()),
-          {{"site_budget_w", l.target_site_budget_w}, {"reserve_w", l.TargetReserveW()}});
-    }
-    l.site_budget_w = l.target_site_budget_w;
-    l.reserve_w = l.TargetReserveW();
-    l.target_reserve_w = -1.0;
-    out.changed = true;
+  } else {
+    s.log.Info(
+        fmt::format("site budget {:.1f} W -> {:.1f} W, reserve {:.1f} W -> {:.1f} W in force",
+                    l.site_budget_w, l.target_site_budget_w, l.reserve_w, l.TargetReserveW()),
+        {{"site_budget_w", l.target_site_budget_w}, {"reserve_w", l.TargetReserveW()}});
   }
-  // Holds: a changed one rewrites the grant (the watts unchanged).
-  const auto hold_of = [&](const std::string& name) {
-    const auto h = in.holds.find(name);
-    return h == in.holds.end() ? PlanInput::Hold{} : h->second;
-  };
-  for (const auto& [name, j] : l.jobs) {
-    if (j.lease == 0 || regrant.contains(name)) continue;
-    const PlanInput::Hold h = hold_of(name);
-    const auto stored = in.grants.find(name);
-    const bool stored_hold = stored != in.grants.end() && stored->second.hold_s > 0.0;
+  l.site_budget_w = l.target_site_budget_w;
+  l.reserve_w = l.TargetReserveW();
+  l.target_reserve_w = -1.0;
+  s.out.changed = true;
+}
+
+// Staggering's hold for `name` (none: a default Hold).
+PlanInput::Hold HoldOf(const PlanInput& in, const std::string& name) {
+  const auto h = in.holds.find(name);
+  return h == in.holds.end() ? PlanInput::Hold{} : h->second;
+}
+
+// Holds: a changed one rewrites the grant (the watts unchanged). Reads l.jobs, in.holds,
+// in.grants; writes regrant.
+void RegrantChangedHolds(PlanState& s) {
+  for (const auto& [name, j] : s.l.jobs) {
+    if (j.lease == 0 || s.regrant.contains(name)) continue;
+    const PlanInput::Hold h = HoldOf(s.in, name);
+    const auto stored = s.in.grants.find(name);
+    const bool stored_hold = stored != s.in.grants.end() && stored->second.hold_s > 0.0;
     if (h.hold_s <= 0.0 && !stored_hold) continue;  // no hold either way
-    const bool same = stored != in.grants.end() && stored->second.lease == j.lease &&
+    const bool same = stored != s.in.grants.end() && stored->second.lease == j.lease &&
                       std::abs(stored->second.hold_s - h.hold_s) < 1e-6 &&
                       stored->second.hold_step == h.hold_step;
-    if (!same) regrant[name] = true;
+    if (!same) s.regrant[name] = true;
   }
-  // Grant keys that differ from the ledger in any field it decides (a write lost with a
-  // leader, a hand edit, a forgery) are written again, with a sequence above every grant key's:
-  // an agent that took a key with a sequence above the ledger's (a rebuilt ledger, a forged
-  // key) follows the next grant instead of ignoring every later one.
-  for (const auto& [name, g] : in.grants) {
+}
+
+// Grant keys that differ from the ledger in any field it decides (a write lost with a leader,
+// a hand edit, a forgery) are written again, with a sequence above every grant key's: an agent
+// that took a key with a sequence above the ledger's (a rebuilt ledger, a forged key) follows
+// the next grant instead of ignoring every later one. Reads in.grants, in.epoch, l.jobs; writes
+// l.seq, regrant, out.changed, log.
+void RegrantDiffering(PlanState& s) {
+  Ledger& l = s.l;
+  for (const auto& [name, g] : s.in.grants) {
     if (g.seq > l.seq) {
-      log.Warn(
+      s.log.Warn(
           fmt::format("{}: grant key's seq {} is above the ledger's {}: the sequence goes on "
                       "from it",
-                      name, g.seq, l.seq));
+                      name, g.seq, l.seq),
+          {{"job", name}});
       l.seq = g.seq;
-      out.changed = true;
+      s.out.changed = true;
     }
   }
   for (const auto& [name, j] : l.jobs) {
-    if (j.lease == 0 || regrant.contains(name)) continue;
-    const auto stored = in.grants.find(name);
-    const bool same = stored != in.grants.end() && stored->second.job == name &&
+    if (j.lease == 0 || s.regrant.contains(name)) continue;
+    const auto stored = s.in.grants.find(name);
+    const bool same = stored != s.in.grants.end() && stored->second.job == name &&
                       stored->second.lease == j.lease && stored->second.seq == j.seq &&
-                      stored->second.epoch == in.epoch && stored->second.admitted &&
+                      stored->second.epoch == s.in.epoch && stored->second.admitted &&
                       std::abs(stored->second.job_budget_w - j.grant_w) <= kEpsW;
-    if (!same) regrant[name] = true;
+    if (!same) s.regrant[name] = true;
   }
-  for (const auto& [name, yes] : regrant) {
+}
+
+// Every job in regrant gets the next sequence and its grant (watts, hold) written. Reads
+// regrant, l.jobs, in.holds, in.epoch, term; writes l.jobs' seq, l.seq, out.grants,
+// out.changed.
+void WriteGrants(PlanState& s) {
+  Ledger& l = s.l;
+  for (const auto& [name, yes] : s.regrant) {
     LedgerJob& j = l.jobs.at(name);
     j.seq = ++l.seq;
     Grant g;
     g.job = name;
-    g.term = term;
-    g.epoch = in.epoch;
+    g.term = s.term;
+    g.epoch = s.in.epoch;
     g.seq = j.seq;
     g.lease = j.lease;
     g.job_budget_w = j.grant_w;
     g.admitted = true;
-    const PlanInput::Hold h = hold_of(name);
+    const PlanInput::Hold h = HoldOf(s.in, name);
     g.hold_s = h.hold_s;
     g.hold_step = h.hold_s > 0.0 ? h.hold_step : 0;
-    out.grants.push_back(g);
-    out.changed = true;
+    s.out.grants.push_back(g);
+    s.out.changed = true;
   }
-  if (out.changed) l.term = term;
+}
+
+}  // namespace
+
+// One step per rule of plan.h, in its order; each says above it what it reads and writes.
+PlanOutput Plan(const Ledger& read, const PlanInput& in, int64_t term) {
+  PlanOutput out;
+  out.ledger = read;
+  const Logger log([&out](const LogEvent& e) { out.log.push_back(e); });
+  PlanState s{.in = in, .term = term, .out = out, .l = out.ledger, .log = log};
+  SettleAcksAndLeases(s);             // 1. acknowledgements, gone leases, new incarnations
+  CountStandby(s);                    // 1b. every registered job not admitted at its standby
+  ApplyBudgetIncrease(s);             // a budget increase (or a reserve decrease) in force at once
+  Admit(s);                           // 2. admission, in order of registration
+  SetTargets(s);                      // 3. targets (and loans)
+  const Wants want = LowerGrants(s);  // 4. down first,
+  RaiseGrants(s, want);               //    then up into the room
+  ApplyBudgetDecrease(s);             // 5. a budget decrease in force once it fits
+  RegrantChangedHolds(s);             // the grants to write: changed holds,
+  RegrantDiffering(s);                // keys that differ from the ledger,
+  WriteGrants(s);                     // and every one regranted
+  if (out.changed) out.ledger.term = term;
   return out;
 }
 

@@ -734,6 +734,27 @@ void AckAll(const PlanOutput& p, PlanInput& in) {
   }
 }
 
+// A new incarnation declaring a smaller floor than the ledger kept (300 W), with a demand below
+// that floor (200 W): the demand is stored as the floor, and the next period, with nothing new,
+// changes nothing. Before, the member's 200 W against the stored 300 W read as a change every
+// period and the ledger was written every period.
+TEST(Plan, ADemandBelowAFloorTheLedgerKeptIsNoChangeEveryPeriod) {
+  PlanInput in;
+  in.members = {{"a", M("a", 300, 500, 1)}};
+  in.registered_at = {{"a", 1}};
+  PlanOutput p = Plan(Fresh(1000, 0), in, 5);
+  AckAll(p, in);
+  in.members["a"] = M("a", 100, 200, 9);  // restarted with a smaller configuration
+  p = Plan(p.ledger, in, 5);
+  EXPECT_EQ(p.ledger.jobs.at("a").lease, 9);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("a").floor_w, 300);
+  EXPECT_DOUBLE_EQ(p.ledger.jobs.at("a").demand_w, 300);
+  AckAll(p, in);
+  const PlanOutput again = Plan(p.ledger, in, 5);
+  EXPECT_FALSE(again.changed);
+  EXPECT_TRUE(again.grants.empty());
+}
+
 TEST(PlanClasses, OpportunisticJobsGetOnlyWhatTheGuaranteedOnesLeave) {
   PlanInput in;
   // Budget 1000 - reserve 100 = 900: a and b want 300 each, w1 and w2 (opportunistic) 400 each.

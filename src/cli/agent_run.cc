@@ -219,17 +219,6 @@ Status StartTrace(const AgentArgs& a, const Job& job, agent::AgentDaemon& daemon
   return OkStatus();
 }
 
-double UnixNowS() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// A time on the steady clock from its seconds (SteadyNowS's).
-std::chrono::steady_clock::time_point SteadyTime(double t_s) {
-  return std::chrono::steady_clock::time_point(
-      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-          std::chrono::duration<double>(t_s)));
-}
-
 // Everything the daemon is made of, from the options; nothing bound or written yet but the
 // guard's restore of a state file left by a killed agent.
 struct Assembled {

@@ -1,30 +1,17 @@
 // `headroom coordinator`: one replica of a site's coordinator (docs/FLEET.md). Any number may
-// run; one leads (coord::Coordinator's election on etcd). Thin: options, the store, the HTTP API,
-// signals and the steady clock; each period is coord::Coordinator::Step.
+// run; one leads (coord::Coordinator's election on etcd). Thin: options, the store, signals and
+// the steady clock, handed to coord::CoordinatorDaemon (coord_server/daemon.h), which serves the
+// API, steps the coordinator every period and owns the shutdown order.
 #include <fmt/format.h>
-
-#include <pthread.h>
-#include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
-#include <atomic>
-#include <cerrno>
-#include <chrono>
-#include <condition_variable>
-#include <csignal>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <random>
-#include <thread>
+#include <string>
 
-#include "build_info/build_info.h"
 #include "cli/commands.h"
 #include "cli/config_file.h"
 #include "cli/credentials.h"
@@ -35,7 +22,7 @@
 #include "cli/stop_signal.h"
 #include "coord/coordinator.h"
 #include "coord/layout.h"
-#include "coord_server/coordinator_server.h"
+#include "coord_server/daemon.h"
 #include "etcd/etcd_store.h"
 #include "slurm/batch_scheduler.h"
 #include "slurm/suspender.h"
@@ -82,16 +69,8 @@ std::string ReplicaId() {
   return fmt::format("{}:{}:{:016x}", name.data(), static_cast<long long>(getpid()), random);
 }
 
-Status RunCoordinator(const CoordinatorArgs& args) {
-  LogFormat log_format = LogFormat::kText;
-  if (!ParseLogFormat(args.log_format, &log_format)) {
-    return Error::Usage(fmt::format("--log-format: unknown '{}' (text, json)", args.log_format));
-  }
-  // Every line with its time and level (cli/daemon_log.h); the loop, the server and the signal
-  // thread all log, one line at a time.
-  const Log log = StreamLogger(log_format, "coordinator");
-
-  // Options first: nothing is opened or bound before they are all good.
+// The options that depend on each other, and the site's name.
+Status CheckOptions(const CoordinatorArgs& args) {
   if (auto st = coord::CheckName(args.site, "--site"); !st) return st;
   if (!(args.site_budget_w > 0.0)) {
     return Error::Usage(fmt::format("--site-budget-w {}: expected > 0", args.site_budget_w));
@@ -105,34 +84,11 @@ Status RunCoordinator(const CoordinatorArgs& args) {
         "--lease-ttl-s {}: must exceed --period-s {} (the lease is renewed once a period)",
         args.lease_ttl_s, args.period_s));
   }
-  // Secrets the unit passes as systemd credentials, where no file is named (cli/credentials.h).
-  ServerArgs server_args = args.server;
-  EtcdOptions etcd_options = args.etcd_options;
-  for (const std::string& line : TakeCredentials(&server_args.token, &etcd_options)) log(line);
-  auto serving = ResolveServerOptions(server_args, log, "set the site budget");
-  if (!serving) return std::move(serving).error();
+  return OkStatus();
+}
 
-  if (args.token_on_reads && serving->access.token.empty()) {
-    return Error::Usage("--token-on-reads needs a token (--token-file or HEADROOM_TOKEN)");
-  }
-  for (const std::string& w : EtcdSecretWarnings(etcd_options)) log.Warn(w);
-
-  // From here on, signals stop the loop; the server's threads inherit their mask.
-  StopSignal signals(log, "resigning the lead first");
-  // Until etcd first answers (each endpoint's timeouts in turn), a signal ends it at once.
-  auto store = signals.WhileStarting([&] {
-    return OpenEtcd(args.etcd, "--etcd", kEtcdTimeoutS, etcd_options, coord::Keys(args.site).root);
-  });
-  if (!store) return std::move(store).error();
-
-  coord::CoordinatorApiConfig api;
-  api.access = serving->access;
-  api.access.token_on_reads = args.token_on_reads;
-  api.limits.max_connections = serving->max_connections;
-  api.limits.max_connections_per_address = serving->max_connections_per_address;
-  coord::CoordinatorServer server(api);
-  if (auto st = server.Bind(serving->listen.host, serving->listen.port); !st) return st;
-
+// The replica's configuration, a new id (its `listen` is the daemon's, once bound).
+coord::CoordinatorConfig CoordinatorConfigOf(const CoordinatorArgs& args) {
   coord::CoordinatorConfig config;
   config.site = args.site;
   config.site_budget_w = args.site_budget_w;
@@ -149,73 +105,60 @@ Status RunCoordinator(const CoordinatorArgs& args) {
   config.stagger_passes = scheduling.stagger_passes;
   config.reserve_updates = scheduling.reserve_updates;
   config.id = ReplicaId();
-  config.listen = serving->listen.WithPort(server.port());
-  coord::CoordinatorHost host(**store, config, SteadyNowS, log);
-  // With --slurm: the leader suspends and resumes opportunistic members' Slurm jobs.
-  std::unique_ptr<coord::BatchScheduler> slurm;
-  std::optional<coord::Suspender> suspender;
-  if (args.slurm) {
-    slurm = coord::MakeScontrol(args.scontrol);
-    coord::SuspenderConfig sc;
-    sc.suspend_after_s = args.suspend_after_s;
-    suspender.emplace(sc);
+  return config;
+}
+
+coord::CoordinatorApiConfig ApiConfigOf(const Serving& serving, bool token_on_reads) {
+  coord::CoordinatorApiConfig api;
+  api.access = serving.access;
+  api.access.token_on_reads = token_on_reads;
+  api.limits.max_connections = serving.max_connections;
+  api.limits.max_connections_per_address = serving.max_connections_per_address;
+  return api;
+}
+
+Status RunCoordinator(const CoordinatorArgs& args) {
+  LogFormat log_format = LogFormat::kText;
+  if (!ParseLogFormat(args.log_format, &log_format)) {
+    return Error::Usage(fmt::format("--log-format: unknown '{}' (text, json)", args.log_format));
   }
-  // A target accepted is planned at once, not at the next period.
-  host.SetOnTarget([&signals] { signals.Wake(); });
-  // The last hour, one point per period, stamped with the wall clock (GET /v1/history).
-  host.KeepHistory([] {
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
+  // Every line with its time and level (cli/daemon_log.h); the loop, the server and the signal
+  // thread all log, one line at a time.
+  const Log log = StreamLogger(log_format, "coordinator");
+  // Options first: nothing is opened or bound before they are all good.
+  if (auto st = CheckOptions(args); !st) return st;
+  // Secrets the unit passes as systemd credentials, where no file is named (cli/credentials.h).
+  ServerArgs server_args = args.server;
+  EtcdOptions etcd_options = args.etcd_options;
+  for (const std::string& line : TakeCredentials(&server_args.token, &etcd_options)) log(line);
+  auto serving = ResolveServerOptions(server_args, log, "set the site budget");
+  if (!serving) return std::move(serving).error();
+  if (args.token_on_reads && serving->access.token.empty()) {
+    return Error::Usage("--token-on-reads needs a token (--token-file or HEADROOM_TOKEN)");
+  }
+  for (const std::string& w : EtcdSecretWarnings(etcd_options)) log.Warn(w);
+
+  // From here on, signals stop the loop; the server's threads inherit their mask.
+  StopSignal signals(log, "resigning the lead first");
+  // Until etcd first answers (each endpoint's timeouts in turn), a signal ends it at once.
+  auto store = signals.WhileStarting([&] {
+    return OpenEtcd(args.etcd, "--etcd", kEtcdTimeoutS, etcd_options, coord::Keys(args.site).root);
   });
-  server.Serve(host);
-
-  log.Info(
-      fmt::format("version {} (commit {}), replica {} of site '{}': etcd {}, site budget {:.1f} W "
-                  "(when the site has no ledger yet), "
-                  "reserve {:.1f} W, period {} s, lease TTL {} s, forget after {} s, token {}",
-                  Version(), Commit(), config.id, config.site, (*store)->Describe(),
-                  config.site_budget_w, config.reserve_w, config.period_s, config.lease_ttl_s,
-                  config.forget_after_s,
-                  api.access.token.empty()    ? "none"
-                  : api.access.token_on_reads ? "required on every route but the page"
-                                              : "required on POST and GET /v1/history"),
-      {{"version", Version()},
-       {"commit", Commit()},
-       {"replica", config.id},
-       {"site", config.site},
-       {"site_budget_w", config.site_budget_w},
-       {"reserve_w", config.reserve_w}});
-  log.Info(fmt::format("listening on http://{}/", config.listen), {{"listen", config.listen}});
-
-  // Every period on the steady clock; a period missed (a slow store) is skipped, not caught up.
-  const auto period = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(args.period_s));
-  auto next = std::chrono::steady_clock::now();
-  while (!signals.stop()) {
-    host.Step();
-    if (suspender) {
-      for (const coord::SuspendAction& a : suspender->Decide(host.Snapshot(), SteadyNowS())) {
-        const bool suspend = a.kind == coord::SuspendAction::Kind::kSuspend;
-        const Status st = suspend ? slurm->Suspend(a.slurm_job) : slurm->Resume(a.slurm_job);
-        if (st) {
-          log.Info(fmt::format("{}: slurm job {} {}", a.job, a.slurm_job,
-                               suspend ? "suspended (no watts granted)" : "resumed (watts back)"),
-                   {{"job", a.job}, {"slurm_job", a.slurm_job}});
-        } else {
-          log.Error(fmt::format("{}: {}", a.job, st.error().message()),
-                    {{"job", a.job}, {"slurm_job", a.slurm_job}});
-        }
-        suspender->Applied(a, st.ok(), SteadyNowS());
-      }
-    }
-    const auto now = std::chrono::steady_clock::now();
-    while (next <= now) next += period;
-    signals.SleepUntil(next);
+  if (!store) return std::move(store).error();
+  // With --slurm: the leader suspends and resumes opportunistic members' Slurm jobs.
+  std::unique_ptr<coord::BatchScheduler> scontrol;
+  std::optional<coord::SlurmParts> slurm;
+  if (args.slurm) {
+    scontrol = coord::MakeScontrol(args.scontrol);
+    slurm = coord::SlurmParts{scontrol.get(), {.suspend_after_s = args.suspend_after_s}};
   }
-  // A clean stop: the lease revoked, so another replica leads at once (not after the TTL).
-  host.Resign();
-  server.Stop();
-  log("stopped");
+  const coord::CoordinatorClock clock{
+      SteadyNowS, UnixNowS, [&signals](double t_s) { signals.SleepUntil(SteadyTime(t_s)); },
+      [&signals] { signals.Wake(); }};
+  coord::CoordinatorDaemon daemon(**store, CoordinatorConfigOf(args),
+                                  ApiConfigOf(*serving, args.token_on_reads), slurm, clock, log);
+  if (auto st = daemon.Listen(serving->listen); !st) return st;
+  daemon.Run(signals.stop());
   return OkStatus();
 }
 

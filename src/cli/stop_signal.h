@@ -72,5 +72,9 @@ class StopSignal {
 
 // Seconds on the steady clock (the commands' injected clock).
 double SteadyNowS();
+// A time on the steady clock from its seconds (SteadyNowS's).
+std::chrono::steady_clock::time_point SteadyTime(double t_s);
+// Seconds since the Unix epoch on the wall clock (history and trace stamps).
+double UnixNowS();
 
 }  // namespace headroom::cli

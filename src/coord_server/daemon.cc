@@ -1,0 +1,97 @@
+#include "coord_server/daemon.h"
+
+#include <fmt/format.h>
+
+#include <utility>
+#include <vector>
+
+#include "build_info/build_info.h"
+
+namespace headroom::coord {
+
+CoordinatorDaemon::CoordinatorDaemon(Store& store, CoordinatorConfig config,
+                                     CoordinatorApiConfig api, std::optional<SlurmParts> slurm,
+                                     CoordinatorClock clock, Logger log)
+    : store_(store),
+      config_(std::move(config)),
+      api_(std::move(api)),
+      slurm_(std::move(slurm)),
+      clock_(std::move(clock)),
+      log_(std::move(log)),
+      server_(api_) {
+  if (slurm_) suspender_.emplace(slurm_->suspender);
+}
+
+Status CoordinatorDaemon::Listen(const net::ListenAddress& listen) {
+  if (auto st = server_.Bind(listen.host, listen.port); !st) return st;
+  config_.listen = listen.WithPort(server_.port());
+  host_.emplace(store_, config_, clock_.monotonic_s, log_);
+  // A target accepted is planned at once, not at the next period.
+  host_->SetOnTarget(clock_.wake);
+  // The last hour, one point per period, stamped with the wall clock (GET /v1/history).
+  host_->KeepHistory(clock_.unix_s);
+  return OkStatus();
+}
+
+void CoordinatorDaemon::StartLines() const {
+  log_.Info(
+      fmt::format("version {} (commit {}), replica {} of site '{}': etcd {}, site budget {:.1f} W "
+                  "(when the site has no ledger yet), "
+                  "reserve {:.1f} W, period {} s, lease TTL {} s, forget after {} s, token {}",
+                  Version(), Commit(), config_.id, config_.site, store_.Describe(),
+                  config_.site_budget_w, config_.reserve_w, config_.period_s, config_.lease_ttl_s,
+                  config_.forget_after_s,
+                  api_.access.token.empty()    ? "none"
+                  : api_.access.token_on_reads ? "required on every route but the page"
+                                               : "required on POST and GET /v1/history"),
+      {{"version", Version()},
+       {"commit", Commit()},
+       {"replica", config_.id},
+       {"site", config_.site},
+       {"site_budget_w", config_.site_budget_w},
+       {"reserve_w", config_.reserve_w}});
+  log_.Info(fmt::format("listening on http://{}/", config_.listen), {{"listen", config_.listen}});
+}
+
+void CoordinatorDaemon::ApplySuspensions() {
+  BatchScheduler& scheduler = *slurm_->scheduler;
+  const std::vector<SuspendAction> actions =
+      suspender_->Decide(host_->Snapshot(), clock_.monotonic_s());
+  for (const SuspendAction& a : actions) {
+    const bool suspend = a.kind == SuspendAction::Kind::kSuspend;
+    const Status st = suspend ? scheduler.Suspend(a.slurm_job) : scheduler.Resume(a.slurm_job);
+    if (st) {
+      log_.Info(fmt::format("{}: slurm job {} {}", a.job, a.slurm_job,
+                            suspend ? "suspended (no watts granted)" : "resumed (watts back)"),
+                {{"job", a.job}, {"slurm_job", a.slurm_job}});
+    } else {
+      log_.Error(fmt::format("{}: {}", a.job, st.error().message()),
+                 {{"job", a.job}, {"slurm_job", a.slurm_job}});
+    }
+    suspender_->Applied(a, st.ok(), clock_.monotonic_s());
+  }
+}
+
+void CoordinatorDaemon::Run(const std::atomic<bool>& stop) {
+  server_.Serve(*host_);
+  StartLines();
+  // Every period on the monotonic clock; a period missed (a slow store) is skipped, not caught
+  // up.
+  const double period_s = config_.period_s;
+  double next_s = clock_.monotonic_s();
+  while (!stop) {
+    host_->Step();
+    if (suspender_) ApplySuspensions();
+    const double now_s = clock_.monotonic_s();
+    while (next_s <= now_s) next_s += period_s;
+    clock_.sleep_until(next_s);
+  }
+  // 1. The lease revoked, so another replica leads at once (not after the TTL); the API still
+  // answers meanwhile.
+  host_->Resign();
+  // 2. Then the API.
+  server_.Stop();
+  log_("stopped");
+}
+
+}  // namespace headroom::coord

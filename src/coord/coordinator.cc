@@ -259,6 +259,9 @@ void Coordinator::Follow() {
   lost_ledger_.reset();  // a ledger after the loss: the site has one again
 }
 
+// Reads the site's prefix in one snapshot; compacts the history, parses it (ReadSite), picks the
+// ledger to plan from, applies the operator's target, notes absences, plans, and writes the
+// plan when it changed and keeps the invariant.
 void Coordinator::Lead(double now_s) {
   auto snap = store_.Get(keys_.root, /*prefix=*/true);
   if (!snap) {
@@ -266,8 +269,48 @@ void Coordinator::Lead(double now_s) {
     return;
   }
   SeesStateLost(snap->revision);
+  CompactHistory(now_s, snap->revision);
+  std::optional<LeadRead> site = ReadSite(*snap);
+  if (!site) return;
+  std::optional<Ledger> ledger = LedgerToPlanFrom(*site, now_s);
+  if (!ledger) return;
+  const bool target_changed = ApplyTarget(*site, now_s, &*ledger);
+  NoteAbsences(*ledger, now_s, &site->in);
+  if (config_.reserve_updates) {
+    PlanUpdateReservations(*ledger, &site->in);
+  } else if (config_.max_hold_s > 0.0) {
+    PlanStagger(*ledger, &site->in);
+  }
+  // Grants carry the ledger's epoch: its key's create_revision, unknown until a new ledger is
+  // written (then its grants follow in the next period).
+  site->in.epoch = site->ledger_kv != nullptr ? site->ledger_kv->create_revision : 0;
+  // A ledger this replica creates (the first, or one rebuilt after a deletion or the store's
+  // state lost) raises nothing for a lease TTL and two periods: agents that lost their lease
+  // with the old store act on their floors until they register again.
+  if (site->ledger_kv == nullptr) created_ledger_s_ = now_s;
+  site->in.no_raises =
+      now_s - created_ledger_s_ < static_cast<double>(config_.lease_ttl_s) + 2.0 * config_.period_s;
+  PlanOutput plan = Plan(*ledger, site->in, term_);
+  NoteArrivals(plan);
+  if (site->ledger_kv == nullptr) {
+    plan.grants.clear();
+    plan.forgotten.clear();
+  }
+  PublishPlan(site->in, plan);
+  if (!plan.changed && !target_changed && site->ledger_kv != nullptr) {
+    RepairGrants(plan.ledger, site->in.epoch, site->in.grants, {});
+    status_.ledger = std::move(plan.ledger);
+    return;
+  }
+  if (!AdmissibleToWrite(*ledger, plan)) return;
+  Write(*site, std::move(plan), now_s);
+}
+
+// Reads revisions_seen_, compacted_to_, last_compact_s_; writes them, the store's history
+// (Compact) and status_.compacted_to.
+void Coordinator::CompactHistory(double now_s, int64_t revision) {
   // The history older than keep_history_s goes (one compaction at most per tenth of it).
-  revisions_seen_.emplace_back(now_s, snap->revision);
+  revisions_seen_.emplace_back(now_s, revision);
   int64_t compact_to = 0;
   while (!revisions_seen_.empty() &&
          revisions_seen_.front().first <= now_s - config_.keep_history_s) {
@@ -283,71 +326,51 @@ void Coordinator::Lead(double now_s) {
       status_.last_error = st.error().message();
     }
   }
+}
+
+// Reads malformed_seen_; writes it and status_.malformed_values, and logs once per revision.
+void Coordinator::NoteMalformed(const KeyValue& kv, const Error& e) {
+  ++status_.malformed_values;
+  auto& seen = malformed_seen_[kv.key];
+  if (seen != kv.mod_revision) {
+    seen = kv.mod_revision;
+    log_.Warn(fmt::format("ignored: {}", e.message()));
+  }
+}
+
+// Reads the snapshot; writes the plan's input (members, duplicates, acks, grants, target) and
+// the pointers to the ledger and target keys; steps down, and returns nothing, when the leader
+// key is no longer ours.
+std::optional<Coordinator::LeadRead> Coordinator::ReadSite(const RangeResult& snap) {
   const KeyValue* leader = nullptr;
-  const KeyValue* ledger_kv = nullptr;
-  const KeyValue* target_kv = nullptr;
-  PlanInput in;
+  LeadRead site;
+  PlanInput& in = site.in;
   in.forget_after_s = config_.forget_after_s;
   in.allocation = config_.allocation;
   in.fairness = config_.fairness;
   in.loan_lead_s = config_.loan_lead_s;
   in.loan_margin = config_.loan_margin;
   in.loan_cover = config_.loan_cover;
-  const auto malformed = [&](const KeyValue& kv, const Error& e) {
-    ++status_.malformed_values;
-    auto& seen = malformed_seen_[kv.key];
-    if (seen != kv.mod_revision) {
-      seen = kv.mod_revision;
-      log_.Warn(fmt::format("ignored: {}", e.message()));
-    }
-  };
-  for (const KeyValue& kv : snap->kvs) {
+  for (const KeyValue& kv : snap.kvs) {
     if (kv.key == keys_.leader()) {
       leader = &kv;
     } else if (kv.key == keys_.ledger()) {
-      ledger_kv = &kv;
+      site.ledger_kv = &kv;
     } else if (kv.key == keys_.target()) {
-      target_kv = &kv;
+      site.target_kv = &kv;
     } else if (kv.key.starts_with(keys_.members())) {
-      // Unknown is not gone (docs/FLEET.md): a key alive on its lease whose value cannot be
-      // read keeps the watts its job holds.
-      const std::string job(JobOf(kv.key, keys_.members()));
-      auto m = MemberFromJson(kv.value, kv.key);
-      if (job.find('@') != std::string::npos) {
-        // A second agent under a taken name: counted at standby, never admitted.
-        if (m && kv.key == keys_.duplicate(m->job, kv.lease) && m->lease == kv.lease) {
-          in.duplicates[job] = std::move(*m);
-        } else {
-          malformed(kv,
-                    m ? Error::Input(fmt::format("{}: job or lease differs from the key's", kv.key))
-                      : m.error());
-          in.unreadable[job] = kv.lease;
-        }
-        continue;
-      }
-      if (!m) {
-        malformed(kv, m.error());
-        in.unreadable[job] = kv.lease;
-        continue;
-      }
-      if (m->job != job || m->lease != kv.lease) {
-        malformed(kv, Error::Input(fmt::format("{}: job or lease differs from the key's", kv.key)));
-        in.unreadable[job] = kv.lease;
-        continue;
-      }
-      in.registered_at[m->job] = kv.create_revision;
-      in.members[m->job] = std::move(*m);
+      ReadMember(kv, &in);
     } else if (kv.key.starts_with(keys_.acks())) {
       auto a = AckFromJson(kv.value, kv.key);
       if (!a) {
-        malformed(kv, a.error());
+        NoteMalformed(kv, a.error());
         continue;
       }
       in.acks[a->job] = std::move(*a);
     } else if (kv.key.starts_with(keys_.grants())) {
       auto g = GrantFromJson(kv.value, kv.key);
       if (!g) {
-        malformed(kv, g.error());
+        NoteMalformed(kv, g.error());
         continue;
       }
       in.grants[g->job] = std::move(*g);
@@ -355,79 +378,72 @@ void Coordinator::Lead(double now_s) {
   }
   if (leader == nullptr || leader->lease != lease_ || leader->create_revision != term_) {
     StepDown("the leader key is no longer ours");
-    return;
+    return std::nullopt;
   }
   // The operator's target (its own key, written by POST /v1/site-budget): one that cannot be
   // read is ignored and logged, as every value.
-  std::optional<Target> target;
-  if (target_kv != nullptr) {
-    auto t = TargetFromJson(target_kv->value, target_kv->key);
+  if (site.target_kv != nullptr) {
+    auto t = TargetFromJson(site.target_kv->value, site.target_kv->key);
     if (t) {
-      target = std::move(*t);
+      site.target = std::move(*t);
     } else {
-      malformed(*target_kv, t.error());
+      NoteMalformed(*site.target_kv, t.error());
     }
   }
+  return site;
+}
+
+// Reads one member key; writes in's members and registered_at, duplicates, or unreadable.
+void Coordinator::ReadMember(const KeyValue& kv, PlanInput* in) {
+  // Unknown is not gone (docs/FLEET.md): a key alive on its lease whose value cannot be
+  // read keeps the watts its job holds.
+  const std::string job(JobOf(kv.key, keys_.members()));
+  auto m = MemberFromJson(kv.value, kv.key);
+  if (job.find('@') != std::string::npos) {
+    // A second agent under a taken name: counted at standby, never admitted.
+    if (m && kv.key == keys_.duplicate(m->job, kv.lease) && m->lease == kv.lease) {
+      in->duplicates[job] = std::move(*m);
+    } else {
+      NoteMalformed(kv,
+                    m ? Error::Input(fmt::format("{}: job or lease differs from the key's", kv.key))
+                      : m.error());
+      in->unreadable[job] = kv.lease;
+    }
+    return;
+  }
+  if (!m) {
+    NoteMalformed(kv, m.error());
+    in->unreadable[job] = kv.lease;
+    return;
+  }
+  if (m->job != job || m->lease != kv.lease) {
+    NoteMalformed(kv, Error::Input(fmt::format("{}: job or lease differs from the key's", kv.key)));
+    in->unreadable[job] = kv.lease;
+    return;
+  }
+  in->registered_at[m->job] = kv.create_revision;
+  in->members[m->job] = std::move(*m);
+}
+
+// Reads the ledger key, else lost_ledger_, else the operator's target, else the flags; writes
+// lost_ledger_, status_.conflict and, for a rebuilt ledger, decrease_since_s_. Nothing when the
+// ledger key cannot be read (it is not overwritten).
+std::optional<Ledger> Coordinator::LedgerToPlanFrom(const LeadRead& site, double now_s) {
+  if (site.ledger_kv != nullptr) return ReadLedger(*site.ledger_kv);
+  if (lost_ledger_) return LedgerFromLost();
   Ledger ledger;
-  int64_t ledger_rev = 0;
-  if (ledger_kv != nullptr) {
-    auto l = LedgerFromJson(ledger_kv->value, ledger_kv->key);
-    if (!l) {
-      // A ledger we cannot read is not overwritten: its held watts are unknown.
-      malformed(*ledger_kv, l.error());
-      status_.last_error = l.error().message();
-      return;
-    }
-    ledger = std::move(*l);
-    ledger_rev = ledger_kv->mod_revision;
-    lost_ledger_.reset();  // a ledger after the loss (another replica's): the site has one
-    const bool budget_differs =
-        std::abs(ledger.target_site_budget_w - config_.site_budget_w) > 1e-6;
-    const bool reserve_differs = std::abs(ledger.TargetReserveW() - config_.reserve_w) > 1e-6;
-    if ((budget_differs || reserve_differs) && status_.conflict.empty() && ledger.term != term_) {
-      status_.conflict = fmt::format(
-          "the ledger's site budget is {:.1f} W and reserve {:.1f} W, ours (--site-budget-w, "
-          "--reserve-w) {:.1f} W and {:.1f} W: following the ledger",
-          ledger.target_site_budget_w, ledger.TargetReserveW(), config_.site_budget_w,
-          config_.reserve_w);
-      log_.Warn(status_.conflict);
-    }
-  } else if (lost_ledger_) {
-    // The store's state was lost: every job of the last ledger this replica held is kept at
-    // its floor, as if its lease had expired (its agent, fenced, acts on its floor until it
-    // registers again; forgotten after forget_after_s if it never does), and the budget and
-    // reserve asked for last stay.
-    ledger.site_budget_w = lost_ledger_->site_budget_w;
-    ledger.target_site_budget_w = lost_ledger_->target_site_budget_w;
-    ledger.reserve_w = lost_ledger_->reserve_w;
-    ledger.target_reserve_w = lost_ledger_->target_reserve_w;
-    for (const auto& [job, j] : lost_ledger_->jobs) {
-      LedgerJob kept = j;
-      kept.lease = 0;
-      kept.held_w = kept.grant_w = kept.floor_w;
-      ledger.jobs[job] = kept;
-    }
-    for (const auto& [job, s] : lost_ledger_->standby) {
-      if (s.duplicate) continue;
-      StandbyJob kept = s;
-      kept.lease = 0;
-      ledger.standby[job] = kept;
-    }
-    log_(fmt::format(
-        "a new ledger from the one held before the store's state was lost: site budget {:.1f} W, "
-        "reserve {:.1f} W, {} jobs kept at their floors until they register again",
-        ledger.site_budget_w, ledger.reserve_w, ledger.jobs.size()));
-  } else if (target && target_kv != nullptr) {
+  if (site.target && site.target_kv != nullptr) {
     // A new ledger (the first, or one rebuilt after a loss) starts from the operator's last
     // target, not from this replica's flags.
-    ledger.site_budget_w = target->site_budget_w;
-    ledger.target_site_budget_w = target->site_budget_w;
-    ledger.reserve_w = target->reserve_w;
-    ledger.target_revision = target_kv->mod_revision;
+    const Target& target = *site.target;
+    ledger.site_budget_w = target.site_budget_w;
+    ledger.target_site_budget_w = target.site_budget_w;
+    ledger.reserve_w = target.reserve_w;
+    ledger.target_revision = site.target_kv->mod_revision;
     log_(fmt::format(
         "a new ledger from the operator's last target (revision {}): site budget {:.1f} W, "
         "reserve {:.1f} W",
-        target_kv->mod_revision, target->site_budget_w, target->reserve_w));
+        site.target_kv->mod_revision, target.site_budget_w, target.reserve_w));
   } else {
     ledger.site_budget_w = config_.site_budget_w;
     ledger.target_site_budget_w = config_.site_budget_w;
@@ -436,101 +452,156 @@ void Coordinator::Lead(double now_s) {
         "a new ledger from the flags (no operator target): site budget {:.1f} W, reserve {:.1f} W",
         config_.site_budget_w, config_.reserve_w));
   }
-  if (ledger_kv == nullptr && !lost_ledger_) {
-    // A ledger rebuilt while agents act on the deleted one's grants: the plan counts each at
-    // its stored grant until the new epoch's grant replaces it. When those are more than the
-    // budget leaves, the budget in force starts where they are and the budget asked for comes
-    // into force as a decrease does, once the grants are down and acknowledged (chaos under
-    // make test's load: a ledger deleted just after a cut put the cut in force over 4,057 W of
-    // grants).
-    double counted_w = 0.0;
-    bool stored = false;
-    for (const auto& [name, m] : in.members) {
-      if (m.job_class != JobClass::kGuaranteed) continue;
-      double w = StandbyChargeW(m);
-      if (const auto g = in.grants.find(name);
-          g != in.grants.end() && g->second.admitted && g->second.lease == m.lease) {
-        w = std::max(w, g->second.job_budget_w);
-        stored = true;
-      }
-      counted_w += w;
+  StartAtStoredGrants(site.in, now_s, &ledger);
+  return ledger;
+}
+
+// Reads the ledger key's value; writes lost_ledger_ and status_.conflict (once, when the
+// ledger's budget or reserve differs from our flags). Nothing when it cannot be read.
+std::optional<Ledger> Coordinator::ReadLedger(const KeyValue& kv) {
+  auto l = LedgerFromJson(kv.value, kv.key);
+  if (!l) {
+    // A ledger we cannot read is not overwritten: its held watts are unknown.
+    NoteMalformed(kv, l.error());
+    status_.last_error = l.error().message();
+    return std::nullopt;
+  }
+  Ledger ledger = std::move(*l);
+  lost_ledger_.reset();  // a ledger after the loss (another replica's): the site has one
+  const bool budget_differs = std::abs(ledger.target_site_budget_w - config_.site_budget_w) > 1e-6;
+  const bool reserve_differs = std::abs(ledger.TargetReserveW() - config_.reserve_w) > 1e-6;
+  if ((budget_differs || reserve_differs) && status_.conflict.empty() && ledger.term != term_) {
+    status_.conflict = fmt::format(
+        "the ledger's site budget is {:.1f} W and reserve {:.1f} W, ours (--site-budget-w, "
+        "--reserve-w) {:.1f} W and {:.1f} W: following the ledger",
+        ledger.target_site_budget_w, ledger.TargetReserveW(), config_.site_budget_w,
+        config_.reserve_w);
+    log_.Warn(status_.conflict);
+  }
+  return ledger;
+}
+
+// Reads lost_ledger_ (set); writes nothing: the new ledger it starts.
+Ledger Coordinator::LedgerFromLost() {
+  // The store's state was lost: every job of the last ledger this replica held is kept at
+  // its floor, as if its lease had expired (its agent, fenced, acts on its floor until it
+  // registers again; forgotten after forget_after_s if it never does), and the budget and
+  // reserve asked for last stay.
+  Ledger ledger;
+  ledger.site_budget_w = lost_ledger_->site_budget_w;
+  ledger.target_site_budget_w = lost_ledger_->target_site_budget_w;
+  ledger.reserve_w = lost_ledger_->reserve_w;
+  ledger.target_reserve_w = lost_ledger_->target_reserve_w;
+  for (const auto& [job, j] : lost_ledger_->jobs) {
+    LedgerJob kept = j;
+    kept.lease = 0;
+    kept.held_w = kept.grant_w = kept.floor_w;
+    ledger.jobs[job] = kept;
+  }
+  for (const auto& [job, s] : lost_ledger_->standby) {
+    if (s.duplicate) continue;
+    StandbyJob kept = s;
+    kept.lease = 0;
+    ledger.standby[job] = kept;
+  }
+  log_(fmt::format(
+      "a new ledger from the one held before the store's state was lost: site budget {:.1f} W, "
+      "reserve {:.1f} W, {} jobs kept at their floors until they register again",
+      ledger.site_budget_w, ledger.reserve_w, ledger.jobs.size()));
+  return ledger;
+}
+
+// Reads the members, duplicates, unreadable members and stored grants; writes the new ledger's
+// budget in force and decrease_since_s_ when the stored grants are above what it leaves.
+void Coordinator::StartAtStoredGrants(const PlanInput& in, double now_s, Ledger* ledger) {
+  // A ledger rebuilt while agents act on the deleted one's grants: the plan counts each at
+  // its stored grant until the new epoch's grant replaces it. When those are more than the
+  // budget leaves, the budget in force starts where they are and the budget asked for comes
+  // into force as a decrease does, once the grants are down and acknowledged (chaos under
+  // make test's load: a ledger deleted just after a cut put the cut in force over 4,057 W of
+  // grants).
+  double counted_w = 0.0;
+  bool stored = false;
+  for (const auto& [name, m] : in.members) {
+    if (m.job_class != JobClass::kGuaranteed) continue;
+    double w = StandbyChargeW(m);
+    if (const auto g = in.grants.find(name);
+        g != in.grants.end() && g->second.admitted && g->second.lease == m.lease) {
+      w = std::max(w, g->second.job_budget_w);
+      stored = true;
     }
-    for (const auto& [name, m] : in.duplicates) counted_w += StandbyChargeW(m);
-    // An unreadable member may act on its stored grant as well (unknown is not gone).
-    for (const auto& [name, lease] : in.unreadable) {
-      if (const auto g = in.grants.find(name);
-          g != in.grants.end() && g->second.admitted && g->second.lease == lease) {
-        counted_w += g->second.job_budget_w;
-        stored = true;
-      }
-    }
-    if (stored && counted_w + ledger.reserve_w > ledger.site_budget_w + 1e-6) {
-      ledger.site_budget_w = counted_w + ledger.reserve_w;
-      decrease_since_s_ = now_s;
-      log_(
-          fmt::format("the new ledger's budget in force is {:.1f} W until the grants stored "
-                      "for the agents ({:.1f} W) come down to site budget {:.1f} W",
-                      ledger.site_budget_w, counted_w, ledger.target_site_budget_w));
+    counted_w += w;
+  }
+  for (const auto& [name, m] : in.duplicates) counted_w += StandbyChargeW(m);
+  // An unreadable member may act on its stored grant as well (unknown is not gone).
+  for (const auto& [name, lease] : in.unreadable) {
+    if (const auto g = in.grants.find(name);
+        g != in.grants.end() && g->second.admitted && g->second.lease == lease) {
+      counted_w += g->second.job_budget_w;
+      stored = true;
     }
   }
+  if (stored && counted_w + ledger->reserve_w > ledger->site_budget_w + 1e-6) {
+    ledger->site_budget_w = counted_w + ledger->reserve_w;
+    decrease_since_s_ = now_s;
+    log_(
+        fmt::format("the new ledger's budget in force is {:.1f} W until the grants stored "
+                    "for the agents ({:.1f} W) come down to site budget {:.1f} W",
+                    ledger->site_budget_w, counted_w, ledger->target_site_budget_w));
+  }
+}
+
+// Reads the target key (once per revision) and the ledger's floors; writes the ledger's
+// targets and target_revision, decrease_since_s_, status_.conflict or status_.last_error.
+// Whether the target's revision was new.
+bool Coordinator::ApplyTarget(const LeadRead& site, double now_s, Ledger* ledger) {
   // A new target, once per revision of its key; checked again against the floors read now.
-  bool target_changed = false;
-  if (target && target_kv->mod_revision > ledger.target_revision) {
-    ledger.target_revision = target_kv->mod_revision;
-    target_changed = true;
-    const double w = target->site_budget_w, r = target->reserve_w;
-    if (w - r < ledger.FloorsW() - 1e-6) {
-      const std::string why = fmt::format(
-          "target (revision {}) refused: site budget {:.1f} W - reserve {:.1f} W is below the "
-          "floors of the running jobs {:.1f} W",
-          target_kv->mod_revision, w, r, ledger.FloorsW());
-      log_.Error(why, {{"revision", target_kv->mod_revision},
-                       {"site_budget_w", w},
-                       {"reserve_w", r},
-                       {"floors_w", ledger.FloorsW()}});
-      status_.last_error = why;
-    } else {
-      if (w < ledger.site_budget_w || r > ledger.reserve_w) decrease_since_s_ = now_s;
-      ledger.target_site_budget_w = w;
-      ledger.target_reserve_w = std::abs(r - ledger.reserve_w) > 1e-9 ? r : -1.0;
-      status_.conflict.clear();
-      log_.Info(fmt::format("target (revision {}): site budget {:.1f} W, reserve {:.1f} W (in "
-                            "force {:.1f} W, {:.1f} W)",
-                            target_kv->mod_revision, w, r, ledger.site_budget_w, ledger.reserve_w),
-                {{"revision", target_kv->mod_revision}, {"site_budget_w", w}, {"reserve_w", r}});
-    }
+  if (!site.target || site.target_kv->mod_revision <= ledger->target_revision) return false;
+  const int64_t revision = site.target_kv->mod_revision;
+  ledger->target_revision = revision;
+  const double w = site.target->site_budget_w, r = site.target->reserve_w;
+  if (w - r < ledger->FloorsW() - 1e-6) {
+    const std::string why = fmt::format(
+        "target (revision {}) refused: site budget {:.1f} W - reserve {:.1f} W is below the "
+        "floors of the running jobs {:.1f} W",
+        revision, w, r, ledger->FloorsW());
+    log_.Error(why, {{"revision", revision},
+                     {"site_budget_w", w},
+                     {"reserve_w", r},
+                     {"floors_w", ledger->FloorsW()}});
+    status_.last_error = why;
+  } else {
+    if (w < ledger->site_budget_w || r > ledger->reserve_w) decrease_since_s_ = now_s;
+    ledger->target_site_budget_w = w;
+    ledger->target_reserve_w = std::abs(r - ledger->reserve_w) > 1e-9 ? r : -1.0;
+    status_.conflict.clear();
+    log_.Info(fmt::format("target (revision {}): site budget {:.1f} W, reserve {:.1f} W (in "
+                          "force {:.1f} W, {:.1f} W)",
+                          revision, w, r, ledger->site_budget_w, ledger->reserve_w),
+              {{"revision", revision}, {"site_budget_w", w}, {"reserve_w", r}});
   }
+  return true;
+}
+
+// Reads the ledger's jobs and standby against the members read; writes gone_since_s_ and
+// in->gone_for_s.
+void Coordinator::NoteAbsences(const Ledger& ledger, double now_s, PlanInput* in) {
   // Absences, on our clock: of admitted jobs and of jobs in standby.
   const auto absent = [&](const std::string& job) {
-    if (in.members.contains(job) || in.duplicates.contains(job) || in.unreadable.contains(job)) {
+    if (in->members.contains(job) || in->duplicates.contains(job) || in->unreadable.contains(job)) {
       gone_since_s_.erase(job);
     } else {
       auto [it, fresh] = gone_since_s_.try_emplace(job, now_s);
-      in.gone_for_s[job] = now_s - it->second;
+      in->gone_for_s[job] = now_s - it->second;
     }
   };
   for (const auto& [job, j] : ledger.jobs) absent(job);
   for (const auto& [job, s] : ledger.standby) absent(job);
-  if (config_.reserve_updates) {
-    PlanUpdateReservations(ledger, &in);
-  } else if (config_.max_hold_s > 0.0) {
-    PlanStagger(ledger, &in);
-  }
-  // Grants carry the ledger's epoch: its key's create_revision, unknown until a new ledger is
-  // written (then its grants follow in the next period).
-  in.epoch = ledger_kv != nullptr ? ledger_kv->create_revision : 0;
-  // A ledger this replica creates (the first, or one rebuilt after a deletion or the store's
-  // state lost) raises nothing for a lease TTL and two periods: agents that lost their lease
-  // with the old store act on their floors until they register again.
-  if (ledger_kv == nullptr) created_ledger_s_ = now_s;
-  in.no_raises =
-      now_s - created_ledger_s_ < static_cast<double>(config_.lease_ttl_s) + 2.0 * config_.period_s;
-  PlanOutput plan = Plan(ledger, in, term_);
-  NoteArrivals(plan);
-  if (ledger_kv == nullptr) {
-    plan.grants.clear();
-    plan.forgotten.clear();
-  }
+}
+
+// Reads the plan and its input; writes status_'s opportunistic pool, members, unreadable and
+// refused, and logs the plan's events.
+void Coordinator::PublishPlan(const PlanInput& in, const PlanOutput& plan) {
   status_.opportunistic_pool_w = plan.opportunistic_pool_w;
   for (const LogEvent& e : plan.log) log_(e);
   status_.members = in.members;
@@ -547,11 +618,11 @@ void Coordinator::Lead(double now_s) {
       status_.refused.push_back(fmt::format("{}: {}", job, g->second.reason));
     }
   }
-  if (!plan.changed && !target_changed && ledger_kv != nullptr) {
-    RepairGrants(plan.ledger, in.epoch, in.grants, {});
-    status_.ledger = std::move(plan.ledger);
-    return;
-  }
+}
+
+// Reads the plan against the ledger planned from; writes status_.overcommitted_w (logged when
+// it changes) and status_.invariant_refusals. Whether the plan may be written.
+bool Coordinator::AdmissibleToWrite(const Ledger& ledger, const PlanOutput& plan) {
   // Over with a newcomer's standby (drawn without asking), a plan that raises nothing may
   // still be written: it is how the grants come down to make room.
   const double overcommitted_w = plan.ledger.OvercommittedW();
@@ -579,15 +650,22 @@ void Coordinator::Lead(double now_s) {
                     "not written",
                     plan.ledger.HeldW(JobClass::kGuaranteed), plan.ledger.site_budget_w,
                     plan.ledger.reserve_w));
-    return;
+    return false;
   }
+  return true;
+}
+
+// Reads the plan and the ledger key as read; writes the ledger and the grants (one transaction
+// conditioned on our term and the ledger's revision, the grants beyond its cap after it),
+// repairs stale grant keys, and writes status_'s counters, latency, settle time and ledger.
+void Coordinator::Write(const LeadRead& site, PlanOutput plan, double now_s) {
   plan.ledger.request_id = fmt::format("{}:{}", config_.id, ++request_counter_);
   TxnRequest txn;
   txn.compare.push_back(Compare::CreateRevision(keys_.leader(), Compare::Result::kEqual, term_));
-  txn.compare.push_back(
-      ledger_kv != nullptr
-          ? Compare::ModRevision(keys_.ledger(), Compare::Result::kEqual, ledger_rev)
-          : Compare::CreateRevision(keys_.ledger(), Compare::Result::kEqual, 0));
+  txn.compare.push_back(site.ledger_kv != nullptr
+                            ? Compare::ModRevision(keys_.ledger(), Compare::Result::kEqual,
+                                                   site.ledger_kv->mod_revision)
+                            : Compare::CreateRevision(keys_.ledger(), Compare::Result::kEqual, 0));
   txn.success.push_back(Op::Put(keys_.ledger(), ToJson(plan.ledger)));
   // The grants go with the ledger in one transaction, up to etcd's cap on operations per
   // transaction; the rest follow, each conditioned on our term. A grant key only ever carries
@@ -598,6 +676,27 @@ void Coordinator::Lead(double now_s) {
   const size_t inline_ops = std::min(grant_ops.size(), kMaxTxnOps - 1);
   txn.success.insert(txn.success.end(), grant_ops.begin(),
                      grant_ops.begin() + static_cast<std::ptrdiff_t>(inline_ops));
+  if (!TxnWritten(txn, plan.ledger.request_id)) return;
+  ++status_.ledger_writes;
+  if (site.ledger_kv == nullptr) lost_ledger_.reset();
+  std::set<std::string> fresh;  // grant keys this write sets
+  for (const Grant& g : plan.grants) fresh.insert(g.job);
+  for (const std::string& job : plan.forgotten) fresh.insert(job);
+  WriteGrantOps(std::vector<Op>(grant_ops.begin() + static_cast<std::ptrdiff_t>(inline_ops),
+                                grant_ops.end()));
+  if (site.ledger_kv != nullptr) RepairGrants(plan.ledger, site.in.epoch, site.in.grants, fresh);
+  if (decrease_since_s_ && plan.ledger.site_budget_w <= plan.ledger.target_site_budget_w + 1e-9 &&
+      plan.ledger.target_reserve_w < 0.0) {
+    status_.decrease_settle_s.push_back(now_s - *decrease_since_s_);
+    decrease_since_s_.reset();
+  }
+  status_.ledger = std::move(plan.ledger);
+}
+
+// Sends the ledger's transaction; an unknown outcome resolved by reading the ledger back for
+// `request_id`. Writes status_'s conflicts, unknown outcomes, last error and latency. Whether
+// the ledger was written.
+bool Coordinator::TxnWritten(const TxnRequest& txn, const std::string& request_id) {
   const double sent_s = now_s_();
   auto r = store_.Txn(txn);
   bool written = false;
@@ -610,9 +709,9 @@ void Coordinator::Lead(double now_s) {
     auto back = store_.Get(keys_.ledger());
     if (back && !back->kvs.empty()) {
       auto l = LedgerFromJson(back->kvs[0].value, keys_.ledger());
-      written = l && l->request_id == plan.ledger.request_id;
+      written = l && l->request_id == request_id;
     }
-    log_.Warn(fmt::format("ledger write {} had an unknown outcome: {}", plan.ledger.request_id,
+    log_.Warn(fmt::format("ledger write {} had an unknown outcome: {}", request_id,
                           written ? "applied" : "not applied"));
   } else {
     status_.last_error = r.error().message();
@@ -621,21 +720,7 @@ void Coordinator::Lead(double now_s) {
   if (status_.txn_latency_s.size() > 1024) {
     status_.txn_latency_s.erase(status_.txn_latency_s.begin());
   }
-  if (!written) return;
-  ++status_.ledger_writes;
-  if (ledger_kv == nullptr) lost_ledger_.reset();
-  std::set<std::string> fresh;  // grant keys this write sets
-  for (const Grant& g : plan.grants) fresh.insert(g.job);
-  for (const std::string& job : plan.forgotten) fresh.insert(job);
-  WriteGrantOps(std::vector<Op>(grant_ops.begin() + static_cast<std::ptrdiff_t>(inline_ops),
-                                grant_ops.end()));
-  if (ledger_kv != nullptr) RepairGrants(plan.ledger, in.epoch, in.grants, fresh);
-  if (decrease_since_s_ && plan.ledger.site_budget_w <= plan.ledger.target_site_budget_w + 1e-9 &&
-      plan.ledger.target_reserve_w < 0.0) {
-    status_.decrease_settle_s.push_back(now_s - *decrease_since_s_);
-    decrease_since_s_.reset();
-  }
-  status_.ledger = std::move(plan.ledger);
+  return written;
 }
 
 void Coordinator::WriteGrantOps(const std::vector<Op>& ops) {

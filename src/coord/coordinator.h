@@ -141,7 +141,40 @@ class Coordinator {
   // The plan's arrivals against the reserve in force: the largest kept, and a warning once per
   // arrival (job and lease) whose standby the reserve does not cover.
   void NoteArrivals(const PlanOutput& plan);
+  // A leader's period, as named steps (coordinator.cc): ReadSite -> LedgerToPlanFrom ->
+  // ApplyTarget -> NoteAbsences -> (holds) -> Plan -> AdmissibleToWrite -> Write.
   void Lead(double now_s);
+  // The site's snapshot as Lead read it, parsed; the pointers are into that snapshot, which
+  // Lead keeps for the period.
+  struct LeadRead {
+    const KeyValue* ledger_kv = nullptr;  // none: a new ledger
+    const KeyValue* target_kv = nullptr;
+    std::optional<Target> target;  // the target key's value, when it can be read
+    PlanInput in;                  // members, duplicates, unreadable, acks, grants; config
+  };
+  void CompactHistory(double now_s, int64_t revision);
+  // Counted, and logged once per revision of the key.
+  void NoteMalformed(const KeyValue& kv, const Error& e);
+  // Nothing when the leader key is no longer ours (stepped down).
+  std::optional<LeadRead> ReadSite(const RangeResult& snap);
+  void ReadMember(const KeyValue& kv, PlanInput* in);
+  // The ledger key's, else the one held before the store's state was lost, else from the
+  // operator's target, else from the flags. Nothing when the ledger key cannot be read.
+  std::optional<Ledger> LedgerToPlanFrom(const LeadRead& site, double now_s);
+  std::optional<Ledger> ReadLedger(const KeyValue& kv);
+  // REQUIRES: lost_ledger_.
+  Ledger LedgerFromLost();
+  // A rebuilt ledger's budget in force starts at the grants agents may still act on.
+  void StartAtStoredGrants(const PlanInput& in, double now_s, Ledger* ledger);
+  // Whether a new revision of the target key was seen (applied or refused).
+  bool ApplyTarget(const LeadRead& site, double now_s, Ledger* ledger);
+  void NoteAbsences(const Ledger& ledger, double now_s, PlanInput* in);
+  void PublishPlan(const PlanInput& in, const PlanOutput& plan);
+  // The invariant gate (plan.h): false, counted and logged as a BUG, for a plan that raises
+  // while over the budget.
+  bool AdmissibleToWrite(const Ledger& ledger, const PlanOutput& plan);
+  void Write(const LeadRead& site, PlanOutput plan, double now_s);
+  bool TxnWritten(const TxnRequest& txn, const std::string& request_id);
   // A follower's period: reads the ledger, so that whichever replica leads after the store's
   // state is lost starts from the site's last ledger (docs/FLEET.md, "State loss").
   void Follow();

@@ -421,6 +421,98 @@ bool SiteMember::Register(double now_s) {
   return true;
 }
 
+// The lease, three times per TTL. False when the step ends here (the lease gone: fenced, to
+// register again; or the store's error noted).
+bool SiteMember::KeepLease(double now_s, LeaseId lease, double renewed_sent_s) {
+  if (now_s - renewed_sent_s < static_cast<double>(config_.lease_ttl_s) / 3.0) return true;
+  const double sent_s = now_s_();
+  auto kept = store_.LeaseKeepAlive(lease);
+  MutexLock lock(mu_);
+  if (kept) {
+    renewed_sent_s_ = sent_s;
+    if (*kept > 0) lease_ttl_s_ = std::min<int64_t>(*kept, config_.lease_ttl_s);
+    return true;
+  }
+  if (IsLeaseGone(kept.error())) {
+    log_.Warn(
+        fmt::format("fleet: lease {:x} gone: fenced at the floor, registering again", lease),
+        {{"site", config_.site}, {"job", config_.job}, {"lease", fmt::format("{:x}", lease)}});
+    ++status_.leases_lost;
+    registered_ = false;
+    status_.registered = false;
+    lease_ = 0;
+    grant_.reset();
+  } else {
+    status_.last_error = kept.error().message();
+  }
+  return false;
+}
+
+// The demand, every update_s or at a phase change (when those are published).
+void SiteMember::PublishDemand(double now_s, LeaseId lease) {
+  Member m;
+  {
+    MutexLock lock(mu_);
+    if (now_s - published_s_ < config_.update_s &&
+        !((config_.phase_demand || config_.publish_phase_changes) && phase_ != published_phase_)) {
+      return;
+    }
+    published_s_ = now_s;
+    published_phase_ = phase_;
+    m = DemandLocked(lease);
+  }
+  if (auto r = store_.Put(keys_.member(config_.job), ToJson(m), lease); !r) {
+    MutexLock lock(mu_);
+    status_.last_error = r.error().message();
+  }
+}
+
+// The grant: every Step, or with a watch every grant_read_s (a stream gone quiet). False when
+// the read failed (the step ends here).
+bool SiteMember::ReadGrant(double now_s) {
+  int64_t before = 0;
+  {
+    MutexLock lock(mu_);
+    const bool read = config_.grant_read_s <= 0.0 || grant_revision_ == 0 ||
+                      now_s - grant_read_s_ >= config_.grant_read_s;
+    if (!read) return true;
+    grant_read_s_ = now_s;
+    before = max_revision_;
+  }
+  auto got = store_.Get(keys_.grant(config_.job));
+  MutexLock lock(mu_);
+  if (!got) {
+    status_.last_error = got.error().message();
+    return false;
+  }
+  // The store's revision never goes back in one history (`before` was seen before asking).
+  SeenRevisionLocked(got->revision, before);
+  if (!got->kvs.empty()) TakeGrantLocked(got->kvs[0]);
+  grant_revision_ = std::max(grant_revision_, got->revision);
+  return true;
+}
+
+// The acknowledgement of what the controller acts on.
+void SiteMember::Acknowledge(LeaseId lease) {
+  Ack ack;
+  {
+    MutexLock lock(mu_);
+    if (!(served_seq_ > acked_seq_ && served_.state == Acting::State::kGranted &&
+          served_.lease == lease_)) {
+      return;
+    }
+    ack = {config_.job, served_.term, served_.seq, served_.lease, served_.job_budget_w};
+  }
+  if (auto r = store_.Put(keys_.ack(config_.job), ToJson(ack), lease); r) {
+    MutexLock lock(mu_);
+    acked_seq_ = std::max(acked_seq_, ack.seq);
+    ++status_.acks;
+  } else {
+    MutexLock lock(mu_);
+    status_.last_error = r.error().message();
+  }
+}
+
 void SiteMember::Step() {
   const double now_s = now_s_();
   LeaseId lease = 0;
@@ -438,91 +530,10 @@ void SiteMember::Step() {
     lease = lease_;
     renewed_sent_s = renewed_sent_s_;
   }
-  // The lease, three times per TTL.
-  if (now_s - renewed_sent_s >= static_cast<double>(config_.lease_ttl_s) / 3.0) {
-    const double sent_s = now_s_();
-    auto kept = store_.LeaseKeepAlive(lease);
-    MutexLock lock(mu_);
-    if (kept) {
-      renewed_sent_s_ = sent_s;
-      if (*kept > 0) lease_ttl_s_ = std::min<int64_t>(*kept, config_.lease_ttl_s);
-    } else if (IsLeaseGone(kept.error())) {
-      log_.Warn(
-          fmt::format("fleet: lease {:x} gone: fenced at the floor, registering again", lease),
-          {{"site", config_.site}, {"job", config_.job}, {"lease", fmt::format("{:x}", lease)}});
-      ++status_.leases_lost;
-      registered_ = false;
-      status_.registered = false;
-      lease_ = 0;
-      grant_.reset();
-      return;
-    } else {
-      status_.last_error = kept.error().message();
-      return;
-    }
-  }
-  // The demand.
-  Member m;
-  bool publish = false;
-  {
-    MutexLock lock(mu_);
-    if (now_s - published_s_ >= config_.update_s ||
-        ((config_.phase_demand || config_.publish_phase_changes) && phase_ != published_phase_)) {
-      publish = true;
-      published_s_ = now_s;
-      published_phase_ = phase_;
-      m = DemandLocked(lease);
-    }
-  }
-  if (publish) {
-    if (auto r = store_.Put(keys_.member(config_.job), ToJson(m), lease); !r) {
-      MutexLock lock(mu_);
-      status_.last_error = r.error().message();
-    }
-  }
-  // The grant: every Step, or with a watch every grant_read_s (a stream gone quiet).
-  bool read = true;
-  int64_t before = 0;
-  {
-    MutexLock lock(mu_);
-    read = config_.grant_read_s <= 0.0 || grant_revision_ == 0 ||
-           now_s - grant_read_s_ >= config_.grant_read_s;
-    if (read) grant_read_s_ = now_s;
-    before = max_revision_;
-  }
-  if (read) {
-    auto got = store_.Get(keys_.grant(config_.job));
-    MutexLock lock(mu_);
-    if (!got) {
-      status_.last_error = got.error().message();
-      return;
-    }
-    // The store's revision never goes back in one history (`before` was seen before asking).
-    SeenRevisionLocked(got->revision, before);
-    if (!got->kvs.empty()) TakeGrantLocked(got->kvs[0]);
-    grant_revision_ = std::max(grant_revision_, got->revision);
-  }
-  // The acknowledgement of what the controller acts on.
-  Ack ack;
-  bool send = false;
-  {
-    MutexLock lock(mu_);
-    if (served_seq_ > acked_seq_ && served_.state == Acting::State::kGranted &&
-        served_.lease == lease_) {
-      ack = {config_.job, served_.term, served_.seq, served_.lease, served_.job_budget_w};
-      send = true;
-    }
-  }
-  if (send) {
-    if (auto r = store_.Put(keys_.ack(config_.job), ToJson(ack), lease); r) {
-      MutexLock lock(mu_);
-      acked_seq_ = std::max(acked_seq_, ack.seq);
-      ++status_.acks;
-    } else {
-      MutexLock lock(mu_);
-      status_.last_error = r.error().message();
-    }
-  }
+  if (!KeepLease(now_s, lease, renewed_sent_s)) return;
+  PublishDemand(now_s, lease);
+  if (!ReadGrant(now_s)) return;
+  Acknowledge(lease);
 }
 
 void SiteMember::SeenRevisionLocked(int64_t revision, int64_t before) {

@@ -171,6 +171,11 @@ class SiteMember {
   std::optional<StepTimeline> TimelineLocked() const REQUIRES(mu_);
   double MeanTokensPerSLocked() const REQUIRES(mu_);
   bool Register(double now_s) EXCLUDES(mu_);
+  // Step's parts, in its order (member.cc says what each does).
+  bool KeepLease(double now_s, LeaseId lease, double renewed_sent_s) EXCLUDES(mu_);
+  void PublishDemand(double now_s, LeaseId lease) EXCLUDES(mu_);
+  bool ReadGrant(double now_s) EXCLUDES(mu_);
+  void Acknowledge(LeaseId lease) EXCLUDES(mu_);
   // Register's transaction on `lease`: the name, or else the duplicate's key (`m` naming the
   // predecessor seen gone, Member::replaces). Where the name's holder is this machine's process
   // now gone: that duplicate key put again at once naming it, and once what it may act on has

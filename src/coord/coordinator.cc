@@ -328,12 +328,13 @@ void Coordinator::CompactHistory(double now_s, int64_t revision) {
   }
 }
 
-// Reads malformed_seen_; writes it and status_.malformed_values, and logs once per revision.
+// Reads malformed_seen_; writes it and status_.malformed_values: counted and logged once per
+// value (key and revision), not at every period that reads it again.
 void Coordinator::NoteMalformed(const KeyValue& kv, const Error& e) {
-  ++status_.malformed_values;
   auto& seen = malformed_seen_[kv.key];
   if (seen != kv.mod_revision) {
     seen = kv.mod_revision;
+    ++status_.malformed_values;
     log_.Warn(fmt::format("ignored: {}", e.message()));
   }
 }

@@ -75,7 +75,7 @@ struct CoordinatorStatus {
   // updates within the horizon no hold could fit (they run unreserved).
   int reserved_jobs = 0;
   int unreserved_updates = 0;
-  uint64_t malformed_values = 0;
+  uint64_t malformed_values = 0;  // values ignored, once each (key and revision)
   // Member keys alive whose values cannot be read: their jobs keep what they hold.
   std::vector<std::string> unreadable;
   // The last plan's watts for opportunistic jobs: what the guaranteed targets leave, or the

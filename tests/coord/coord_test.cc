@@ -2095,9 +2095,14 @@ TEST(Protocol, MalformedValuesAreIgnoredNotTrusted) {
   ASSERT_TRUE(site.store_.Put("/headroom/s/members/evil", "{\"job\":", 0));
   ASSERT_TRUE(site.store_.Put("/headroom/s/acks/job0", "[1,2]", 0));
   site.Run(4);
-  EXPECT_GT(site.coordinators_[0]->status().malformed_values, 0u);
+  const uint64_t malformed = site.coordinators_[0]->status().malformed_values;
+  EXPECT_GT(malformed, 0u);
   EXPECT_EQ(site.violations_, 0);
   EXPECT_TRUE(site.FullyAllocated());
+  // Counted once for each value (key and revision), not again at every period that reads it:
+  // `members/evil` stays as it is.
+  site.Run(4);
+  EXPECT_EQ(site.coordinators_[0]->status().malformed_values, malformed);
 }
 
 TEST(Protocol, UnknownOutcomesAreResolvedByTheRequestId) {

@@ -31,8 +31,9 @@ import hashlib
 import json
 import math
 import os
-import socket
+import shutil
 import sys
+import tempfile
 import threading
 import time
 
@@ -516,10 +517,11 @@ def runs_text(pairs):
     return ",".join("%dx%d" % (v, n) if n > 1 else str(v) for v, n in pairs)
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def rendezvous_file():
+    """A file the ranks meet through (torch's FileStore): a new path in a directory of its own.
+    A port picked free and bound later by the store could be taken meanwhile by another program
+    (two runs, or tests, starting at once); a file cannot."""
+    return os.path.join(tempfile.mkdtemp(prefix="grpo-rendezvous-"), "store")
 
 
 @dataclasses.dataclass
@@ -547,12 +549,12 @@ class Trainer:
     Driven by one thread (run()); the cap follower's thread resizes the gate and appends to
     `decisions` and `seen` (list.append: atomic)."""
 
-    def __init__(self, rank, world, args, port=None):
+    def __init__(self, rank, world, args, rendezvous=None):
         torch.set_num_threads(args.threads)
         if world > 1:
             # While one rank waits out a site's hold, the others wait in a collective: a hold
             # must not look like a dead peer (a dead rank ends the run through spawn).
-            dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port,
+            dist.init_process_group("gloo", init_method="file://" + rendezvous,
                                     rank=rank, world_size=world,
                                     timeout=datetime.timedelta(seconds=args.collective_timeout_s))
         # Constant after construction.
@@ -854,26 +856,26 @@ class Trainer:
         return run
 
 
-def train(rank, world, args, port=None):
+def train(rank, world, args, rendezvous=None):
     """Runs args.steps GRPO steps as `rank` of `world`; rank 0 returns the run's record."""
-    return Trainer(rank, world, args, port).run()
+    return Trainer(rank, world, args, rendezvous).run()
 
 
 REFUSED_EXIT = 3  # a rank refused to start (CollectiveTimeoutError): its one line said why
 
 
-def _train_or_refuse(rank, world, args, port=None):
+def _train_or_refuse(rank, world, args, rendezvous=None):
     """train(), with a refusal to start said in one line and exit status REFUSED_EXIT."""
     try:
-        return train(rank, world, args, port)
+        return train(rank, world, args, rendezvous)
     except CollectiveTimeoutError as e:
         if rank == 0:
             print("train.py: %s" % e, file=sys.stderr, flush=True)
         sys.exit(REFUSED_EXIT)
 
 
-def _spawned(rank, world, args, port):
-    _train_or_refuse(rank, world, args, port)
+def _spawned(rank, world, args, rendezvous):
+    _train_or_refuse(rank, world, args, rendezvous)
 
 
 def main(argv=None):
@@ -885,8 +887,9 @@ def main(argv=None):
         _train_or_refuse(0, 1, args)
         return 0
     import torch.multiprocessing as mp
+    rendezvous = rendezvous_file()
     try:
-        mp.spawn(_spawned, args=(args.ranks, args, free_port()), nprocs=args.ranks, join=True)
+        mp.spawn(_spawned, args=(args.ranks, args, rendezvous), nprocs=args.ranks, join=True)
     except mp.ProcessRaisedException as e:
         print("train.py: a rank failed: %s" % str(e).strip().splitlines()[-1], file=sys.stderr)
         return 1
@@ -895,6 +898,8 @@ def main(argv=None):
             return 1  # rank 0 said why
         print("train.py: a rank exited: %s" % e, file=sys.stderr)
         return 1
+    finally:
+        shutil.rmtree(os.path.dirname(rendezvous), ignore_errors=True)
     return 0
 
 

@@ -152,6 +152,64 @@ std::optional<double> Quantile(std::vector<double> values, double q) {
   return *nth;
 }
 
+namespace {
+
+// /v1/status `jobs` while leading: the ledger's jobs, then those in its standby, then members
+// it has not counted yet.
+json JobsJson(const CoordinatorStatus& s, const Ledger& l) {
+  json jobs = json::array();
+  std::vector<std::string> names;
+  for (const auto& [job, lj] : l.jobs) names.push_back(job);
+  for (const auto& [job, sb] : l.standby) names.push_back(job);
+  for (const auto& [job, m] : s.members) {
+    if (!l.jobs.contains(job) && !l.standby.contains(job)) names.push_back(job);
+  }
+  for (const std::string& name : names) {
+    const auto lj = l.jobs.find(name);
+    const auto sb = l.standby.find(name);
+    const auto m = s.members.find(name);
+    const bool admitted = lj != l.jobs.end();
+    const bool standby = sb != l.standby.end();
+    const bool member = m != s.members.end();
+    if (!admitted && !member) {  // a duplicate, or a job in standby whose key is gone
+      json o;
+      o["job"] = name;
+      o["admitted"] = false;
+      o["state"] = sb->second.duplicate ? "duplicate" : "standby";
+      o["class"] = JobClassName(JobClass::kGuaranteed);
+      o["floor_w"] = sb->second.floor_w;
+      o["standby_w"] = sb->second.standby_w;
+      for (const char* key : {"demand_w", "grant_w", "held_w", "power_w", "phase",
+                              "value_tokens_per_j", "budget_w"}) {
+        o[key] = nullptr;
+      }
+      o["lease"] = sb->second.lease != 0 ? json(LeaseHex(sb->second.lease)) : json(nullptr);
+      jobs.push_back(std::move(o));
+      continue;
+    }
+    json o;
+    o["job"] = name;
+    o["admitted"] = admitted;
+    o["state"] = admitted ? "admitted" : "standby";
+    o["class"] = JobClassName(admitted ? lj->second.job_class : m->second.job_class);
+    o["floor_w"] = admitted ? lj->second.floor_w : m->second.floor_w;
+    o["standby_w"] = standby ? json(sb->second.standby_w) : json(nullptr);
+    o["demand_w"] = member ? m->second.demand_w : lj->second.demand_w;
+    o["grant_w"] = admitted ? json(lj->second.grant_w) : json(nullptr);
+    o["held_w"] = admitted ? json(lj->second.held_w) : json(nullptr);
+    o["power_w"] = member ? json(m->second.power_w) : json(nullptr);
+    o["phase"] = member ? json(m->second.phase) : json(nullptr);
+    o["value_tokens_per_j"] = member ? json(m->second.value_tokens_per_j) : json(nullptr);
+    o["budget_w"] = member ? json(m->second.budget_w) : json(nullptr);
+    const LeaseId lease = member ? m->second.lease : lj->second.lease;
+    o["lease"] = lease != 0 ? json(LeaseHex(lease)) : json(nullptr);
+    jobs.push_back(std::move(o));
+  }
+  return jobs;
+}
+
+}  // namespace
+
 std::string CoordinatorStatusJson(const CoordinatorStatus& s, const CoordinatorConfig& config,
                                   const std::optional<net::ConnectionCounters>& connections) {
   const bool leading = Leading(s);
@@ -166,7 +224,7 @@ std::string CoordinatorStatusJson(const CoordinatorStatus& s, const CoordinatorC
   j["leader"] = leader.id.empty() ? json(nullptr) : json(leader.id);
   j["leader_listen"] = leader.listen.empty() ? json(nullptr) : json(leader.listen);
   j["site"] = config.site;
-  json& jobs = j["jobs"] = json::array();
+  j["jobs"] = json::array();
   if (leading) {
     const Ledger& l = *s.ledger;
     j["site_budget_w"] = l.site_budget_w;
@@ -180,54 +238,7 @@ std::string CoordinatorStatusJson(const CoordinatorStatus& s, const CoordinatorC
     j["largest_arrival_standby_w"] = s.largest_arrival_standby_w;
     j["reserve_short_w"] = ReserveShortW(s);
     j["reassignments"] = l.reassignments;
-    // The ledger's jobs, then those in its standby, then members it has not counted yet.
-    std::vector<std::string> names;
-    for (const auto& [job, lj] : l.jobs) names.push_back(job);
-    for (const auto& [job, sb] : l.standby) names.push_back(job);
-    for (const auto& [job, m] : s.members) {
-      if (!l.jobs.contains(job) && !l.standby.contains(job)) names.push_back(job);
-    }
-    for (const std::string& name : names) {
-      const auto lj = l.jobs.find(name);
-      const auto sb = l.standby.find(name);
-      const auto m = s.members.find(name);
-      const bool admitted = lj != l.jobs.end();
-      const bool standby = sb != l.standby.end();
-      const bool member = m != s.members.end();
-      if (!admitted && !member) {  // a duplicate, or a job in standby whose key is gone
-        json o;
-        o["job"] = name;
-        o["admitted"] = false;
-        o["state"] = sb->second.duplicate ? "duplicate" : "standby";
-        o["class"] = JobClassName(JobClass::kGuaranteed);
-        o["floor_w"] = sb->second.floor_w;
-        o["standby_w"] = sb->second.standby_w;
-        for (const char* key : {"demand_w", "grant_w", "held_w", "power_w", "phase",
-                                "value_tokens_per_j", "budget_w"}) {
-          o[key] = nullptr;
-        }
-        o["lease"] = sb->second.lease != 0 ? json(LeaseHex(sb->second.lease)) : json(nullptr);
-        jobs.push_back(std::move(o));
-        continue;
-      }
-      json o;
-      o["job"] = name;
-      o["admitted"] = admitted;
-      o["state"] = admitted ? "admitted" : "standby";
-      o["class"] = JobClassName(admitted ? lj->second.job_class : m->second.job_class);
-      o["floor_w"] = admitted ? lj->second.floor_w : m->second.floor_w;
-      o["standby_w"] = standby ? json(sb->second.standby_w) : json(nullptr);
-      o["demand_w"] = member ? m->second.demand_w : lj->second.demand_w;
-      o["grant_w"] = admitted ? json(lj->second.grant_w) : json(nullptr);
-      o["held_w"] = admitted ? json(lj->second.held_w) : json(nullptr);
-      o["power_w"] = member ? json(m->second.power_w) : json(nullptr);
-      o["phase"] = member ? json(m->second.phase) : json(nullptr);
-      o["value_tokens_per_j"] = member ? json(m->second.value_tokens_per_j) : json(nullptr);
-      o["budget_w"] = member ? json(m->second.budget_w) : json(nullptr);
-      const LeaseId lease = member ? m->second.lease : lj->second.lease;
-      o["lease"] = lease != 0 ? json(LeaseHex(lease)) : json(nullptr);
-      jobs.push_back(std::move(o));
-    }
+    j["jobs"] = JobsJson(s, l);
     j["refused"] = s.refused;
     j["conflict"] = s.conflict;
   } else {
@@ -278,113 +289,123 @@ std::string EscapeLabelValue(std::string_view value) {
   return out;
 }
 
-std::string CoordinatorMetricsText(const CoordinatorStatus& s) {
-  std::string out = BuildInfoMetric();
-  const auto metric = [&](std::string_view name, std::string_view type, std::string_view help) {
+namespace {
+
+// Prometheus text, one family at a time.
+struct MetricsWriter {
+  std::string& out;
+  void Metric(std::string_view name, std::string_view type, std::string_view help) {
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
-  };
-  const auto sample = [&](std::string_view name, double v) {
-    out += fmt::format("{} {}\n", name, Number(v));
-  };
-  const auto job_sample = [&](std::string_view name, std::string_view job, double v) {
+  }
+  void Sample(std::string_view name, double v) { out += fmt::format("{} {}\n", name, Number(v)); }
+  void JobSample(std::string_view name, std::string_view job, double v) {
     out += fmt::format("{}{{job=\"{}\"}} {}\n", name, EscapeLabelValue(job), Number(v));
-  };
+  }
+};
 
-  metric("headroom_coordinator_leader", "gauge", "1 while this replica leads its site, else 0.");
-  sample("headroom_coordinator_leader", s.role == "leader" ? 1.0 : 0.0);
-  metric("headroom_coordinator_term", "gauge",
-         "The leader's term (its election revision) while this replica leads, else 0.");
-  sample("headroom_coordinator_term", static_cast<double>(s.term));
-  metric("headroom_coordinator_elections_won_total", "counter",
-         "Times this replica began leading its site.");
-  sample("headroom_coordinator_elections_won_total", static_cast<double>(s.elections_won));
-  metric("headroom_coordinator_leadership_lost_total", "counter",
-         "Times this replica stopped leading other than by resigning (lease expired, store "
-         "unreachable for a lease TTL, leader key no longer its own).");
-  sample("headroom_coordinator_leadership_lost_total", static_cast<double>(s.leadership_lost));
-
-  if (Leading(s)) {
-    const Ledger& l = *s.ledger;
-    metric("headroom_site_budget_watts", "gauge",
+// The leader's families: the site's ledger and its jobs.
+void LedgerMetrics(const CoordinatorStatus& s, const Ledger& l, MetricsWriter& w) {
+  w.Metric("headroom_site_budget_watts", "gauge",
            "The site budget in force (the ledger's: what the invariant holds against).");
-    sample("headroom_site_budget_watts", l.site_budget_w);
-    metric("headroom_site_target_budget_watts", "gauge",
+  w.Sample("headroom_site_budget_watts", l.site_budget_w);
+  w.Metric("headroom_site_target_budget_watts", "gauge",
            "The site budget asked for (below the one in force while a decrease settles).");
-    sample("headroom_site_target_budget_watts", l.target_site_budget_w);
-    metric("headroom_site_reserve_watts", "gauge", "Watts of the site budget never granted.");
-    sample("headroom_site_reserve_watts", l.reserve_w);
-    metric("headroom_site_grants_watts", "gauge", "Sum of the latest grants.");
-    sample("headroom_site_grants_watts", SumGrantsW(l));
-    metric("headroom_site_held_watts", "gauge",
+  w.Sample("headroom_site_target_budget_watts", l.target_site_budget_w);
+  w.Metric("headroom_site_reserve_watts", "gauge", "Watts of the site budget never granted.");
+  w.Sample("headroom_site_reserve_watts", l.reserve_w);
+  w.Metric("headroom_site_grants_watts", "gauge", "Sum of the latest grants.");
+  w.Sample("headroom_site_grants_watts", SumGrantsW(l));
+  w.Metric("headroom_site_held_watts", "gauge",
            "Sum of held watts: the ledger's bound on the sum of the budgets jobs act on.");
-    sample("headroom_site_held_watts", l.HeldW());
-    double acting_w = 0.0;
-    for (const auto& [job, m] : s.members) acting_w += m.budget_w;
-    metric("headroom_site_acting_budget_watts", "gauge",
+  w.Sample("headroom_site_held_watts", l.HeldW());
+  double acting_w = 0.0;
+  for (const auto& [job, m] : s.members) acting_w += m.budget_w;
+  w.Metric("headroom_site_acting_budget_watts", "gauge",
            "Sum of the job budgets the members report acting on.");
-    sample("headroom_site_acting_budget_watts", acting_w);
-    metric("headroom_job_grant_watts", "gauge", "The job's latest grant.");
-    for (const auto& [job, j] : l.jobs) job_sample("headroom_job_grant_watts", job, j.grant_w);
-    metric("headroom_job_floor_watts", "gauge",
+  w.Sample("headroom_site_acting_budget_watts", acting_w);
+  w.Metric("headroom_job_grant_watts", "gauge", "The job's latest grant.");
+  for (const auto& [job, j] : l.jobs) w.JobSample("headroom_job_grant_watts", job, j.grant_w);
+  w.Metric("headroom_job_floor_watts", "gauge",
            "The job's power at its lowest actuation, with the node overhead.");
-    for (const auto& [job, j] : l.jobs) job_sample("headroom_job_floor_watts", job, j.floor_w);
-    metric("headroom_job_power_watts", "gauge", "The job's power as its member reports it.");
-    for (const auto& [job, m] : s.members) job_sample("headroom_job_power_watts", job, m.power_w);
-    metric("headroom_site_standby_watts", "gauge",
+  for (const auto& [job, j] : l.jobs) w.JobSample("headroom_job_floor_watts", job, j.floor_w);
+  w.Metric("headroom_job_power_watts", "gauge", "The job's power as its member reports it.");
+  for (const auto& [job, m] : s.members) w.JobSample("headroom_job_power_watts", job, m.power_w);
+  w.Metric("headroom_site_standby_watts", "gauge",
            "Sum of what the registered jobs not admitted may draw (their standby, or their "
            "floor while a step may run): inside the held watts.");
-    sample("headroom_site_standby_watts", l.StandbyW());
-    metric("headroom_job_standby_watts", "gauge",
+  w.Sample("headroom_site_standby_watts", l.StandbyW());
+  w.Metric("headroom_job_standby_watts", "gauge",
            "What a registered job not admitted may draw (a duplicate by its key's name).");
-    for (const auto& [job, sb] : l.standby)
-      job_sample("headroom_job_standby_watts", job, sb.standby_w);
-    metric("headroom_site_overcommitted_watts", "gauge",
+  for (const auto& [job, sb] : l.standby)
+    w.JobSample("headroom_job_standby_watts", job, sb.standby_w);
+  w.Metric("headroom_site_overcommitted_watts", "gauge",
            "Watts by which the admitted floors and every standby exceed the site budget less "
            "the reserve (asked for): above 0, jobs were started that the site cannot hold.");
-    sample("headroom_site_overcommitted_watts", l.OvercommittedW());
-    metric("headroom_site_reserve_short_watts", "gauge",
+  w.Sample("headroom_site_overcommitted_watts", l.OvercommittedW());
+  w.Metric("headroom_site_reserve_short_watts", "gauge",
            "Watts by which the reserve in force falls short of the most a job drew on arrival, "
            "before admission and without asking (docs/METRICS.md).");
-    sample("headroom_site_reserve_short_watts", ReserveShortW(s));
-    metric("headroom_site_reassignments_total", "counter",
+  w.Sample("headroom_site_reserve_short_watts", ReserveShortW(s));
+  w.Metric("headroom_site_reassignments_total", "counter",
            "Grants raised with watts another job gave up (the ledger's count).");
-    sample("headroom_site_reassignments_total", static_cast<double>(l.reassignments));
-  }
+  w.Sample("headroom_site_reassignments_total", static_cast<double>(l.reassignments));
+}
 
-  metric("headroom_coordinator_ledger_writes_total", "counter",
-         "Ledger transactions this replica wrote.");
-  sample("headroom_coordinator_ledger_writes_total", static_cast<double>(s.ledger_writes));
-  metric("headroom_coordinator_write_conflicts_total", "counter",
-         "Ledger transactions that lost a race (their comparisons failed).");
-  sample("headroom_coordinator_write_conflicts_total", static_cast<double>(s.write_conflicts));
-  metric("headroom_coordinator_unknown_outcomes_total", "counter",
-         "Ledger transactions whose outcome was unknown (resolved by reading back).");
-  sample("headroom_coordinator_unknown_outcomes_total", static_cast<double>(s.unknown_outcomes));
-  metric("headroom_coordinator_invariant_refusals_total", "counter",
-         "Plans not written because they broke the invariant (a bug when above 0).");
-  sample("headroom_coordinator_invariant_refusals_total",
-         static_cast<double>(s.invariant_refusals));
-  metric("headroom_coordinator_malformed_values_total", "counter",
-         "Store values ignored because they did not parse.");
-  sample("headroom_coordinator_malformed_values_total", static_cast<double>(s.malformed_values));
+}  // namespace
+
+std::string CoordinatorMetricsText(const CoordinatorStatus& s) {
+  std::string out = BuildInfoMetric();
+  MetricsWriter w{out};
+
+  w.Metric("headroom_coordinator_leader", "gauge", "1 while this replica leads its site, else 0.");
+  w.Sample("headroom_coordinator_leader", s.role == "leader" ? 1.0 : 0.0);
+  w.Metric("headroom_coordinator_term", "gauge",
+           "The leader's term (its election revision) while this replica leads, else 0.");
+  w.Sample("headroom_coordinator_term", static_cast<double>(s.term));
+  w.Metric("headroom_coordinator_elections_won_total", "counter",
+           "Times this replica began leading its site.");
+  w.Sample("headroom_coordinator_elections_won_total", static_cast<double>(s.elections_won));
+  w.Metric("headroom_coordinator_leadership_lost_total", "counter",
+           "Times this replica stopped leading other than by resigning (lease expired, store "
+           "unreachable for a lease TTL, leader key no longer its own).");
+  w.Sample("headroom_coordinator_leadership_lost_total", static_cast<double>(s.leadership_lost));
+
+  if (Leading(s)) LedgerMetrics(s, *s.ledger, w);
+
+  w.Metric("headroom_coordinator_ledger_writes_total", "counter",
+           "Ledger transactions this replica wrote.");
+  w.Sample("headroom_coordinator_ledger_writes_total", static_cast<double>(s.ledger_writes));
+  w.Metric("headroom_coordinator_write_conflicts_total", "counter",
+           "Ledger transactions that lost a race (their comparisons failed).");
+  w.Sample("headroom_coordinator_write_conflicts_total", static_cast<double>(s.write_conflicts));
+  w.Metric("headroom_coordinator_unknown_outcomes_total", "counter",
+           "Ledger transactions whose outcome was unknown (resolved by reading back).");
+  w.Sample("headroom_coordinator_unknown_outcomes_total", static_cast<double>(s.unknown_outcomes));
+  w.Metric("headroom_coordinator_invariant_refusals_total", "counter",
+           "Plans not written because they broke the invariant (a bug when above 0).");
+  w.Sample("headroom_coordinator_invariant_refusals_total",
+           static_cast<double>(s.invariant_refusals));
+  w.Metric("headroom_coordinator_malformed_values_total", "counter",
+           "Store values ignored because they did not parse.");
+  w.Sample("headroom_coordinator_malformed_values_total", static_cast<double>(s.malformed_values));
 
   double latency_sum_s = 0.0;
   for (double v : s.txn_latency_s) latency_sum_s += v;
-  metric("headroom_coordinator_txn_latency_seconds", "summary",
-         "Ledger transaction latency, over the last transactions (up to 1024).");
+  w.Metric("headroom_coordinator_txn_latency_seconds", "summary",
+           "Ledger transaction latency, over the last transactions (up to 1024).");
   for (const auto& [label, q] : {std::pair{"0.5", 0.5}, std::pair{"0.99", 0.99}}) {
     const auto v = Quantile(s.txn_latency_s, q);
     out += fmt::format("headroom_coordinator_txn_latency_seconds{{quantile=\"{}\"}} {}\n", label,
                        Number(v ? *v : std::nan("")));
   }
-  sample("headroom_coordinator_txn_latency_seconds_sum", latency_sum_s);
-  sample("headroom_coordinator_txn_latency_seconds_count",
-         static_cast<double>(s.txn_latency_s.size()));
+  w.Sample("headroom_coordinator_txn_latency_seconds_sum", latency_sum_s);
+  w.Sample("headroom_coordinator_txn_latency_seconds_count",
+           static_cast<double>(s.txn_latency_s.size()));
 
   if (!s.decrease_settle_s.empty()) {
-    metric("headroom_site_budget_decrease_settle_seconds", "gauge",
-           "The last site budget decrease: seconds from its request to its being in force.");
-    sample("headroom_site_budget_decrease_settle_seconds", s.decrease_settle_s.back());
+    w.Metric("headroom_site_budget_decrease_settle_seconds", "gauge",
+             "The last site budget decrease: seconds from its request to its being in force.");
+    w.Sample("headroom_site_budget_decrease_settle_seconds", s.decrease_settle_s.back());
   }
   return out;
 }

@@ -2,7 +2,8 @@
 #
 #   make demo   install what is missing, build, run the main job on a built-in default
 #   make test   install what is missing, build, run every test (every tier in release; unit and
-#               integration under ASan+UBSan; the tsan label under TSan; the fuzzers)
+#               integration under ASan+UBSan; the tsan label under TSan; every source of src/
+#               compiled alone, with clang's thread-safety analysis; the fuzzers)
 #   make check  the two-minute loop: the dev build of the unit tests, and the unit tier
 #   make stress the integration and e2e tiers N times beside a CPU burner (flakes)
 #
@@ -87,12 +88,16 @@ test-tsan: setup
 	cmake --build --preset tsan -j $(JOBS) --target headroom_tsan_tests
 	ctest --preset tsan
 
-# clang's thread-safety analysis on the agent's shared state (common/thread_annotations.h):
-# a build with -Wthread-safety -Werror; a lock missing around annotated state fails it. In
-# `make test` the fuzz build does it (its preset turns the analysis on and builds both).
+# Every source of src/ compiled on its own (no unity batches: a .cc that misses an include it
+# needs fails here, not in the next developer's `make check`), by clang with its thread-safety
+# analysis on the shared state (common/thread_annotations.h; -Wthread-safety -Werror: a lock
+# missing around annotated state fails it). -O0, no debug information: the cheapest compile.
+# Every library and `headroom` (the preset builds no tests, benchmarks, libtorch or Gloo code:
+# clang cannot build libtorch's headers with libstdc++ 12; those libraries build their sources
+# one at a time in every build instead, src/lm/CMakeLists.txt).
 test-thread-safety: setup
 	cmake --preset thread-safety
-	cmake --build --preset thread-safety -j $(JOBS) --target headroom_agent headroom_coord
+	cmake --build --preset thread-safety -j $(JOBS)
 
 # libFuzzer on the trace readers (with the analyzer behind them), on scenario files (with the
 # twin behind them), on policy files (with decisions behind them) and on both daemons' HTTP
@@ -116,8 +121,8 @@ rehearsal: build
 	  --out build/rehearsal
 	@echo "rehearsal: build/rehearsal/report.json (the logs beside it)"
 
-# The site against 1,000 faults (tests/fleet/chaos.py; about an hour), its table written into
-# docs/FLEET.md between the chaos markers.
+# The site against 1,000 faults (tests/site/chaos.py; about an hour), its table written into
+# docs/SITE.md between the chaos markers.
 chaos: build
 	./scripts/chaos_table.sh build/bin/headroom $(CHAOS_FAULTS)
 
@@ -267,7 +272,7 @@ hybrid-results: build
 universal-results: build
 	./scripts/universal_results.sh $(HEADROOM) build/universal-results
 
-# Three sites' spare power, one DiLoCo run (docs/FLEET.md, "Several sites"): carbon per token
+# Three sites' spare power, one DiLoCo run (docs/SITE.md, "Several sites"): carbon per token
 # by placement over a simulated day, and the loss by replay (about 10 minutes here).
 sites-results: build
 	/usr/bin/python3 scripts/sites_results.py $(HEADROOM) build/sites-results

@@ -4,11 +4,11 @@
 //
 //   headroom_history_bench [--jobs 1000] [--hour-s 3600] [--readers 32] [--json FILE]
 //
-// Reads top to bottom: a child process is the replica — coord::CoordinatorHost over the
+// Reads top to bottom: a child process is the replica — coord_server::CoordinatorHost over the
 // in-memory store (the daemon's composition without etcd, so the numbers are the server's and
 // the history's, not etcd's), `--jobs` members registered and acknowledged as agents would, a
 // history of `--hour-s` periods filled by real leader periods on a fake clock, then served by
-// coord::CoordinatorServer (the daemon's transport and limits) while its loop steps every
+// coord_server::CoordinatorServer (the daemon's transport and limits) while its loop steps every
 // second on the wall clock -> this process measures, with a token as a site would have:
 //   quiet: a new client's GET /v1/status and POST /v1/site-budget (each a new connection, 2 s
 //          timeout; a timeout counts as 2,000 ms), 300 of each at 10 ms pacing;
@@ -123,12 +123,12 @@ void AckGrants(coord::MemoryStore& store, const coord::Keys& keys,
   config.site_budget_w = 0.8 * demand_w;
   config.reserve_w = 1000.0;
   config.id = "bench";
-  coord::CoordinatorApiConfig api;
+  coord_server::CoordinatorApiConfig api;
   api.access.token = kToken;
-  coord::CoordinatorServer server(api);
+  coord_server::CoordinatorServer server(api);
   if (!server.Bind("127.0.0.1", 0)) _exit(2);
   config.listen = fmt::format("127.0.0.1:{}", server.port());
-  coord::CoordinatorHost host(store, config, now, [](const std::string&) {});
+  coord_server::CoordinatorHost host(store, config, now, [](const std::string&) {});
   const double before_mb = StatusMb(getpid(), "VmRSS");
   host.KeepHistory([t] { return kUnixBaseS + t->load(); });
   for (int i = 0; i < args.hour_s; ++i) {

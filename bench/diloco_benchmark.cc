@@ -29,7 +29,7 @@ void BM_ByteLmTrainStep(benchmark::State& state) {
   const int batch = static_cast<int>(state.range(0));
   const int seq = static_cast<int>(state.range(1));
   const std::string text = Text();
-  lm::ByteLm model(lm::ModelByName("tiny"), {}, 1, 1);
+  lm::ByteLm model(lm::ModelByName("tiny").value(), {}, 1, 1);
   lm::BatchSampler sampler(text, batch, seq, 1, 0);
   for (int i = 0; i < 3; ++i) model.TrainStep(sampler.Next());  // warm-up
   for (auto _ : state) benchmark::DoNotOptimize(model.TrainStep(sampler.Next()));
@@ -48,7 +48,7 @@ std::vector<float> Delta(std::uint64_t seed) {
 void BM_EncodeInt8(benchmark::State& state) {
   const auto d = Delta(1);
   std::vector<float> error;
-  for (auto _ : state) benchmark::DoNotOptimize(dist::Encode(dist::Codec::kInt8, d, error));
+  for (auto _ : state) benchmark::DoNotOptimize(diloco::Encode(diloco::Codec::kInt8, d, error));
   state.SetBytesProcessed(state.iterations() * 4 * static_cast<int64_t>(d.size()));
 }
 BENCHMARK(BM_EncodeInt8)->Unit(benchmark::kMillisecond);
@@ -59,11 +59,11 @@ void BM_AggregateRound4(benchmark::State& state) {
   const std::vector<std::uint64_t> members = {1, 2, 3, 4};
   for (std::uint32_t r = 0; r < 4; ++r) {
     std::vector<float> error;
-    const auto payload = dist::Encode(dist::Codec::kInt8, Delta(r + 1), error);
-    frames.push_back(dist::SealFrame({r, 5, members[r]}, dist::Codec::kInt8, payload, key));
+    const auto payload = diloco::Encode(diloco::Codec::kInt8, Delta(r + 1), error);
+    frames.push_back(diloco::SealFrame({r, 5, members[r]}, diloco::Codec::kInt8, payload, key));
   }
   for (auto _ : state) {
-    auto agg = dist::AggregateRound(frames, 5, members, dist::Codec::kInt8, 495360, key, {});
+    auto agg = diloco::AggregateRound(frames, 5, members, diloco::Codec::kInt8, 495360, key, {});
     benchmark::DoNotOptimize(agg);
   }
 }
@@ -71,7 +71,7 @@ BENCHMARK(BM_AggregateRound4)->Unit(benchmark::kMillisecond);
 
 void BM_ModelSha256(benchmark::State& state) {
   const auto d = Delta(9);
-  for (auto _ : state) benchmark::DoNotOptimize(dist::Sha256Floats(d));
+  for (auto _ : state) benchmark::DoNotOptimize(diloco::Sha256Floats(d));
   state.SetBytesProcessed(state.iterations() * 4 * static_cast<int64_t>(d.size()));
 }
 BENCHMARK(BM_ModelSha256)->Unit(benchmark::kMillisecond);

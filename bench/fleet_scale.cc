@@ -4,9 +4,9 @@
 //   headroom_fleet_scale --headroom build/bin/headroom --agents 1000 --duration-s 60 [--json F]
 //
 // Reads top to bottom: options -> the site's agents (deterministic floors and nameplates) ->
-// etcd (tests/coord/etcd_cluster.h: a single member in a temporary directory, killed at the end
+// etcd (tests/support/etcd_cluster.h: a single member in a temporary directory, killed at the end
 // pass or fail) and a pass-through proxy in front of it for the coordinator -> the agents
-// (coord::SiteMember over 32 coord::EtcdStore connections, one thread each, every member doing
+// (coord::SiteMember over 32 etcd::EtcdStore connections, one thread each, every member doing
 // what an agent does every 0.25 s: Step, Current, Observe; and, as each agent has, a thread per
 // member watching its grant on a stream of its own, unless --poll), all registered -> the
 // coordinator (a child process on the proxy, killed by PID at the end) -> a steady phase with a
@@ -70,7 +70,7 @@
 #include "coord/store.h"
 #include "etcd/etcd_store.h"
 #include "etcd/etcd_wire.h"
-#include "tests/coord/etcd_cluster.h"
+#include "tests/support/etcd_cluster.h"
 
 #include "bench/fleet_scale/agents.h"
 #include "bench/fleet_scale/coordinator_process.h"
@@ -118,7 +118,7 @@ std::vector<SimAgent> MakeAgents(const Options& o, SiteSetUp* site) {
 
 // Destroyed, it stops the proxy, then kills etcd and removes its directory.
 struct SiteEtcd {
-  std::optional<coord::etcd_test::EtcdCluster> cluster;
+  std::optional<etcd_test::EtcdCluster> cluster;
   std::string url;
   int port = 0;
   pid_t pid = 0;  // etcd's process
@@ -129,7 +129,7 @@ struct SiteEtcd {
 std::optional<SiteEtcd> StartEtcd() {
   std::string why;
   SiteEtcd etcd;
-  etcd.cluster = coord::etcd_test::EtcdCluster::Start(1, &why);
+  etcd.cluster = etcd_test::EtcdCluster::Start(1, &why);
   if (!etcd.cluster) {
     fmt::print(stderr, "fleet_scale: cannot start etcd: {}\n", why);
     return std::nullopt;
@@ -225,7 +225,7 @@ struct Fleet {
 bool StartAgents(const Options& o, const std::string& etcd_url, Fleet& fleet) {
   for (int k = 0; k < o.stores; ++k) {
     auto w = std::make_unique<Worker>();
-    auto s = coord::EtcdStore::Open(etcd_url, o.etcd_timeout_s);
+    auto s = etcd::EtcdStore::Open(etcd_url, o.etcd_timeout_s);
     if (!s) {
       fmt::print(stderr, "fleet_scale: cannot open etcd: {}\n", s.error().message());
       return false;
@@ -440,8 +440,8 @@ int Run(const Options& o) {
 
   // The ledger's writes, watched; the bench's own reads of the site; the agents.
   const coord::Keys keys(kSite);
-  auto watch_store = coord::EtcdStore::Open(etcd->url, o.etcd_timeout_s);
-  auto probe_etcd = coord::EtcdStore::Open(etcd->url, 10.0);
+  auto watch_store = etcd::EtcdStore::Open(etcd->url, o.etcd_timeout_s);
+  auto probe_etcd = etcd::EtcdStore::Open(etcd->url, 10.0);
   if (!watch_store || !probe_etcd) {
     fmt::print(stderr, "fleet_scale: cannot open etcd for the watch or the probe\n");
     return 2;
@@ -511,8 +511,8 @@ int main(int argc, char** argv) {
   app.add_option("--json", o.json_path, "Also write the results here");
   CLI11_PARSE(app, argc, argv);
   o.watch = !poll;
-  if (!headroom::coord::etcd_test::EtcdCluster::Available()) {
-    fmt::print(stderr, "fleet_scale: {} not found\n", headroom::coord::etcd_test::kEtcdBinary);
+  if (!headroom::etcd_test::EtcdCluster::Available()) {
+    fmt::print(stderr, "fleet_scale: {} not found\n", headroom::etcd_test::kEtcdBinary);
     return 2;
   }
   return headroom::bench::Run(o);

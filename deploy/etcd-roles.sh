@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# etcd users and roles for one site (docs/FLEET.md, "etcd with TLS and auth"). Each role holds
-# exactly the permissions of the table below, which is docs/FLEET.md's "Who reads and writes
+# etcd users and roles for one site (docs/SITE.md, "etcd with TLS and auth"). Each role holds
+# exactly the permissions of the table below, which is docs/SITE.md's "Who reads and writes
 # each key" row for row: the coordinator reads the site's prefix and writes the leader, ledger
 # and target keys and the grants; each agent reads and writes only its own member key, writes its
 # duplicate keys (the prefix members/<job>@) and its ack key, and reads only its own grant — so
@@ -22,7 +22,7 @@
 set -euo pipefail
 
 # Who may do what: daemon, permission (read, write, readwrite), "key" or "prefix", the key.
-# <site>, <job> and <run> (a DiLoCo run's name) are filled in. Keep it equal to docs/FLEET.md's table (etcd_roles_test
+# <site>, <job> and <run> (a DiLoCo run's name) are filled in. Keep it equal to docs/SITE.md's table (etcd_roles_test
 # checks that they agree, and that etcd's roles equal it after a run).
 readonly PERMISSIONS="
 coordinator read prefix /headroom/<site>/

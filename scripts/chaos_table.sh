@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make chaos`: tests/fleet/chaos.py with N faults, its table written into docs/FLEET.md between
+# `make chaos`: tests/site/chaos.py with N faults, its table written into docs/SITE.md between
 # <!-- chaos:begin --> and <!-- chaos:end -->. Usage: chaos_table.sh HEADROOM_BINARY FAULTS [SEED]
 # [LONG]: LONG long faults more (agent_partition, agent_frozen_past_ttl: about 2 minutes each,
 # until the ledger forgets the job), one per 100 faults by default, at least 2.
@@ -12,19 +12,19 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 table="$(mktemp)"
 trap 'rm -f "$table"' EXIT
 set +e
-python3 "$root/tests/fleet/chaos.py" --headroom "$headroom" --source-dir "$root" \
+python3 "$root/tests/site/chaos.py" --headroom "$headroom" --source-dir "$root" \
   --faults "$faults" --long-faults "$long" --seed "$seed" --markdown >"$table"
 rc=$?
 set -e
 {
   echo "<!-- chaos:begin -->"
-  echo "\`python3 tests/fleet/chaos.py --headroom build/bin/headroom --faults $faults --long-faults $long --seed $seed\`"
+  echo "\`python3 tests/site/chaos.py --headroom build/bin/headroom --faults $faults --long-faults $long --seed $seed\`"
   echo "($(date -u +%Y-%m-%d), $(nproc) cores; exit status $rc)"
   echo
   cat "$table"
   echo "<!-- chaos:end -->"
 } >"$table.block"
-python3 - "$root/docs/FLEET.md" "$table.block" <<'PY'
+python3 - "$root/docs/SITE.md" "$table.block" <<'PY'
 import sys, re
 doc, block = sys.argv[1], open(sys.argv[2]).read()
 text = open(doc).read()

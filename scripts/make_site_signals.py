@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Makes the sample site signals in examples/sites/ (docs/FLEET.md, "Several sites").
+"""Makes the sample site signals in examples/sites/ (docs/SITE.md, "Several sites").
 
 Each site is the paper's 16-GPU composite on 60 % of its nameplate (3,840 W), its own seed and
 random offsets, run by `headroom fleet-sim` for a simulated day; its spare power each minute is

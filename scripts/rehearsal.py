@@ -47,7 +47,7 @@ import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fleet"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "site"))
 from chaos import b64, free_ports, get, post, wait_until  # noqa: E402  (the chaos test's helpers)
 
 ETCD = "/usr/bin/etcd"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Three sites' spare power, one DiLoCo run: carbon per token by placement, and the loss reached
-against the same run on dedicated workers (docs/FLEET.md, "Several sites").
+against the same run on dedicated workers (docs/SITE.md, "Several sites").
 
 1. `headroom sites-sim` over a simulated day on the sample sites (examples/sites/: nuclear,
    solar, coal; each the paper's composite on 3,840 W), 8 workers of 80 W, every placement,

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # make test, after the release build: every tier of the release build, the unit and integration
-# tiers under ASan+UBSan, the tests labelled tsan under TSan, then the fuzzers (Makefile).
+# tiers under ASan+UBSan, the tests labelled tsan under TSan, every source of src/ compiled on
+# its own (clang, with its thread-safety analysis), then the fuzzers (Makefile).
 #
 # The site's chaos test (e2e, 50 faults, about four minutes that are mostly waiting for leases
 # and elections) runs beside the others from the start, in its own process group, and is
 # waited for after the ASan stage: it takes no longer than the rest of the release tests and
 # the ASan build and tests together. Its output is printed when it ends; a failure fails
 # `make test`. Sharing the machine is a fault of its own: its invariant and its audit do not
-# depend on timing (docs/FLEET.md, "Chaos").
+# depend on timing (docs/SITE.md, "Chaos").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 make_="${MAKE:-make}"
@@ -41,5 +42,6 @@ else
   echo "test: the chaos test passed"
 fi
 "$make_" --no-print-directory test-tsan
+"$make_" --no-print-directory test-thread-safety
 "$make_" --no-print-directory fuzz
 echo "test: every stage passed in $(( $(date +%s) - start )) s after the release build"

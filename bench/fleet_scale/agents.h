@@ -47,7 +47,7 @@
 #include "coord/store.h"
 #include "etcd/etcd_store.h"
 #include "etcd/etcd_wire.h"
-#include "tests/coord/etcd_cluster.h"
+#include "tests/support/etcd_cluster.h"
 
 namespace headroom::bench {
 
@@ -181,7 +181,7 @@ struct Worker {
     int members = 0;
     int skipped = 0;  // ticks it overran: skipped, not caught up
   };
-  std::unique_ptr<coord::EtcdStore> etcd;
+  std::unique_ptr<etcd::EtcdStore> etcd;
   std::unique_ptr<RecordingStore> store;
   std::vector<size_t> agents;
   std::vector<Round> rounds;

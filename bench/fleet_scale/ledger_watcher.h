@@ -47,7 +47,7 @@
 #include "coord/store.h"
 #include "etcd/etcd_store.h"
 #include "etcd/etcd_wire.h"
-#include "tests/coord/etcd_cluster.h"
+#include "tests/support/etcd_cluster.h"
 
 namespace headroom::bench {
 
@@ -64,7 +64,7 @@ struct LedgerSeen {
 
 class LedgerWatcher {
  public:
-  LedgerWatcher(std::unique_ptr<coord::EtcdStore> store, std::string key)
+  LedgerWatcher(std::unique_ptr<etcd::EtcdStore> store, std::string key)
       : store_(std::move(store)), key_(std::move(key)) {
     thread_ = std::thread([this] { Run(); });
   }
@@ -122,7 +122,7 @@ class LedgerWatcher {
     }
   }
 
-  std::unique_ptr<coord::EtcdStore> store_;
+  std::unique_ptr<etcd::EtcdStore> store_;
   const std::string key_;
   std::thread thread_;
   std::atomic<bool> stop_{false};

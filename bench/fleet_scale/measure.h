@@ -54,7 +54,7 @@
 #include "coord/store.h"
 #include "etcd/etcd_store.h"
 #include "etcd/etcd_wire.h"
-#include "tests/coord/etcd_cluster.h"
+#include "tests/support/etcd_cluster.h"
 
 namespace headroom::bench {
 
@@ -170,7 +170,7 @@ inline CoordinatorPeriod MeasurePeriod(const SteadyPhase& p) {
   }
   m.periods = static_cast<double>(read_starts_s.size());
   m.periods_expected = std::floor(p.phase_s / kPeriodS);
-  m.longest_gap_s = Quantile(m.period_gaps_s, 1.0);
+  m.longest_gap_s = NearestRank(m.period_gaps_s, 1.0);
   m.period_held = m.periods >= m.periods_expected - 1 && m.longest_gap_s < 1.5 * kPeriodS;
   for (const LedgerSeen& l : p.ledgers) {
     if (p.InPhase(l.t_s)) m.write_times_s.push_back(l.t_s);

@@ -47,7 +47,7 @@
 #include "coord/store.h"
 #include "etcd/etcd_store.h"
 #include "etcd/etcd_wire.h"
-#include "tests/coord/etcd_cluster.h"
+#include "tests/support/etcd_cluster.h"
 
 namespace headroom::bench {
 
@@ -72,7 +72,7 @@ struct Probe {
 inline std::optional<Probe> ProbeSite(int etcd_port, coord::Store& store, const coord::Keys& keys) {
   Probe p;
   p.t_s = NowS();
-  const std::string body = coord::RangeJson(keys.root, /*prefix=*/true).dump();
+  const std::string body = etcd::RangeJson(keys.root, /*prefix=*/true).dump();
   double t0 = NowS();
   auto raw = Client(etcd_port, 10.0)->Post("/v3/kv/range", body, "application/json");
   p.raw_range_s = NowS() - t0;

@@ -50,7 +50,7 @@
 #include "coord/store.h"
 #include "etcd/etcd_store.h"
 #include "etcd/etcd_wire.h"
-#include "tests/coord/etcd_cluster.h"
+#include "tests/support/etcd_cluster.h"
 
 namespace headroom::bench {
 
@@ -110,20 +110,20 @@ inline json CoordinatorJson(const SteadyPhase& p, const Measured& m, const Figur
   return {{"periods", period.periods},
           {"periods_expected", period.periods_expected},
           {"period_held", period.period_held},
-          {"period_p50_s", Num(Quantile(period.period_gaps_s, 0.5))},
-          {"period_p99_s", Num(Quantile(period.period_gaps_s, 0.99))},
+          {"period_p50_s", Num(NearestRank(period.period_gaps_s, 0.5))},
+          {"period_p99_s", Num(NearestRank(period.period_gaps_s, 0.99))},
           {"period_max_s", Num(period.longest_gap_s)},
-          {"site_read_p50_s", Num(Quantile(period.read_s, 0.5))},
-          {"site_read_p99_s", Num(Quantile(period.read_s, 0.99))},
-          {"site_read_max_s", Num(Quantile(period.read_s, 1.0))},
+          {"site_read_p50_s", Num(NearestRank(period.read_s, 0.5))},
+          {"site_read_p99_s", Num(NearestRank(period.read_s, 0.99))},
+          {"site_read_max_s", Num(NearestRank(period.read_s, 1.0))},
           {"txns", period.txn_s.size()},
-          {"txn_p50_s", Num(Quantile(period.txn_s, 0.5))},
-          {"txn_max_s", Num(Quantile(period.txn_s, 1.0))},
+          {"txn_p50_s", Num(NearestRank(period.txn_s, 0.5))},
+          {"txn_max_s", Num(NearestRank(period.txn_s, 1.0))},
           {"ledger_writes", period.write_times_s.size()},
           {"ledger_writes_per_s", per_s(static_cast<double>(period.write_times_s.size()))},
           {"chain_gaps_s", period.chain_gaps_s},
-          {"chain_gap_p50_s", Num(Quantile(period.chain_gaps_s, 0.5))},
-          {"chain_gap_max_s", Num(Quantile(period.chain_gaps_s, 1.0))},
+          {"chain_gap_p50_s", Num(NearestRank(period.chain_gaps_s, 0.5))},
+          {"chain_gap_max_s", Num(NearestRank(period.chain_gaps_s, 1.0))},
           {"cpu_pct_of_one_core", f.coord_cpu_pct},
           {"rss_mib", p.coord_rss_mib},
           {"hwm_mib", p.coord_hwm_mib},
@@ -154,9 +154,9 @@ inline json GrantRoundTripJson(const SteadyPhase& p, const Measured& m) {
                             {"http_status", change.status},
                             {"members_with_new_grant", r.first_s.size()},
                             {"members_without", r.no_new_grant},
-                            {"first_p50_s", Num(Quantile(r.first_s, 0.5))},
-                            {"first_p99_s", Num(Quantile(r.first_s, 0.99))},
-                            {"first_max_s", Num(Quantile(r.first_s, 1.0))},
+                            {"first_p50_s", Num(NearestRank(r.first_s, 0.5))},
+                            {"first_p99_s", Num(NearestRank(r.first_s, 0.99))},
+                            {"first_max_s", Num(NearestRank(r.first_s, 1.0))},
                             {"asked_s", Num(r.asked_s)},
                             {"first_ledger_write_s", Num(r.first_write_s)},
                             {"ledger_writes", r.ledger_writes},
@@ -172,13 +172,13 @@ inline json GrantRoundTripJson(const SteadyPhase& p, const Measured& m) {
     }
   }
   return {{"pairs", trips.all_first_s.size()},
-          {"p50_s", Num(Quantile(trips.all_first_s, 0.5))},
-          {"p99_s", Num(Quantile(trips.all_first_s, 0.99))},
-          {"max_s", Num(Quantile(trips.all_first_s, 1.0))},
-          {"down_p50_s", Num(Quantile(trips.down_first_s, 0.5))},
-          {"down_p99_s", Num(Quantile(trips.down_first_s, 0.99))},
-          {"up_p50_s", Num(Quantile(trips.up_first_s, 0.5))},
-          {"up_p99_s", Num(Quantile(trips.up_first_s, 0.99))},
+          {"p50_s", Num(NearestRank(trips.all_first_s, 0.5))},
+          {"p99_s", Num(NearestRank(trips.all_first_s, 0.99))},
+          {"max_s", Num(NearestRank(trips.all_first_s, 1.0))},
+          {"down_p50_s", Num(NearestRank(trips.down_first_s, 0.5))},
+          {"down_p99_s", Num(NearestRank(trips.down_first_s, 0.99))},
+          {"up_p50_s", Num(NearestRank(trips.up_first_s, 0.5))},
+          {"up_p99_s", Num(NearestRank(trips.up_first_s, 0.99))},
           {"changes", changes_json},
           {"coordinator_budget_lines", lines_json}};
 }
@@ -234,11 +234,11 @@ inline json AgentsSideJson(const Options& o, const SteadyPhase& p, const Measure
           {"txn", calls.calls(CallRecord::kTxn)},
           {"lease_grants", calls.calls(CallRecord::kLeaseGrant)},
           {"errors", calls.bench_errors},
-          {"get_latency_p50_ms", Num(kMsPerS * Quantile(calls.get_latency_s, 0.5))},
-          {"get_latency_p99_ms", Num(kMsPerS * Quantile(calls.get_latency_s, 0.99))},
-          {"request_latency_p99_ms", Num(kMsPerS * Quantile(calls.all_latency_s, 0.99))},
-          {"round_p50_s", Num(Quantile(calls.round_s, 0.5))},
-          {"round_p99_s", Num(Quantile(calls.round_s, 0.99))},
+          {"get_latency_p50_ms", Num(kMsPerS * NearestRank(calls.get_latency_s, 0.5))},
+          {"get_latency_p99_ms", Num(kMsPerS * NearestRank(calls.get_latency_s, 0.99))},
+          {"request_latency_p99_ms", Num(kMsPerS * NearestRank(calls.all_latency_s, 0.99))},
+          {"round_p50_s", Num(NearestRank(calls.round_s, 0.5))},
+          {"round_p99_s", Num(NearestRank(calls.round_s, 0.99))},
           {"skipped_ticks", calls.skipped_ticks},
           {"fenced_fraction", m.invariant.fenced_total_s / (phase_s * o.agents)},
           {"local_fraction", m.invariant.local_total_s / (phase_s * o.agents)},
@@ -272,13 +272,13 @@ inline json ReportJson(const Options& o, const SiteSetUp& site, const SteadyPhas
                   {"failures", p.probe_failures},
                   {"keys", probe.keys},
                   {"answer_bytes", probe.bytes},
-                  {"range_p50_ms", Num(kMsPerS * Quantile(probe.raw, 0.5))},
-                  {"store_get_p50_ms", Num(kMsPerS * Quantile(probe.get, 0.5))},
-                  {"values_p50_ms", Num(kMsPerS * Quantile(probe.values, 0.5))},
-                  {"plan_p50_ms", Num(kMsPerS * Quantile(probe.plan, 0.5))},
-                  {"store_get_cpu_p50_ms", Num(kMsPerS * Quantile(probe.get_cpu, 0.5))},
-                  {"values_cpu_p50_ms", Num(kMsPerS * Quantile(probe.values_cpu, 0.5))},
-                  {"plan_cpu_p50_ms", Num(kMsPerS * Quantile(probe.plan_cpu, 0.5))}};
+                  {"range_p50_ms", Num(kMsPerS * NearestRank(probe.raw, 0.5))},
+                  {"store_get_p50_ms", Num(kMsPerS * NearestRank(probe.get, 0.5))},
+                  {"values_p50_ms", Num(kMsPerS * NearestRank(probe.values, 0.5))},
+                  {"plan_p50_ms", Num(kMsPerS * NearestRank(probe.plan, 0.5))},
+                  {"store_get_cpu_p50_ms", Num(kMsPerS * NearestRank(probe.get_cpu, 0.5))},
+                  {"values_cpu_p50_ms", Num(kMsPerS * NearestRank(probe.values_cpu, 0.5))},
+                  {"plan_cpu_p50_ms", Num(kMsPerS * NearestRank(probe.plan_cpu, 0.5))}};
   out["machine"] = {{"cores", f.machine_cores},
                     {"busy_pct_of_one_core", f.machine_busy_pct},
                     {"other_pct_of_one_core",
@@ -293,41 +293,38 @@ inline json ReportJson(const Options& o, const SiteSetUp& site, const SteadyPhas
 
 // ---- The table ----
 
-inline void PrintTable(const Options& o, const SteadyPhase& p, const Measured& m) {
-  const Figures f = FiguresOf(p);
+inline void TableRow(std::string_view what, const std::string& value) {
+  fmt::print("| {} | {} |\n", what, value);
+}
+
+// The coordinator's periods and writes, and the grants' round trips.
+inline void PrintCoordinatorRows(const SteadyPhase& p, const Measured& m) {
   const CoordinatorPeriod& period = m.period;
   const GrantRoundTrips& trips = m.round_trips;
-  const AgentCalls& calls = m.agents;
-  const ProbeSummary& probe = m.probe;
-  const Invariant& inv = m.invariant;
   const double phase_s = p.phase_s;
-  const auto delta = [&](const std::string& name) { return EtcdDelta(p, name); };
   const auto per_s = [&](double n) { return n / phase_s; };
-  const auto row = [](std::string_view what, const std::string& value) {
-    fmt::print("| {} | {} |\n", what, value);
-  };
-  fmt::print("\n| {} agents, {} connections, grants {}, phase {:.0f} s | |\n|---|---|\n", o.agents,
-             o.stores, o.watch ? "watched" : "polled at every step", phase_s);
+  const auto row = TableRow;
   row("coordinator periods (its reads of the site)",
       fmt::format("{:.0f} in {:.1f} s, apart p50 {:.3f} / p99 {:.3f} / max {:.3f} s: {}",
-                  period.periods, phase_s, Quantile(period.period_gaps_s, 0.5),
-                  Quantile(period.period_gaps_s, 0.99), period.longest_gap_s,
+                  period.periods, phase_s, NearestRank(period.period_gaps_s, 0.5),
+                  NearestRank(period.period_gaps_s, 0.99), period.longest_gap_s,
                   period.period_held ? "1 s period held" : "1 s period NOT held"));
   row("coordinator's read of the site answered in p50 / p99 / max",
-      fmt::format("{:.1f} / {:.1f} / {:.1f} ms", kMsPerS * Quantile(period.read_s, 0.5),
-                  kMsPerS * Quantile(period.read_s, 0.99), kMsPerS * Quantile(period.read_s, 1.0)));
+      fmt::format("{:.1f} / {:.1f} / {:.1f} ms", kMsPerS * NearestRank(period.read_s, 0.5),
+                  kMsPerS * NearestRank(period.read_s, 0.99),
+                  kMsPerS * NearestRank(period.read_s, 1.0)));
   row("ledger writes",
       fmt::format("{} ({:.2f}/s); between writes of one change p50 {:.2f} s, max "
                   "{:.2f} s",
                   period.write_times_s.size(),
                   per_s(static_cast<double>(period.write_times_s.size())),
-                  Quantile(period.chain_gaps_s, 0.5), Quantile(period.chain_gaps_s, 1.0)));
+                  NearestRank(period.chain_gaps_s, 0.5), NearestRank(period.chain_gaps_s, 1.0)));
   row("grant round trip p50 / p99 / max",
       fmt::format("{:.2f} / {:.2f} / {:.2f} s ({} member-changes)",
-                  Quantile(trips.all_first_s, 0.5), Quantile(trips.all_first_s, 0.99),
-                  Quantile(trips.all_first_s, 1.0), trips.all_first_s.size()));
-  row("  down / up p50", fmt::format("{:.2f} / {:.2f} s", Quantile(trips.down_first_s, 0.5),
-                                     Quantile(trips.up_first_s, 0.5)));
+                  NearestRank(trips.all_first_s, 0.5), NearestRank(trips.all_first_s, 0.99),
+                  NearestRank(trips.all_first_s, 1.0), trips.all_first_s.size()));
+  row("  down / up p50", fmt::format("{:.2f} / {:.2f} s", NearestRank(trips.down_first_s, 0.5),
+                                     NearestRank(trips.up_first_s, 0.5)));
   for (size_t c = 0; c < p.changes.size(); ++c) {
     const ChangeResult& r = trips.results[c];
     row(fmt::format("  change {} ({} to {:.0f} W)", c + 1, p.changes[c].lower ? "down" : "up",
@@ -341,6 +338,18 @@ inline void PrintTable(const Options& o, const SteadyPhase& p, const Measured& m
                                       r.no_new_grant)
                         : std::string()));
   }
+}
+
+// What etcd and the machine carried, the site's read as the leader reads it, and the agents.
+inline void PrintLoadRows(const Options& o, const SteadyPhase& p, const Measured& m) {
+  const Figures f = FiguresOf(p);
+  const AgentCalls& calls = m.agents;
+  const ProbeSummary& probe = m.probe;
+  const Invariant& inv = m.invariant;
+  const double phase_s = p.phase_s;
+  const auto delta = [&](const std::string& name) { return EtcdDelta(p, name); };
+  const auto per_s = [&](double n) { return n / phase_s; };
+  const auto row = TableRow;
   row("etcd requests/s (gRPC calls); per agent",
       fmt::format("{:.0f}: range {:.0f}, put {:.0f}, txn {:.1f}, keepalive {:.0f}, watch {:.1f}; "
                   "{:.2f}",
@@ -376,25 +385,34 @@ inline void PrintTable(const Options& o, const SteadyPhase& p, const Measured& m
                   kMsPerS * m.StatusNum("txn_latency_p99_s")));
   row("the site read as the leader reads it (p50, wall): range / EtcdStore::Get / values / plan",
       fmt::format("{:.1f} / {:.1f} / {:.1f} / {:.2f} ms ({} keys, {:.2f} MB)",
-                  kMsPerS * Quantile(probe.raw, 0.5), kMsPerS * Quantile(probe.get, 0.5),
-                  kMsPerS * Quantile(probe.values, 0.5), kMsPerS * Quantile(probe.plan, 0.5),
+                  kMsPerS * NearestRank(probe.raw, 0.5), kMsPerS * NearestRank(probe.get, 0.5),
+                  kMsPerS * NearestRank(probe.values, 0.5), kMsPerS * NearestRank(probe.plan, 0.5),
                   probe.keys, static_cast<double>(probe.bytes) / 1e6));
   row("  the same, CPU of the reading thread: EtcdStore::Get / values / plan",
-      fmt::format("{:.1f} / {:.1f} / {:.2f} ms", kMsPerS * Quantile(probe.get_cpu, 0.5),
-                  kMsPerS * Quantile(probe.values_cpu, 0.5),
-                  kMsPerS * Quantile(probe.plan_cpu, 0.5)));
+      fmt::format("{:.1f} / {:.1f} / {:.2f} ms", kMsPerS * NearestRank(probe.get_cpu, 0.5),
+                  kMsPerS * NearestRank(probe.values_cpu, 0.5),
+                  kMsPerS * NearestRank(probe.plan_cpu, 0.5)));
   row("agents: steps per member per s; round p50 / p99; ticks skipped",
       fmt::format("{:.2f}; {:.3f} / {:.3f} s; {}",
                   per_s(static_cast<double>(calls.member_steps)) / o.agents,
-                  Quantile(calls.round_s, 0.5), Quantile(calls.round_s, 0.99),
+                  NearestRank(calls.round_s, 0.5), NearestRank(calls.round_s, 0.99),
                   calls.skipped_ticks));
   row("agents: grant read p50 / p99; errors; time fenced",
-      fmt::format("{:.1f} / {:.1f} ms; {}; {:.2f} %", kMsPerS * Quantile(calls.get_latency_s, 0.5),
-                  kMsPerS * Quantile(calls.get_latency_s, 0.99), calls.bench_errors,
+      fmt::format("{:.1f} / {:.1f} ms; {}; {:.2f} %",
+                  kMsPerS * NearestRank(calls.get_latency_s, 0.5),
+                  kMsPerS * NearestRank(calls.get_latency_s, 0.99), calls.bench_errors,
                   100.0 * inv.fenced_total_s / (phase_s * o.agents)));
   row("invariant: Σ acting ≤ budget in force − reserve",
       fmt::format("{} violations in {} checks (least slack {:.1f} W); coordinator refusals {}",
                   inv.violations, inv.checks, inv.min_slack_w, m.StatusNum("invariant_refusals")));
+}
+
+// The steady phase's table (docs/PERFORMANCE.md's).
+inline void PrintTable(const Options& o, const SteadyPhase& p, const Measured& m) {
+  fmt::print("\n| {} agents, {} connections, grants {}, phase {:.0f} s | |\n|---|---|\n", o.agents,
+             o.stores, o.watch ? "watched" : "polled at every step", p.phase_s);
+  PrintCoordinatorRows(p, m);
+  PrintLoadRows(o, p, m);
 }
 
 }  // namespace headroom::bench

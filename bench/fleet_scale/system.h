@@ -38,6 +38,7 @@
 #include <type_traits>
 #include <vector>
 #include "bench/fleet_scale/options.h"
+#include "common/stats.h"
 #include "common/thread_annotations.h"
 #include "coord/forwarding_store.h"
 #include "coord/layout.h"
@@ -47,7 +48,7 @@
 #include "coord/store.h"
 #include "etcd/etcd_store.h"
 #include "etcd/etcd_wire.h"
-#include "tests/coord/etcd_cluster.h"
+#include "tests/support/etcd_cluster.h"
 
 namespace headroom::bench {
 
@@ -136,14 +137,9 @@ inline std::pair<double, double> MachineCpuS() {
   return {(total - idle) / tick, total / tick};
 }
 
-// Nearest-rank quantile; NaN when empty.
-inline double Quantile(std::vector<double> v, double q) {
-  if (v.empty()) return std::nan("");
-  const size_t rank =
-      static_cast<size_t>(std::max(1.0, std::ceil(q * static_cast<double>(v.size()))));
-  const auto nth = v.begin() + static_cast<std::ptrdiff_t>(std::min(rank, v.size()) - 1);
-  std::nth_element(v.begin(), nth, v.end());
-  return *nth;
+// The nearest-rank q-quantile (common/stats.h); NaN when empty.
+inline double NearestRank(std::vector<double> v, double q) {
+  return v.empty() ? std::nan("") : QuantileNearestRank(v, q);
 }
 
 inline json Num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }

@@ -6,6 +6,8 @@
 #include <cassert>
 #include <cmath>
 
+#include "common/stats.h"
+
 namespace headroom::agent {
 
 std::string_view ReportedPhaseName(const TrainerReport& r) {
@@ -435,15 +437,8 @@ AgentStatus Agent::Status(double now_s) const {
   s.latency_sum_s = latency_sum_s_;
   if (!latency_s_.empty()) {
     std::vector<double> v = latency_s_;
-    // Nearest rank: the smallest value with at least q of the samples at or below it.
-    auto quantile = [&v](double q) {
-      const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
-      const size_t k = std::clamp<size_t>(rank, 1, v.size()) - 1;
-      std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
-      return v[k];
-    };
-    s.decision_p50_s = quantile(0.50);
-    s.decision_p99_s = quantile(0.99);
+    s.decision_p50_s = QuantileNearestRank(v, 0.50);
+    s.decision_p99_s = QuantileNearestRank(v, 0.99);
     s.decision_max_s = *std::max_element(v.begin(), v.end());
   }
   for (size_t i = 0; i < stats_.size(); ++i) {

@@ -74,12 +74,12 @@ struct Actuation {
   double valid_for_s = 0.0;
   std::string reason;
   double t_s = 0.0;
-  // A site's staggering (docs/FLEET.md): wait hold_s before starting the next step, once per
+  // A site's staggering (docs/SITE.md): wait hold_s before starting the next step, once per
   // hold_id (0: none). The trainer honours it at its step boundary (clients/python: take_hold).
   double hold_s = 0.0;
   int64_t hold_id = 0;
   // In a site: the trainer fails closed -- when it cannot hear the agent past valid_for_s it
-  // holds at its step boundary instead of running on safe values (docs/FLEET.md).
+  // holds at its step boundary instead of running on safe values (docs/SITE.md).
   bool site = false;
   // The site has not admitted the job: start no step until this is false (the trainer holds
   // at its step boundary, reporting "idle"; clients/python: take_hold).
@@ -243,7 +243,7 @@ class Agent {
   std::vector<LogEvent> TakeWarnings();
   // The runner's measure of one decision's latency (it owns the clock).
   void RecordDecisionLatency(double seconds);
-  // A write to the agent's trace or fleet log failed (a full disk): counted, the loop goes on.
+  // A write to the agent's trace or site log failed (a full disk): counted, the loop goes on.
   void NoteTraceWriteError() { ++trace_write_errors_; }
 
   const Actuation& actuation() const { return actuation_; }

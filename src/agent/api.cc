@@ -12,6 +12,7 @@
 #include "agent/dashboard.h"
 #include "build_info/build_info.h"
 #include "net/json_body.h"
+#include "net/metrics_text.h"
 #include "net/query.h"
 
 namespace headroom::agent {
@@ -67,7 +68,7 @@ json PerGpuJson(const std::vector<std::optional<double>>& values) {
 
 std::string StatusJson(const AgentStatus& s,
                        const std::optional<net::ConnectionCounters>& connections,
-                       const std::optional<SiteHealth>& fleet) {
+                       const std::optional<SiteHealth>& site) {
   json j;
   j["version"] = Version();
   j["commit"] = Commit();
@@ -75,15 +76,15 @@ std::string StatusJson(const AgentStatus& s,
   j["power_w"] = s.power_w;
   j["power_limit_w"] = PerGpuJson(s.power_limit_w);
   // The site card: what the job acts on in its site (null: not in a site).
-  j["site"] = fleet ? json{{"site", fleet->site},
-                           {"job", fleet->job},
-                           {"state", fleet->state},
-                           {"job_budget_w", fleet->job_budget_w},
-                           {"lease", fmt::format("{:x}", fleet->lease)},
-                           {"term", fleet->term},
-                           {"fences", fleet->fences},
-                           {"leases_lost", fleet->leases_lost}}
-                    : json(nullptr);
+  j["site"] = site ? json{{"site", site->site},
+                          {"job", site->job},
+                          {"state", site->state},
+                          {"job_budget_w", site->job_budget_w},
+                          {"lease", fmt::format("{:x}", site->lease)},
+                          {"term", site->term},
+                          {"fences", site->fences},
+                          {"leases_lost", site->leases_lost}}
+                   : json(nullptr);
   j["job_power_w"] = s.job_power_w;
   j["actuation"] = {{"concurrency", s.actuation.concurrency},
                     {"group_size", s.actuation.group_size},
@@ -153,131 +154,138 @@ std::string StatusJson(const AgentStatus& s,
 
 namespace {
 
+constexpr const char* kWindowNames[] = {"0.5s", "30s", "5min"};
+
+// The power, budget and actuation families.
+void PowerMetrics(const AgentStatus& s, net::MetricsText& w) {
+  w.Family("headroom_power_watts", "gauge", "Telemetry power per GPU.");
+  for (size_t g = 0; g < s.power_w.size(); ++g) {
+    w.Sample("headroom_power_watts", "gpu", std::to_string(g), s.power_w[g]);
+  }
+  w.Family("headroom_power_limit_watts", "gauge",
+           "The power limit in force per GPU (the telemetry's enforced limit).");
+  for (size_t g = 0; g < s.power_limit_w.size(); ++g) {
+    if (!s.power_limit_w[g]) continue;  // the source does not say
+    w.Sample("headroom_power_limit_watts", "gpu", std::to_string(g), *s.power_limit_w[g]);
+  }
+  w.Gauge("headroom_budget_watts", "Budget per GPU in force.", s.budget_w);
+  w.Gauge("headroom_job_budget_watts", "The job's budget in force (per GPU x GPUs).",
+          s.budget_w * static_cast<double>(s.gpus));
+  w.Family("headroom_concurrency", "gauge", "Generation concurrency decided.");
+  w.Sample("headroom_concurrency", s.actuation.concurrency);
+  w.Family("headroom_group_size", "gauge", "Group size decided.");
+  w.Sample("headroom_group_size", s.actuation.group_size);
+}
+
+// The windows scored, and what the alerts of deploy/prometheus/headroom.rules.yml need
+// (docs/AGENT.md, "Monitoring").
+void WindowMetrics(const AgentStatus& s, net::MetricsText& w) {
+  w.Family("headroom_windows_total", "counter", "Windows closed and scored, per window length.");
+  for (size_t i = 0; i < 3; ++i) {
+    w.Sample("headroom_windows_total", "window", kWindowNames[i], s.windows[i]);
+  }
+  w.Family("headroom_windows_over_budget_total", "counter",
+           "Windows closed whose mean power was over the budget in force over them, per window "
+           "length.");
+  for (size_t i = 0; i < 3; ++i) {
+    w.Sample("headroom_windows_over_budget_total", "window", kWindowNames[i], s.windows_over[i]);
+  }
+  w.Family("headroom_concurrency_at_minimum", "gauge",
+           "1 while the decided concurrency is the lowest its range allows (nothing left to lower "
+           "by steering the workload), else 0.");
+  w.Sample("headroom_concurrency_at_minimum", s.concurrency_at_minimum ? 1 : 0);
+  w.Family("headroom_budget_below_floor", "gauge",
+           "1 while the budget in force is below the job's known floor (it cannot be met by "
+           "steering the workload), else 0.");
+  w.Sample("headroom_budget_below_floor", s.budget_below_floor ? 1 : 0);
+}
+
 // The trainer's metrics: its reports, whether it is heard, and its mismatches.
-std::string TrainerMetricsText(const AgentStatus& s) {
-  return fmt::format(
-      "# HELP headroom_trainer_reports_total Trainer reports taken (POST /v1/report, or the "
-      "twin's).\n"
-      "# TYPE headroom_trainer_reports_total counter\nheadroom_trainer_reports_total {}\n"
-      "# HELP headroom_trainer_last_report_age_seconds Agent seconds since the trainer's last "
-      "report (NaN before the first).\n"
-      "# TYPE headroom_trainer_last_report_age_seconds gauge\n"
-      "headroom_trainer_last_report_age_seconds {}\n"
-      "# HELP headroom_trainer_up Whether the trainer is heard: 1 reporting, 0 silent past "
-      "--report-timeout-s (taken as gone), NaN before its first report.\n"
-      "# TYPE headroom_trainer_up gauge\nheadroom_trainer_up {}\n"
-      "# HELP headroom_trainer_mismatch 1 once the trainer's own values have differed from the "
-      "decisions (docs/TRAINERS.md, \"Mismatch\"), by kind.\n"
-      "# TYPE headroom_trainer_mismatch gauge\n"
-      "headroom_trainer_mismatch{{kind=\"group_size\"}} {:d}\n"
-      "headroom_trainer_mismatch{{kind=\"in_flight\"}} {:d}\n"
-      "headroom_trainer_mismatch{{kind=\"admission\"}} {:d}\n",
-      s.reports, s.report_age_s < 0.0 ? std::string("NaN") : fmt::format("{}", s.report_age_s),
-      s.trainer == TrainerPresence::kNever       ? std::string("NaN")
-      : s.trainer == TrainerPresence::kReporting ? std::string("1")
-                                                 : std::string("0"),
-      static_cast<int>(s.mismatch.group_size), static_cast<int>(s.mismatch.in_flight),
-      static_cast<int>(s.mismatch.admission));
+void TrainerMetrics(const AgentStatus& s, net::MetricsText& w) {
+  w.Counter("headroom_trainer_reports_total",
+            "Trainer reports taken (POST /v1/report, or the twin's).", s.reports);
+  w.Gauge("headroom_trainer_last_report_age_seconds",
+          "Agent seconds since the trainer's last report (NaN before the first).",
+          s.report_age_s < 0.0 ? std::nan("") : s.report_age_s);
+  w.Gauge("headroom_trainer_up",
+          "Whether the trainer is heard: 1 reporting, 0 silent past --report-timeout-s (taken as "
+          "gone), NaN before its first report.",
+          s.trainer == TrainerPresence::kNever       ? std::nan("")
+          : s.trainer == TrainerPresence::kReporting ? 1.0
+                                                     : 0.0);
+  w.Family("headroom_trainer_mismatch", "gauge",
+           "1 once the trainer's own values have differed from the decisions (docs/TRAINERS.md, "
+           "\"Mismatch\"), by kind.");
+  w.Sample("headroom_trainer_mismatch", "kind", "group_size", s.mismatch.group_size ? 1 : 0);
+  w.Sample("headroom_trainer_mismatch", "kind", "in_flight", s.mismatch.in_flight ? 1 : 0);
+  w.Sample("headroom_trainer_mismatch", "kind", "admission", s.mismatch.admission ? 1 : 0);
+}
+
+// A site member's metrics (with --site-etcd): headroom_site_*, and each again under its name of
+// the previous release, headroom_fleet_*, with the same value (deprecated: CHANGELOG.md,
+// "Renamed"; removed in the next release).
+void SiteMetrics(const SiteHealth& h, net::MetricsText& w) {
+  struct Family {
+    const char* suffix;  // after headroom_site_ (and headroom_fleet_)
+    const char* type;
+    const char* help;
+    uint64_t value;
+  };
+  const Family families[] = {
+      {"fenced", "gauge",
+       "1 while the job acts on its floor because its site lease was not renewed in time, else 0.",
+       h.fenced ? 1U : 0U},
+      {"fences_total", "counter", "Times the job began acting on its floor, fenced.", h.fences},
+      {"lease_lost_total", "counter",
+       "Site lease renewals the store answered with the lease gone (expired).", h.leases_lost},
+      {"grants_watched_total", "counter",
+       "Newer grants the member's watch on its grant brought as they were written (not a read).",
+       h.grants_watched},
+  };
+  for (const Family& f : families) {
+    const std::string name = fmt::format("headroom_site_{}", f.suffix);
+    w.Family(name, f.type, f.help);
+    w.Sample(name, f.value);
+  }
+  for (const Family& f : families) {
+    const std::string name = fmt::format("headroom_fleet_{}", f.suffix);
+    w.Family(name, f.type,
+             fmt::format("Deprecated: renamed headroom_site_{}, removed in the next release.",
+                         f.suffix));
+    w.Sample(name, f.value);
+  }
 }
 
 }  // namespace
 
-std::string MetricsText(const AgentStatus& s, const std::optional<SiteHealth>& fleet) {
-  std::string out = BuildInfoMetric();
-  out +=
-      "# HELP headroom_power_watts Telemetry power per GPU.\n# TYPE headroom_power_watts gauge\n";
-  for (size_t g = 0; g < s.power_w.size(); ++g) {
-    out += fmt::format("headroom_power_watts{{gpu=\"{}\"}} {}\n", g, s.power_w[g]);
-  }
-  out +=
-      "# HELP headroom_power_limit_watts The power limit in force per GPU (the telemetry's "
-      "enforced limit).\n# TYPE headroom_power_limit_watts gauge\n";
-  for (size_t g = 0; g < s.power_limit_w.size(); ++g) {
-    if (!s.power_limit_w[g]) continue;  // the source does not say
-    out += fmt::format("headroom_power_limit_watts{{gpu=\"{}\"}} {}\n", g, *s.power_limit_w[g]);
-  }
-  out += fmt::format(
-      "# HELP headroom_budget_watts Budget per GPU in force.\n"
-      "# TYPE headroom_budget_watts gauge\nheadroom_budget_watts {}\n"
-      "# HELP headroom_job_budget_watts The job's budget in force (per GPU x GPUs).\n"
-      "# TYPE headroom_job_budget_watts gauge\nheadroom_job_budget_watts {}\n",
-      s.budget_w, s.budget_w * static_cast<double>(s.gpus));
-  out += fmt::format(
-      "# HELP headroom_concurrency Generation concurrency decided.\n"
-      "# TYPE headroom_concurrency gauge\nheadroom_concurrency {}\n"
-      "# HELP headroom_group_size Group size decided.\n# TYPE headroom_group_size gauge\n"
-      "headroom_group_size {}\n",
-      s.actuation.concurrency, s.actuation.group_size);
-  out +=
-      "# HELP headroom_violation_fraction Windows over budget / windows closed, on telemetry "
-      "(NaN before the first window closes).\n"
-      "# TYPE headroom_violation_fraction gauge\n";
-  const char* names[] = {"0.5s", "30s", "5min"};
+std::string MetricsText(const AgentStatus& s, const std::optional<SiteHealth>& site) {
+  net::MetricsText w(BuildInfoMetric());
+  PowerMetrics(s, w);
+  w.Family("headroom_violation_fraction", "gauge",
+           "Windows over budget / windows closed, on telemetry (NaN before the first window "
+           "closes).");
   for (size_t i = 0; i < 3; ++i) {
     const auto& f = s.violation_fraction[i];
-    out += fmt::format("headroom_violation_fraction{{window=\"{}\"}} {}\n", names[i],
-                       f ? fmt::format("{}", *f) : std::string("NaN"));
+    w.Sample("headroom_violation_fraction", "window", kWindowNames[i], f ? *f : std::nan(""));
   }
-  out += fmt::format(
-      "# HELP headroom_decisions_total Control decisions.\n# TYPE headroom_decisions_total "
-      "counter\nheadroom_decisions_total {}\n"
-      "# HELP headroom_telemetry_errors_total Failed or stale telemetry reads.\n"
-      "# TYPE headroom_telemetry_errors_total counter\nheadroom_telemetry_errors_total {}\n"
-      "# HELP headroom_tokens_per_second Tokens per second reported by the trainer.\n"
-      "# TYPE headroom_tokens_per_second gauge\nheadroom_tokens_per_second {}\n"
-      "# HELP headroom_trace_write_errors_total Failed writes to the agent's trace or fleet "
-      "log.\n# TYPE headroom_trace_write_errors_total counter\n"
-      "headroom_trace_write_errors_total {}\n",
-      s.decisions, s.telemetry_errors, s.tokens_per_s, s.trace_write_errors);
-  out += fmt::format(
-      "# HELP headroom_decision_latency_seconds Telemetry read + decision + publication, over "
-      "the last {} decisions.\n# TYPE headroom_decision_latency_seconds summary\n"
-      "headroom_decision_latency_seconds{{quantile=\"0.5\"}} {}\n"
-      "headroom_decision_latency_seconds{{quantile=\"0.99\"}} {}\n"
-      "headroom_decision_latency_seconds_sum {}\n"
-      "headroom_decision_latency_seconds_count {}\n",
-      kLatencyKeep, s.decision_p50_s, s.decision_p99_s, s.latency_sum_s, s.latency_samples);
-  // What the alerts of deploy/prometheus/headroom.rules.yml need (docs/AGENT.md, "Monitoring").
-  out +=
-      "# HELP headroom_windows_total Windows closed and scored, per window length.\n"
-      "# TYPE headroom_windows_total counter\n";
-  for (size_t i = 0; i < 3; ++i) {
-    out += fmt::format("headroom_windows_total{{window=\"{}\"}} {}\n", names[i], s.windows[i]);
-  }
-  out +=
-      "# HELP headroom_windows_over_budget_total Windows closed whose mean power was over the "
-      "budget in force over them, per window length.\n"
-      "# TYPE headroom_windows_over_budget_total counter\n";
-  for (size_t i = 0; i < 3; ++i) {
-    out += fmt::format("headroom_windows_over_budget_total{{window=\"{}\"}} {}\n", names[i],
-                       s.windows_over[i]);
-  }
-  out += fmt::format(
-      "# HELP headroom_concurrency_at_minimum 1 while the decided concurrency is the lowest its "
-      "range allows (nothing left to lower by steering the workload), else 0.\n"
-      "# TYPE headroom_concurrency_at_minimum gauge\nheadroom_concurrency_at_minimum {}\n"
-      "# HELP headroom_budget_below_floor 1 while the budget in force is below the job's known "
-      "floor (it cannot be met by steering the workload), else 0.\n"
-      "# TYPE headroom_budget_below_floor gauge\nheadroom_budget_below_floor {}\n",
-      s.concurrency_at_minimum ? 1 : 0, s.budget_below_floor ? 1 : 0);
-  out += TrainerMetricsText(s);
-  if (fleet) {
-    out += fmt::format(
-        "# HELP headroom_fleet_fenced 1 while the job acts on its floor because its site lease "
-        "was not renewed in time, else 0.\n"
-        "# TYPE headroom_fleet_fenced gauge\nheadroom_fleet_fenced {}\n"
-        "# HELP headroom_fleet_fences_total Times the job began acting on its floor, fenced.\n"
-        "# TYPE headroom_fleet_fences_total counter\nheadroom_fleet_fences_total {}\n"
-        "# HELP headroom_fleet_lease_lost_total Site lease renewals the store answered with the "
-        "lease gone (expired).\n"
-        "# TYPE headroom_fleet_lease_lost_total counter\nheadroom_fleet_lease_lost_total {}\n"
-        "# HELP headroom_fleet_grants_watched_total Newer grants the member's watch on its grant "
-        "brought as they were written (not a read).\n"
-        "# TYPE headroom_fleet_grants_watched_total counter\n"
-        "headroom_fleet_grants_watched_total {}\n",
-        fleet->fenced ? 1 : 0, fleet->fences, fleet->leases_lost, fleet->grants_watched);
-  }
-  return out;
+  w.Counter("headroom_decisions_total", "Control decisions.", s.decisions);
+  w.Counter("headroom_telemetry_errors_total", "Failed or stale telemetry reads.",
+            s.telemetry_errors);
+  w.Gauge("headroom_tokens_per_second", "Tokens per second reported by the trainer.",
+          s.tokens_per_s);
+  w.Counter("headroom_trace_write_errors_total", "Failed writes to the agent's trace or site log.",
+            s.trace_write_errors);
+  w.Family("headroom_decision_latency_seconds", "summary",
+           fmt::format("Telemetry read + decision + publication, over the last {} decisions.",
+                       kLatencyKeep));
+  w.Sample("headroom_decision_latency_seconds", "quantile", "0.5", s.decision_p50_s);
+  w.Sample("headroom_decision_latency_seconds", "quantile", "0.99", s.decision_p99_s);
+  w.Sample("headroom_decision_latency_seconds_sum", s.latency_sum_s);
+  w.Sample("headroom_decision_latency_seconds_count", s.latency_samples);
+  WindowMetrics(s, w);
+  TrainerMetrics(s, w);
+  if (site) SiteMetrics(*site, w);
+  return std::move(w).text();
 }
 
 std::string HistoryJson(const std::vector<HistoryPoint>& points, double budget_w) {
@@ -572,12 +580,12 @@ net::Response Api::StatusOrMetrics(bool status_json, std::string_view query) {
     if (shared_.connections) connections = shared_.connections();
   }
   // Serialised outside the lock.
-  std::optional<SiteHealth> fleet;
-  if (shared_.fleet) fleet = shared_.fleet();
-  if (status_json) return Json(200, StatusJson(status, connections, fleet));
+  std::optional<SiteHealth> site;
+  if (shared_.site_health) site = shared_.site_health();
+  if (status_json) return Json(200, StatusJson(status, connections, site));
   net::Response r;
   r.content_type = "text/plain; version=0.0.4";
-  r.body = MetricsText(status, fleet);
+  r.body = MetricsText(status, site);
   return r;
 }
 

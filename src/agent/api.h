@@ -50,7 +50,7 @@ inline constexpr double kDefaultLongPollS = 10.0;
 inline constexpr double kMaxLongPollS = 30.0;
 inline constexpr int kDefaultMaxLongPolls = 256;
 
-// A site member's health, as /metrics reports it (with --site-etcd; docs/FLEET.md).
+// A site member's health, as /metrics reports it (with --site-etcd; docs/SITE.md).
 struct SiteHealth {
   std::string site, job;        // --site, --job
   std::string state;            // what the job acts on: granted, fenced, standby or local
@@ -79,7 +79,7 @@ struct Shared {
   std::function<net::ConnectionCounters()> connections GUARDED_BY(mu);  // set by a serving server
   // A site member's health (null: not in a site). Set before serving, constant after;
   // thread-safe, called without `mu`.
-  std::function<SiteHealth()> fleet;
+  std::function<SiteHealth()> site_health;
   // Set before serving, constant after. POST /v1/budget sets `budget` (null: the route is 404);
   // a job budget is shared over `gpus`; a policy takes budgets in `budget_range_w` only.
   PostedBudget* budget = nullptr;
@@ -131,9 +131,8 @@ class Api final : public net::Handler {
 std::string ActuationJson(const Actuation& a, std::optional<int> step = std::nullopt);
 std::string StatusJson(const AgentStatus& s,
                        const std::optional<net::ConnectionCounters>& connections = std::nullopt,
-                       const std::optional<SiteHealth>& fleet = std::nullopt);
-std::string MetricsText(const AgentStatus& s,
-                        const std::optional<SiteHealth>& fleet = std::nullopt);
+                       const std::optional<SiteHealth>& site = std::nullopt);
+std::string MetricsText(const AgentStatus& s, const std::optional<SiteHealth>& site = std::nullopt);
 std::string HistoryJson(const std::vector<HistoryPoint>& points, double budget_w);
 // Parses a trainer report; the error names the field.
 Result<TrainerReport> ParseReport(std::string_view body);

@@ -27,7 +27,7 @@ struct BudgetInForce {
   // A site's hold before the next step (SiteBudget), 0: none; hold_id names it.
   double hold_s = 0.0;
   int64_t hold_id = 0;
-  // In a site (SiteBudget): trainers fail closed (docs/FLEET.md, "Every job at the site").
+  // In a site (SiteBudget): trainers fail closed (docs/SITE.md, "Every job at the site").
   bool site = false;
   // Not admitted: the trainer starts no step until this is false.
   bool standby = false;

@@ -27,7 +27,7 @@ AgentDaemon::AgentDaemon(DaemonParts parts, DaemonClock clock, Logger log)
   shared_.budget = nullptr;  // the site sets the budget: POST /v1/budget answers 409
   shared_.site = true;
   member_.emplace(*site.store, site.member, clock_.monotonic_s, log_);
-  shared_.fleet = [this] { return Health(); };
+  shared_.site_health = [this] { return Health(); };
   site_budget_.emplace(
       *member_, parts_.source->gpus(),
       [this] { return parts_.site->overhead_w(clock_.monotonic_s()); }, site.budget_range_w.first,
@@ -129,7 +129,7 @@ AgentDaemon::Stopped AgentDaemon::Run(const std::atomic<bool>& stop) {
 
   // The site's threads (coord/member_session.h): the member's store work four times a second,
   // and the grant's watch, a stream that brings each grant as the coordinator writes it
-  // (docs/FLEET.md, "Members watch their grant").
+  // (docs/SITE.md, "Members watch their grant").
   std::optional<coord::MemberSession> session;
   if (member_) {
     session.emplace(*member_, coord::MemberSession::Options{0.25, /*watch=*/true,

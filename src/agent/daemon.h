@@ -37,7 +37,7 @@
 
 namespace headroom::agent {
 
-// A member of a site (docs/FLEET.md).
+// A member of a site (docs/SITE.md).
 struct SiteParts {
   coord::Store* store = nullptr;  // the site's etcd; outlives the daemon
   coord::MemberConfig member;
@@ -63,7 +63,7 @@ struct DaemonParts {
   TrainerLink* link = nullptr;  // a trainer in process (the twin, inside `source`), or null
   // Where a power limit goes without a guard: the twin's GPUs. Null: not written (said once).
   std::function<void(double limit_per_gpu_w)> hardware_limit;
-  // The twin's true energy so far, for the fleet log's power lines; null: none.
+  // The twin's true energy so far, for the site log's power lines; null: none.
   std::function<double()> energy_j;
   std::unique_ptr<PowerLimitGuard> guard;  // null: the GPUs' limits are not written
   std::optional<SiteParts> site;

@@ -53,7 +53,7 @@ struct AgentOptions {
   std::optional<double> duration_s;
   bool guard_power_limit = false;
   bool twin_follows_trainer = false;
-  // A member of a site (docs/FLEET.md).
+  // A member of a site (docs/SITE.md).
   std::string site_etcd;  // --site-etcd: etcd://HOST:PORT[,...] or etcds://
   std::string site;
   std::string job;

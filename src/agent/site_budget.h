@@ -1,8 +1,8 @@
-// The budget a site grants (docs/FLEET.md): a BudgetSource over a coord::SiteMember. The
+// The budget a site grants (docs/SITE.md): a BudgetSource over a coord::SiteMember. The
 // member speaks whole-job watts (GPUs and node overhead); the agent controls per GPU:
 // budget_per_gpu_w = (job_budget_w - node overhead) / GPUs, clamped to the controller's range
 // (a PPO policy's trained budgets; the clamp above only lowers what the job acts on, and a
-// fleet floor is never below the range's low end).
+// site floor is never below the range's low end).
 #pragma once
 
 #include <algorithm>
@@ -17,7 +17,7 @@ namespace headroom::agent {
 class SiteBudget final : public BudgetSource {
  public:
   // `overhead_w`: the node's other power now. `on_change`: told every change of what the job
-  // acts on (the fleet log). REQUIRES: gpus >= 1, lo_w <= hi_w.
+  // acts on (the site log). REQUIRES: gpus >= 1, lo_w <= hi_w.
   SiteBudget(coord::SiteMember& member, int gpus, std::function<double()> overhead_w, double lo_w,
              double hi_w,
              std::function<void(const coord::Acting&, double budget_per_gpu_w)> on_change)

@@ -1,5 +1,5 @@
 // --site-log: the one writer of the agent's audit lines, one JSON object per line, appended and
-// flushed at once (an auditor's input: scripts/fleet_audit.py). Two kinds of line:
+// flushed at once (an auditor's input: tests/site/chaos.py's audit). Two kinds of line:
 //   every change of what the job acts on:
 //     {"t_mono_s", "pid", "job", "state", "job_budget_w", "budget_per_gpu_w", "term", "seq",
 //      "lease", "valid_until_mono_s"}

@@ -6,6 +6,7 @@
 #include <cassert>
 #include <cmath>
 
+#include "common/stats.h"
 #include "common/text_lines.h"
 #include "trace/number_parse.h"
 #include "trace/schema.h"
@@ -208,15 +209,9 @@ SettleSummary SummarizeSettle(std::vector<double> settled_s, size_t unsettled) {
   s.events = settled_s.size() + unsettled;
   s.unsettled = unsettled;
   if (settled_s.empty()) return s;
-  std::sort(settled_s.begin(), settled_s.end());
-  const auto rank = [&](double q) {
-    const size_t n = settled_s.size();
-    const size_t k = static_cast<size_t>(std::ceil(q * static_cast<double>(n)));
-    return settled_s[std::clamp<size_t>(k, 1, n) - 1];
-  };
-  s.p50_s = rank(0.50);
-  s.p99_s = rank(0.99);
-  s.max_s = settled_s.back();
+  s.p50_s = QuantileNearestRank(settled_s, 0.50);
+  s.p99_s = QuantileNearestRank(settled_s, 0.99);
+  s.max_s = *std::max_element(settled_s.begin(), settled_s.end());
   return s;
 }
 

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "agent/options.h"
-#include "cli/etcd_options.h"
 #include "cli/server_options.h"
+#include "cli_main/etcd_options.h"
 #include "common/error.h"
 #include "telemetry/nvml_source.h"
 

@@ -2,7 +2,7 @@
 #include "cli/agent_args.h"
 #include "cli/commands.h"
 #include "cli/config_file.h"
-#include "cli/renamed_options.h"
+#include "cli_main/renamed_options.h"
 
 namespace headroom::cli {
 
@@ -98,7 +98,7 @@ Command SetupAgent(CLI::App& app) {
                "(systemd's ExecStopPost)");
   app.add_option("--site-etcd", a->o.site_etcd,
                  "Join a site: its etcd, etcd://HOST:PORT[,HOST:PORT...] (etcds:// with TLS; "
-                 "docs/FLEET.md)");
+                 "docs/SITE.md)");
   AddRenamedOption(app, "--fleet", "--site-etcd", &a->o.site_etcd);
   AddEtcdOptions(app, &a->etcd_options);
   app.add_option("--site", a->o.site, "The site's name (with --site-etcd)");

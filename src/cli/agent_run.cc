@@ -16,9 +16,9 @@
 #include "cli/config_file.h"
 #include "cli/credentials.h"
 #include "cli/daemon_log.h"
-#include "cli/etcd_options.h"
 #include "cli/server_options.h"
 #include "cli/stop_signal.h"
+#include "cli_main/etcd_options.h"
 #include "common/paths.h"
 #include "common/process_identity.h"
 #include "etcd/lazy_store.h"
@@ -68,14 +68,14 @@ Result<Job> ResolveJob(const AgentArgs& a, const Log& log) {
 }
 
 Status CheckEtcd(const AgentArgs& a) {
-  const coord::EtcdTls tls{a.etcd_options.cacert, a.etcd_options.cert, a.etcd_options.key};
-  if (auto st = coord::CheckEtcdAccess(a.o.site_etcd, tls); !st) {
+  const etcd::EtcdTls tls{a.etcd_options.cacert, a.etcd_options.cert, a.etcd_options.key};
+  if (auto st = etcd::CheckEtcdAccess(a.o.site_etcd, tls); !st) {
     if (st.error().kind() == ErrorKind::kUsage) {
       return Error::Usage(fmt::format("--site-etcd: {}", st.error().message()));
     }
     return st;
   }
-  auto c = coord::ReadEtcdCredentials(a.etcd_options.user, a.etcd_options.password_file);
+  auto c = etcd::ReadEtcdCredentials(a.etcd_options.user, a.etcd_options.password_file);
   return c ? OkStatus() : Status(std::move(c).error());
 }
 
@@ -151,9 +151,9 @@ Result<telemetry::NvmlSource*> OpenSource(const AgentArgs& a, const Job& job,
 }
 
 // A member of a site: the node's overhead, the member's config, the store (opened lazily).
-Result<std::unique_ptr<coord::LazyStore>> JoinSite(const AgentArgs& a, const Job& job,
-                                                   telemetry::NvmlSource* nvml,
-                                                   agent::DaemonParts* parts, const Log& log) {
+Result<std::unique_ptr<etcd::LazyStore>> JoinSite(const AgentArgs& a, const Job& job,
+                                                  telemetry::NvmlSource* nvml,
+                                                  agent::DaemonParts* parts, const Log& log) {
   auto overhead = std::make_shared<telemetry::NodeOverhead>(
       agent::OpenNodeOverhead(a.o.node_overhead_w, SteadyNowS(), log));
   agent::MemberFacts f;
@@ -178,9 +178,9 @@ Result<std::unique_ptr<coord::LazyStore>> JoinSite(const AgentArgs& a, const Job
   f.holder = ThisProcessIdentity();
   auto member = agent::DeriveMember(a.o, f, log);
   if (!member) return std::move(member).error();
-  auto store = std::make_unique<coord::LazyStore>(
-      a.o.site_etcd, *coord::ReadEtcdCredentials(a.etcd_options.user, a.etcd_options.password_file),
-      coord::EtcdTls{a.etcd_options.cacert, a.etcd_options.cert, a.etcd_options.key});
+  auto store = std::make_unique<etcd::LazyStore>(
+      a.o.site_etcd, *etcd::ReadEtcdCredentials(a.etcd_options.user, a.etcd_options.password_file),
+      etcd::EtcdTls{a.etcd_options.cacert, a.etcd_options.cert, a.etcd_options.key});
   agent::SiteParts site;
   site.store = store.get();
   site.member = std::move(*member);
@@ -225,7 +225,7 @@ struct Assembled {
   Job job;
   std::optional<control::BuiltController> controller;
   agent::DaemonParts parts;
-  std::unique_ptr<coord::LazyStore> store;  // a site's; outlives the daemon
+  std::unique_ptr<etcd::LazyStore> store;  // a site's; outlives the daemon
 };
 
 Result<std::unique_ptr<Assembled>> Assemble(const AgentArgs& a, const std::string& guard_state,

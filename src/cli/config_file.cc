@@ -6,7 +6,7 @@
 #include <optional>
 #include <set>
 
-#include "cli/renamed_options.h"
+#include "cli_main/renamed_options.h"
 #include "common/read_file.h"
 
 namespace headroom::cli {

@@ -1,7 +1,7 @@
-// `headroom coordinator`: one replica of a site's coordinator (docs/FLEET.md). Any number may
+// `headroom coordinator`: one replica of a site's coordinator (docs/SITE.md). Any number may
 // run; one leads (coord::Coordinator's election on etcd). Thin: options, the store, signals and
-// the steady clock, handed to coord::CoordinatorDaemon (coord_server/daemon.h), which serves the
-// API, steps the coordinator every period and owns the shutdown order.
+// the steady clock, handed to coord_server::CoordinatorDaemon (coord_server/daemon.h), which serves
+// the API, steps the coordinator every period and owns the shutdown order.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -16,10 +16,10 @@
 #include "cli/config_file.h"
 #include "cli/credentials.h"
 #include "cli/daemon_log.h"
-#include "cli/etcd_options.h"
 #include "cli/scheduling_options.h"
 #include "cli/server_options.h"
 #include "cli/stop_signal.h"
+#include "cli_main/etcd_options.h"
 #include "coord/coordinator.h"
 #include "coord/layout.h"
 #include "coord_server/daemon.h"
@@ -108,8 +108,8 @@ coord::CoordinatorConfig CoordinatorConfigOf(const CoordinatorArgs& args) {
   return config;
 }
 
-coord::CoordinatorApiConfig ApiConfigOf(const Serving& serving, bool token_on_reads) {
-  coord::CoordinatorApiConfig api;
+coord_server::CoordinatorApiConfig ApiConfigOf(const Serving& serving, bool token_on_reads) {
+  coord_server::CoordinatorApiConfig api;
   api.access = serving.access;
   api.access.token_on_reads = token_on_reads;
   api.limits.max_connections = serving.max_connections;
@@ -146,17 +146,18 @@ Status RunCoordinator(const CoordinatorArgs& args) {
   });
   if (!store) return std::move(store).error();
   // With --slurm: the leader suspends and resumes opportunistic members' Slurm jobs.
-  std::unique_ptr<coord::BatchScheduler> scontrol;
-  std::optional<coord::SlurmParts> slurm;
+  std::unique_ptr<slurm::BatchScheduler> scontrol;
+  std::optional<coord_server::SlurmParts> slurm;
   if (args.slurm) {
-    scontrol = coord::MakeScontrol(args.scontrol);
-    slurm = coord::SlurmParts{scontrol.get(), {.suspend_after_s = args.suspend_after_s}};
+    scontrol = slurm::MakeScontrol(args.scontrol);
+    slurm = coord_server::SlurmParts{scontrol.get(), {.suspend_after_s = args.suspend_after_s}};
   }
-  const coord::CoordinatorClock clock{
+  const coord_server::CoordinatorClock clock{
       SteadyNowS, UnixNowS, [&signals](double t_s) { signals.SleepUntil(SteadyTime(t_s)); },
       [&signals] { signals.Wake(); }};
-  coord::CoordinatorDaemon daemon(**store, CoordinatorConfigOf(args),
-                                  ApiConfigOf(*serving, args.token_on_reads), slurm, clock, log);
+  coord_server::CoordinatorDaemon daemon(**store, CoordinatorConfigOf(args),
+                                         ApiConfigOf(*serving, args.token_on_reads), slurm, clock,
+                                         log);
   if (auto st = daemon.Listen(serving->listen); !st) return st;
   daemon.Run(signals.stop());
   return OkStatus();
@@ -196,7 +197,7 @@ Command SetupCoordinator(CLI::App& app) {
       ->check(Real(kMinForgetAfterS, kMaxForgetAfterS));
   app.add_option("--loan-lead-s", a->loan_lead_s,
                  "Lend opportunistic jobs what the guaranteed ones are expected not to draw over "
-                 "this many seconds (docs/FLEET.md, \"Job classes\"; 0: no loans, only what the "
+                 "this many seconds (docs/SITE.md, \"Job classes\"; 0: no loans, only what the "
                  "guaranteed grants leave)")
       ->check(Real(0.0, 600.0));
   app.add_flag("--slurm", a->slurm,

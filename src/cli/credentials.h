@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "cli/etcd_options.h"
 #include "cli/token_options.h"
+#include "cli_main/etcd_options.h"
 
 namespace headroom::cli {
 

@@ -1,15 +1,15 @@
 // `headroom fleet-sim`: a coordinator and twin-mode agents in one process, over the in-memory
-// store or a real etcd (docs/FLEET.md). Thin: options, the store, progress, the outputs.
+// store or a real etcd (docs/SITE.md). Thin: options, the store, progress, the outputs.
 #include <fmt/format.h>
 
 #include <filesystem>
 
 #include "cli/budget_options.h"
 #include "cli/commands.h"
-#include "cli/etcd_options.h"
 #include "cli/progress.h"
 #include "cli/scheduling_options.h"
 #include "cli/trace_options.h"
+#include "cli_main/etcd_options.h"
 #include "common/atomic_file.h"
 #include "common/install_paths.h"
 #include "common/paths.h"
@@ -42,7 +42,7 @@ struct FleetSimArgs {
   bool guard_power_limit = false;
   std::string site_budget_schedule;
   double notice_s = 10.0;
-  sim::OpportunisticConfig opportunistic;
+  site_sim::OpportunisticConfig opportunistic;
   double loan_lead_s = 0.0;
   double loan_cover = 0.5;
   double loan_margin = 0.05;
@@ -50,7 +50,7 @@ struct FleetSimArgs {
 };
 
 Status RunFleetSimCommand(const FleetSimArgs& args) {
-  auto jobs = sim::ParseFleetJobs(args.jobs);
+  auto jobs = site_sim::ParseFleetJobs(args.jobs);
   if (!jobs) return std::move(jobs).error();
   if (args.reserve_w >= args.site_budget_w) {
     return Error::Usage(fmt::format("--reserve-w {} W: expected below --site-budget-w {} W",
@@ -68,7 +68,7 @@ Status RunFleetSimCommand(const FleetSimArgs& args) {
       return st;
     }
   }
-  sim::FleetSimConfig config;
+  site_sim::FleetSimConfig config;
   config.jobs = std::move(*jobs);
   config.site_budget_w = args.site_budget_w;
   config.reserve_w = args.reserve_w;
@@ -108,7 +108,7 @@ Status RunFleetSimCommand(const FleetSimArgs& args) {
       config.schedule.push_back({p.t_s, p.budget_w, args.notice_s});
     }
   }
-  std::unique_ptr<coord::EtcdStore> etcd;
+  std::unique_ptr<etcd::EtcdStore> etcd;
   if (!args.etcd.empty()) {
     auto opened = OpenEtcd(args.etcd, "--etcd", 2.0, args.etcd_options);
     if (!opened) return std::move(opened).error();
@@ -118,7 +118,7 @@ Status RunFleetSimCommand(const FleetSimArgs& args) {
   const auto log = [&](const std::string& line) {
     if (args.verbose) fmt::print(stderr, "headroom fleet-sim: {}\n", line);
   };
-  auto result = sim::RunFleetSim(
+  auto result = site_sim::RunFleetSim(
       config, etcd.get(), etcd ? "etcd" : "memory",
       [&](double done_s, double total_s) { progress.UpdateCount(done_s, total_s, "simulated s"); },
       log);
@@ -136,9 +136,9 @@ Status RunFleetSimCommand(const FleetSimArgs& args) {
     if (auto st = WriteFileAtomically(args.power_csv, csv); !st) return st;
   }
   return EmitResult(args.report, args.json,
-                    {[&] { return report::FleetSimReportHtml(r, args.seed); },
-                     [&] { return report::FleetSimToJson(r, args.seed).dump(2); },
-                     [&] { return report::FleetSimToText(r); }});
+                    {[&] { return site_sim::FleetSimReportHtml(r, args.seed); },
+                     [&] { return site_sim::FleetSimToJson(r, args.seed).dump(2); },
+                     [&] { return site_sim::FleetSimToText(r); }});
 }
 
 }  // namespace
@@ -196,7 +196,7 @@ Command SetupFleetSim(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--opportunistic", a->opportunistic.workers,
                  "Opportunistic DiLoCo workers beside the jobs, on what the jobs leave of the "
-                 "site budget (docs/FLEET.md, \"Spare power in fleet-sim\"); the jobs' demand is "
+                 "site budget (docs/SITE.md, \"Spare power in fleet-sim\"); the jobs' demand is "
                  "then by phase, and the site runs again without the workers")
       ->check(Integer(0, 1000));
   app.add_option("--opportunistic-threads", a->opportunistic.threads,

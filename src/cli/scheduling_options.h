@@ -1,5 +1,5 @@
 // The site's scheduling options, the same for `headroom coordinator` and `headroom fleet-sim`
-// (docs/FLEET.md): --allocation, --fairness, --stagger, --max-hold-s.
+// (docs/SITE.md): --allocation, --fairness, --stagger, --max-hold-s.
 #pragma once
 
 #include <CLI/CLI.hpp>

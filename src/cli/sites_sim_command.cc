@@ -1,5 +1,5 @@
 // `headroom sites-sim`: one DiLoCo run's workers on several sites' spare power, placed by
-// policy (docs/FLEET.md, "Several sites"). Thin: options, the signals files, progress, outputs.
+// policy (docs/SITE.md, "Several sites"). Thin: options, the signals files, progress, outputs.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -32,14 +32,14 @@ struct SitesSimArgs {
 };
 
 Status RunSitesSimCommand(const SitesSimArgs& args) {
-  sim::SitesSimConfig config;
+  site_sim::SitesSimConfig config;
   for (const std::string& spec : args.sites) {
     const size_t a = spec.find(':');
     const size_t b = spec.rfind(':');
     if (a == std::string::npos || a == b) {
       return Error::Usage(fmt::format("--site '{}': expected NAME:FILE:BUDGET_W", spec));
     }
-    sim::SitesSimSite site;
+    site_sim::SitesSimSite site;
     site.name = spec.substr(0, a);
     if (auto st = coord::CheckName(site.name, "--site NAME"); !st) return st;
     for (const auto& s : config.sites) {
@@ -52,7 +52,7 @@ Status RunSitesSimCommand(const SitesSimArgs& args) {
       return Error::Usage(fmt::format("--site '{}': BUDGET_W: {}", spec, budget.error().message()));
     }
     site.site_budget_w = *budget;
-    auto signals = sim::ReadSiteSignals(spec.substr(a + 1, b - a - 1));
+    auto signals = site_sim::ReadSiteSignals(spec.substr(a + 1, b - a - 1));
     if (!signals) return std::move(signals).error();
     site.signals = std::move(*signals);
     config.sites.push_back(std::move(site));
@@ -80,7 +80,7 @@ Status RunSitesSimCommand(const SitesSimArgs& args) {
     }
   }
   Progress progress("sites-sim", std::nullopt);
-  auto result = sim::RunSitesSim(config, [&](double done_s, double total_s) {
+  auto result = site_sim::RunSitesSim(config, [&](double done_s, double total_s) {
     progress.UpdateCount(done_s, total_s, "simulated s");
   });
   if (!result) return std::move(result).error();
@@ -103,9 +103,9 @@ Status RunSitesSimCommand(const SitesSimArgs& args) {
     }
   }
   return EmitResult(args.report, args.json,
-                    {[&] { return report::SitesSimReportHtml(r, config); },
-                     [&] { return report::SitesSimToJson(r).dump(2); },
-                     [&] { return report::SitesSimToText(r); }});
+                    {[&] { return site_sim::SitesSimReportHtml(r, config); },
+                     [&] { return site_sim::SitesSimToJson(r).dump(2); },
+                     [&] { return site_sim::SitesSimToText(r); }});
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ StopSignal::StopSignal(Log log, std::string first)
 
 StopSignal::~StopSignal() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     quitting_ = true;
   }
   pthread_kill(waiter_.native_handle(), SIGUSR1);
@@ -29,7 +29,7 @@ StopSignal::~StopSignal() {
 }
 
 void StopSignal::BeginStart() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (stop_.load()) {  // its line is said: stopping
     std::fflush(nullptr);
     std::_Exit(EXIT_SUCCESS);
@@ -38,26 +38,26 @@ void StopSignal::BeginStart() {
 }
 
 void StopSignal::EndStart() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   starting_ = false;
 }
 
 void StopSignal::ExitWhileStarting(int signal) {
-  // Under mu_: the start cannot end meanwhile. Nothing is held, so nothing is undone.
+  // The start cannot end meanwhile (mu_ is held). Nothing is held, so nothing is undone.
   log_(fmt::format("{}: stopping while starting (nothing held yet)", strsignal(signal)));
   std::fflush(nullptr);
   std::_Exit(EXIT_SUCCESS);
 }
 
 void StopSignal::SleepUntil(std::chrono::steady_clock::time_point t) {
-  std::unique_lock lock(mu_);
-  cv_.wait_until(lock, t, [this] { return stop_.load() || woken_; });
+  MutexLock lock(mu_);
+  WaitUntil(cv_, mu_, t, [this]() REQUIRES(mu_) { return stop_.load() || woken_; });
   woken_ = false;
 }
 
 void StopSignal::Wake() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     woken_ = true;
   }
   cv_.notify_all();
@@ -67,15 +67,16 @@ void StopSignal::Wait() {
   for (;;) {
     int signal = 0;
     if (sigwait(&set_, &signal) != 0) continue;
-    std::unique_lock lock(mu_);
-    if (signal == SIGUSR1) {
-      if (quitting_) return;
-      continue;
+    {
+      MutexLock lock(mu_);
+      if (signal == SIGUSR1) {
+        if (quitting_) return;
+        continue;
+      }
+      if (stop_.load()) continue;  // already stopping
+      if (starting_) ExitWhileStarting(signal);
+      stop_.store(true);
     }
-    if (stop_.load()) continue;  // already stopping
-    if (starting_) ExitWhileStarting(signal);
-    stop_.store(true);
-    lock.unlock();
     cv_.notify_all();
     log_(fmt::format("{}: stopping ({})", strsignal(signal), first_));
   }

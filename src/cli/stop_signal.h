@@ -16,11 +16,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "common/log.h"
+#include "common/thread_annotations.h"
 
 namespace headroom::cli {
 
@@ -35,8 +35,8 @@ class StopSignal {
 
   const std::atomic<bool>& stop() const { return stop_; }
   // Until `t`, a stop, or a Wake (once for each Wake before or during the sleep).
-  void SleepUntil(std::chrono::steady_clock::time_point t);
-  void Wake();
+  void SleepUntil(std::chrono::steady_clock::time_point t) EXCLUDES(mu_);
+  void Wake() EXCLUDES(mu_);
 
   // `start()`'s result; a SIGINT or SIGTERM before or while it runs ends the process at once,
   // from the signal thread: one line ("Terminated: stopping while starting (nothing held yet)"),
@@ -51,22 +51,22 @@ class StopSignal {
   }
 
  private:
-  void Wait();
+  void Wait() EXCLUDES(mu_);
   // Ends the process at once when a signal came already.
-  void BeginStart();
-  void EndStart();
-  // One line, then the process ends with status 0. REQUIRES: mu_ held.
-  [[noreturn]] void ExitWhileStarting(int signal);
+  void BeginStart() EXCLUDES(mu_);
+  void EndStart() EXCLUDES(mu_);
+  // One line, then the process ends with status 0; mu_ held, so the start cannot end meanwhile.
+  [[noreturn]] void ExitWhileStarting(int signal) REQUIRES(mu_);
 
   Log log_;
   std::string first_;
   sigset_t set_{};
   std::thread waiter_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool quitting_ = false;  // under mu_
-  bool woken_ = false;     // under mu_
-  bool starting_ = false;  // under mu_: inside WhileStarting
+  Mutex mu_;
+  std::condition_variable_any cv_;
+  bool quitting_ GUARDED_BY(mu_) = false;
+  bool woken_ GUARDED_BY(mu_) = false;
+  bool starting_ GUARDED_BY(mu_) = false;  // inside WhileStarting
   std::atomic<bool> stop_{false};
 };
 

@@ -1,5 +1,5 @@
 // A command of a program: what runs once its options are parsed (cli/commands.h registers
-// `headroom`'s, cli/diloco_args.h headroom-diloco's).
+// `headroom`'s, diloco_cli/diloco_args.h headroom-diloco's).
 #pragma once
 
 #include <functional>

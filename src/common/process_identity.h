@@ -1,5 +1,5 @@
 // Who holds a registration: this process, named so that a later process on the same machine can
-// tell whether it is still running (docs/FLEET.md, "An agent restarted").
+// tell whether it is still running (docs/SITE.md, "An agent restarted").
 //
 // The identity is "host=<hostname> boot=<boot id> pidns=<pid namespace inode> pid=<pid>
 // start=<start time in clock ticks since boot>". A process is known gone only where the host,

@@ -18,4 +18,12 @@ double Quantile(std::span<double> values, double q) {
 
 double Median(std::span<double> values) { return Quantile(values, 0.5); }
 
+double QuantileNearestRank(std::span<double> values, double q) {
+  assert(!values.empty() && q >= 0.0 && q <= 1.0);
+  const auto rank = static_cast<size_t>(std::ceil(q * static_cast<double>(values.size())));
+  const size_t k = std::clamp<size_t>(rank, 1, values.size()) - 1;
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(k), values.end());
+  return values[k];
+}
+
 }  // namespace headroom

@@ -15,4 +15,11 @@ double Quantile(std::span<double> values, double q);
 // REQUIRES: !values.empty(). Reorders `values`.
 double Median(std::span<double> values);
 
+// The q-quantile by nearest rank (Hyndman & Fan type 1, no interpolation): the smallest value
+// with at least a fraction q of the values at or below it, x[max(1, ceil(q n)) - 1] of the
+// sorted values; always one of the values. What latency and settle-time summaries report
+// (a p99 that was observed).
+// REQUIRES: !values.empty(), 0 <= q <= 1. Reorders `values`.
+double QuantileNearestRank(std::span<double> values, double q);
+
 }  // namespace headroom

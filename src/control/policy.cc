@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <type_traits>
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_fields.h"
 #include "common/read_file.h"
 
 namespace headroom::control {
@@ -112,8 +112,9 @@ std::string PolicyToJson(const Policy& policy) {
 
 namespace {
 
-// Typed reads of the policy's keys. A missing key or a value of the wrong type is one line naming
-// the file and the key: "p.json: key 'actor.parameters': expected an array of numbers".
+// Typed reads of the policy's keys, one at a time (common/json_fields.h). A missing key or a
+// value of the wrong type is one line naming the file and the key: "p.json: key
+// 'actor.parameters': expected an array of numbers".
 class Keys {
  public:
   explicit Keys(std::string_view source) : source_(source) {}
@@ -121,82 +122,55 @@ class Keys {
   // The member `key` of `object` (whose own path is `path`, "" at the top).
   Result<const json*> Member(const json& object, std::string_view path, std::string_view key,
                              bool required = true) const {
-    const std::string full = Join(path, key);
-    if (!object.is_object()) return Bad(source_, path, "expected an object");
-    const auto it = object.find(key);
-    if (it == object.end()) {
-      if (required) return Bad(source_, full, "missing");
+    if (!required && object.is_object() && !object.contains(key)) {
       return static_cast<const json*>(nullptr);
     }
-    return &*it;
+    JsonFields fields = Fields();
+    const json* member = JsonObject(fields, object, std::string(path)).Member(key);
+    if (!fields.ok()) return Error::Input(fields.message());
+    return member;
   }
 
   template <class T>
   Result<T> Get(const json& object, std::string_view path, std::string_view key) const {
-    auto member = Member(object, path, key);
-    if (!member) return std::move(member).error();
-    return As<T>(**member, Join(path, key));
+    JsonFields fields = Fields();
+    JsonObject o(fields, object, std::string(path));
+    T value = Read<T>(o, key);
+    if (!fields.ok()) return Error::Input(fields.message());
+    return value;
   }
 
   // An optional member: `fallback` when absent (or null).
   template <class T>
   Result<T> GetOr(const json& object, std::string_view key, T fallback) const {
-    auto member = Member(object, "", key, /*required=*/false);
-    if (!member) return std::move(member).error();
-    if (*member == nullptr || (*member)->is_null()) return fallback;
-    return As<T>(**member, key);
+    JsonFields fields = Fields();
+    if (!JsonObject(fields, object).Has(key) && object.is_object()) return fallback;
+    return Get<T>(object, "", key);
   }
 
  private:
-  static std::string Join(std::string_view path, std::string_view key) {
-    return path.empty() ? std::string(key) : fmt::format("{}.{}", path, key);
-  }
-
   template <class T>
-  Result<T> As(const json& v, std::string_view key) const {
+  static T Read(JsonObject& o, std::string_view key) {
     if constexpr (std::is_same_v<T, std::string>) {
-      if (!v.is_string()) return Bad(source_, key, "expected a string");
-      return v.get<std::string>();
+      return o.String(key);
     } else if constexpr (std::is_same_v<T, double>) {
-      if (!v.is_number() || !std::isfinite(v.get<double>())) {
-        return Bad(source_, key, "expected a number");
-      }
-      return v.get<double>();
+      return o.Number(key);
     } else if constexpr (std::is_integral_v<T>) {
-      if (!IsInteger<T>(v)) {
-        return Bad(source_, key,
-                   std::is_signed_v<T> ? "expected an integer" : "expected an integer >= 0");
-      }
-      return v.get<T>();
+      return o.Integer<T>(key);
     } else {  // std::vector<E>
       using E = typename T::value_type;
-      const char* what = std::is_same_v<E, std::string> ? "expected an array of strings"
-                         : std::is_same_v<E, double>    ? "expected an array of numbers"
-                                                        : "expected an array of integers";
-      if (!v.is_array()) return Bad(source_, key, what);
-      T out;
-      out.reserve(v.size());
-      for (const json& item : v) {
-        auto e = As<E>(item, key);
-        if (!e) return Bad(source_, key, what);
-        out.push_back(std::move(e).value());
+      if constexpr (std::is_same_v<E, std::string>) {
+        return o.Strings(key);
+      } else if constexpr (std::is_same_v<E, double>) {
+        return o.Numbers(key);
+      } else {
+        return o.Integers<E>(key);
       }
-      return out;
     }
   }
 
-  template <class T>
-  static bool IsInteger(const json& v) {
-    if (v.is_number_unsigned()) {
-      return v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
-    }
-    if (v.is_number_integer()) {
-      const auto i = v.get<int64_t>();
-      return std::is_signed_v<T> ? i >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
-                                       i <= static_cast<int64_t>(std::numeric_limits<T>::max())
-                                 : i >= 0;
-    }
-    return false;
+  JsonFields Fields() const {
+    return JsonFields(std::string(source_), JsonFields::Missing::kProblem, "key");
   }
 
   std::string_view source_;
@@ -281,15 +255,9 @@ Result<PolicyEnvelope> EnvelopeFromJson(const json& e, const std::string& path, 
   return out;
 }
 
-}  // namespace
-
-Result<Policy> PolicyFromJson(std::string_view text, std::string_view source, PolicyRead read) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {  // parse errors, and numbers out of range
-    return Error::Input(fmt::format("{}: not JSON: {}", source, e.what()));
-  }
+// The format, and the version: this headroom's, or (to upgrade) the one before. Whether it
+// is the one before.
+Result<bool> CheckFormat(const json& j, std::string_view source, PolicyRead read) {
   if (!j.is_object() || !j.contains("format") || j["format"] != kPolicyFormat) {
     return Bad(source, "format",
                fmt::format("not a headroom policy (expected \"{}\")", kPolicyFormat));
@@ -311,7 +279,11 @@ Result<Policy> PolicyFromJson(std::string_view text, std::string_view source, Po
         fmt::format("{}; this headroom reads version {} (retrain with headroom train)",
                     j.contains("version") ? j["version"].dump() : "missing", kPolicyVersion));
   }
-  const Keys keys(source);
+  return upgradable;
+}
+
+// The vocabulary it was trained under: family, phases, features and heads, this headroom's.
+Status CheckVocabulary(const json& j, const Keys& keys, std::string_view source) {
   HEADROOM_ASSIGN_OR_RETURN(family, keys.Get<std::string>(j, "", "family"));
   if (family != kPolicyFamily) {
     return Bad(source, "family",
@@ -344,6 +316,11 @@ Result<Policy> PolicyFromJson(std::string_view text, std::string_view source, Po
                fmt::format("{}; expected [{}, {}, {}]", j.at("heads").dump(), kConcurrencyMoves,
                            kGroupLevels, kPowerLimitLevels));
   }
+  return OkStatus();
+}
+
+// The actor, the critic and the normalizer, every size checked before a network is allocated.
+Status ReadNetwork(const json& j, const Keys& keys, std::string_view source, Policy& p) {
   HEADROOM_ASSIGN_OR_RETURN(actor, keys.Member(j, "", "actor"));
   HEADROOM_ASSIGN_OR_RETURN(critic, keys.Member(j, "", "critic"));
   HEADROOM_ASSIGN_OR_RETURN(actor_sizes, keys.Get<std::vector<int>>(*actor, "actor", "sizes"));
@@ -400,15 +377,19 @@ Result<Policy> PolicyFromJson(std::string_view text, std::string_view source, Po
     HEADROOM_ASSIGN_OR_RETURN(c, keys.Get<double>(*normalizer, "normalizer", "count"));
     normalizer_count = c;
   }
-  HEADROOM_ASSIGN_OR_RETURN(trained_on, keys.GetOr<std::vector<std::string>>(j, "trained_on", {}));
-  HEADROOM_ASSIGN_OR_RETURN(trained_budget, keys.GetOr<std::string>(j, "trained_budget", ""));
-  HEADROOM_ASSIGN_OR_RETURN(violation_target, keys.GetOr<double>(j, "violation_target", 0.01));
-  HEADROOM_ASSIGN_OR_RETURN(cost_window_s, keys.GetOr<double>(j, "cost_window_s", 0.5));
-  HEADROOM_ASSIGN_OR_RETURN(actuators, keys.GetOr<std::vector<std::string>>(
-                                           j, "actuators", {"concurrency", "group_size"}));
-  HEADROOM_ASSIGN_OR_RETURN(timesteps, keys.GetOr<long long>(j, "timesteps", 0));
-  HEADROOM_ASSIGN_OR_RETURN(seed, keys.GetOr<unsigned long long>(j, "seed", 0));
-  HEADROOM_ASSIGN_OR_RETURN(command, keys.GetOr<std::string>(j, "command", ""));
+  p.net = rl::ActorCritic(kFeatureCount, {kConcurrencyMoves, kGroupLevels, kPowerLimitLevels},
+                          hidden, 0);
+  p.net.actor().SetParameters(
+      Eigen::Map<const Eigen::VectorXd>(ap.data(), static_cast<Eigen::Index>(ap.size())));
+  p.net.critic().SetParameters(
+      Eigen::Map<const Eigen::VectorXd>(cp.data(), static_cast<Eigen::Index>(cp.size())));
+  p.normalizer.Set(Eigen::Map<const Eigen::VectorXd>(mean.data(), kFeatureCount),
+                   Eigen::Map<const Eigen::VectorXd>(var.data(), kFeatureCount), normalizer_count);
+  return OkStatus();
+}
+
+// The shield's rule; absent (or null): the default.
+Result<ShieldRule> ReadShield(const json& j, const Keys& keys, std::string_view source) {
   ShieldRule shield;
   HEADROOM_ASSIGN_OR_RETURN(shield_member, keys.Member(j, "", "shield", /*required=*/false));
   if (shield_member != nullptr && !shield_member->is_null()) {
@@ -432,34 +413,69 @@ Result<Policy> PolicyFromJson(std::string_view text, std::string_view source, Po
     }
     shield = {margin, sustain, cut, hold_s, decrease_cap_s, bound_member->get<bool>(), settle_s};
   }
+  return shield;
+}
 
+// One envelope per scenario trained on, in its order (none to read when upgrading).
+Result<std::vector<PolicyEnvelope>> ReadEnvelopes(const json& j, const Keys& keys,
+                                                  std::string_view source,
+                                                  const std::vector<std::string>& trained_on) {
   std::vector<PolicyEnvelope> envelopes;
-  if (!upgradable) {
-    HEADROOM_ASSIGN_OR_RETURN(envelopes_member, keys.Member(j, "", "envelopes"));
-    if (!envelopes_member->is_array() || envelopes_member->size() > 64) {
-      return Bad(source, "envelopes", "expected an array of at most 64 envelopes");
-    }
-    for (size_t i = 0; i < envelopes_member->size(); ++i) {
-      auto e =
-          EnvelopeFromJson((*envelopes_member)[i], fmt::format("envelopes[{}]", i), keys, source);
-      if (!e) return std::move(e).error();
-      envelopes.push_back(std::move(*e));
-    }
-    if (envelopes.size() != trained_on.size()) {
-      return Bad(source, "envelopes",
-                 fmt::format("{} envelopes for {} scenarios in trained_on: one each",
-                             envelopes.size(), trained_on.size()));
-    }
-    for (size_t i = 0; i < envelopes.size(); ++i) {
-      if (envelopes[i].scenario != trained_on[i]) {
-        return Bad(
-            source, fmt::format("envelopes[{}].scenario", i),
-            fmt::format("'{}'; trained_on names '{}' there", envelopes[i].scenario, trained_on[i]));
-      }
+  HEADROOM_ASSIGN_OR_RETURN(envelopes_member, keys.Member(j, "", "envelopes"));
+  if (!envelopes_member->is_array() || envelopes_member->size() > 64) {
+    return Bad(source, "envelopes", "expected an array of at most 64 envelopes");
+  }
+  for (size_t i = 0; i < envelopes_member->size(); ++i) {
+    auto e =
+        EnvelopeFromJson((*envelopes_member)[i], fmt::format("envelopes[{}]", i), keys, source);
+    if (!e) return std::move(e).error();
+    envelopes.push_back(std::move(*e));
+  }
+  if (envelopes.size() != trained_on.size()) {
+    return Bad(source, "envelopes",
+               fmt::format("{} envelopes for {} scenarios in trained_on: one each",
+                           envelopes.size(), trained_on.size()));
+  }
+  for (size_t i = 0; i < envelopes.size(); ++i) {
+    if (envelopes[i].scenario != trained_on[i]) {
+      return Bad(
+          source, fmt::format("envelopes[{}].scenario", i),
+          fmt::format("'{}'; trained_on names '{}' there", envelopes[i].scenario, trained_on[i]));
     }
   }
+  return envelopes;
+}
 
+}  // namespace
+
+Result<Policy> PolicyFromJson(std::string_view text, std::string_view source, PolicyRead read) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {  // parse errors, and numbers out of range
+    return Error::Input(fmt::format("{}: not JSON: {}", source, e.what()));
+  }
+  HEADROOM_ASSIGN_OR_RETURN(upgradable, CheckFormat(j, source, read));
+  const Keys keys(source);
+  if (Status st = CheckVocabulary(j, keys, source); !st) return std::move(st).error();
   Policy p;
+  if (Status st = ReadNetwork(j, keys, source, p); !st) return std::move(st).error();
+  HEADROOM_ASSIGN_OR_RETURN(trained_on, keys.GetOr<std::vector<std::string>>(j, "trained_on", {}));
+  HEADROOM_ASSIGN_OR_RETURN(trained_budget, keys.GetOr<std::string>(j, "trained_budget", ""));
+  HEADROOM_ASSIGN_OR_RETURN(violation_target, keys.GetOr<double>(j, "violation_target", 0.01));
+  HEADROOM_ASSIGN_OR_RETURN(cost_window_s, keys.GetOr<double>(j, "cost_window_s", 0.5));
+  HEADROOM_ASSIGN_OR_RETURN(actuators, keys.GetOr<std::vector<std::string>>(
+                                           j, "actuators", {"concurrency", "group_size"}));
+  HEADROOM_ASSIGN_OR_RETURN(timesteps, keys.GetOr<long long>(j, "timesteps", 0));
+  HEADROOM_ASSIGN_OR_RETURN(seed, keys.GetOr<unsigned long long>(j, "seed", 0));
+  HEADROOM_ASSIGN_OR_RETURN(command, keys.GetOr<std::string>(j, "command", ""));
+  HEADROOM_ASSIGN_OR_RETURN(shield, ReadShield(j, keys, source));
+  std::vector<PolicyEnvelope> envelopes;
+  if (!upgradable) {
+    HEADROOM_ASSIGN_OR_RETURN(read_envelopes, ReadEnvelopes(j, keys, source, trained_on));
+    envelopes = std::move(read_envelopes);
+  }
+
   if (actuators == std::vector<std::string>{"group_size"}) {
     p.group_size_only = true;
   } else if (actuators == std::vector<std::string>{"concurrency"}) {
@@ -469,13 +485,6 @@ Result<Policy> PolicyFromJson(std::string_view text, std::string_view source, Po
                "expected [\"concurrency\", \"group_size\"], [\"concurrency\"] or "
                "[\"group_size\"]");
   }
-  p.net = rl::ActorCritic(kFeatureCount, heads, hidden, 0);
-  p.net.actor().SetParameters(
-      Eigen::Map<const Eigen::VectorXd>(ap.data(), static_cast<Eigen::Index>(ap.size())));
-  p.net.critic().SetParameters(
-      Eigen::Map<const Eigen::VectorXd>(cp.data(), static_cast<Eigen::Index>(cp.size())));
-  p.normalizer.Set(Eigen::Map<const Eigen::VectorXd>(mean.data(), kFeatureCount),
-                   Eigen::Map<const Eigen::VectorXd>(var.data(), kFeatureCount), normalizer_count);
   p.trained_on = std::move(trained_on);
   p.envelopes = std::move(envelopes);
   p.trained_budget = std::move(trained_budget);

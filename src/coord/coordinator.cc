@@ -16,7 +16,8 @@ Coordinator::Coordinator(Store& store, CoordinatorConfig config, std::function<d
       config_(std::move(config)),
       keys_(config_.site),
       now_s_(std::move(now_s)),
-      log_(std::move(log)) {}
+      log_(std::move(log)),
+      lease_(store, config_.lease_ttl_s) {}
 
 namespace {
 
@@ -61,7 +62,7 @@ void Coordinator::PlanStagger(const Ledger& ledger, PlanInput* in) {
   o.horizon_s = config_.stagger_horizon_s;
   o.max_hold_s = config_.max_hold_s;
   o.passes = config_.stagger_passes;
-  // What a joule over the budget costs: the fleet's rollout tokens per joule (the average
+  // What a joule over the budget costs: the site's rollout tokens per joule (the average
   // value of a rollout watt; the marginal one is lower, so this errs towards holding).
   o.value_tokens_per_j = rollout_w > 0.0 ? tokens_per_s / rollout_w : 0.0;
   const StaggerPlan p = PlanHolds(jobs, o);
@@ -140,31 +141,24 @@ void Coordinator::StepDown(const std::string& why, bool lost) {
 }
 
 bool Coordinator::KeepLease(double now_s) {
-  if (lease_ != 0 && now_s - lease_renewed_s_ >= static_cast<double>(config_.lease_ttl_s) / 3.0) {
-    auto kept = store_.LeaseKeepAlive(lease_);
-    if (kept) {
-      lease_renewed_s_ = now_s;
-    } else if (IsLeaseGone(kept.error())) {
-      StepDown("our lease expired");
-      lease_ = 0;
+  if (auto kept = lease_.RenewIfDue(now_s); !kept) {
+    if (IsLeaseGone(kept.error())) {
+      StepDown("our lease expired");  // (the lease is forgotten: a new one below)
     } else {
       status_.last_error = kept.error().message();
       // Unreachable: we may no longer lead. Our writes are conditioned on the term, so a stale
       // leader writes nothing; stop trying until the lease is confirmed.
-      if (now_s - lease_renewed_s_ >= static_cast<double>(config_.lease_ttl_s)) {
+      if (now_s - lease_.renewed_s() >= static_cast<double>(config_.lease_ttl_s)) {
         StepDown("the store unreachable for a lease TTL");
       }
       return false;
     }
   }
-  if (lease_ == 0) {
-    auto granted = store_.LeaseGrant(config_.lease_ttl_s);
-    if (!granted) {
+  if (!lease_.held()) {
+    if (auto granted = lease_.Grant(now_s); !granted) {
       status_.last_error = granted.error().message();
       return false;
     }
-    lease_ = *granted;
-    lease_renewed_s_ = now_s;
   }
   return true;
 }
@@ -178,7 +172,7 @@ void Coordinator::Step() {
     campaign.compare.push_back(Compare::CreateRevision(keys_.leader(), Compare::Result::kEqual, 0));
     const std::string value =
         fmt::format(R"({{"id":"{}","listen":"{}"}})", config_.id, config_.listen);
-    campaign.success.push_back(Op::Put(keys_.leader(), value, lease_));
+    campaign.success.push_back(Op::Put(keys_.leader(), value, lease_.id()));
     campaign.failure.push_back(Op::Get(keys_.leader()));
     auto r = store_.Txn(campaign);
     if (!r) {
@@ -191,7 +185,7 @@ void Coordinator::Step() {
                 {{"site", config_.site}, {"term", term_}});
     } else if (!r->responses.empty() && !r->responses[0].empty()) {
       const KeyValue& kv = r->responses[0][0];
-      if (kv.lease == lease_) {
+      if (kv.lease == lease_.id()) {
         term_ = kv.create_revision;  // our own campaign, whose reply was lost
         log_.Info(fmt::format("leading site '{}', term {}", config_.site, term_),
                   {{"site", config_.site}, {"term", term_}});
@@ -377,7 +371,7 @@ std::optional<Coordinator::LeadRead> Coordinator::ReadSite(const RangeResult& sn
       in.grants[g->job] = std::move(*g);
     }
   }
-  if (leader == nullptr || leader->lease != lease_ || leader->create_revision != term_) {
+  if (leader == nullptr || leader->lease != lease_.id() || leader->create_revision != term_) {
     StepDown("the leader key is no longer ours");
     return std::nullopt;
   }
@@ -396,7 +390,7 @@ std::optional<Coordinator::LeadRead> Coordinator::ReadSite(const RangeResult& sn
 
 // Reads one member key; writes in's members and registered_at, duplicates, or unreadable.
 void Coordinator::ReadMember(const KeyValue& kv, PlanInput* in) {
-  // Unknown is not gone (docs/FLEET.md): a key alive on its lease whose value cannot be
+  // Unknown is not gone (docs/SITE.md): a key alive on its lease whose value cannot be
   // read keeps the watts its job holds.
   const std::string job(JobOf(kv.key, keys_.members()));
   auto m = MemberFromJson(kv.value, kv.key);
@@ -687,10 +681,7 @@ Result<TargetWritten> Coordinator::RequestTarget(std::optional<double> site_budg
 }
 
 void Coordinator::Resign() {
-  if (lease_ != 0) {
-    if (auto st = store_.LeaseRevoke(lease_); !st) status_.last_error = st.error().message();
-  }
-  lease_ = 0;
+  if (auto st = lease_.Revoke(); !st) status_.last_error = st.error().message();
   StepDown("resigned", /*lost=*/false);
 }
 

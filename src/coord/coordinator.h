@@ -16,6 +16,7 @@
 
 #include "common/log.h"
 #include "coord/layout.h"
+#include "coord/lease.h"
 #include "coord/plan.h"
 #include "coord/store.h"
 
@@ -86,7 +87,7 @@ struct CoordinatorStatus {
   double overcommitted_w = 0.0;
   // The most a job drew on arrival, before admission and without asking (PlanOutput::
   // arrivals_w: its standby, or its floor mid-step), over the arrivals this replica planned
-  // while leading; 0: none yet. Only the reserve covers it (docs/FLEET.md, "Every job at the
+  // while leading; 0: none yet. Only the reserve covers it (docs/SITE.md, "Every job at the
   // site"); ReserveShortW says by how much it does not.
   double largest_arrival_standby_w = 0.0;
   uint64_t store_resets = 0;   // times the store's revision went back (its state lost)
@@ -176,7 +177,7 @@ class Coordinator {
   void Write(const LeadRead& site, PlanOutput plan, double now_s);
   bool TxnWritten(const TxnRequest& txn, const std::string& request_id);
   // A follower's period: reads the ledger, so that whichever replica leads after the store's
-  // state is lost starts from the site's last ledger (docs/FLEET.md, "State loss").
+  // state is lost starts from the site's last ledger (docs/SITE.md, "State loss").
   void Follow();
   // Whether `revision`, read from the store, is behind one read before: the store's state was
   // lost. If so, forgets what the old history taught and keeps the last ledger seen.
@@ -191,8 +192,7 @@ class Coordinator {
   Keys keys_;
   std::function<double()> now_s_;
   Logger log_;
-  LeaseId lease_ = 0;
-  double lease_renewed_s_ = 0.0;
+  Lease lease_;  // renewed each Step when due (a third of the TTL)
   int64_t term_ = 0;
   uint64_t request_counter_ = 0;
   std::optional<double> decrease_since_s_;

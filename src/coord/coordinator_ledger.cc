@@ -1,6 +1,6 @@
 // Where the leader's plan starts each period (coordinator.h): the ledger key, else the ledger
 // this replica kept of a store that lost its state, else the operator's target, else the flags
-// (docs/FLEET.md, "Operator requests are durable"). Coordinator's, in a file of their own.
+// (docs/SITE.md, "Operator requests are durable"). Coordinator's, in a file of their own.
 #include <fmt/format.h>
 
 #include <algorithm>

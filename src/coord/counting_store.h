@@ -1,6 +1,6 @@
 #pragma once
 // A Store in front of another that counts the requests made through it: what a set of members
-// costs the store (fleet-sim's coordination energy, docs/FLEET.md "Spare power in fleet-sim").
+// costs the store (fleet-sim's coordination energy, docs/SITE.md "Spare power in fleet-sim").
 // Every call is forwarded unchanged (coord/forwarding_store.h); the count is of calls, failed
 // ones included, a TxnEach counting each transaction and a Follow its stream's creation.
 #include <atomic>

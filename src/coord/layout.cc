@@ -6,6 +6,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "common/json_fields.h"
+
 namespace headroom::coord {
 
 using nlohmann::json;
@@ -88,96 +90,29 @@ double Ledger::FloorsW() const {
 
 namespace {
 
-// Readers: every field present and of its type, watts finite and >= 0.
-class Reader {
- public:
-  Reader(const json& j, std::string_view where) : j_(j), where_(where) {}
-  const std::string& error() const { return error_; }
+// Readers (common/json_fields.h): every field present and of its type; watts finite and
+// >= 0, seconds from 0 to a year.
+double Watts(JsonObject& r, const char* key) {
+  const double v = r.Number(key);
+  if (r.ok() && !(v >= 0.0 && v < 1e12)) r.Fail(key, "expected watts >= 0");
+  return v;
+}
 
-  double Watts(const char* key) {
-    const double v = Number(key);
-    if (error_.empty() && !(v >= 0.0 && v < 1e12)) Fail(key, "expected watts >= 0");
-    return v;
-  }
-  // Seconds: finite, >= 0, at most a year.
-  double Seconds(const char* key) {
-    const double v = Number(key);
-    if (error_.empty() && !(v >= 0.0 && v <= 366.0 * 86400.0)) Fail(key, "expected seconds >= 0");
-    return v;
-  }
-  double Number(const char* key) {
-    const json* v = Field(key);
-    if (v == nullptr) return 0.0;
-    if (!v->is_number()) {
-      Fail(key, "expected a number");
-      return 0.0;
-    }
-    const double d = v->get<double>();
-    if (!std::isfinite(d)) Fail(key, "expected a finite number");
-    return d;
-  }
-  int64_t Integer(const char* key) {
-    const json* v = Field(key);
-    if (v == nullptr) return 0;
-    if (!v->is_number_integer()) {
-      Fail(key, "expected an integer");
-      return 0;
-    }
-    return v->get<int64_t>();
-  }
-  std::string String(const char* key) {
-    const json* v = Field(key);
-    if (v == nullptr) return {};
-    if (!v->is_string()) {
-      Fail(key, "expected a string");
-      return {};
-    }
-    return v->get<std::string>();
-  }
-  // Absent is "", present must be a string.
-  std::string OptionalString(const char* key) {
-    if (!error_.empty() || !j_.contains(key)) return {};
-    return String(key);
-  }
-  bool Bool(const char* key) {
-    const json* v = Field(key);
-    if (v == nullptr) return false;
-    if (!v->is_boolean()) {
-      Fail(key, "expected true or false");
-      return false;
-    }
-    return v->get<bool>();
-  }
-  const json* Object(const char* key) {
-    const json* v = Field(key);
-    if (v != nullptr && !v->is_object()) {
-      Fail(key, "expected an object");
-      return nullptr;
-    }
-    return v;
-  }
-  void Fail(std::string_view key, std::string_view why) {
-    if (error_.empty()) error_ = fmt::format("{}: field '{}': {}", where_, key, why);
-  }
+double Seconds(JsonObject& r, const char* key) {
+  const double v = r.Number(key);
+  if (r.ok() && !(v >= 0.0 && v <= 366.0 * 86400.0)) r.Fail(key, "expected seconds >= 0");
+  return v;
+}
 
- private:
-  const json* Field(const char* key) {
-    if (!error_.empty()) return nullptr;
-    auto it = j_.find(key);
-    if (it == j_.end()) {
-      Fail(key, "missing");
-      return nullptr;
-    }
-    return &*it;
-  }
-  const json& j_;
-  std::string_view where_;
-  std::string error_;
-};
+// Absent is "", present must be a string.
+std::string OptionalString(JsonObject& r, const char* key) {
+  if (!r.ok() || !r.value().contains(key)) return {};
+  return r.String(key);
+}
 
 // "class": absent is guaranteed.
-void ReadJobClass(Reader& r, JobClass& out) {
-  const std::string c = r.OptionalString("class");
+void ReadJobClass(JsonObject& r, JobClass& out) {
+  const std::string c = OptionalString(r, "class");
   if (c.empty() || c == "guaranteed") {
     out = JobClass::kGuaranteed;
   } else if (c == "opportunistic") {
@@ -317,41 +252,43 @@ std::string ToJson(const Target& t) {
 Result<Target> TargetFromJson(std::string_view text, std::string_view where) {
   auto j = Parse(text, where);
   if (!j) return std::move(j).error();
-  Reader r(*j, where);
+  JsonFields fields{std::string(where)};
+  JsonObject r = fields.Root(*j);
   Target t;
-  t.site_budget_w = r.Watts("site_budget_w");
-  t.reserve_w = r.Watts("reserve_w");
+  t.site_budget_w = Watts(r, "site_budget_w");
+  t.reserve_w = Watts(r, "reserve_w");
   t.request_id = r.String("request_id");
-  if (r.error().empty() && !(t.site_budget_w > t.reserve_w)) {
+  if (r.ok() && !(t.site_budget_w > t.reserve_w)) {
     r.Fail("reserve_w", "expected below site_budget_w");
   }
-  if (!r.error().empty()) return Error::Input(r.error());
+  if (!fields.ok()) return Error::Input(fields.message());
   return t;
 }
 
 Result<Member> MemberFromJson(std::string_view text, std::string_view where) {
   auto j = Parse(text, where);
   if (!j) return std::move(j).error();
-  Reader r(*j, where);
+  JsonFields fields{std::string(where)};
+  JsonObject r = fields.Root(*j);
   Member m;
   m.job = r.String("job");
-  m.gpus = static_cast<int>(r.Integer("gpus"));
-  m.nameplate_w = r.Watts("nameplate_w");
-  m.floor_w = r.Watts("floor_w");
-  m.demand_w = r.Watts("demand_w");
-  m.power_w = r.Watts("power_w");
-  m.node_overhead_w = r.Watts("node_overhead_w");
+  m.gpus = static_cast<int>(r.Int64("gpus"));
+  m.nameplate_w = Watts(r, "nameplate_w");
+  m.floor_w = Watts(r, "floor_w");
+  m.demand_w = Watts(r, "demand_w");
+  m.power_w = Watts(r, "power_w");
+  m.node_overhead_w = Watts(r, "node_overhead_w");
   m.phase = r.String("phase");
   m.value_tokens_per_j = r.Number("value_tokens_per_j");
-  m.budget_w = r.Watts("budget_w");
-  m.lease = r.Integer("lease");
-  m.holder = r.OptionalString("holder");
-  m.slurm_job = r.OptionalString("slurm_job");
-  m.replaces = r.OptionalString("replaces");
-  if (r.error().empty() && j->contains("standby_w")) m.standby_w = r.Watts("standby_w");
-  if (r.error().empty() && j->contains("update_w")) m.update_w = r.Watts("update_w");
+  m.budget_w = Watts(r, "budget_w");
+  m.lease = r.Int64("lease");
+  m.holder = OptionalString(r, "holder");
+  m.slurm_job = OptionalString(r, "slurm_job");
+  m.replaces = OptionalString(r, "replaces");
+  if (r.ok() && j->contains("standby_w")) m.standby_w = Watts(r, "standby_w");
+  if (r.ok() && j->contains("update_w")) m.update_w = Watts(r, "update_w");
   ReadJobClass(r, m.job_class);
-  if (r.error().empty() && j->contains("value_curve")) {
+  if (r.ok() && j->contains("value_curve")) {
     const json& c = (*j)["value_curve"];
     if (!c.is_array() || c.size() > kMaxValuePoints) {
       r.Fail("value_curve", fmt::format("expected an array of at most {} [budget_w, tokens_per_s]",
@@ -368,7 +305,7 @@ Result<Member> MemberFromJson(std::string_view text, std::string_view where) {
       }
     }
   }
-  if (r.error().empty()) {
+  if (r.ok()) {
     if (auto st = CheckName(m.job, "job"); !st) r.Fail("job", st.error().message());
     if (m.gpus < 1 || m.gpus > 1 << 20) r.Fail("gpus", "expected 1 or more");
     if (m.floor_w > m.demand_w) r.Fail("floor_w", "above demand_w");
@@ -381,139 +318,123 @@ Result<Member> MemberFromJson(std::string_view text, std::string_view where) {
       r.Fail("floor_w", "expected 0 for an opportunistic job (it pauses at a grant of 0)");
     }
   }
-  if (r.error().empty() && j->contains("timeline")) {
-    const json& tj = (*j)["timeline"];
-    if (!tj.is_object()) {
-      r.Fail("timeline", "expected an object");
-    } else {
-      const std::string in_timeline = fmt::format("{}: timeline", where);
-      Reader t(tj, in_timeline);
+  if (r.ok() && j->contains("timeline")) {
+    JsonObject t = r.Object("timeline");
+    if (t.ok()) {
       StepTimeline& tl = m.timeline;
-      tl.step = t.Integer("step");
+      tl.step = t.Int64("step");
       tl.in_rollout = t.Bool("in_rollout");
-      tl.phase_elapsed_s = t.Seconds("phase_elapsed_s");
-      tl.rollout_s = t.Seconds("rollout_s");
-      tl.rest_s = t.Seconds("rest_s");
-      tl.rollout_w = t.Watts("rollout_w");
-      tl.rest_w = t.Watts("rest_w");
-      tl.held_w = t.Watts("held_w");
-      tl.held_left_s = t.Seconds("held_left_s");
-      m.tokens_per_s = t.Watts("tokens_per_s");  // the same bounds: finite, >= 0
-      if (!t.error().empty()) return Error::Input(t.error());
+      tl.phase_elapsed_s = Seconds(t, "phase_elapsed_s");
+      tl.rollout_s = Seconds(t, "rollout_s");
+      tl.rest_s = Seconds(t, "rest_s");
+      tl.rollout_w = Watts(t, "rollout_w");
+      tl.rest_w = Watts(t, "rest_w");
+      tl.held_w = Watts(t, "held_w");
+      tl.held_left_s = Seconds(t, "held_left_s");
+      m.tokens_per_s = Watts(t, "tokens_per_s");  // the same bounds: finite, >= 0
+      if (!fields.ok()) return Error::Input(fields.message());
       m.has_timeline = true;
     }
   }
-  if (!r.error().empty()) return Error::Input(r.error());
+  if (!fields.ok()) return Error::Input(fields.message());
   return m;
 }
 
 Result<Grant> GrantFromJson(std::string_view text, std::string_view where) {
   auto j = Parse(text, where);
   if (!j) return std::move(j).error();
-  Reader r(*j, where);
+  JsonFields fields{std::string(where)};
+  JsonObject r = fields.Root(*j);
   Grant g;
   g.job = r.String("job");
-  g.term = r.Integer("term");
-  g.seq = r.Integer("seq");
-  g.lease = r.Integer("lease");
-  g.job_budget_w = r.Watts("job_budget_w");
+  g.term = r.Int64("term");
+  g.seq = r.Int64("seq");
+  g.lease = r.Int64("lease");
+  g.job_budget_w = Watts(r, "job_budget_w");
   g.admitted = r.Bool("admitted");
   g.reason = r.String("reason");
-  if (r.error().empty() && j->contains("hold_s")) {
-    g.hold_s = r.Seconds("hold_s");
-    g.hold_step = r.Integer("hold_step");
+  if (r.ok() && j->contains("hold_s")) {
+    g.hold_s = Seconds(r, "hold_s");
+    g.hold_step = r.Int64("hold_step");
   }
-  if (r.error().empty() && j->contains("epoch")) {
-    g.epoch = r.Integer("epoch");
-    if (r.error().empty() && g.epoch < 0) r.Fail("epoch", "expected a revision >= 0");
+  if (r.ok() && j->contains("epoch")) {
+    g.epoch = r.Int64("epoch");
+    if (r.ok() && g.epoch < 0) r.Fail("epoch", "expected a revision >= 0");
   }
-  if (!r.error().empty()) return Error::Input(r.error());
+  if (!fields.ok()) return Error::Input(fields.message());
   return g;
 }
 
 Result<Ack> AckFromJson(std::string_view text, std::string_view where) {
   auto j = Parse(text, where);
   if (!j) return std::move(j).error();
-  Reader r(*j, where);
+  JsonFields fields{std::string(where)};
+  JsonObject r = fields.Root(*j);
   Ack a;
   a.job = r.String("job");
-  a.term = r.Integer("term");
-  a.seq = r.Integer("seq");
-  a.lease = r.Integer("lease");
-  a.job_budget_w = r.Watts("job_budget_w");
-  if (!r.error().empty()) return Error::Input(r.error());
+  a.term = r.Int64("term");
+  a.seq = r.Int64("seq");
+  a.lease = r.Int64("lease");
+  a.job_budget_w = Watts(r, "job_budget_w");
+  if (!fields.ok()) return Error::Input(fields.message());
   return a;
 }
 
 Result<Ledger> LedgerFromJson(std::string_view text, std::string_view where) {
   auto j = Parse(text, where);
   if (!j) return std::move(j).error();
-  Reader r(*j, where);
+  JsonFields fields{std::string(where)};
+  JsonObject r = fields.Root(*j);
   Ledger l;
-  l.term = r.Integer("term");
+  l.term = r.Int64("term");
   l.request_id = r.String("request_id");
-  l.site_budget_w = r.Watts("site_budget_w");
-  l.target_site_budget_w = r.Watts("target_site_budget_w");
-  l.reserve_w = r.Watts("reserve_w");
-  l.seq = r.Integer("seq");
-  l.reassignments = static_cast<uint64_t>(r.Integer("reassignments"));
-  if (r.error().empty() && j->contains("target_reserve_w")) {
-    l.target_reserve_w = r.Watts("target_reserve_w");
+  l.site_budget_w = Watts(r, "site_budget_w");
+  l.target_site_budget_w = Watts(r, "target_site_budget_w");
+  l.reserve_w = Watts(r, "reserve_w");
+  l.seq = r.Int64("seq");
+  l.reassignments = static_cast<uint64_t>(r.Int64("reassignments"));
+  if (r.ok() && j->contains("target_reserve_w")) {
+    l.target_reserve_w = Watts(r, "target_reserve_w");
   }
-  if (r.error().empty() && j->contains("target_revision")) {
-    l.target_revision = r.Integer("target_revision");
+  if (r.ok() && j->contains("target_revision")) {
+    l.target_revision = r.Int64("target_revision");
   }
-  const json* jobs = r.Object("jobs");
-  if (jobs != nullptr) {
-    for (const auto& [name, value] : jobs->items()) {
-      if (!value.is_object()) {
-        r.Fail("jobs", fmt::format("'{}': expected an object", name));
-        break;
+  JsonObject jobs = r.Object("jobs");  // each job's fields named "jobs.NAME.KEY"
+  for (const auto& [name, value] : jobs.value().items()) {
+    JsonObject jr = jobs.Object(name);
+    LedgerJob job;
+    job.floor_w = Watts(jr, "floor_w");
+    job.demand_w = Watts(jr, "demand_w");
+    job.grant_w = Watts(jr, "grant_w");
+    job.held_w = Watts(jr, "held_w");
+    job.seq = jr.Int64("seq");
+    job.lease = jr.Int64("lease");
+    ReadJobClass(jr, job.job_class);
+    if (jr.ok() && value.contains("standby_w")) job.standby_w = Watts(jr, "standby_w");
+    if (jr.ok() && value.contains("step_s")) job.step_s = Watts(jr, "step_s");
+    if (!fields.ok()) return Error::Input(fields.message());
+    l.jobs[name] = job;
+  }
+  if (r.ok() && j->contains("standby")) {
+    JsonObject standby = r.Object("standby");
+    for (const auto& [name, value] : standby.value().items()) {
+      JsonObject sr = standby.Object(name);
+      StandbyJob s;
+      s.standby_w = Watts(sr, "standby_w");
+      s.floor_w = Watts(sr, "floor_w");
+      s.lease = sr.Int64("lease");
+      s.duplicate = sr.Bool("duplicate");
+      if (sr.ok() && value.contains("fenced_gone_s")) {
+        s.fenced_gone_s = Watts(sr, "fenced_gone_s");  // a finite number >= 0
       }
-      const std::string at = fmt::format("{}: jobs.{}", where, name);
-      Reader jr(value, at);
-      LedgerJob job;
-      job.floor_w = jr.Watts("floor_w");
-      job.demand_w = jr.Watts("demand_w");
-      job.grant_w = jr.Watts("grant_w");
-      job.held_w = jr.Watts("held_w");
-      job.seq = jr.Integer("seq");
-      job.lease = jr.Integer("lease");
-      ReadJobClass(jr, job.job_class);
-      if (jr.error().empty() && value.contains("standby_w")) job.standby_w = jr.Watts("standby_w");
-      if (jr.error().empty() && value.contains("step_s")) job.step_s = jr.Watts("step_s");
-      if (!jr.error().empty()) return Error::Input(jr.error());
-      l.jobs[name] = job;
+      if (!fields.ok()) return Error::Input(fields.message());
+      if (l.jobs.contains(name)) {
+        return Error::Input(fmt::format("{}: job '{}' both admitted and in standby", where, name));
+      }
+      l.standby[name] = s;
     }
   }
-  if (r.error().empty() && j->contains("standby")) {
-    const json* standby = r.Object("standby");
-    if (standby != nullptr) {
-      for (const auto& [name, value] : standby->items()) {
-        if (!value.is_object()) {
-          r.Fail("standby", fmt::format("'{}': expected an object", name));
-          break;
-        }
-        const std::string at = fmt::format("{}: standby.{}", where, name);
-        Reader sr(value, at);
-        StandbyJob s;
-        s.standby_w = sr.Watts("standby_w");
-        s.floor_w = sr.Watts("floor_w");
-        s.lease = sr.Integer("lease");
-        s.duplicate = sr.Bool("duplicate");
-        if (sr.error().empty() && value.contains("fenced_gone_s")) {
-          s.fenced_gone_s = sr.Watts("fenced_gone_s");  // a finite number >= 0
-        }
-        if (!sr.error().empty()) return Error::Input(sr.error());
-        if (l.jobs.contains(name)) {
-          return Error::Input(
-              fmt::format("{}: job '{}' both admitted and in standby", where, name));
-        }
-        l.standby[name] = s;
-      }
-    }
-  }
-  if (!r.error().empty()) return Error::Input(r.error());
+  if (!fields.ok()) return Error::Input(fields.message());
   return l;
 }
 

@@ -1,10 +1,10 @@
-// The store's layout under /headroom/<site>/ and its JSON values (docs/FLEET.md, "The store"):
+// The store's layout under /headroom/<site>/ and its JSON values (docs/SITE.md, "The store"):
 //   leader          the leading coordinator (on its lease); its create_revision is the term
 //   ledger          the site's budget and every admitted job's floor, grant and held watts
 //   target          the operator's last site budget and reserve (POST /v1/site-budget)
 //   members/<job>   an agent's demand (on the agent's lease)
 //   members/<job>@<lease hex>  a second agent under a name taken: counted at standby, never
-//                   admitted (docs/FLEET.md, "Every job at the site")
+//                   admitted (docs/SITE.md, "Every job at the site")
 //   grants/<job>    the leader's grant to the job (written with the ledger, in one transaction)
 //   acks/<job>      the grant the agent acts on (on the agent's lease)
 // Every value is a JSON object; one that does not parse, or lacks a field, is ignored by its
@@ -52,10 +52,10 @@ inline constexpr size_t kMaxValuePoints = 32;
 
 // Every value written carries "v": kValueVersion. A reader reads its own version and the one
 // before (absent "v": the values before versions, 0); a newer one is unreadable, and an unreadable
-// member keeps the watts it holds (docs/FLEET.md, "Unknown is not gone").
+// member keeps the watts it holds (docs/SITE.md, "Unknown is not gone").
 inline constexpr int64_t kValueVersion = 1;
 
-// A job's class (docs/FLEET.md, "Job classes"): a guaranteed job (every job before this) is
+// A job's class (docs/SITE.md, "Job classes"): a guaranteed job (every job before this) is
 // granted from the site budget less the reserve; an opportunistic one (DiLoCo workers on spare
 // power) only from what every guaranteed job's target leaves, and shrinks first. An
 // opportunistic job's floor is 0: at a grant of 0 it pauses.
@@ -71,10 +71,10 @@ struct Member {
   double power_w = 0.0;      // now, with the node overhead
   double node_overhead_w = 0.0;
   std::string phase;
-  double value_tokens_per_j = 0.0;  // marginal value of power: tokens/s per W (docs/FLEET.md)
+  double value_tokens_per_j = 0.0;  // marginal value of power: tokens/s per W (docs/SITE.md)
   double budget_w = 0.0;            // the job budget it acts on now
   LeaseId lease = 0;
-  // Tokens/s against job budget in the phase the budget steers (docs/FLEET.md, "Allocation by
+  // Tokens/s against job budget in the phase the budget steers (docs/SITE.md, "Allocation by
   // value"); optional (empty: none), at most kMaxValuePoints points.
   std::vector<ValuePoint> value_curve;
   // The agent process holding the registration (common/process_identity.h); optional, "" when
@@ -83,7 +83,7 @@ struct Member {
   // A duplicate's only (members/<job>@<lease hex>): the holder of the name it has seen gone on
   // its own machine (its predecessor: the same job on the same GPUs, restarted). The leader
   // charges such a duplicate only its standby above the admitted job's floor while that job's
-  // member names this holder and the same gpus (docs/FLEET.md, "Every job at the site").
+  // member names this holder and the same gpus (docs/SITE.md, "Every job at the site").
   // JSON "replaces", optional ("" when absent).
   std::string replaces;
   // Where the job is in its step and what its steps look like (coord/stagger.h); optional
@@ -96,7 +96,7 @@ struct Member {
   // The Slurm job the member runs in (SLURM_JOB_ID), optional ("" when absent): a coordinator
   // with --slurm suspends and resumes it (slurm/suspender.h).
   std::string slurm_job;
-  // Its GPUs idle plus the node overhead: what it draws while its trainer holds (docs/FLEET.md,
+  // Its GPUs idle plus the node overhead: what it draws while its trainer holds (docs/SITE.md,
   // "Every job at the site"). JSON "standby_w", optional; below 0 when absent (then the floor).
   double standby_w = -1.0;
   // What its update (the part of its step after the rollout) draws unconstrained, with the node
@@ -170,7 +170,7 @@ struct StandbyJob {
   bool duplicate = false;  // a second agent under a taken name: never admitted
   // An admitted job whose floor was forgotten while its agent was fenced (its lease gone): held
   // at its step boundary, it draws its standby, so that stays counted until it registers again
-  // or for forget_after_s more (fenced means held; docs/FLEET.md). How long the job had been
+  // or for forget_after_s more (fenced means held; docs/SITE.md). How long the job had been
   // gone when its floor was forgotten; below 0: not such a job. JSON "fenced_gone_s", optional.
   double fenced_gone_s = -1.0;
 };
@@ -206,7 +206,7 @@ struct Ledger {
 };
 
 // The operator's last target, in a key of its own: it survives leader changes and a ledger
-// rebuilt after a loss (docs/FLEET.md, "Operator requests are durable").
+// rebuilt after a loss (docs/SITE.md, "Operator requests are durable").
 struct Target {
   double site_budget_w = 0.0;
   double reserve_w = 0.0;

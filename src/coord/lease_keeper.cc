@@ -4,14 +4,23 @@
 
 namespace headroom::coord {
 
+namespace {
+double SteadyS() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
 LeaseKeeper::LeaseKeeper(Store& store, LeaseId lease, double period_s)
-    : store_(store), lease_(lease), period_s_(period_s), thread_([this] { Loop(); }) {}
+    : lease_(store, /*ttl_s=*/0, period_s), period_s_(period_s) {
+  lease_.Adopt(lease, SteadyS());
+  thread_ = std::thread([this] { Loop(); });
+}
 
 LeaseKeeper::~LeaseKeeper() { Stop(); }
 
 void LeaseKeeper::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -19,19 +28,20 @@ void LeaseKeeper::Stop() {
 }
 
 void LeaseKeeper::Loop() {
-  std::unique_lock lock(mu_);
-  while (!stop_) {
-    cv_.wait_for(lock, std::chrono::duration<double>(period_s_), [this] { return stop_; });
-    if (stop_) break;
-    lock.unlock();
-    auto r = store_.LeaseKeepAlive(lease_);
-    if (r) {
+  const auto period = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(period_s_));
+  for (;;) {
+    {
+      MutexLock lock(mu_);
+      const auto next = std::chrono::steady_clock::now() + period;
+      if (WaitUntil(cv_, mu_, next, [this]() REQUIRES(mu_) { return stop_; })) return;
+    }
+    if (auto r = lease_.Renew(SteadyS()); r) {
       ++renewals_;
     } else if (IsLeaseGone(r.error())) {
       lost_ = true;
+      return;
     }
-    lock.lock();
-    if (lost_) break;
   }
 }
 

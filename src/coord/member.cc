@@ -32,7 +32,8 @@ SiteMember::SiteMember(Store& store, MemberConfig config, std::function<double()
       keys_(config_.site),
       now_s_(std::move(monotonic_s)),
       log_(std::move(log)),
-      started_s_(now_s_()) {}
+      started_s_(now_s_()),
+      own_lease_(store, config_.lease_ttl_s) {}
 
 Acting SiteMember::CurrentLocked(double now_s) const {
   Acting a;
@@ -325,7 +326,7 @@ Result<TxnResult> SiteMember::TakeName(double now_s, LeaseId lease, const Member
                                                       config_.fence_margin_s;
   if (gone && past_its_deadline) {
     if (auto revoked = store_.LeaseRevoke(taken.lease); revoked || IsLeaseGone(revoked.error())) {
-      log_.Warn(fmt::format("fleet: job '{}': its previous agent ({}) is gone: lease {:x} revoked",
+      log_.Warn(fmt::format("site: job '{}': its previous agent ({}) is gone: lease {:x} revoked",
                             config_.job, before->holder, taken.lease),
                 {{"site", config_.site},
                  {"job", config_.job},
@@ -345,32 +346,23 @@ Result<TxnResult> SiteMember::TakeName(double now_s, LeaseId lease, const Member
 }
 
 bool SiteMember::Register(double now_s) {
-  const double sent_s = now_s;
   // The lease kept from an earlier try, while it lives; else a new one.
-  if (spare_lease_ != 0 &&
-      now_s - spare_renewed_s_ >= static_cast<double>(config_.lease_ttl_s) / 3.0) {
-    if (auto kept = store_.LeaseKeepAlive(spare_lease_); kept) {
-      spare_renewed_s_ = sent_s;
-    } else {
-      spare_lease_ = 0;  // gone (or unknown: a new one is cheap, the old one expires)
-    }
+  if (!own_lease_.RenewIfDue(now_s)) {
+    own_lease_.Forget();  // gone (or unknown: a new one is cheap, the old one expires)
   }
-  if (spare_lease_ == 0) {
-    auto lease = store_.LeaseGrant(config_.lease_ttl_s);
-    if (!lease) {
+  if (!own_lease_.held()) {
+    if (auto lease = own_lease_.Grant(now_s); !lease) {
       MutexLock lock(mu_);
       if (status_.last_error != lease.error().message()) {
-        log_.Warn(fmt::format("fleet: {} ({}; retrying)", lease.error().message(),
+        log_.Warn(fmt::format("site: {} ({}; retrying)", lease.error().message(),
                               config_.fail_open ? "on the local budget" : "at standby, held"),
                   {{"site", config_.site}, {"job", config_.job}});
       }
       status_.last_error = lease.error().message();
       return false;
     }
-    spare_lease_ = *lease;
-    spare_renewed_s_ = sent_s;
   }
-  const LeaseId lease = spare_lease_;
+  const LeaseId lease = own_lease_.id();
   Member m;
   {
     MutexLock lock(mu_);
@@ -383,7 +375,7 @@ bool SiteMember::Register(double now_s) {
     bool duplicate = false;
     if (!r) {
       why = r.error().message();
-      if (IsLeaseGone(r.error())) spare_lease_ = 0;
+      if (IsLeaseGone(r.error())) own_lease_.Forget();
     } else if (!r->responses.empty() && !r->responses[0].empty()) {
       duplicate = true;
       why = fmt::format(
@@ -396,17 +388,16 @@ bool SiteMember::Register(double now_s) {
     }
     MutexLock lock(mu_);
     if (status_.refused != why) {
-      log_.Error(fmt::format("fleet: {}", why), {{"site", config_.site}, {"job", config_.job}});
+      log_.Error(fmt::format("site: {}", why), {{"site", config_.site}, {"job", config_.job}});
     }
     status_.refused = why;
     status_.duplicate = duplicate;
     return false;
   }
-  spare_lease_ = 0;
   MutexLock lock(mu_);
   lease_ = lease;
   lease_ttl_s_ = config_.lease_ttl_s;
-  renewed_sent_s_ = spare_renewed_s_;
+  renewed_sent_s_ = own_lease_.renewed_s();
   registered_ = true;
   grant_.reset();
   published_s_ = now_s;
@@ -415,27 +406,27 @@ bool SiteMember::Register(double now_s) {
   status_.last_error.clear();
   status_.registered = true;
   status_.lease = lease_;
-  log_.Info(fmt::format("fleet: job '{}' registered at site '{}' (lease {:x})", config_.job,
+  log_.Info(fmt::format("site: job '{}' registered at site '{}' (lease {:x})", config_.job,
                         config_.site, lease_),
             {{"site", config_.site}, {"job", config_.job}, {"lease", fmt::format("{:x}", lease_)}});
   return true;
 }
 
-// The lease, three times per TTL. False when the step ends here (the lease gone: fenced, to
-// register again; or the store's error noted).
-bool SiteMember::KeepLease(double now_s, LeaseId lease, double renewed_sent_s) {
-  if (now_s - renewed_sent_s < static_cast<double>(config_.lease_ttl_s) / 3.0) return true;
-  const double sent_s = now_s_();
-  auto kept = store_.LeaseKeepAlive(lease);
+// The lease, three times per TTL (coord::Lease). False when the step ends here (the lease
+// gone: fenced, to register again; or the store's error noted).
+bool SiteMember::KeepLease(double now_s) {
+  if (!own_lease_.Due(now_s)) return true;
+  const LeaseId lease = own_lease_.id();
+  auto kept = own_lease_.Renew(now_s_());
   MutexLock lock(mu_);
   if (kept) {
-    renewed_sent_s_ = sent_s;
-    if (*kept > 0) lease_ttl_s_ = std::min<int64_t>(*kept, config_.lease_ttl_s);
+    renewed_sent_s_ = own_lease_.renewed_s();
+    lease_ttl_s_ = own_lease_.ttl_s();
     return true;
   }
   if (IsLeaseGone(kept.error())) {
     log_.Warn(
-        fmt::format("fleet: lease {:x} gone: fenced at the floor, registering again", lease),
+        fmt::format("site: lease {:x} gone: fenced at the floor, registering again", lease),
         {{"site", config_.site}, {"job", config_.job}, {"lease", fmt::format("{:x}", lease)}});
     ++status_.leases_lost;
     registered_ = false;
@@ -515,22 +506,14 @@ void SiteMember::Acknowledge(LeaseId lease) {
 
 void SiteMember::Step() {
   const double now_s = now_s_();
-  LeaseId lease = 0;
-  double renewed_sent_s = 0.0;
   bool registered = false;
   {
     MutexLock lock(mu_);
-    lease = lease_;
-    renewed_sent_s = renewed_sent_s_;
     registered = registered_;
   }
-  if (!registered) {
-    if (!Register(now_s)) return;
-    MutexLock lock(mu_);
-    lease = lease_;
-    renewed_sent_s = renewed_sent_s_;
-  }
-  if (!KeepLease(now_s, lease, renewed_sent_s)) return;
+  if (!registered && !Register(now_s)) return;
+  const LeaseId lease = own_lease_.id();
+  if (!KeepLease(now_s)) return;
   PublishDemand(now_s, lease);
   if (!ReadGrant(now_s)) return;
   Acknowledge(lease);
@@ -542,7 +525,7 @@ void SiteMember::SeenRevisionLocked(int64_t revision, int64_t before) {
   // ignored for good.
   if (revision < before) {
     log_.Warn(
-        fmt::format("fleet: the store's revision went back from {} to {}: its state was lost; "
+        fmt::format("site: the store's revision went back from {} to {}: its state was lost; "
                     "following its new leader",
                     before, revision));
     max_term_ = 0;
@@ -561,7 +544,7 @@ bool SiteMember::TakeGrantLocked(const KeyValue& kv) {
   auto g = GrantFromJson(kv.value, kv.key);
   if (!g) {
     if (status_.last_error != g.error().message())
-      log_.Warn(fmt::format("fleet: ignored: {}", g.error().message()));
+      log_.Warn(fmt::format("site: ignored: {}", g.error().message()));
     status_.last_error = g.error().message();
     return false;
   }
@@ -581,7 +564,7 @@ bool SiteMember::TakeGrantLocked(const KeyValue& kv) {
   max_term_ = std::max(max_term_, g->term);
   status_.max_term = max_term_;
   if (!g->admitted && (!grant_ || grant_->admitted)) {
-    log_.Warn(fmt::format("fleet: {}", g->reason), {{"site", config_.site}, {"job", config_.job}});
+    log_.Warn(fmt::format("site: {}", g->reason), {{"site", config_.site}, {"job", config_.job}});
   }
   if (g->admitted) ever_granted_ = true;
   grant_ = std::move(*g);
@@ -594,7 +577,7 @@ Status SiteMember::WatchGrant(double quiet_s, const std::function<void()>& on_gr
     MutexLock lock(mu_);
     from = grant_revision_;
   }
-  if (from == 0) return Error::Io("fleet: the grant has not been read yet");
+  if (from == 0) return Error::Io("site: the grant has not been read yet");
   {
     MutexLock lock(mu_);
     ++status_.watches;
@@ -644,17 +627,13 @@ Status SiteMember::WatchGrant(double quiet_s, const std::function<void()>& on_gr
 void SiteMember::StopWatching() { store_.CancelFollows(); }
 
 void SiteMember::Leave() {
-  LeaseId lease = 0;
   {
     MutexLock lock(mu_);
-    lease = lease_;
     lease_ = 0;
     registered_ = false;
     grant_.reset();
   }
-  if (lease != 0) (void)store_.LeaseRevoke(lease);
-  if (spare_lease_ != 0) (void)store_.LeaseRevoke(spare_lease_);
-  spare_lease_ = 0;
+  (void)own_lease_.Revoke();  // the registered lease, or a spare one
 }
 
 MemberStatus SiteMember::status() const {

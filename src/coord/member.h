@@ -1,4 +1,4 @@
-// An agent's membership of a site (docs/FLEET.md): it registers the job under its own lease,
+// An agent's membership of a site (docs/SITE.md): it registers the job under its own lease,
 // keeps the lease alive, publishes its demand, reads its grant and acknowledges the grant its
 // controller acts on. Current() says what to act on, and never waits on the store:
 //   - granted: the newest grant for this lease (by the ledger's epoch, then sequence; grants of
@@ -10,10 +10,10 @@
 //     starts no other step), until a new lease is granted something -- fenced means held;
 //   - standby: never granted (the store unreachable, not yet admitted, refused, or the job's
 //     name taken by another agent): the job's standby draw, and a hold until it is admitted --
-//     its trainer runs no step (docs/FLEET.md, "Every job at the site");
+//     its trainer runs no step (docs/SITE.md, "Every job at the site");
 //   - local: the same, with MemberConfig::fail_open: the local budget and no hold (unsafe: the
 //     behaviour before standby).
-// Step() does the store's work; one thread calls it (the agent's fleet thread, or fleet-sim's
+// Step() does the store's work; one thread calls it (the agent's site thread, or fleet-sim's
 // loop), while the runner calls Current() and Observe(). Thread-safe.
 #pragma once
 
@@ -26,6 +26,7 @@
 #include "common/log.h"
 #include "common/thread_annotations.h"
 #include "coord/layout.h"
+#include "coord/lease.h"
 #include "coord/store.h"
 
 namespace headroom::coord {
@@ -56,7 +57,7 @@ struct MemberConfig {
   // the job's place at once instead of waiting out the lease; without, it waits.
   std::string holder;
   std::function<bool(std::string_view holder)> holder_gone;
-  // Allocation by value (docs/FLEET.md): the curve published, tokens/s against job budget in
+  // Allocation by value (docs/SITE.md): the curve published, tokens/s against job budget in
   // rollout -- from the twin for a known scenario; empty: from the member's own history
   // (HistoryCurve), once it has one.
   std::vector<ValuePoint> value_curve;
@@ -70,7 +71,7 @@ struct MemberConfig {
   // With a watch on the grant (WatchGrant on a thread of its own): how often Step reads the
   // grant too, for a stream gone quiet without failing. 0: every Step (no watch: fleet-sim).
   double grant_read_s = 0.0;
-  // Opportunistic (docs/FLEET.md, "Job classes"): granted only what the guaranteed jobs leave;
+  // Opportunistic (docs/SITE.md, "Job classes"): granted only what the guaranteed jobs leave;
   // floor_w and local_budget_w must be 0 (it pauses without a grant).
   JobClass job_class = JobClass::kGuaranteed;
   // The Slurm job this member runs in ("": none), published for a coordinator with --slurm.
@@ -126,7 +127,7 @@ class SiteMember {
   // the demand every update_s, read the grant, acknowledge what Current() has served.
   void Step() EXCLUDES(mu_);
   // Follows the grant key (Store::Follow) from where the last read left it, taking each grant
-  // as it is written, so Current() serves it at once (docs/FLEET.md, "Members watch their
+  // as it is written, so Current() serves it at once (docs/SITE.md, "Members watch their
   // grant"); `on_grant` is told each newer grant taken. Returns when nothing comes for
   // `quiet_s`, the stream fails (an error), or StopWatching is called: the caller calls it
   // again. Before Step's first read of the grant: an error at once. One thread (not Step's).
@@ -153,7 +154,7 @@ class SiteMember {
   // with fewer than 8 rollout decisions or a power spread under 5 % of the mean.
   std::vector<ValuePoint> HistoryCurve() const EXCLUDES(mu_);
   // Where the job is in its step and what its steps look like, from the phases observed
-  // (docs/FLEET.md, "Staggering"): rollout, the rest of the step (log-probs to checkpoint), and
+  // (docs/SITE.md, "Staggering"): rollout, the rest of the step (log-probs to checkpoint), and
   // held ("idle"); each part's length and mean power as moving averages over the parts seen
   // (weight 0.3 for the newest). Absent until a rollout and a rest have both been seen.
   std::optional<StepTimeline> Timeline() const EXCLUDES(mu_);
@@ -172,7 +173,7 @@ class SiteMember {
   double MeanTokensPerSLocked() const REQUIRES(mu_);
   bool Register(double now_s) EXCLUDES(mu_);
   // Step's parts, in its order (member.cc says what each does).
-  bool KeepLease(double now_s, LeaseId lease, double renewed_sent_s) EXCLUDES(mu_);
+  bool KeepLease(double now_s) EXCLUDES(mu_);
   void PublishDemand(double now_s, LeaseId lease) EXCLUDES(mu_);
   bool ReadGrant(double now_s) EXCLUDES(mu_);
   void Acknowledge(LeaseId lease) EXCLUDES(mu_);
@@ -195,12 +196,13 @@ class SiteMember {
   Logger log_;
   const double started_s_;  // when this process's member began (the reclaim waits on it)
 
+  // The lease this member holds (Step's thread only, and Leave's after it): the registered one
+  // (lease_ below says so to the other threads), or, before a registration is made, a spare
+  // one kept alive, a duplicate's key on it, and used for the next try.
+  Lease own_lease_;
+
   mutable Mutex mu_;
-  LeaseId lease_ GUARDED_BY(mu_) = 0;
-  // A lease granted for a registration not (yet) made: kept alive, a duplicate's key on it,
-  // and used for the next try (Step's thread only).
-  LeaseId spare_lease_ = 0;
-  double spare_renewed_s_ = 0.0;
+  LeaseId lease_ GUARDED_BY(mu_) = 0;  // own_lease_ while registered; 0 otherwise
   // The holder of the name last seen gone, and when (Step's thread only).
   std::string gone_holder_;
   double gone_seen_s_ = 0.0;

@@ -4,6 +4,10 @@
 
 namespace headroom::coord {
 
+namespace {
+constexpr std::chrono::milliseconds kWatchRetry{250};  // after a watch that failed
+}  // namespace
+
 MemberSession::MemberSession(SiteMember& member, Options options)
     : member_(member), options_(std::move(options)) {
   step_thread_ = std::thread([this] { StepLoop(); });
@@ -14,7 +18,7 @@ MemberSession::~MemberSession() { Stop(); }
 
 void MemberSession::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     done_ = true;
   }
   cv_.notify_all();
@@ -33,19 +37,18 @@ void MemberSession::StepLoop() {
     if (options_.before_step) options_.before_step();
     member_.Step();
     next += period;
-    std::unique_lock lock(mu_);
-    if (cv_.wait_until(lock, next, [this] { return done_; })) return;
+    MutexLock lock(mu_);
+    if (WaitUntil(cv_, mu_, next, [this]() REQUIRES(mu_) { return done_; })) return;
   }
 }
 
 void MemberSession::WatchLoop() {
   for (;;) {
     const Status followed = member_.WatchGrant(options_.quiet_s);
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     if (done_) return;
-    if (!followed && cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return done_; })) {
-      return;
-    }
+    const auto retry = std::chrono::steady_clock::now() + kWatchRetry;
+    if (!followed && WaitUntil(cv_, mu_, retry, [this]() REQUIRES(mu_) { return done_; })) return;
   }
 }
 

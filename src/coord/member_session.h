@@ -9,9 +9,9 @@
 
 #include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <thread>
 
+#include "common/thread_annotations.h"
 #include "coord/member.h"
 
 namespace headroom::coord {
@@ -32,17 +32,17 @@ class MemberSession {
 
   // Ends the threads and joins them (at once: a wait for the next step or a watch in progress
   // ends). Idempotent.
-  void Stop();
+  void Stop() EXCLUDES(mu_);
 
  private:
-  void StepLoop();
-  void WatchLoop();
+  void StepLoop() EXCLUDES(mu_);
+  void WatchLoop() EXCLUDES(mu_);
 
   SiteMember& member_;
   const Options options_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;  // under mu_
+  Mutex mu_;
+  std::condition_variable_any cv_;
+  bool done_ GUARDED_BY(mu_) = false;
   std::thread step_thread_;
   std::thread watch_thread_;
 };

@@ -1,6 +1,6 @@
 // The coordinator's decision, one period at a time: from the ledger it read, the members, their
 // acknowledgements and which leases are gone, the next ledger and the grants to write. Pure: no
-// store, no clock (docs/FLEET.md, "The protocol", states the invariant this keeps and why).
+// store, no clock (docs/SITE.md, "The protocol", states the invariant this keeps and why).
 //
 //   1. A grant acknowledged (the agent acts on it from its next decision) lowers the job's held
 //      watts to it. A job whose lease is gone has fenced itself to its floor (the agent's own
@@ -61,7 +61,7 @@ std::map<std::string, double> Allocate(double available_w,
 
 enum class Allocation {
   kProportional,  // Allocate: in proportion to demand above floor (the first version)
-  kValue,         // AllocateByValue on the members' value curves (docs/FLEET.md)
+  kValue,         // AllocateByValue on the members' value curves (docs/SITE.md)
 };
 
 struct PlanInput {
@@ -100,7 +100,7 @@ struct PlanInput {
   // the others' grants come down to make the room first. Ignored, all of them, when the raised
   // floors do not fit (the reservation planner keeps them within the budget).
   std::map<std::string, double> reserved_w;
-  // Loans (docs/FLEET.md, "Job classes"): opportunistic jobs may also borrow what the
+  // Loans (docs/SITE.md, "Job classes"): opportunistic jobs may also borrow what the
   // guaranteed jobs are expected not to draw over the next loan_lead_s (their published power,
   // and their step timeline's prediction, x (1 + loan_margin); in rollout, or with no power
   // published, all they hold), less loan_cover x the largest single job's unused part. Only in

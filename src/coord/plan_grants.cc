@@ -119,7 +119,7 @@ double LoansW(const PlanState& s) {
 }  // namespace
 
 // 3. Targets: the guaranteed jobs' from the budget less the reserve and the waiting floors;
-// the opportunistic jobs' from what those targets leave, or the loans when more (docs/FLEET.md,
+// the opportunistic jobs' from what those targets leave, or the loans when more (docs/SITE.md,
 // "Job classes"). Reads l, in, alloc_budget_w, waiting_w; writes target, loans_w, lending,
 // out.opportunistic_pool_w, log.
 void SetTargets(PlanState& s) {

@@ -1,4 +1,4 @@
-// Reservations before the update (docs/FLEET.md, "Reservations before the update"): a job's
+// Reservations before the update (docs/SITE.md, "Reservations before the update"): a job's
 // update (log-probs, training, sync: the part of its step after the rollout) draws near its
 // nameplate and cannot be steered by the workload, so the coordinator reserves its watts before
 // it starts -- the job's grant is raised to them (down first: the others' come down to make the

@@ -1,4 +1,4 @@
-// A site budget that changes on a schedule, with notice (docs/FLEET.md, "Demand response"): a
+// A site budget that changes on a schedule, with notice (docs/SITE.md, "Demand response"): a
 // utility's demand-response event, a planned maintenance window. When to ask the coordinator
 // for each change. Pure.
 #pragma once

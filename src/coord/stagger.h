@@ -1,4 +1,4 @@
-// Phase staggering (docs/FLEET.md, "Staggering"): the coordinator may ask a job to delay the
+// Phase staggering (docs/SITE.md, "Staggering"): the coordinator may ask a job to delay the
 // start of its next step by a hold, so that the jobs' high-power rollouts interleave instead of
 // piling up on the site budget. Pure: no store, no clock.
 //
@@ -6,7 +6,7 @@
 // in (rollout, or the rest of the step) and for how long, its typical rollout and rest, and its
 // power in each; a hold shifts everything after the current step by the hold, at the job's
 // held power. What the site draws above its budget must be taken from the rollouts by their
-// grants, at the fleet's marginal value; a hold costs its duration x the job's tokens/s. The
+// grants, at the site's marginal value; a hold costs its duration x the job's tokens/s. The
 // planner picks the holds that minimise the predicted tokens lost: excess energy x value +
 // holds' cost. Greedy: each job in the order its next step starts, its best hold given the
 // others'; `passes` > 1 repeats it (coordinate descent) until nothing improves.

@@ -1,4 +1,4 @@
-// The key-value store the coordinator and the agents share (docs/FLEET.md): etcd's data model,
+// The key-value store the coordinator and the agents share (docs/SITE.md): etcd's data model,
 // as much of it as headroom uses. Two implementations with the same semantics: EtcdStore
 // (etcd_store.h, the one file that talks to etcd, through its v3 JSON gateway) and MemoryStore
 // (memory_store.h: revisions, leases that expire on an injected clock, transactions, watches),
@@ -164,7 +164,7 @@ class Store {
   virtual Result<WatchResult> Watch(const std::string& key, bool prefix, int64_t after_revision,
                                     double wait_s) = 0;
 
-  // A watch that stays open (docs/FLEET.md, "Members watch their grant"): `on_change` is told
+  // A watch that stays open (docs/SITE.md, "Members watch their grant"): `on_change` is told
   // once the watch is created (no events; `revision` the store's then) and then each batch of
   // changes after `after_revision` as it comes (or `compacted`), until it returns false, nothing
   // comes for `quiet_s`, the stream fails, or CancelFollows is called. Returns the revision to

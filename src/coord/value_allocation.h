@@ -1,4 +1,4 @@
-// Value-based allocation (docs/FLEET.md, "Allocation by value"): the watts above the floors go
+// Value-based allocation (docs/SITE.md, "Allocation by value"): the watts above the floors go
 // where they make the most tokens. Each job brings its value curve -- tokens/s against its job
 // budget -- and the allocator water-fills on the curves' slopes (tokens/s per W), highest
 // first, optionally after a max-min fairness level. Pure: no store, no clock.

@@ -8,17 +8,19 @@
 #include <nlohmann/json.hpp>
 
 #include "build_info/build_info.h"
+#include "common/stats.h"
 #include "coord_server/site_page.h"
 #include "net/json_body.h"
+#include "net/metrics_text.h"
 #include "net/query.h"
 
-namespace headroom::coord {
+namespace headroom::coord_server {
 
 using nlohmann::json;
 
 // ---- CoordinatorHost ----
 
-CoordinatorHost::CoordinatorHost(Store& store, CoordinatorConfig config,
+CoordinatorHost::CoordinatorHost(coord::Store& store, coord::CoordinatorConfig config,
                                  std::function<double()> now_s, Logger log)
     : config_(config), coordinator_(store, std::move(config), std::move(now_s), std::move(log)) {}
 
@@ -49,21 +51,24 @@ std::string CoordinatorHost::HistoryPage(const SiteHistoryQuery& query) const {
   return SiteHistoryPageJson(points, query, config_.period_s);
 }
 
-CoordinatorStatus CoordinatorHost::Snapshot() const {
+coord::CoordinatorStatus CoordinatorHost::Snapshot() const {
   MutexLock snapshot(snapshot_mu_);
   return snapshot_;
 }
 
 SiteBudgetAnswer CoordinatorHost::RequestTarget(std::optional<double> site_budget_w,
                                                 std::optional<double> reserve_w) {
-  SiteBudgetAnswer answer = RequestTargetLocked(site_budget_w, reserve_w);
+  SiteBudgetAnswer answer;
+  {
+    MutexLock lock(mu_);
+    answer = RequestTargetLocked(site_budget_w, reserve_w);
+  }
   if (answer.outcome == SiteBudgetAnswer::Outcome::kAccepted && on_target_) on_target_();
   return answer;
 }
 
 SiteBudgetAnswer CoordinatorHost::RequestTargetLocked(std::optional<double> site_budget_w,
                                                       std::optional<double> reserve_w) {
-  MutexLock lock(mu_);
   SiteBudgetAnswer answer;
   if (!coordinator_.leading()) {
     answer.outcome = SiteBudgetAnswer::Outcome::kNotLeader;
@@ -106,18 +111,22 @@ std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 
 json OrNull(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
 
-std::string LeaseHex(LeaseId lease) { return fmt::format("{:x}", static_cast<uint64_t>(lease)); }
-
-// A sample value as the exposition format writes it.
-std::string Number(double v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-  return fmt::format("{}", v);
+// The transactions' latency quantile (nearest rank, common/stats.h); nullopt with none yet.
+std::optional<double> TxnLatencyQuantile(const coord::CoordinatorStatus& s, double q) {
+  if (s.txn_latency_s.empty()) return std::nullopt;
+  std::vector<double> v = s.txn_latency_s;
+  return QuantileNearestRank(v, q);
 }
 
-bool Leading(const CoordinatorStatus& s) { return s.role == "leader" && s.ledger.has_value(); }
+std::string LeaseHex(coord::LeaseId lease) {
+  return fmt::format("{:x}", static_cast<uint64_t>(lease));
+}
 
-double SumGrantsW(const Ledger& l) {
+bool Leading(const coord::CoordinatorStatus& s) {
+  return s.role == "leader" && s.ledger.has_value();
+}
+
+double SumGrantsW(const coord::Ledger& l) {
   double sum = 0.0;
   for (const auto& [job, j] : l.jobs) sum += j.grant_w;
   return sum;
@@ -125,7 +134,7 @@ double SumGrantsW(const Ledger& l) {
 
 }  // namespace
 
-LeaderInfo ParseLeader(const CoordinatorStatus& s, const CoordinatorConfig& self) {
+LeaderInfo ParseLeader(const coord::CoordinatorStatus& s, const coord::CoordinatorConfig& self) {
   LeaderInfo info;
   if (s.leader.empty()) return info;
   if (s.leader == self.id) return {self.id, self.listen};
@@ -142,21 +151,11 @@ LeaderInfo ParseLeader(const CoordinatorStatus& s, const CoordinatorConfig& self
   return info;
 }
 
-std::optional<double> Quantile(std::vector<double> values, double q) {
-  assert(q > 0.0 && q <= 1.0);
-  if (values.empty()) return std::nullopt;
-  const auto n = static_cast<double>(values.size());
-  const auto rank = static_cast<size_t>(std::max(1.0, std::ceil(q * n)));
-  const auto nth = values.begin() + static_cast<std::ptrdiff_t>(std::min(rank, values.size()) - 1);
-  std::nth_element(values.begin(), nth, values.end());
-  return *nth;
-}
-
 namespace {
 
 // /v1/status `jobs` while leading: the ledger's jobs, then those in its standby, then members
 // it has not counted yet.
-json JobsJson(const CoordinatorStatus& s, const Ledger& l) {
+json JobsJson(const coord::CoordinatorStatus& s, const coord::Ledger& l) {
   json jobs = json::array();
   std::vector<std::string> names;
   for (const auto& [job, lj] : l.jobs) names.push_back(job);
@@ -176,7 +175,7 @@ json JobsJson(const CoordinatorStatus& s, const Ledger& l) {
       o["job"] = name;
       o["admitted"] = false;
       o["state"] = sb->second.duplicate ? "duplicate" : "standby";
-      o["class"] = JobClassName(JobClass::kGuaranteed);
+      o["class"] = coord::JobClassName(coord::JobClass::kGuaranteed);
       o["floor_w"] = sb->second.floor_w;
       o["standby_w"] = sb->second.standby_w;
       for (const char* key : {"demand_w", "grant_w", "held_w", "power_w", "phase",
@@ -191,7 +190,7 @@ json JobsJson(const CoordinatorStatus& s, const Ledger& l) {
     o["job"] = name;
     o["admitted"] = admitted;
     o["state"] = admitted ? "admitted" : "standby";
-    o["class"] = JobClassName(admitted ? lj->second.job_class : m->second.job_class);
+    o["class"] = coord::JobClassName(admitted ? lj->second.job_class : m->second.job_class);
     o["floor_w"] = admitted ? lj->second.floor_w : m->second.floor_w;
     o["standby_w"] = standby ? json(sb->second.standby_w) : json(nullptr);
     o["demand_w"] = member ? m->second.demand_w : lj->second.demand_w;
@@ -201,7 +200,7 @@ json JobsJson(const CoordinatorStatus& s, const Ledger& l) {
     o["phase"] = member ? json(m->second.phase) : json(nullptr);
     o["value_tokens_per_j"] = member ? json(m->second.value_tokens_per_j) : json(nullptr);
     o["budget_w"] = member ? json(m->second.budget_w) : json(nullptr);
-    const LeaseId lease = member ? m->second.lease : lj->second.lease;
+    const coord::LeaseId lease = member ? m->second.lease : lj->second.lease;
     o["lease"] = lease != 0 ? json(LeaseHex(lease)) : json(nullptr);
     jobs.push_back(std::move(o));
   }
@@ -210,7 +209,8 @@ json JobsJson(const CoordinatorStatus& s, const Ledger& l) {
 
 }  // namespace
 
-std::string CoordinatorStatusJson(const CoordinatorStatus& s, const CoordinatorConfig& config,
+std::string CoordinatorStatusJson(const coord::CoordinatorStatus& s,
+                                  const coord::CoordinatorConfig& config,
                                   const std::optional<net::ConnectionCounters>& connections) {
   const bool leading = Leading(s);
   const LeaderInfo leader = ParseLeader(s, config);
@@ -226,7 +226,7 @@ std::string CoordinatorStatusJson(const CoordinatorStatus& s, const CoordinatorC
   j["site"] = config.site;
   j["jobs"] = json::array();
   if (leading) {
-    const Ledger& l = *s.ledger;
+    const coord::Ledger& l = *s.ledger;
     j["site_budget_w"] = l.site_budget_w;
     j["target_site_budget_w"] = l.target_site_budget_w;
     j["reserve_w"] = l.reserve_w;
@@ -260,8 +260,8 @@ std::string CoordinatorStatusJson(const CoordinatorStatus& s, const CoordinatorC
   j["unreadable_members"] = s.unreadable;
   j["store_resets"] = s.store_resets;
   j["targets_written"] = s.targets_written;
-  j["txn_latency_p50_s"] = OrNull(Quantile(s.txn_latency_s, 0.5));
-  j["txn_latency_p99_s"] = OrNull(Quantile(s.txn_latency_s, 0.99));
+  j["txn_latency_p50_s"] = OrNull(TxnLatencyQuantile(s, 0.5));
+  j["txn_latency_p99_s"] = OrNull(TxnLatencyQuantile(s, 0.99));
   j["decrease_settle_s"] = s.decrease_settle_s;
   // With --stagger reserve (coord/reservation.h): the last plan's reserved updates in force and
   // the updates within its horizon no hold could fit.
@@ -272,142 +272,112 @@ std::string CoordinatorStatusJson(const CoordinatorStatus& s, const CoordinatorC
   return Dump(j) + "\n";
 }
 
-std::string EscapeLabelValue(std::string_view value) {
-  std::string out;
-  out.reserve(value.size());
-  for (char c : value) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 namespace {
 
-// Prometheus text, one family at a time.
-struct MetricsWriter {
-  std::string& out;
-  void Metric(std::string_view name, std::string_view type, std::string_view help) {
-    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
-  }
-  void Sample(std::string_view name, double v) { out += fmt::format("{} {}\n", name, Number(v)); }
-  void JobSample(std::string_view name, std::string_view job, double v) {
-    out += fmt::format("{}{{job=\"{}\"}} {}\n", name, EscapeLabelValue(job), Number(v));
-  }
-};
-
 // The leader's families: the site's ledger and its jobs.
-void LedgerMetrics(const CoordinatorStatus& s, const Ledger& l, MetricsWriter& w) {
-  w.Metric("headroom_site_budget_watts", "gauge",
+void LedgerMetrics(const coord::CoordinatorStatus& s, const coord::Ledger& l, net::MetricsText& w) {
+  w.Family("headroom_site_budget_watts", "gauge",
            "The site budget in force (the ledger's: what the invariant holds against).");
   w.Sample("headroom_site_budget_watts", l.site_budget_w);
-  w.Metric("headroom_site_target_budget_watts", "gauge",
+  w.Family("headroom_site_target_budget_watts", "gauge",
            "The site budget asked for (below the one in force while a decrease settles).");
   w.Sample("headroom_site_target_budget_watts", l.target_site_budget_w);
-  w.Metric("headroom_site_reserve_watts", "gauge", "Watts of the site budget never granted.");
+  w.Family("headroom_site_reserve_watts", "gauge", "Watts of the site budget never granted.");
   w.Sample("headroom_site_reserve_watts", l.reserve_w);
-  w.Metric("headroom_site_grants_watts", "gauge", "Sum of the latest grants.");
+  w.Family("headroom_site_grants_watts", "gauge", "Sum of the latest grants.");
   w.Sample("headroom_site_grants_watts", SumGrantsW(l));
-  w.Metric("headroom_site_held_watts", "gauge",
+  w.Family("headroom_site_held_watts", "gauge",
            "Sum of held watts: the ledger's bound on the sum of the budgets jobs act on.");
   w.Sample("headroom_site_held_watts", l.HeldW());
   double acting_w = 0.0;
   for (const auto& [job, m] : s.members) acting_w += m.budget_w;
-  w.Metric("headroom_site_acting_budget_watts", "gauge",
+  w.Family("headroom_site_acting_budget_watts", "gauge",
            "Sum of the job budgets the members report acting on.");
   w.Sample("headroom_site_acting_budget_watts", acting_w);
-  w.Metric("headroom_job_grant_watts", "gauge", "The job's latest grant.");
-  for (const auto& [job, j] : l.jobs) w.JobSample("headroom_job_grant_watts", job, j.grant_w);
-  w.Metric("headroom_job_floor_watts", "gauge",
+  w.Family("headroom_job_grant_watts", "gauge", "The job's latest grant.");
+  for (const auto& [job, j] : l.jobs) w.Sample("headroom_job_grant_watts", "job", job, j.grant_w);
+  w.Family("headroom_job_floor_watts", "gauge",
            "The job's power at its lowest actuation, with the node overhead.");
-  for (const auto& [job, j] : l.jobs) w.JobSample("headroom_job_floor_watts", job, j.floor_w);
-  w.Metric("headroom_job_power_watts", "gauge", "The job's power as its member reports it.");
-  for (const auto& [job, m] : s.members) w.JobSample("headroom_job_power_watts", job, m.power_w);
-  w.Metric("headroom_site_standby_watts", "gauge",
+  for (const auto& [job, j] : l.jobs) w.Sample("headroom_job_floor_watts", "job", job, j.floor_w);
+  w.Family("headroom_job_power_watts", "gauge", "The job's power as its member reports it.");
+  for (const auto& [job, m] : s.members)
+    w.Sample("headroom_job_power_watts", "job", job, m.power_w);
+  w.Family("headroom_site_standby_watts", "gauge",
            "Sum of what the registered jobs not admitted may draw (their standby, or their "
            "floor while a step may run): inside the held watts.");
   w.Sample("headroom_site_standby_watts", l.StandbyW());
-  w.Metric("headroom_job_standby_watts", "gauge",
+  w.Family("headroom_job_standby_watts", "gauge",
            "What a registered job not admitted may draw (a duplicate by its key's name).");
   for (const auto& [job, sb] : l.standby)
-    w.JobSample("headroom_job_standby_watts", job, sb.standby_w);
-  w.Metric("headroom_site_overcommitted_watts", "gauge",
+    w.Sample("headroom_job_standby_watts", "job", job, sb.standby_w);
+  w.Family("headroom_site_overcommitted_watts", "gauge",
            "Watts by which the admitted floors and every standby exceed the site budget less "
            "the reserve (asked for): above 0, jobs were started that the site cannot hold.");
   w.Sample("headroom_site_overcommitted_watts", l.OvercommittedW());
-  w.Metric("headroom_site_reserve_short_watts", "gauge",
+  w.Family("headroom_site_reserve_short_watts", "gauge",
            "Watts by which the reserve in force falls short of the most a job drew on arrival, "
            "before admission and without asking (docs/METRICS.md).");
   w.Sample("headroom_site_reserve_short_watts", ReserveShortW(s));
-  w.Metric("headroom_site_reassignments_total", "counter",
+  w.Family("headroom_site_reassignments_total", "counter",
            "Grants raised with watts another job gave up (the ledger's count).");
   w.Sample("headroom_site_reassignments_total", static_cast<double>(l.reassignments));
 }
 
 }  // namespace
 
-std::string CoordinatorMetricsText(const CoordinatorStatus& s) {
-  std::string out = BuildInfoMetric();
-  MetricsWriter w{out};
+std::string CoordinatorMetricsText(const coord::CoordinatorStatus& s) {
+  net::MetricsText w(BuildInfoMetric());
 
-  w.Metric("headroom_coordinator_leader", "gauge", "1 while this replica leads its site, else 0.");
+  w.Family("headroom_coordinator_leader", "gauge", "1 while this replica leads its site, else 0.");
   w.Sample("headroom_coordinator_leader", s.role == "leader" ? 1.0 : 0.0);
-  w.Metric("headroom_coordinator_term", "gauge",
+  w.Family("headroom_coordinator_term", "gauge",
            "The leader's term (its election revision) while this replica leads, else 0.");
   w.Sample("headroom_coordinator_term", static_cast<double>(s.term));
-  w.Metric("headroom_coordinator_elections_won_total", "counter",
+  w.Family("headroom_coordinator_elections_won_total", "counter",
            "Times this replica began leading its site.");
   w.Sample("headroom_coordinator_elections_won_total", static_cast<double>(s.elections_won));
-  w.Metric("headroom_coordinator_leadership_lost_total", "counter",
+  w.Family("headroom_coordinator_leadership_lost_total", "counter",
            "Times this replica stopped leading other than by resigning (lease expired, store "
            "unreachable for a lease TTL, leader key no longer its own).");
   w.Sample("headroom_coordinator_leadership_lost_total", static_cast<double>(s.leadership_lost));
 
   if (Leading(s)) LedgerMetrics(s, *s.ledger, w);
 
-  w.Metric("headroom_coordinator_ledger_writes_total", "counter",
+  w.Family("headroom_coordinator_ledger_writes_total", "counter",
            "Ledger transactions this replica wrote.");
   w.Sample("headroom_coordinator_ledger_writes_total", static_cast<double>(s.ledger_writes));
-  w.Metric("headroom_coordinator_write_conflicts_total", "counter",
+  w.Family("headroom_coordinator_write_conflicts_total", "counter",
            "Ledger transactions that lost a race (their comparisons failed).");
   w.Sample("headroom_coordinator_write_conflicts_total", static_cast<double>(s.write_conflicts));
-  w.Metric("headroom_coordinator_unknown_outcomes_total", "counter",
+  w.Family("headroom_coordinator_unknown_outcomes_total", "counter",
            "Ledger transactions whose outcome was unknown (resolved by reading back).");
   w.Sample("headroom_coordinator_unknown_outcomes_total", static_cast<double>(s.unknown_outcomes));
-  w.Metric("headroom_coordinator_invariant_refusals_total", "counter",
+  w.Family("headroom_coordinator_invariant_refusals_total", "counter",
            "Plans not written because they broke the invariant (a bug when above 0).");
   w.Sample("headroom_coordinator_invariant_refusals_total",
            static_cast<double>(s.invariant_refusals));
-  w.Metric("headroom_coordinator_malformed_values_total", "counter",
+  w.Family("headroom_coordinator_malformed_values_total", "counter",
            "Store values ignored because they did not parse.");
   w.Sample("headroom_coordinator_malformed_values_total", static_cast<double>(s.malformed_values));
 
   double latency_sum_s = 0.0;
   for (double v : s.txn_latency_s) latency_sum_s += v;
-  w.Metric("headroom_coordinator_txn_latency_seconds", "summary",
+  w.Family("headroom_coordinator_txn_latency_seconds", "summary",
            "Ledger transaction latency, over the last transactions (up to 1024).");
   for (const auto& [label, q] : {std::pair{"0.5", 0.5}, std::pair{"0.99", 0.99}}) {
-    const auto v = Quantile(s.txn_latency_s, q);
-    out += fmt::format("headroom_coordinator_txn_latency_seconds{{quantile=\"{}\"}} {}\n", label,
-                       Number(v ? *v : std::nan("")));
+    const auto v = TxnLatencyQuantile(s, q);
+    w.Sample("headroom_coordinator_txn_latency_seconds", "quantile", label, v ? *v : std::nan(""));
   }
   w.Sample("headroom_coordinator_txn_latency_seconds_sum", latency_sum_s);
   w.Sample("headroom_coordinator_txn_latency_seconds_count",
            static_cast<double>(s.txn_latency_s.size()));
 
   if (!s.decrease_settle_s.empty()) {
-    w.Metric("headroom_site_budget_decrease_settle_seconds", "gauge",
+    w.Family("headroom_site_budget_decrease_settle_seconds", "gauge",
              "The last site budget decrease: seconds from its request to its being in force.");
     w.Sample("headroom_site_budget_decrease_settle_seconds", s.decrease_settle_s.back());
   }
-  return out;
+  return std::move(w).text();
 }
 
 Result<TargetBody> ParseSiteBudgetBody(std::string_view body) {
@@ -593,4 +563,4 @@ void CoordinatorServer::Serve(CoordinatorHost& host) {
 
 void CoordinatorServer::Stop() { server_.Stop(); }
 
-}  // namespace headroom::coord
+}  // namespace headroom::coord_server

@@ -1,4 +1,4 @@
-// `headroom coordinator`'s HTTP API beside one replica (docs/FLEET.md):
+// `headroom coordinator`'s HTTP API beside one replica (docs/SITE.md):
 //   GET  /                the site page (self-contained: polls /v1/status, draws with <canvas>)
 //   GET  /v1/status       the replica's role and, while it leads, the ledger and the members;
 //                         the transport's connections
@@ -42,27 +42,27 @@
 #include "net/router.h"
 #include "net/server.h"
 
-namespace headroom::coord {
+namespace headroom::coord_server {
 
 // A site budget request's outcome, decided under the coordinator's mutex.
 struct SiteBudgetAnswer {
   // kAccepted: written to the store; kUnavailable: the store did not take it (503).
   enum class Outcome { kAccepted, kNotLeader, kRefused, kUnavailable };
   Outcome outcome = Outcome::kRefused;
-  std::string message;    // kRefused: why (names the field); kNotLeader: who leads
-  TargetWritten written;  // kAccepted: the target and the store's revision
+  std::string message;           // kRefused: why (names the field); kNotLeader: who leads
+  coord::TargetWritten written;  // kAccepted: the target and the store's revision
 };
 
 // Thread-safe. `store` outlives the host.
 class CoordinatorHost {
  public:
-  CoordinatorHost(Store& store, CoordinatorConfig config, std::function<double()> now_s,
-                  Logger log);
+  CoordinatorHost(coord::Store& store, coord::CoordinatorConfig config,
+                  std::function<double()> now_s, Logger log);
 
   // One period of the coordinator, then publishes its status.
   void Step() EXCLUDES(mu_, snapshot_mu_);
   // The status as the last Step (or Resign) left it.
-  CoordinatorStatus Snapshot() const EXCLUDES(snapshot_mu_);
+  coord::CoordinatorStatus Snapshot() const EXCLUDES(snapshot_mu_);
   // Accepted only while leading, and when the coordinator takes it (applied at the next Step,
   // where the leader checks it again against the ledger it reads). Waits for a Step in progress
   // (its store I/O).
@@ -85,20 +85,20 @@ class CoordinatorHost {
   std::string HistoryPage(const SiteHistoryQuery& query) const EXCLUDES(history_mu_);
 
   // Constant after construction.
-  const CoordinatorConfig& config() const { return config_; }
+  const coord::CoordinatorConfig& config() const { return config_; }
 
  private:
-  const CoordinatorConfig config_;
+  const coord::CoordinatorConfig config_;
   std::function<void()> on_target_;  // set before serving
-  // RequestTarget under mu_.
+  // RequestTarget's answer, with mu_ held.
   SiteBudgetAnswer RequestTargetLocked(std::optional<double> site_budget_w,
-                                       std::optional<double> reserve_w) EXCLUDES(mu_);
+                                       std::optional<double> reserve_w) REQUIRES(mu_);
 
   // Lock order: mu_, then snapshot_mu_.
   mutable Mutex mu_;
-  Coordinator coordinator_ GUARDED_BY(mu_);
+  coord::Coordinator coordinator_ GUARDED_BY(mu_);
   mutable Mutex snapshot_mu_;
-  CoordinatorStatus snapshot_ GUARDED_BY(snapshot_mu_);
+  coord::CoordinatorStatus snapshot_ GUARDED_BY(snapshot_mu_);
   std::function<double()> unix_s_ GUARDED_BY(snapshot_mu_);
   // Lock order: snapshot_mu_, then history_mu_.
   mutable Mutex history_mu_;
@@ -124,14 +124,14 @@ struct LeaderInfo {
   std::string id;
   std::string listen;  // where its API is; empty when unknown
 };
-LeaderInfo ParseLeader(const CoordinatorStatus& s, const CoordinatorConfig& self);
+LeaderInfo ParseLeader(const coord::CoordinatorStatus& s, const coord::CoordinatorConfig& self);
 
 // The bodies, exposed for tests. Ledger and member fields are reported only while leading (a
 // replica that does not lead has no current ledger): null in the JSON, absent from the metrics.
 std::string CoordinatorStatusJson(
-    const CoordinatorStatus& s, const CoordinatorConfig& config,
+    const coord::CoordinatorStatus& s, const coord::CoordinatorConfig& config,
     const std::optional<net::ConnectionCounters>& connections = std::nullopt);
-std::string CoordinatorMetricsText(const CoordinatorStatus& s);
+std::string CoordinatorMetricsText(const coord::CoordinatorStatus& s);
 // {"site_budget_w": W} and/or {"reserve_w": W}: the budget in (0, 1e9] W, the reserve in
 // [0, 1e9] W, at least one of them; the error names the field.
 struct TargetBody {
@@ -139,10 +139,6 @@ struct TargetBody {
   std::optional<double> reserve_w;
 };
 Result<TargetBody> ParseSiteBudgetBody(std::string_view body);
-// A Prometheus label value, escaped (backslash, double quote, newline).
-std::string EscapeLabelValue(std::string_view value);
-// Nearest-rank quantile of `values` (unsorted); nullopt when empty. REQUIRES: 0 < q <= 1.
-std::optional<double> Quantile(std::vector<double> values, double q);
 
 inline constexpr double kMaxSiteBudgetW = 1e9;
 // GET /v1/history: at most this many points an answer (?limit=, default the most), and past
@@ -203,4 +199,4 @@ class CoordinatorServer {
   std::unique_ptr<CoordinatorApi> api_;  // from Serve
 };
 
-}  // namespace headroom::coord
+}  // namespace headroom::coord_server

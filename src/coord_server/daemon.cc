@@ -7,9 +7,9 @@
 
 #include "build_info/build_info.h"
 
-namespace headroom::coord {
+namespace headroom::coord_server {
 
-CoordinatorDaemon::CoordinatorDaemon(Store& store, CoordinatorConfig config,
+CoordinatorDaemon::CoordinatorDaemon(coord::Store& store, coord::CoordinatorConfig config,
                                      CoordinatorApiConfig api, std::optional<SlurmParts> slurm,
                                      CoordinatorClock clock, Logger log)
     : store_(store),
@@ -54,11 +54,11 @@ void CoordinatorDaemon::StartLines() const {
 }
 
 void CoordinatorDaemon::ApplySuspensions() {
-  BatchScheduler& scheduler = *slurm_->scheduler;
-  const std::vector<SuspendAction> actions =
+  slurm::BatchScheduler& scheduler = *slurm_->scheduler;
+  const std::vector<slurm::SuspendAction> actions =
       suspender_->Decide(host_->Snapshot(), clock_.monotonic_s());
-  for (const SuspendAction& a : actions) {
-    const bool suspend = a.kind == SuspendAction::Kind::kSuspend;
+  for (const slurm::SuspendAction& a : actions) {
+    const bool suspend = a.kind == slurm::SuspendAction::Kind::kSuspend;
     const Status st = suspend ? scheduler.Suspend(a.slurm_job) : scheduler.Resume(a.slurm_job);
     if (st) {
       log_.Info(fmt::format("{}: slurm job {} {}", a.job, a.slurm_job,
@@ -94,4 +94,4 @@ void CoordinatorDaemon::Run(const std::atomic<bool>& stop) {
   log_("stopped");
 }
 
-}  // namespace headroom::coord
+}  // namespace headroom::coord_server

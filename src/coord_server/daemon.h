@@ -1,4 +1,4 @@
-// The coordinator daemon: one replica's composition root (docs/FLEET.md), built from injected
+// The coordinator daemon: one replica's composition root (docs/SITE.md), built from injected
 // parts (the site's store, the coordinator's and the API's configuration, an optional batch
 // scheduler for --slurm, the clocks and a logger), owning the host, the HTTP API, the period
 // loop and the shutdown order. `headroom coordinator` (cli/coordinator_command.cc) only checks
@@ -34,7 +34,7 @@
 #include "slurm/batch_scheduler.h"
 #include "slurm/suspender.h"
 
-namespace headroom::coord {
+namespace headroom::coord_server {
 
 // The daemon's clocks, sleep and wake, injected (a test drives the periods itself).
 struct CoordinatorClock {
@@ -48,15 +48,15 @@ struct CoordinatorClock {
 
 // --slurm: the leader suspends and resumes opportunistic members' batch jobs.
 struct SlurmParts {
-  BatchScheduler* scheduler = nullptr;  // outlives the daemon
-  SuspenderConfig suspender;
+  slurm::BatchScheduler* scheduler = nullptr;  // outlives the daemon
+  slurm::SuspenderConfig suspender;
 };
 
 class CoordinatorDaemon {
  public:
   // `store` outlives the daemon. config.listen is set by Listen.
   // REQUIRES: every clock function set; slurm->scheduler set when slurm.
-  CoordinatorDaemon(Store& store, CoordinatorConfig config, CoordinatorApiConfig api,
+  CoordinatorDaemon(coord::Store& store, coord::CoordinatorConfig config, CoordinatorApiConfig api,
                     std::optional<SlurmParts> slurm, CoordinatorClock clock, Logger log);
   CoordinatorDaemon(const CoordinatorDaemon&) = delete;
   CoordinatorDaemon& operator=(const CoordinatorDaemon&) = delete;
@@ -67,7 +67,7 @@ class CoordinatorDaemon {
   Status Listen(const net::ListenAddress& listen);
   int port() const { return server_.port(); }
   // The configuration, with `listen` once bound.
-  const CoordinatorConfig& config() const { return config_; }
+  const coord::CoordinatorConfig& config() const { return config_; }
 
   // Serves, logs the start lines, and runs the loop until `stop`, then shuts down in the order
   // above. REQUIRES: Listen succeeded; called once.
@@ -78,15 +78,15 @@ class CoordinatorDaemon {
   // After a Step: the Suspender's actions on the scheduler.
   void ApplySuspensions();
 
-  Store& store_;
-  CoordinatorConfig config_;
+  coord::Store& store_;
+  coord::CoordinatorConfig config_;
   const CoordinatorApiConfig api_;
   const std::optional<SlurmParts> slurm_;
   const CoordinatorClock clock_;
   const Logger log_;
   CoordinatorServer server_;
-  std::optional<CoordinatorHost> host_;  // from Listen
-  std::optional<Suspender> suspender_;   // with slurm; the loop's thread only
+  std::optional<CoordinatorHost> host_;        // from Listen
+  std::optional<slurm::Suspender> suspender_;  // with slurm; the loop's thread only
 };
 
-}  // namespace headroom::coord
+}  // namespace headroom::coord_server

@@ -7,7 +7,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
-namespace headroom::coord {
+namespace headroom::coord_server {
 
 namespace {
 
@@ -61,14 +61,14 @@ void AppendPoint(std::string& out, const StoredSitePoint& p) {
 
 }  // namespace
 
-SiteHistoryPoint PointOf(const CoordinatorStatus& status, double unix_s) {
+SiteHistoryPoint PointOf(const coord::CoordinatorStatus& status, double unix_s) {
   SiteHistoryPoint p;
   p.unix_s = unix_s;
   p.role = status.role;
   p.term = status.term;
   const bool leading = status.role == "leader" && status.ledger.has_value();
   if (leading) {
-    const Ledger& l = *status.ledger;
+    const coord::Ledger& l = *status.ledger;
     p.site_budget_w = l.site_budget_w;
     p.target_site_budget_w = l.target_site_budget_w;
     p.reserve_w = l.reserve_w;
@@ -202,4 +202,4 @@ std::string SiteHistoryPageJson(const std::vector<std::shared_ptr<const StoredSi
   return out;
 }
 
-}  // namespace headroom::coord
+}  // namespace headroom::coord_server

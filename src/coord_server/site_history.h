@@ -22,7 +22,7 @@
 
 #include "coord/coordinator.h"
 
-namespace headroom::coord {
+namespace headroom::coord_server {
 
 struct SiteHistoryJob {
   std::optional<double> grant_w;  // admitted: its grant; none in standby
@@ -42,7 +42,7 @@ struct SiteHistoryPoint {
 };
 
 // A point from a status, as CoordinatorStatusJson reads it.
-SiteHistoryPoint PointOf(const CoordinatorStatus& status, double unix_s);
+SiteHistoryPoint PointOf(const coord::CoordinatorStatus& status, double unix_s);
 
 // The jobs of one or more consecutive points: their names, sorted, and each as a JSON key.
 struct SiteHistoryJobSet {
@@ -107,4 +107,4 @@ SiteHistoryPoint Decode(const StoredSitePoint& p);
 std::string SiteHistoryPageJson(const std::vector<std::shared_ptr<const StoredSitePoint>>& points,
                                 const SiteHistoryQuery& query, double period_s);
 
-}  // namespace headroom::coord
+}  // namespace headroom::coord_server

@@ -9,8 +9,8 @@
 
 #include <string_view>
 
-namespace headroom::coord {
+namespace headroom::coord_server {
 
 extern const std::string_view kSitePage;
 
-}  // namespace headroom::coord
+}  // namespace headroom::coord_server

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-namespace headroom::dist {
+namespace headroom::diloco {
 
 Accounting::Accounting(WorkerReport& report, const WorkerClock& clock,
                        std::function<void(bool)> computing)
@@ -56,4 +56,4 @@ void Accounting::Log(std::string_view line) {
 
 double Accounting::elapsed_s() const { return clock_.now_s() - start_s_; }
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

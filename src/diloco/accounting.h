@@ -9,19 +9,15 @@
 #include <vector>
 
 #include "diloco_comm/communicator.h"
+#include "diloco_core/run_report.h"  // LossPoint
 
-namespace headroom::dist {
+namespace headroom::diloco {
 
 // Time and the process's CPU time, injected (tests and the CLI give the real ones).
 struct WorkerClock {
   std::function<double()> now_s;
   std::function<double()> cpu_s;
   std::function<void(double)> sleep_s;
-};
-
-struct LossPoint {
-  std::uint64_t tokens = 0;
-  double val_loss = 0.0;
 };
 
 struct WorkerReport {
@@ -76,4 +72,4 @@ class Accounting {
   double phase_start_s_ = 0, phase_cpu_s_ = 0;
 };
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

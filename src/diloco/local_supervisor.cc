@@ -18,7 +18,7 @@
 
 #include "diloco/round_group.h"
 
-namespace headroom::dist {
+namespace headroom::diloco {
 namespace {
 
 Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& out_dir,
@@ -204,4 +204,4 @@ Result<LocalRunResult> SuperviseLocal(const LocalRunPlan& plan,
   return out;
 }
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

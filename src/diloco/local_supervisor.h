@@ -15,7 +15,7 @@
 #include "common/error.h"
 #include "coord/store.h"
 
-namespace headroom::dist {
+namespace headroom::diloco {
 
 // --churn kill-at-round:R[,join-at-round:R2] (-1: none).
 struct Churn {
@@ -67,4 +67,4 @@ struct LocalRunResult {
 Result<LocalRunResult> SuperviseLocal(const LocalRunPlan& plan,
                                       const std::function<void(const std::string&)>& progress);
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

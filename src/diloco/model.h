@@ -3,7 +3,7 @@
 // optimizer and its own stream of data, seen as one flat vector of float parameters (what the
 // round averages and hashes). The worker, the replay and the tests know nothing else of it:
 // `headroom diloco` gives them the byte-level transformer (diloco_model/lm_model.h, libtorch), the
-// in-process tests a model of a few hundred parameters (tests/dist/tiny_model.h).
+// in-process tests a model of a few hundred parameters (tests/diloco/tiny_model.h).
 //
 // Determinism, which the round's hash check relies on: two models built by one factory hold
 // the same parameters, and the same calls in the same order leave the same bits.
@@ -18,7 +18,7 @@
 
 #include "common/error.h"
 
-namespace headroom::dist {
+namespace headroom::diloco {
 
 // The inner optimizer's state, flat in the parameters' order (an Adam-family optimizer: its
 // schedule's step, its own step count, two moments). A joining worker takes its donor's, so
@@ -72,4 +72,4 @@ using ModelFactory = std::function<Result<std::unique_ptr<Model>>()>;
 // the replay its replicas.
 std::uint64_t NameStream(std::string_view name);
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

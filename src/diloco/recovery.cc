@@ -9,7 +9,7 @@
 
 #include "diloco_core/digest.h"
 
-namespace headroom::dist {
+namespace headroom::diloco {
 
 std::size_t StateBytes(std::size_t n) { return 32 + 16 * n; }
 
@@ -161,4 +161,4 @@ Result<Joined> AwaitDonor(const RunMember& me, int last_round, std::size_t param
   }
 }
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

@@ -18,7 +18,7 @@
 #include "diloco/round_group.h"
 #include "diloco_comm/communicator.h"
 
-namespace headroom::dist {
+namespace headroom::diloco {
 
 struct RunState {
   int next_round = 0;
@@ -55,4 +55,4 @@ Result<Joined> AwaitDonor(const RunMember& me, int last_round, std::size_t param
                           TrafficCounters& traffic,
                           const std::function<Status(bool force)>& keep_alive);
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

@@ -11,7 +11,7 @@
 #include "diloco_core/contribution.h"
 #include "diloco_core/outer.h"
 
-namespace headroom::dist {
+namespace headroom::diloco {
 
 Result<std::vector<int>> ParseMembershipSchedule(std::string_view text, std::string_view name) {
   std::vector<int> out;
@@ -131,4 +131,4 @@ Result<ReplayResult> ReplayRun(const ModelFactory& model, const ReplayOptions& o
   return out;
 }
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

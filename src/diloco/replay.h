@@ -15,7 +15,7 @@
 #include "diloco/model.h"
 #include "diloco/worker.h"
 
-namespace headroom::dist {
+namespace headroom::diloco {
 
 struct ReplayOptions {
   WorkerOptions worker;      // H, outer, codec, screen, key, eval_every
@@ -38,4 +38,4 @@ Result<ReplayResult> ReplayRun(const ModelFactory& model, const ReplayOptions& o
 // `headroom sites-sim --schedule-dir` writes it. Errors name the file, line and field.
 Result<std::vector<int>> ParseMembershipSchedule(std::string_view text, std::string_view name);
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

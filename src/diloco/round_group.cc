@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-namespace headroom::dist {
+namespace headroom::diloco {
 
 using nlohmann::json;
 
@@ -169,4 +169,4 @@ Result<HashVerdict> ExchangeHashes(const RunMember& me, int round,
   return JudgeHashes(group, hashes, mine, my_rank);
 }
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

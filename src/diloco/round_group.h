@@ -12,7 +12,7 @@
 #include "common/error.h"
 #include "coord/store.h"
 
-namespace headroom::dist {
+namespace headroom::diloco {
 
 std::string RunPrefix(const std::string& run);
 // "00000012": rounds zero-padded so that keys sort by round.
@@ -73,4 +73,4 @@ Result<HashVerdict> ExchangeHashes(const RunMember& me, int round,
                                    const std::vector<std::string>& group, int my_rank,
                                    const std::string& mine, double timeout_s);
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

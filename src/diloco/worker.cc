@@ -8,11 +8,12 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "coord/lease.h"
 #include "coord/lease_keeper.h"
 #include "diloco/recovery.h"
 #include "diloco_core/digest.h"
 
-namespace headroom::dist {
+namespace headroom::diloco {
 
 using nlohmann::json;
 
@@ -56,7 +57,8 @@ class Worker {
         model_factory_(model),
         o_(o),
         clock_(clock),
-        accounting_(report_, clock_, o.computing) {
+        accounting_(report_, clock_, o.computing),
+        lease_(store, static_cast<int64_t>(std::ceil(o.lease_ttl_s)), o.lease_ttl_s / 3.0) {
     me_.store = &store_;
     me_.prefix = RunPrefix(o.run);
     me_.now_s = clock_.now_s;
@@ -76,10 +78,9 @@ class Worker {
       return OkStatus();
     }
     const double now = clock_.now_s();
-    if (!force && now - last_renew_s_ < o_.lease_ttl_s / 3.0) return OkStatus();
-    auto r = store_.LeaseKeepAlive(me_.lease);
+    if (!force && lease_.held() && !lease_.Due(now)) return OkStatus();  // (gone: said again)
+    auto r = lease_.Renew(now);
     if (!r) return Error(r.error().kind(), "lease: " + r.error().message());  // its kind kept
-    last_renew_s_ = now;
     return OkStatus();
   }
 
@@ -92,7 +93,7 @@ class Worker {
   // unreachable for longer than its TTL): the background keeper saw it, or the store says so.
   bool LeaseGone() {
     if (keeper_) return keeper_->lost();
-    auto r = store_.LeaseKeepAlive(me_.lease);
+    auto r = lease_.Renew(clock_.now_s());
     return !r && coord::IsLeaseGone(r.error());
   }
 
@@ -107,6 +108,10 @@ class Worker {
   void ApplyGrant();
   Status Leave();
   Result<bool> DilocoRound(int round);
+  void Corrupt(std::vector<float>& delta) const;
+  Result<bool> ApplyRound(int round, int attempt, const std::vector<std::string>& group, int rank,
+                          const std::vector<std::vector<std::uint8_t>>& frames,
+                          const std::vector<std::uint64_t>& members);
   Status CheckHashes(int round, const std::vector<std::string>& group, int my_rank, bool& evicted,
                      bool& donor);
   Status Donate(int round, const std::vector<std::string>& group);
@@ -123,8 +128,8 @@ class Worker {
   Accounting accounting_;
   RunMember me_;
 
+  coord::Lease lease_;  // renewed on my clock, or by keeper_'s thread (which adopts it)
   std::unique_ptr<coord::LeaseKeeper> keeper_;  // renew_in_background
-  double last_renew_s_ = 0;
 
   std::unique_ptr<Model> model_;
   std::vector<float> global_;  // the model at the start of the round (the last agreed one)
@@ -144,15 +149,15 @@ class Worker {
 };
 
 Status Worker::Register() {
-  auto lease = store_.LeaseGrant(static_cast<int64_t>(std::ceil(o_.lease_ttl_s)));
-  if (!lease) return Error::Io("register: " + lease.error().message());
+  if (auto granted = lease_.Grant(clock_.now_s()); !granted) {
+    return Error::Io("register: " + granted.error().message());
+  }
   keeper_.reset();
-  me_.lease = *lease;
+  me_.lease = lease_.id();
   me_.id = Hex64(me_.lease);
   if (o_.renew_in_background) {
-    keeper_ = std::make_unique<coord::LeaseKeeper>(store_, me_.lease, o_.lease_ttl_s / 3.0);
+    keeper_ = std::make_unique<coord::LeaseKeeper>(store_, me_.lease, lease_.renew_after_s());
   }
-  last_renew_s_ = clock_.now_s();
   report_.member = me_.id;
   return OkStatus();
 }
@@ -401,13 +406,7 @@ Result<bool> Worker::DilocoRound(int round) {
   model_->GetParameters(local_);
   std::vector<float> delta(global_.size());
   for (std::size_t i = 0; i < delta.size(); ++i) delta[i] = global_[i] - local_[i];
-  if (o_.hostility != Hostility::kNone && round >= o_.hostile_from_round) {
-    for (auto& x : delta) {
-      if (o_.hostility == Hostility::kScale) x *= kHostileScale;
-      if (o_.hostility == Hostility::kFlip) x = -x;
-    }
-    if (o_.hostility == Hostility::kNan) delta[delta.size() / 2] = std::nanf("");
-  }
+  if (o_.hostility != Hostility::kNone && round >= o_.hostile_from_round) Corrupt(delta);
   const std::vector<float> error_before = error_;
 
   std::vector<std::string> candidates;
@@ -459,45 +458,62 @@ Result<bool> Worker::DilocoRound(int round) {
       candidates = *group;
       continue;
     }
-    auto agg = AggregateRound(*frames, static_cast<std::uint64_t>(round), members, o_.codec,
-                              global_.size(), o_.key, o_.screen);
-    if (!agg) return agg.error();
-    last_rejected_ = static_cast<int>(agg->rejected.size());
-    for (const auto& rej : agg->rejected) {
-      ++report_.evictions;
-      Log(fmt::format("round {}: rank {} ({}) excluded: {}", round, rej.rank, (*group)[rej.rank],
-                      rej.detail));
-    }
-    outer_->Step(global_, agg->mean);
-    const std::uint64_t tokens_per =
-        static_cast<std::uint64_t>(o_.inner_steps) * model_->tokens_per_step();
-    run_tokens_ += tokens_per * agg->accepted.size();
-    if (std::find(agg->accepted.begin(), agg->accepted.end(), static_cast<std::uint32_t>(rank)) !=
-        agg->accepted.end()) {
-      report_.tokens += tokens_per;
-      ++report_.rounds_contributed;
-    }
-    last_group_ = *group;
-    bool evicted = false, donor = false;
-    if (auto h = CheckHashes(round, *group, rank, evicted, donor); !h) return h.error();
-    if (evicted) {
-      if (auto s = Resync(); !s) return s.error();
-      return false;
-    }
-    if (donor) {
-      if (auto d = Donate(round, *group); !d) return d.error();
-      // Every member has passed its collective and its hash: the round's rendezvous and
-      // arrival keys are no longer read (the groups, hashes and agreed record stay).
-      for (int a = 0; a <= attempt; ++a) {
-        const std::string base =
-            me_.prefix + "rounds/" + RoundKey(round) + "/" + std::to_string(a) + "/";
-        (void)store_.Delete(base + "gloo/", true);
-        (void)store_.Delete(base + "arrive/", true);
-      }
-    }
-    next_round_ = round + 1;
-    return true;
+    return ApplyRound(round, attempt, *group, rank, *frames, members);
   }
+}
+
+// A hostile worker's contribution (--hostile): scaled, flipped or with a NaN.
+void Worker::Corrupt(std::vector<float>& delta) const {
+  for (auto& x : delta) {
+    if (o_.hostility == Hostility::kScale) x *= kHostileScale;
+    if (o_.hostility == Hostility::kFlip) x = -x;
+  }
+  if (o_.hostility == Hostility::kNan) delta[delta.size() / 2] = std::nanf("");
+}
+
+// The attempt's frames all gathered: the screen and the mean, the outer step, the hash check;
+// the donor's record. False when my hash was evicted (and I have resynced).
+Result<bool> Worker::ApplyRound(int round, int attempt, const std::vector<std::string>& group,
+                                int rank, const std::vector<std::vector<std::uint8_t>>& frames,
+                                const std::vector<std::uint64_t>& members) {
+  auto agg = AggregateRound(frames, static_cast<std::uint64_t>(round), members, o_.codec,
+                            global_.size(), o_.key, o_.screen);
+  if (!agg) return agg.error();
+  last_rejected_ = static_cast<int>(agg->rejected.size());
+  for (const auto& rej : agg->rejected) {
+    ++report_.evictions;
+    Log(fmt::format("round {}: rank {} ({}) excluded: {}", round, rej.rank, group[rej.rank],
+                    rej.detail));
+  }
+  outer_->Step(global_, agg->mean);
+  const std::uint64_t tokens_per =
+      static_cast<std::uint64_t>(o_.inner_steps) * model_->tokens_per_step();
+  run_tokens_ += tokens_per * agg->accepted.size();
+  if (std::find(agg->accepted.begin(), agg->accepted.end(), static_cast<std::uint32_t>(rank)) !=
+      agg->accepted.end()) {
+    report_.tokens += tokens_per;
+    ++report_.rounds_contributed;
+  }
+  last_group_ = group;
+  bool evicted = false, donor = false;
+  if (auto h = CheckHashes(round, group, rank, evicted, donor); !h) return h.error();
+  if (evicted) {
+    if (auto s = Resync(); !s) return s.error();
+    return false;
+  }
+  if (donor) {
+    if (auto d = Donate(round, group); !d) return d.error();
+    // Every member has passed its collective and its hash: the round's rendezvous and
+    // arrival keys are no longer read (the groups, hashes and agreed record stay).
+    for (int a = 0; a <= attempt; ++a) {
+      const std::string base =
+          me_.prefix + "rounds/" + RoundKey(round) + "/" + std::to_string(a) + "/";
+      (void)store_.Delete(base + "gloo/", true);
+      (void)store_.Delete(base + "arrive/", true);
+    }
+  }
+  next_round_ = round + 1;
+  return true;
 }
 
 Result<WorkerReport> Worker::RunDdp() {
@@ -589,7 +605,7 @@ Result<WorkerReport> Worker::Run() {
     Enter(Phase::kWait);
     report_.wall_s = accounting_.elapsed_s();
     keeper_.reset();
-    (void)store_.LeaseRevoke(me_.lease);
+    (void)lease_.Revoke();
     if (r) return report_;
     return r;
   }
@@ -621,7 +637,7 @@ Result<WorkerReport> Worker::Run() {
   Enter(Phase::kWait);
   report_.wall_s = accounting_.elapsed_s();
   keeper_.reset();
-  (void)store_.LeaseRevoke(me_.lease);
+  (void)lease_.Revoke();
   return report_;
 }
 
@@ -673,4 +689,4 @@ Result<RunSummary> ReadRunSummary(coord::Store& store, const std::string& run) {
   return s;
 }
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

@@ -38,7 +38,7 @@
 #include "diloco_core/contribution.h"
 #include "diloco_core/outer.h"
 
-namespace headroom::dist {
+namespace headroom::diloco {
 
 // Test and demo fault injection: what a hostile worker sends instead of its pseudo-gradient.
 enum class Hostility { kNone, kScale, kFlip, kNan, kForge };
@@ -102,4 +102,4 @@ struct RunSummary {
 };
 Result<RunSummary> ReadRunSummary(coord::Store& store, const std::string& run);
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

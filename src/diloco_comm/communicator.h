@@ -15,7 +15,7 @@
 
 #include "common/error.h"
 
-namespace headroom::dist {
+namespace headroom::diloco {
 
 // Bytes this member put on the wire and took off it, as the algorithms move them (Gloo's ring
 // collectives: an all-gather of n bytes over k members sends and receives (k - 1) n; an
@@ -47,4 +47,4 @@ class Communicator {
 using CommFactory = std::function<Result<std::unique_ptr<Communicator>>(
     const std::string& prefix, int rank, int size, double timeout_s)>;
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

@@ -14,7 +14,7 @@
 
 #include "common/thread_annotations.h"
 
-namespace headroom::dist {
+namespace headroom::diloco {
 
 TrafficCounters AllGatherTraffic(std::size_t bytes, int size) {
   assert(size >= 1);
@@ -289,4 +289,4 @@ void LocalGroup::Kill(int rank) {
   state_->cv.notify_all();
 }
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

@@ -11,7 +11,7 @@
 #include "common/waiter.h"
 #include "diloco_comm/communicator.h"
 
-namespace headroom::dist {
+namespace headroom::diloco {
 
 // Bytes one member sends and receives in each collective, as Gloo's algorithms move them
 // (k = size; n = bytes per member; a group of 1 moves nothing):
@@ -71,4 +71,4 @@ class LocalGroup {
   std::shared_ptr<State> state_;
 };
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

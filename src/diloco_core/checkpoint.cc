@@ -14,7 +14,7 @@
 #include "common/atomic_file.h"
 #include "diloco_core/digest.h"
 
-namespace headroom::dist {
+namespace headroom::diloco {
 
 namespace {
 constexpr std::string_view kCheckpointMagic = "headroom-diloco-checkpoint 1\n";
@@ -132,4 +132,4 @@ Result<Checkpoint> ReadCheckpoint(const std::string& path) {
   return c;
 }
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

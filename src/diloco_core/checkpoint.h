@@ -8,7 +8,7 @@
 
 #include "common/error.h"
 
-namespace headroom::dist {
+namespace headroom::diloco {
 
 struct Checkpoint {
   std::string model;
@@ -26,4 +26,4 @@ Status WriteCheckpoint(const std::string& path, const Checkpoint& c);
 // parameters are read only once the header and the file's size agree.
 Result<Checkpoint> ReadCheckpoint(const std::string& path);
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

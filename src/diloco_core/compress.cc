@@ -5,7 +5,7 @@
 #include <cstring>
 #include <limits>
 
-namespace headroom::dist {
+namespace headroom::diloco {
 namespace {
 
 void PutU32(std::vector<std::uint8_t>& out, std::uint32_t v) {
@@ -131,4 +131,4 @@ Status Decode(Codec codec, std::span<const std::uint8_t> bytes, std::size_t expe
   return OkStatus();
 }
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

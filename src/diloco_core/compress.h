@@ -16,7 +16,7 @@
 
 #include "common/error.h"
 
-namespace headroom::dist {
+namespace headroom::diloco {
 
 enum class Codec { kNone, kInt8 };
 
@@ -38,4 +38,4 @@ std::vector<std::uint8_t> Encode(Codec codec, std::span<const float> values,
 Status Decode(Codec codec, std::span<const std::uint8_t> bytes, std::size_t expected_count,
               std::vector<float>& out);
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

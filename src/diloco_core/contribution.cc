@@ -6,7 +6,7 @@
 
 #include "diloco_core/digest.h"
 
-namespace headroom::dist {
+namespace headroom::diloco {
 namespace {
 
 constexpr char kFrameMagic[4] = {'H', 'R', 'D', 'C'};
@@ -198,4 +198,4 @@ Result<Aggregate> AggregateRound(const std::vector<std::vector<std::uint8_t>>& f
   return out;
 }
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

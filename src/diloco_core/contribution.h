@@ -15,7 +15,7 @@
 #include "common/error.h"
 #include "diloco_core/compress.h"
 
-namespace headroom::dist {
+namespace headroom::diloco {
 
 inline constexpr std::size_t kFrameHeaderBytes = 28;
 inline constexpr std::size_t kFrameMacBytes = 32;
@@ -67,4 +67,4 @@ Result<Aggregate> AggregateRound(const std::vector<std::vector<std::uint8_t>>& f
                                  Codec codec, std::size_t count, std::span<const std::uint8_t> key,
                                  const ScreenOptions& options);
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

@@ -8,7 +8,7 @@
 #include <bit>
 #include <stdexcept>
 
-namespace headroom::dist {
+namespace headroom::diloco {
 
 Digest Sha256(std::span<const std::uint8_t> bytes) {
   Digest d{};
@@ -47,4 +47,4 @@ std::string Hex(const Digest& d) {
   return out;
 }
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

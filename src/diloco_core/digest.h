@@ -5,7 +5,7 @@
 #include <span>
 #include <string>
 
-namespace headroom::dist {
+namespace headroom::diloco {
 
 using Digest = std::array<std::uint8_t, 32>;
 
@@ -18,4 +18,4 @@ bool DigestEqual(const Digest& a, const Digest& b);
 
 std::string Hex(const Digest& d);
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

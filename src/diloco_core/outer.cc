@@ -2,7 +2,7 @@
 
 #include <cassert>
 
-namespace headroom::dist {
+namespace headroom::diloco {
 
 void OuterSgd::Step(std::span<float> global, std::span<const float> g) {
   assert(global.size() == g.size());
@@ -17,4 +17,4 @@ void OuterSgd::Step(std::span<float> global, std::span<const float> g) {
   for (std::size_t i = 0; i < g.size(); ++i) global[i] -= lr * (g[i] + mu * buffer_[i]);
 }
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

@@ -6,7 +6,7 @@
 #include <span>
 #include <vector>
 
-namespace headroom::dist {
+namespace headroom::diloco {
 
 struct OuterOptions {
   double lr = 0.7;
@@ -26,4 +26,4 @@ class OuterSgd {
   std::vector<float> buffer_;
 };
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

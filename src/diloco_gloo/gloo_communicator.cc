@@ -30,7 +30,7 @@
 #include "common/sigpipe.h"
 #include "diloco_comm/local_communicator.h"
 
-namespace headroom::dist {
+namespace headroom::diloco {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -300,4 +300,4 @@ Result<std::unique_ptr<Communicator>> ConnectGloo(coord::Store& store, const Glo
   }
 }
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

@@ -36,7 +36,7 @@
 #include "coord/store.h"
 #include "diloco_comm/communicator.h"
 
-namespace headroom::dist {
+namespace headroom::diloco {
 
 struct GlooOptions {
   // Where the members' addresses go: "/headroom-diloco/<run>/gloo/<round>/". The keys are
@@ -60,4 +60,4 @@ struct GlooOptions {
 // Thread-safe as far as `store` is (members of one process may connect from their own threads).
 Result<std::unique_ptr<Communicator>> ConnectGloo(coord::Store& store, const GlooOptions& options);
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-namespace headroom::dist {
+namespace headroom::diloco {
 namespace {
 
 class LmModel final : public Model {
@@ -62,18 +62,14 @@ class LmModel final : public Model {
 
 ModelFactory LmModelFactory(const lm::Corpus& corpus, const LmModelOptions& options) {
   return [&corpus, options]() -> Result<std::unique_ptr<Model>> {
-    lm::ModelConfig config;
-    try {
-      config = lm::ModelByName(options.model);
-    } catch (const std::invalid_argument& e) {
-      return Error::Usage(e.what());
-    }
-    if (options.seq_len > config.max_seq_len) {
+    auto config = lm::ModelByName(options.model);
+    if (!config) return Error::Usage("--model: " + config.error().message());
+    if (options.seq_len > config->max_seq_len) {
       return Error::Usage(fmt::format("--seq-len {} is longer than model {}'s {}", options.seq_len,
-                                      options.model, config.max_seq_len));
+                                      options.model, config->max_seq_len));
     }
-    return std::unique_ptr<Model>(std::make_unique<LmModel>(corpus, options, config));
+    return std::unique_ptr<Model>(std::make_unique<LmModel>(corpus, options, *config));
   };
 }
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

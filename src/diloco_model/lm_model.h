@@ -8,7 +8,7 @@
 #include "lm/corpus.h"
 #include "lm/lm.h"
 
-namespace headroom::dist {
+namespace headroom::diloco {
 
 struct LmModelOptions {
   std::string model = "tiny";  // lm::ModelByName
@@ -24,4 +24,4 @@ struct LmModelOptions {
 // checked when built: a usage error names an unknown model or a sequence longer than it knows.
 ModelFactory LmModelFactory(const lm::Corpus& corpus, const LmModelOptions& options);
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <cmath>
 
-namespace headroom::dist {
+namespace headroom::diloco {
 
 double WorkerPowerW(int threads, double duty, double watts_per_core) {
   return std::max(0, threads) * std::clamp(duty, 0.0, 1.0) * watts_per_core;
@@ -60,4 +60,4 @@ double SitePower::GrantedDuty(int threads, double duty) {
   return allowed;
 }
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

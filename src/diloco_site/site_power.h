@@ -1,6 +1,6 @@
 #pragma once
 // An opportunistic DiLoCo worker as a member of its site's coordinator (docs/DILOCO.md, "On
-// spare power"; docs/FLEET.md, "Job classes"): a coord::SiteMember of class opportunistic
+// spare power"; docs/SITE.md, "Job classes"): a coord::SiteMember of class opportunistic
 // (floor 0, no local budget: without a grant it does not train), stepped on its own thread,
 // and the duty cycle its grant allows.
 //
@@ -21,7 +21,7 @@
 #include "coord/member_session.h"
 #include "coord/store.h"
 
-namespace headroom::dist {
+namespace headroom::diloco {
 
 // T x D x watts_per_core.
 double WorkerPowerW(int threads, double duty, double watts_per_core);
@@ -72,4 +72,4 @@ class SitePower {
   std::optional<coord::MemberSession> session_;  // the member's thread, last to start
 };
 
-}  // namespace headroom::dist
+}  // namespace headroom::diloco

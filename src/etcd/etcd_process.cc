@@ -17,7 +17,7 @@
 #include "common/free_port.h"
 #include "etcd/etcd_store.h"
 
-namespace headroom::dist {
+namespace headroom::etcd {
 
 Result<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(double ready_timeout_s,
                                                         const std::string& binary) {
@@ -66,7 +66,7 @@ Result<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(double ready_timeout_s,
   const auto until = std::chrono::steady_clock::now() +
                      std::chrono::milliseconds(static_cast<long>(ready_timeout_s * 1000));
   while (true) {
-    auto store = coord::EtcdStore::Open(p->url_, 0.5);
+    auto store = etcd::EtcdStore::Open(p->url_, 0.5);
     if (store && (*store)->Get("/health-check")) return p;
     int status = 0;
     if (waitpid(pid, &status, WNOHANG) == pid) {
@@ -90,4 +90,4 @@ EtcdProcess::~EtcdProcess() {
   if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
 }
 
-}  // namespace headroom::dist
+}  // namespace headroom::etcd

@@ -9,7 +9,7 @@
 
 #include "common/error.h"
 
-namespace headroom::dist {
+namespace headroom::etcd {
 
 class EtcdProcess {
  public:
@@ -30,4 +30,4 @@ class EtcdProcess {
   std::string url_;
 };
 
-}  // namespace headroom::dist
+}  // namespace headroom::etcd

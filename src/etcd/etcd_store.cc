@@ -28,7 +28,7 @@
 #include "common/sigpipe.h"
 #include "etcd/etcd_wire.h"
 
-namespace headroom::coord {
+namespace headroom::etcd {
 namespace {
 
 using json = nlohmann::json;
@@ -44,39 +44,6 @@ constexpr double kWholeRequestTimeouts = 2.0;
 constexpr double kMinWatchReadS = 0.25;
 // A watch stream that sends more than this without a line end is not etcd.
 constexpr size_t kMaxWatchLineBytes = size_t{256} << 20;
-
-std::string DescribeHttpError(httplib::Error e, double timeout_s) {
-  switch (e) {
-    case httplib::Error::Connection:
-      return "cannot connect";
-    case httplib::Error::ConnectionTimeout:
-      return fmt::format("cannot connect within {} s", timeout_s);
-    case httplib::Error::Read:
-      return fmt::format("no answer within {} s, or the connection was lost", timeout_s);
-    case httplib::Error::Write:
-      return "the connection was lost while sending";
-    default:
-      return fmt::format("HTTP client error {}", httplib::to_string(e));
-  }
-}
-
-// Failures after which the member cannot have received the whole request: no connection, no
-// TLS over it (Success: a TLS client that could not be set up), or not all of it written.
-bool NotSent(httplib::Error e) {
-  return e == httplib::Error::Connection || e == httplib::Error::ConnectionTimeout ||
-         e == httplib::Error::BindIPAddress || e == httplib::Error::Write ||
-         e == httplib::Error::SSLConnection || e == httplib::Error::SSLLoadingCerts ||
-         e == httplib::Error::SSLServerVerification || e == httplib::Error::Success;
-}
-
-// What went wrong, in words: TLS's cause when it has one (etcd_tls.h; `timeout_s` bounds
-// connecting and the handshake), else httplib's (`read_timeout_s` bounds the wait for bytes).
-std::string DescribeFailure(const std::string& url, const httplib::Client& client, httplib::Error e,
-                            double elapsed_s, double timeout_s, double read_timeout_s,
-                            const EtcdTls& tls) {
-  std::optional<std::string> tls_cause = NameTlsFailure(url, client, e, elapsed_s, timeout_s, tls);
-  return tls_cause ? *std::move(tls_cause) : DescribeHttpError(e, read_timeout_s);
-}
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -272,8 +239,9 @@ Result<EtcdStore::Answer> EtcdStore::PostLocked(const char* path, const std::str
       received.append(data, size);
       return true;
     };
-    httplib::Client* client = clients_[i].get();  // under mu_ (the analysis does not follow
-                                                  // the lock into a lambda)
+    // clients_ is read here, with mu_ held (REQUIRES); the deadline's lambda gets the pointer,
+    // as the analysis does not follow the lock into a lambda.
+    httplib::Client* client = clients_[i].get();
     request_deadline_.Arm(kWholeRequestTimeouts * timeout_s_, [client] { client->stop(); });
     ClearTlsErrors();
     const Clock::time_point start = Clock::now();
@@ -296,7 +264,7 @@ Result<EtcdStore::Answer> EtcdStore::PostLocked(const char* path, const std::str
       if (e.failure == Failure::kMaybeApplied && resend == Resend::kNever) {
         return Error::OutcomeUnknown(
             fmt::format("etcd at {}: {}: {} ({}: it may have been applied)", url, path, e.message,
-                        kOutcomeUnknown));
+                        coord::kOutcomeUnknown));
       }
       tried += fmt::format("{}{}: {}", tried.empty() ? "" : "; ", url, e.message);
       continue;
@@ -309,7 +277,7 @@ Result<EtcdStore::Answer> EtcdStore::PostLocked(const char* path, const std::str
                               tls_);
     if (!NotSent(error) && resend == Resend::kNever) {
       return Error::OutcomeUnknown(fmt::format("etcd at {}: {}: {} ({}: it may have been applied)",
-                                               url, path, why, kOutcomeUnknown));
+                                               url, path, why, coord::kOutcomeUnknown));
     }
     tried += fmt::format("{}{}: {}", tried.empty() ? "" : "; ", url, why);
   }
@@ -317,19 +285,20 @@ Result<EtcdStore::Answer> EtcdStore::PostLocked(const char* path, const std::str
   return Error::Unavailable(fmt::format("etcd at {}: {}: {}", Describe(), path, tried));
 }
 
-Result<RangeResult> EtcdStore::Get(const std::string& key, bool prefix) {
+Result<coord::RangeResult> EtcdStore::Get(const std::string& key, bool prefix) {
   Result<Answer> a = Post("/v3/kv/range", RangeJson(key, prefix).dump(), Resend::kHarmless);
   if (!a.ok()) return std::move(a).error();
   const json j = json::parse(a->body, nullptr, false);
   AnswerReader r(fmt::format("etcd at {}: /v3/kv/range", a->url));
-  RangeResult out;
+  coord::RangeResult out;
   out.revision = r.Revision(j);
   out.kvs = r.Kvs(j);
   if (!r.ok()) return r.error();
   return out;
 }
 
-Result<int64_t> EtcdStore::Put(const std::string& key, const std::string& value, LeaseId lease) {
+Result<int64_t> EtcdStore::Put(const std::string& key, const std::string& value,
+                               coord::LeaseId lease) {
   json body = json::object();
   body["key"] = Base64Encode(key);
   body["value"] = Base64Encode(value);
@@ -342,10 +311,11 @@ Result<int64_t> EtcdStore::Put(const std::string& key, const std::string& value,
   return revision;
 }
 
-std::vector<Result<TxnResult>> EtcdStore::TxnEach(const std::vector<TxnRequest>& requests) {
+std::vector<Result<coord::TxnResult>> EtcdStore::TxnEach(
+    const std::vector<coord::TxnRequest>& requests) {
   const size_t n = requests.size();
   const size_t lanes = std::min(n, kTxnLanes);
-  if (lanes <= 1) return Store::TxnEach(requests);
+  if (lanes <= 1) return coord::Store::TxnEach(requests);
   std::vector<EtcdStore*> stores{this};
   {
     std::string token;
@@ -362,7 +332,7 @@ std::vector<Result<TxnResult>> EtcdStore::TxnEach(const std::vector<TxnRequest>&
     }
     for (size_t i = 0; i + 1 < lanes; ++i) stores.push_back(lanes_[i].get());
   }
-  std::vector<std::optional<Result<TxnResult>>> answers(n);
+  std::vector<std::optional<Result<coord::TxnResult>>> answers(n);
   const auto run_lane = [&](size_t lane) {
     for (size_t i = lane; i < n; i += lanes) answers[i] = stores[lane]->Txn(requests[i]);
   };
@@ -370,7 +340,7 @@ std::vector<Result<TxnResult>> EtcdStore::TxnEach(const std::vector<TxnRequest>&
   for (size_t lane = 1; lane < lanes; ++lane) threads.emplace_back(run_lane, lane);
   run_lane(0);
   for (std::thread& t : threads) t.join();
-  std::vector<Result<TxnResult>> out;
+  std::vector<Result<coord::TxnResult>> out;
   out.reserve(n);
   for (auto& a : answers) out.push_back(std::move(*a));
   return out;
@@ -385,37 +355,37 @@ Result<int64_t> EtcdStore::Delete(const std::string& key, bool prefix) {
   return revision;
 }
 
-Result<TxnResult> EtcdStore::Txn(const TxnRequest& request) {
+Result<coord::TxnResult> EtcdStore::Txn(const coord::TxnRequest& request) {
   json body = json::object();
   body["compare"] = json::array();
-  for (const Compare& c : request.compare) body["compare"].push_back(CompareJson(c));
+  for (const coord::Compare& c : request.compare) body["compare"].push_back(CompareJson(c));
   body["success"] = json::array();
-  for (const Op& op : request.success) body["success"].push_back(OpJson(op));
+  for (const coord::Op& op : request.success) body["success"].push_back(OpJson(op));
   body["failure"] = json::array();
-  for (const Op& op : request.failure) body["failure"].push_back(OpJson(op));
+  for (const coord::Op& op : request.failure) body["failure"].push_back(OpJson(op));
   const bool writes = Writes(request.success) || Writes(request.failure);
   Result<Answer> a = Post("/v3/kv/txn", body.dump(), writes ? Resend::kNever : Resend::kHarmless);
   if (!a.ok()) return std::move(a).error();
   const json j = json::parse(a->body, nullptr, false);
   AnswerReader r(fmt::format("etcd at {}: /v3/kv/txn", a->url));
-  TxnResult out;
+  coord::TxnResult out;
   out.revision = r.Revision(j);
   out.succeeded = r.Bool(j, "succeeded");  // absent when false
-  const std::vector<Op>& ops = out.succeeded ? request.success : request.failure;
+  const std::vector<coord::Op>& ops = out.succeeded ? request.success : request.failure;
   const json& responses = r.Array(j, "responses");
   if (r.ok() && responses.size() != ops.size()) {
     r.Fail(fmt::format("{} responses to {} operations", responses.size(), ops.size()));
   }
   for (size_t i = 0; r.ok() && i < ops.size(); ++i) {
     const json& response = r.Object(responses[i], ResponseName(ops[i].kind), true);
-    out.responses.push_back(ops[i].kind == Op::Kind::kGet ? r.Kvs(response)
-                                                          : std::vector<KeyValue>{});
+    out.responses.push_back(ops[i].kind == coord::Op::Kind::kGet ? r.Kvs(response)
+                                                                 : std::vector<coord::KeyValue>{});
   }
   if (!r.ok()) return r.error();
   return out;
 }
 
-Result<LeaseId> EtcdStore::LeaseGrant(int64_t ttl_s) {
+Result<coord::LeaseId> EtcdStore::LeaseGrant(int64_t ttl_s) {
   json body = json::object();
   body["TTL"] = std::to_string(ttl_s);
   // Granting again after a lost answer leaves at worst an unused lease, which expires.
@@ -423,7 +393,7 @@ Result<LeaseId> EtcdStore::LeaseGrant(int64_t ttl_s) {
   if (!a.ok()) return std::move(a).error();
   const json j = json::parse(a->body, nullptr, false);
   AnswerReader r(fmt::format("etcd at {}: /v3/lease/grant", a->url));
-  const LeaseId id = r.Int(j, "ID");
+  const coord::LeaseId id = r.Int(j, "ID");
   const std::string error = r.String(j, "error");
   if (!r.ok()) return r.error();
   if (!error.empty()) return Error::Io(fmt::format("etcd at {}: lease grant: {}", a->url, error));
@@ -434,7 +404,7 @@ Result<LeaseId> EtcdStore::LeaseGrant(int64_t ttl_s) {
   return id;
 }
 
-Result<int64_t> EtcdStore::LeaseKeepAlive(LeaseId lease) {
+Result<int64_t> EtcdStore::LeaseKeepAlive(coord::LeaseId lease) {
   json body = json::object();
   body["ID"] = std::to_string(lease);
   // A stream in gRPC; through the gateway one request gets one answer and the stream ends.
@@ -454,12 +424,12 @@ Result<int64_t> EtcdStore::LeaseKeepAlive(LeaseId lease) {
   if (!r.ok()) return r.error();
   // etcd answers a lease it does not have with TTL 0 (left out), not with an error.
   if (ttl_s <= 0) {
-    return Error::NotFound(fmt::format("{}: lease {}: {}", where, lease, kLeaseGone));
+    return Error::NotFound(fmt::format("{}: lease {}: {}", where, lease, coord::kLeaseGone));
   }
   return ttl_s;
 }
 
-Status EtcdStore::LeaseRevoke(LeaseId lease) {
+Status EtcdStore::LeaseRevoke(coord::LeaseId lease) {
   json body = json::object();
   body["ID"] = std::to_string(lease);
   // etcd 3.4 answers both /v3/lease/revoke and /v3/kv/lease/revoke; 3.5 only the first.
@@ -494,7 +464,7 @@ namespace {
 // and the stream goes on until `follow` returns false, a compaction, a cancellation or an error.
 class WatchStream {
  public:
-  using Follow = std::function<bool(const WatchResult&)>;
+  using Follow = std::function<bool(const coord::WatchResult&)>;
   WatchStream(std::string where, const Follow* follow = nullptr)
       : where_(std::move(where)), follow_(follow) {}
 
@@ -525,7 +495,7 @@ class WatchStream {
   bool created() const { return created_; }
   bool done() const { return done_; }
   const std::optional<Error>& error() const { return error_; }
-  WatchResult& result() { return result_; }
+  coord::WatchResult& result() { return result_; }
 
  private:
   bool Line(std::string_view line) {
@@ -548,10 +518,10 @@ class WatchStream {
     const int64_t compact_revision = r.Int(message, "compact_revision");
     const std::string cancel_reason = r.String(message, "cancel_reason");
     for (const json& e : r.Array(message, "events")) {
-      WatchEvent event;
+      coord::WatchEvent event;
       const std::string type = r.String(e, "type");  // absent: PUT, the zero value
       if (type == "DELETE") {
-        event.type = WatchEvent::Type::kDelete;
+        event.type = coord::WatchEvent::Type::kDelete;
       } else if (!type.empty() && type != "PUT") {
         r.Fail(fmt::format("event type '{}'", type));
       }
@@ -589,19 +559,19 @@ class WatchStream {
   bool created_ = false;
   bool done_ = false;
   std::optional<Error> error_;
-  WatchResult result_;
+  coord::WatchResult result_;
 };
 
 }  // namespace
 
-Result<WatchResult> EtcdStore::Watch(const std::string& key, bool prefix, int64_t after_revision,
-                                     double wait_s) {
+Result<coord::WatchResult> EtcdStore::Watch(const std::string& key, bool prefix,
+                                            int64_t after_revision, double wait_s) {
   return Stream(key, prefix, after_revision, wait_s, nullptr);
 }
 
 Result<int64_t> EtcdStore::Follow(const std::string& key, bool prefix, int64_t after_revision,
                                   double quiet_s,
-                                  const std::function<bool(const WatchResult&)>& on_change) {
+                                  const std::function<bool(const coord::WatchResult&)>& on_change) {
   auto r = Stream(key, prefix, after_revision, quiet_s, &on_change);
   if (!r) return std::move(r).error();
   return r->compacted ? after_revision : std::max(after_revision, r->revision);
@@ -613,9 +583,9 @@ void EtcdStore::CancelFollows() {
   for (httplib::Client* c : following_) c->stop();
 }
 
-Result<WatchResult> EtcdStore::Stream(const std::string& key, bool prefix, int64_t after_revision,
-                                      double wait_s,
-                                      const std::function<bool(const WatchResult&)>* follow) {
+Result<coord::WatchResult> EtcdStore::Stream(
+    const std::string& key, bool prefix, int64_t after_revision, double wait_s,
+    const std::function<bool(const coord::WatchResult&)>* follow) {
   json create = RangeJson(key, prefix);
   create["start_revision"] = std::to_string(after_revision + 1);
   json body = json::object();
@@ -708,4 +678,4 @@ Result<WatchResult> EtcdStore::Stream(const std::string& key, bool prefix, int64
   return Error::Io(fmt::format("etcd at {}: /v3/watch: {}", Describe(), tried));
 }
 
-}  // namespace headroom::coord
+}  // namespace headroom::etcd

@@ -29,7 +29,7 @@ namespace httplib {
 class Client;
 }
 
-namespace headroom::coord {
+namespace headroom::etcd {
 
 // etcd's user and password (its v3 auth). Every request carries the token etcd gives for them;
 // an expired token is renewed once, then the request is sent again.
@@ -48,7 +48,7 @@ Result<EtcdCredentials> ReadEtcdCredentials(const std::string& user,
 // too (CheckTlsFiles: PEM, the key the certificate's).
 Status CheckEtcdAccess(const std::string& endpoints, const EtcdTls& tls);
 
-class EtcdStore final : public Store {
+class EtcdStore final : public coord::Store {
  public:
   // `endpoints`: comma-separated members, "http://127.0.0.1:2379,http://127.0.0.1:22379",
   // "127.0.0.1:2379" or "etcd://host:port,host:port"; with TLS "https://host:port,..." or
@@ -67,30 +67,31 @@ class EtcdStore final : public Store {
   EtcdStore(const EtcdStore&) = delete;
   EtcdStore& operator=(const EtcdStore&) = delete;
 
-  Result<RangeResult> Get(const std::string& key, bool prefix = false) override;
-  Result<int64_t> Put(const std::string& key, const std::string& value, LeaseId lease = 0) override;
+  Result<coord::RangeResult> Get(const std::string& key, bool prefix = false) override;
+  Result<int64_t> Put(const std::string& key, const std::string& value,
+                      coord::LeaseId lease = 0) override;
   // With nothing to delete, etcd writes nothing: returns the store's current revision.
   Result<int64_t> Delete(const std::string& key, bool prefix = false) override;
-  Result<TxnResult> Txn(const TxnRequest& request) override;
+  Result<coord::TxnResult> Txn(const coord::TxnRequest& request) override;
   // Up to kTxnLanes at once: this store's connections and those of kTxnLanes - 1 more stores
   // like it (made on first use, kept), each on a thread of its own for the call.
-  std::vector<Result<TxnResult>> TxnEach(const std::vector<TxnRequest>& requests) override
-      EXCLUDES(mu_, lanes_mu_);
+  std::vector<Result<coord::TxnResult>> TxnEach(
+      const std::vector<coord::TxnRequest>& requests) override EXCLUDES(mu_, lanes_mu_);
   static constexpr size_t kTxnLanes = 4;
-  Result<LeaseId> LeaseGrant(int64_t ttl_s) override;
-  Result<int64_t> LeaseKeepAlive(LeaseId lease) override;
-  Status LeaseRevoke(LeaseId lease) override;
+  Result<coord::LeaseId> LeaseGrant(int64_t ttl_s) override;
+  Result<int64_t> LeaseKeepAlive(coord::LeaseId lease) override;
+  Status LeaseRevoke(coord::LeaseId lease) override;
   // Waits at least 0.25 s when nothing happens (the stream's only deadline is a read timeout).
   // With events, `revision` is the last event's: etcd may send a long history in parts, so
   // the events are complete up to there, not up to the store's revision. A compacted history
   // gives compacted=true and the revision the watch was created at.
-  Result<WatchResult> Watch(const std::string& key, bool prefix, int64_t after_revision,
-                            double wait_s) override;
+  Result<coord::WatchResult> Watch(const std::string& key, bool prefix, int64_t after_revision,
+                                   double wait_s) override;
   // One stream on its own connection, open while `on_change` wants more and something comes
   // within `quiet_s` (at least 0.25 s).
   Result<int64_t> Follow(const std::string& key, bool prefix, int64_t after_revision,
                          double quiet_s,
-                         const std::function<bool(const WatchResult&)>& on_change) override;
+                         const std::function<bool(const coord::WatchResult&)>& on_change) override;
   void CancelFollows() override EXCLUDES(follow_mu_);
   Status Compact(int64_t revision) override;
   std::string Describe() const override;
@@ -112,8 +113,9 @@ class EtcdStore final : public Store {
   // A token for credentials_ from any member (POST /v3/auth/authenticate).
   Status AuthenticateLocked() REQUIRES(mu_);
   // Watch's stream, and Follow's with `follow`.
-  Result<WatchResult> Stream(const std::string& key, bool prefix, int64_t after_revision,
-                             double wait_s, const std::function<bool(const WatchResult&)>* follow)
+  Result<coord::WatchResult> Stream(const std::string& key, bool prefix, int64_t after_revision,
+                                    double wait_s,
+                                    const std::function<bool(const coord::WatchResult&)>* follow)
       EXCLUDES(mu_, follow_mu_);
 
   // Constant after construction.
@@ -138,4 +140,4 @@ class EtcdStore final : public Store {
   bool follows_canceled_ GUARDED_BY(follow_mu_) = false;
 };
 
-}  // namespace headroom::coord
+}  // namespace headroom::etcd

@@ -22,7 +22,7 @@
 #include "common/read_file.h"
 #include "common/sigpipe.h"
 
-namespace headroom::coord {
+namespace headroom::etcd {
 namespace {
 
 // A failure within this share of the timeout came from the other end (it closed the
@@ -374,4 +374,37 @@ std::optional<std::string> NameTlsFailure(const std::string& url, const httplib:
   return fmt::format("the TLS handshake failed{}", Says(errors.first));
 }
 
-}  // namespace headroom::coord
+namespace {
+
+std::string DescribeHttpError(httplib::Error e, double timeout_s) {
+  switch (e) {
+    case httplib::Error::Connection:
+      return "cannot connect";
+    case httplib::Error::ConnectionTimeout:
+      return fmt::format("cannot connect within {} s", timeout_s);
+    case httplib::Error::Read:
+      return fmt::format("no answer within {} s, or the connection was lost", timeout_s);
+    case httplib::Error::Write:
+      return "the connection was lost while sending";
+    default:
+      return fmt::format("HTTP client error {}", httplib::to_string(e));
+  }
+}
+
+}  // namespace
+
+bool NotSent(httplib::Error e) {
+  return e == httplib::Error::Connection || e == httplib::Error::ConnectionTimeout ||
+         e == httplib::Error::BindIPAddress || e == httplib::Error::Write ||
+         e == httplib::Error::SSLConnection || e == httplib::Error::SSLLoadingCerts ||
+         e == httplib::Error::SSLServerVerification || e == httplib::Error::Success;
+}
+
+std::string DescribeFailure(const std::string& url, const httplib::Client& client, httplib::Error e,
+                            double elapsed_s, double timeout_s, double read_timeout_s,
+                            const EtcdTls& tls) {
+  std::optional<std::string> tls_cause = NameTlsFailure(url, client, e, elapsed_s, timeout_s, tls);
+  return tls_cause ? *std::move(tls_cause) : DescribeHttpError(e, read_timeout_s);
+}
+
+}  // namespace headroom::etcd

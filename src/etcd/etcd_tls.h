@@ -1,8 +1,8 @@
-// TLS to etcd: its files checked when they are loaded, and each TLS failure of a request named
-// in one line, with OpenSSL's own reason beside ours. The one file of etcd/ that calls OpenSSL;
-// etcd_store.cc asks it after a request failed. Where the failure alone cannot tell the cause
-// from a lost connection, it asks the member once more on a connection of its own
-// (NameTlsFailure), so a failure may take up to one more timeout to report.
+// TLS to etcd: its files checked when they are loaded, and each failure of a request named in
+// one line (TLS's cause, else the HTTP client's), with OpenSSL's own reason beside ours. The one
+// file of etcd/ that calls OpenSSL; etcd_store.cc asks it after a request failed. Where the failure
+// alone cannot tell the cause from a lost connection, it asks the member once more on a connection
+// of its own (NameTlsFailure), so a failure may take up to one more timeout to report.
 //
 // Thread-safe: OpenSSL's error queue, which it reads, is per thread.
 #pragma once
@@ -17,7 +17,7 @@ class Client;
 enum class Error;
 }  // namespace httplib
 
-namespace headroom::coord {
+namespace headroom::etcd {
 
 // TLS to etcd, for https:// (or etcds://) endpoints: the CA that signed etcd's certificate
 // (empty: the system's CAs), and this client's certificate and key, for an etcd started with
@@ -56,4 +56,15 @@ std::optional<std::string> NameTlsFailure(const std::string& url, const httplib:
                                           httplib::Error error, double elapsed_s, double timeout_s,
                                           const EtcdTls& tls);
 
-}  // namespace headroom::coord
+// Failures after which the member cannot have received the whole request: no connection, no
+// TLS over it (Success: a TLS client that could not be set up), or not all of it written.
+bool NotSent(httplib::Error e);
+
+// What went wrong with a request, in words: TLS's cause when it has one (NameTlsFailure;
+// `timeout_s` bounds connecting and the handshake), else httplib's (`read_timeout_s` bounds the
+// wait for bytes).
+std::string DescribeFailure(const std::string& url, const httplib::Client& client, httplib::Error e,
+                            double elapsed_s, double timeout_s, double read_timeout_s,
+                            const EtcdTls& tls);
+
+}  // namespace headroom::etcd

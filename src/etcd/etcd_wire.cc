@@ -8,7 +8,7 @@
 #include <charconv>
 #include <limits>
 
-namespace headroom::coord {
+namespace headroom::etcd {
 
 using json = nlohmann::json;
 
@@ -17,47 +17,47 @@ namespace {
 constexpr std::string_view kBase64Alphabet =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-const char* TargetName(Compare::Target t) {
+const char* TargetName(coord::Compare::Target t) {
   switch (t) {
-    case Compare::Target::kValue:
+    case coord::Compare::Target::kValue:
       return "VALUE";
-    case Compare::Target::kCreateRevision:
+    case coord::Compare::Target::kCreateRevision:
       return "CREATE";
-    case Compare::Target::kModRevision:
+    case coord::Compare::Target::kModRevision:
       return "MOD";
-    case Compare::Target::kVersion:
+    case coord::Compare::Target::kVersion:
       return "VERSION";
-    case Compare::Target::kLease:
+    case coord::Compare::Target::kLease:
       return "LEASE";
   }
   return "MOD";
 }
 
-const char* TargetField(Compare::Target t) {
+const char* TargetField(coord::Compare::Target t) {
   switch (t) {
-    case Compare::Target::kValue:
+    case coord::Compare::Target::kValue:
       return "value";
-    case Compare::Target::kCreateRevision:
+    case coord::Compare::Target::kCreateRevision:
       return "create_revision";
-    case Compare::Target::kModRevision:
+    case coord::Compare::Target::kModRevision:
       return "mod_revision";
-    case Compare::Target::kVersion:
+    case coord::Compare::Target::kVersion:
       return "version";
-    case Compare::Target::kLease:
+    case coord::Compare::Target::kLease:
       return "lease";
   }
   return "mod_revision";
 }
 
-const char* ResultName(Compare::Result r) {
+const char* ResultName(coord::Compare::Result r) {
   switch (r) {
-    case Compare::Result::kEqual:
+    case coord::Compare::Result::kEqual:
       return "EQUAL";
-    case Compare::Result::kNotEqual:
+    case coord::Compare::Result::kNotEqual:
       return "NOT_EQUAL";
-    case Compare::Result::kLess:
+    case coord::Compare::Result::kLess:
       return "LESS";
-    case Compare::Result::kGreater:
+    case coord::Compare::Result::kGreater:
       return "GREATER";
   }
   return "EQUAL";
@@ -125,26 +125,26 @@ json RangeJson(const std::string& key, bool prefix) {
     j["range_end"] = Base64Encode(std::string_view("\0", 1));
   } else {
     j["key"] = Base64Encode(key);
-    if (prefix) j["range_end"] = Base64Encode(PrefixEnd(key));
+    if (prefix) j["range_end"] = Base64Encode(coord::PrefixEnd(key));
   }
   return j;
 }
 
-json CompareJson(const Compare& c) {
+json CompareJson(const coord::Compare& c) {
   json j = json::object();
   j["key"] = Base64Encode(c.key);
   j["target"] = TargetName(c.target);
   j["result"] = ResultName(c.result);
   // Sent even when zero: "create_revision == 0" is the create-if-absent test.
   j[TargetField(c.target)] =
-      c.target == Compare::Target::kValue ? Base64Encode(c.value) : std::to_string(c.number);
+      c.target == coord::Compare::Target::kValue ? Base64Encode(c.value) : std::to_string(c.number);
   return j;
 }
 
-json OpJson(const Op& op) {
+json OpJson(const coord::Op& op) {
   json j = json::object();
   switch (op.kind) {
-    case Op::Kind::kPut: {
+    case coord::Op::Kind::kPut: {
       json put = json::object();
       put["key"] = Base64Encode(op.key);
       put["value"] = Base64Encode(op.value);
@@ -152,31 +152,31 @@ json OpJson(const Op& op) {
       j["request_put"] = std::move(put);
       break;
     }
-    case Op::Kind::kDelete:
+    case coord::Op::Kind::kDelete:
       j["request_delete_range"] = RangeJson(op.key, op.prefix);
       break;
-    case Op::Kind::kGet:
+    case coord::Op::Kind::kGet:
       j["request_range"] = RangeJson(op.key, op.prefix);
       break;
   }
   return j;
 }
 
-const char* ResponseName(Op::Kind kind) {
+const char* ResponseName(coord::Op::Kind kind) {
   switch (kind) {
-    case Op::Kind::kPut:
+    case coord::Op::Kind::kPut:
       return "response_put";
-    case Op::Kind::kDelete:
+    case coord::Op::Kind::kDelete:
       return "response_delete_range";
-    case Op::Kind::kGet:
+    case coord::Op::Kind::kGet:
       return "response_range";
   }
   return "response_range";
 }
 
-bool Writes(const std::vector<Op>& ops) {
+bool Writes(const std::vector<coord::Op>& ops) {
   return std::any_of(ops.begin(), ops.end(),
-                     [](const Op& op) { return op.kind != Op::Kind::kGet; });
+                     [](const coord::Op& op) { return op.kind != coord::Op::Kind::kGet; });
 }
 
 Result<std::vector<std::string>> ParseEndpoints(const std::string& text) {
@@ -258,93 +258,53 @@ Result<std::vector<std::string>> ParseEndpoints(const std::string& text) {
 }
 
 Error AnswerReader::error() const {
-  return Error::Io(fmt::format("{}: malformed answer: {}", what_, problem_));
+  return Error::Io(fmt::format("{}: malformed answer: {}", what_, fields_.problem()));
 }
 
-void AnswerReader::Fail(std::string problem) {
-  if (ok()) problem_ = std::move(problem);
-}
-
-namespace {
-const json& EmptyObject() {
-  static const json kEmpty = json::object();
-  return kEmpty;
-}
-}  // namespace
+void AnswerReader::Fail(std::string problem) { fields_.Fail("", problem); }
 
 const json& AnswerReader::Object(const json& j, const char* field, bool required) {
-  const json* v = Field(j, field);
-  if (v == nullptr) {
-    if (required) Fail(fmt::format("no '{}'", field));
-    return EmptyObject();
-  }
-  if (!v->is_object()) {
-    Fail(fmt::format("'{}' is not an object", field));
-    return EmptyObject();
-  }
-  return *v;
+  JsonObject at(fields_, j);
+  const JsonObject child = at.Object(field);  // an empty object when absent or not one
+  if (required && ok() && !at.Has(field)) fields_.Fail(field, "missing");
+  return child.value();
 }
 
 const json& AnswerReader::Array(const json& j, const char* field) {
-  static const json kEmpty = json::array();
-  const json* v = Field(j, field);
-  if (v == nullptr) return kEmpty;
-  if (!v->is_array()) {
-    Fail(fmt::format("'{}' is not a list", field));
-    return kEmpty;
-  }
-  return *v;
+  return JsonObject(fields_, j).Array(field);
 }
 
 int64_t AnswerReader::Int(const json& j, const char* field) {
-  const json* v = Field(j, field);
-  if (v == nullptr) return 0;
-  if (v->is_number_integer() && !v->is_number_unsigned()) return v->get<int64_t>();
-  if (v->is_number_unsigned() &&
-      v->get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    return static_cast<int64_t>(v->get<uint64_t>());
-  }
-  if (v->is_string()) {
-    const std::string& s = v->get_ref<const std::string&>();
-    int64_t n = 0;
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
-    if (ec == std::errc() && end == s.data() + s.size() && !s.empty()) return n;
-  }
-  Fail(fmt::format("'{}' is not a 64-bit integer", field));
+  JsonObject at(fields_, j);
+  const json* v = at.Member(field);
+  if (v == nullptr || !v->is_string()) return at.Int64(field);
+  const std::string& s = v->get_ref<const std::string&>();
+  int64_t n = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  if (ec == std::errc() && end == s.data() + s.size() && !s.empty()) return n;
+  fields_.Fail(field, "expected a 64-bit integer");
   return 0;
 }
 
 std::string AnswerReader::String(const json& j, const char* field) {
-  const json* v = Field(j, field);
-  if (v == nullptr) return {};
-  if (!v->is_string()) {
-    Fail(fmt::format("'{}' is not a string", field));
-    return {};
-  }
-  return v->get<std::string>();
+  return JsonObject(fields_, j).String(field);
 }
 
 std::string AnswerReader::Bytes(const json& j, const char* field) {
   std::optional<std::string> bytes = Base64Decode(String(j, field));
   if (!bytes) {
-    Fail(fmt::format("'{}' is not base64", field));
+    fields_.Fail(field, "expected base64");
     return {};
   }
   return std::move(*bytes);
 }
 
 bool AnswerReader::Bool(const json& j, const char* field) {
-  const json* v = Field(j, field);
-  if (v == nullptr) return false;
-  if (!v->is_boolean()) {
-    Fail(fmt::format("'{}' is not a boolean", field));
-    return false;
-  }
-  return v->get<bool>();
+  return JsonObject(fields_, j).Bool(field);
 }
 
-KeyValue AnswerReader::Kv(const json& j) {
-  KeyValue kv;
+coord::KeyValue AnswerReader::Kv(const json& j) {
+  coord::KeyValue kv;
   if (!j.is_object()) {
     Fail("a key-value is not an object");
     return kv;
@@ -359,8 +319,8 @@ KeyValue AnswerReader::Kv(const json& j) {
   return kv;
 }
 
-std::vector<KeyValue> AnswerReader::Kvs(const json& j) {
-  std::vector<KeyValue> kvs;
+std::vector<coord::KeyValue> AnswerReader::Kvs(const json& j) {
+  std::vector<coord::KeyValue> kvs;
   for (const json& e : Array(j, "kvs")) kvs.push_back(Kv(e));
   return kvs;
 }
@@ -369,16 +329,6 @@ int64_t AnswerReader::Revision(const json& j) {
   const int64_t revision = Int(Object(j, "header", true), "revision");
   if (revision <= 0 && ok()) Fail("no header.revision");
   return revision;
-}
-
-const json* AnswerReader::Field(const json& j, const char* field) {
-  if (!j.is_object()) {
-    Fail(fmt::format("not an object where '{}' should be", field));
-    return nullptr;
-  }
-  const auto it = j.find(field);
-  if (it == j.end() || it->is_null()) return nullptr;
-  return &*it;
 }
 
 std::optional<EtcdError> ErrorOf(const json& j) {
@@ -423,4 +373,4 @@ EtcdError HttpStatusError(int status, std::string_view body) {
   return EtcdError{fmt::format("HTTP {}: {}", status, shown), Failure::kFinal};
 }
 
-}  // namespace headroom::coord
+}  // namespace headroom::etcd

@@ -12,9 +12,10 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/json_fields.h"
 #include "coord/store.h"
 
-namespace headroom::coord {
+namespace headroom::etcd {
 
 // Base64 (RFC 4648, with padding): how the gateway carries bytes.
 std::string Base64Encode(std::string_view in);
@@ -24,25 +25,27 @@ std::optional<std::string> Base64Decode(std::string_view in);
 // {"key": .., "range_end": ..} for a key or a prefix; the empty prefix is every key.
 nlohmann::json RangeJson(const std::string& key, bool prefix);
 // A transaction's compare and operation, and the name of an operation's answer.
-nlohmann::json CompareJson(const Compare& c);
-nlohmann::json OpJson(const Op& op);
-const char* ResponseName(Op::Kind kind);
+nlohmann::json CompareJson(const coord::Compare& c);
+nlohmann::json OpJson(const coord::Op& op);
+const char* ResponseName(coord::Op::Kind kind);
 // Whether any operation writes.
-bool Writes(const std::vector<Op>& ops);
+bool Writes(const std::vector<coord::Op>& ops);
 
 // "etcd://h:p,h2:p2", "etcds://...", "http(s)://h:p,...", "h:p": one URL per member; a Usage
 // error naming what is wrong. Under etcd:// or etcds:// every member is host:port: a scheme of
 // its own ("etcds://http://h:p") is refused, not taken over the list's.
 Result<std::vector<std::string>> ParseEndpoints(const std::string& text);
 
-// Reads the fields of one answer. The first problem is kept and later reads return zero values,
-// so a caller reads everything and checks ok() once. The gateway leaves out zero-valued fields:
-// an absent number is 0, an absent string empty, an absent list empty.
+// Reads the fields of one answer (common/json_fields.h). The first problem is kept and later
+// reads return zero values, so a caller reads everything and checks ok() once. The gateway
+// leaves out zero-valued fields: an absent (or null) number is 0, an absent string empty, an
+// absent list empty.
 class AnswerReader {
  public:
   explicit AnswerReader(std::string what) : what_(std::move(what)) {}
 
-  bool ok() const { return problem_.empty(); }
+  bool ok() const { return fields_.ok(); }
+  // Io: "WHAT: malformed answer: PROBLEM".
   Error error() const;
   void Fail(std::string problem);
 
@@ -54,16 +57,14 @@ class AnswerReader {
   // Bytes, base64-encoded.
   std::string Bytes(const nlohmann::json& j, const char* field);
   bool Bool(const nlohmann::json& j, const char* field);
-  KeyValue Kv(const nlohmann::json& j);
-  std::vector<KeyValue> Kvs(const nlohmann::json& j);
+  coord::KeyValue Kv(const nlohmann::json& j);
+  std::vector<coord::KeyValue> Kvs(const nlohmann::json& j);
   // header.revision, which every unary answer has (a store's revision is at least 1).
   int64_t Revision(const nlohmann::json& j);
 
  private:
-  const nlohmann::json* Field(const nlohmann::json& j, const char* field);
-
   std::string what_;
-  std::string problem_;
+  JsonFields fields_{"", JsonFields::Missing::kZero};
 };
 
 // How a request failed, for whether to try another member.
@@ -88,4 +89,4 @@ std::optional<EtcdError> ErrorOf(const nlohmann::json& j);
 // The error of an answer other than 200 OK: etcd's, or the status and the start of the body.
 EtcdError HttpStatusError(int status, std::string_view body);
 
-}  // namespace headroom::coord
+}  // namespace headroom::etcd

@@ -2,10 +2,10 @@
 
 #include <fmt/format.h>
 
-namespace headroom::coord {
+namespace headroom::etcd {
 
 LazyStore::LazyStore(std::string endpoints, EtcdCredentials credentials, EtcdTls tls)
-    : ForwardingStore(nullptr),
+    : coord::ForwardingStore(nullptr),
       endpoints_(std::move(endpoints)),
       credentials_(std::move(credentials)),
       tls_(std::move(tls)) {}
@@ -16,14 +16,14 @@ void LazyStore::CancelFollows() {
   if (store_) store_->CancelFollows();
 }
 
-Result<Store*> LazyStore::Target() {
+Result<coord::Store*> LazyStore::Target() {
   MutexLock lock(mu_);
-  if (store_) return static_cast<Store*>(store_.get());
+  if (store_) return static_cast<coord::Store*>(store_.get());
   if (canceled_) return Error::Io(fmt::format("etcd at {}: stopping", endpoints_));
   auto opened = EtcdStore::Open(endpoints_, 2.0, credentials_, tls_);
   if (!opened) return std::move(opened).error();
   store_ = std::move(*opened);
-  return static_cast<Store*>(store_.get());
+  return static_cast<coord::Store*>(store_.get());
 }
 
-}  // namespace headroom::coord
+}  // namespace headroom::etcd

@@ -1,6 +1,6 @@
 #pragma once
 // A site's etcd, opened on first use and again after a failure to open: an agent whose etcd is
-// unreachable at start runs on its local budget and keeps trying (docs/FLEET.md). Once open, it
+// unreachable at start runs on its local budget and keeps trying (docs/SITE.md). Once open, it
 // stays; CancelFollows makes every later open fail (a clean stop).
 #include <memory>
 #include <string>
@@ -9,16 +9,16 @@
 #include "coord/forwarding_store.h"
 #include "etcd/etcd_store.h"
 
-namespace headroom::coord {
+namespace headroom::etcd {
 
-class LazyStore final : public ForwardingStore {
+class LazyStore final : public coord::ForwardingStore {
  public:
   LazyStore(std::string endpoints, EtcdCredentials credentials, EtcdTls tls);
   void CancelFollows() override EXCLUDES(mu_);
   std::string Describe() const override { return endpoints_; }
 
  protected:
-  Result<Store*> Target() override EXCLUDES(mu_);
+  Result<coord::Store*> Target() override EXCLUDES(mu_);
 
  private:
   const std::string endpoints_;
@@ -29,4 +29,4 @@ class LazyStore final : public ForwardingStore {
   bool canceled_ GUARDED_BY(mu_) = false;
 };
 
-}  // namespace headroom::coord
+}  // namespace headroom::etcd

@@ -8,10 +8,10 @@
 
 namespace headroom::lm {
 
-ModelConfig ModelByName(const std::string& name) {
-  if (name == "tiny") return {"tiny", 128, 2, 4, 256};
-  if (name == "small") return {"small", 256, 4, 8, 256};
-  throw std::invalid_argument("--model: '" + name + "' is not a model (tiny, small)");
+Result<ModelConfig> ModelByName(const std::string& name) {
+  if (name == "tiny") return ModelConfig{"tiny", 128, 2, 4, 256};
+  if (name == "small") return ModelConfig{"small", 256, 4, 8, 256};
+  return Error::Usage("'" + name + "' is not a model (tiny, small)");
 }
 
 void SetThreads(int threads) {

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
+
 namespace headroom::lm {
 
 struct ModelConfig {
@@ -20,8 +22,9 @@ struct ModelConfig {
 };
 
 // "tiny": 2 x 128 wide, 4 heads, 256 positions (~0.45 M parameters); "small": 4 x 256 wide,
-// 8 heads, 256 positions (~3.3 M). Throws std::invalid_argument naming the model otherwise.
-ModelConfig ModelByName(const std::string& name);
+// 8 heads, 256 positions (~3.3 M). Any other name is a Usage error naming it and the models
+// there are ("'huge' is not a model (tiny, small)"); the caller says where the name came from.
+Result<ModelConfig> ModelByName(const std::string& name);
 
 struct AdamWConfig {
   double lr = 1e-3;

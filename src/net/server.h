@@ -1,7 +1,7 @@
 // The HTTP/1.1 transport of both daemons, the agent and the coordinator (Boost.Asio +
 // Boost.Beast's parser): one event-loop thread serves every connection, so slow, idle or
 // long-polling clients cost a socket each and never a thread. What it defends against
-// (docs/AGENT.md, "Limits"; docs/FLEET.md, "The coordinator's API"):
+// (docs/AGENT.md, "Limits"; docs/SITE.md, "The coordinator's API"):
 // - slow clients: a request's header must arrive within `header_timeout_s` of its first byte and
 //   its body within `body_timeout_s` of the header; an answer must be taken within
 //   `write_timeout_s`; a connection that sends nothing for `idle_timeout_s` is closed;

@@ -11,39 +11,62 @@
 
 namespace headroom::report {
 
-using nlohmann::json;
+namespace {
 
-std::string DilocoReportHtml(const json& s) {
-  std::string body = fmt::format("<h2>Run {} ({})</h2>", HtmlEscape(s.value("run", "")),
-                                 HtmlEscape(s.value("mode", "")));
-  const auto num = [&s](const char* k) {
-    if (!s.contains(k)) return std::string("-");
-    return s[k].is_number() ? Number(s[k].get<double>()) : s[k].dump();
-  };
-  body += HtmlTable({"workers", "rounds", "H", "tokens", "final val loss", "bits/byte",
-                     "bytes sent", "membership changes", "evictions", "hashes agreed", "overhead",
-                     "energy J (compute / "
-                     "coordination)"},
-                    {{num("workers"), num("rounds"), num("inner_steps"), num("tokens"),
-                      fmt::format("{:.4f}", s.value("final_val_loss", 0.0)),
-                      fmt::format("{:.4f}", s.value("val_bits_per_byte", 0.0)),
-                      num("bytes_sent_total"), num("membership_changes"), num("evictions"),
-                      s.value("hashes_agreed", false) ? "yes, every round" : "NO",
-                      fmt::format("{:.1f} %", 100.0 * s.value("overhead_fraction", 0.0)),
-                      fmt::format("{:.0f} / {:.0f}", s["energy_j"].value("compute", 0.0),
-                                  s["energy_j"].value("coordination", 0.0))}});
-  if (s.contains("churn")) {
-    const auto& c = s["churn"];
+template <class T>
+std::string Count(T n) {
+  return Number(static_cast<double>(n));
+}
+
+// The figures' table.
+std::string FiguresTable(const diloco::RunTotals& t) {
+  return HtmlTable({"workers", "rounds", "H", "tokens", "final val loss", "bits/byte", "bytes sent",
+                    "membership changes", "evictions", "hashes agreed", "overhead",
+                    "energy J (compute / coordination)"},
+                   {{Count(t.workers), Count(t.rounds), Count(t.inner_steps), Count(t.tokens),
+                     fmt::format("{:.4f}", t.final_val_loss),
+                     fmt::format("{:.4f}", t.final_val_loss / diloco::kLn2),
+                     Count(t.bytes_sent_total), Count(t.membership_changes), Count(t.evictions),
+                     t.hashes_agreed ? "yes, every round" : "NO",
+                     fmt::format("{:.1f} %", 100.0 * t.overhead_fraction),
+                     fmt::format("{:.0f} / {:.0f}", t.compute_j, t.coordination_j)}});
+}
+
+std::string WorkersTable(const std::vector<diloco::WorkerRow>& workers) {
+  std::vector<std::vector<std::string>> rows;
+  for (const diloco::WorkerRow& w : workers) {
+    const double wall = w.seconds.wall;
+    const auto pct = [wall](double v) {
+      return fmt::format("{:.1f} s ({:.0f} %)", v, wall > 0 ? 100.0 * v / wall : 0.0);
+    };
+    rows.push_back({HtmlEscape(w.name), fmt::format("{:.1f} s", wall), pct(w.seconds.compute),
+                    pct(w.seconds.communicate), pct(w.seconds.wait), pct(w.seconds.recover),
+                    std::to_string(w.bytes_sent), std::to_string(w.rounds_contributed),
+                    std::to_string(w.resyncs)});
+  }
+  return "<h2>Workers</h2>" +
+         HtmlTable({"worker", "wall", "computing", "communicating", "waiting", "recovering",
+                    "bytes sent", "rounds contributed", "resyncs"},
+                   rows);
+}
+
+}  // namespace
+
+std::string DilocoReportHtml(const diloco::RunSummaryFile& s) {
+  const diloco::RunTotals& t = s.totals;
+  std::string body = fmt::format("<h2>Run {} ({})</h2>", HtmlEscape(t.run), HtmlEscape(t.mode));
+  body += FiguresTable(t);
+  if (s.churn) {
+    const diloco::ChurnFigures& c = *s.churn;
     body += fmt::format(
         "<p>Churn: {} SIGKILLed in round {}; the next round agreed {:.1f} s later; a fresh worker "
         "joined in round {}.</p>",
-        HtmlEscape(c.value("killed", "")), c.value("killed_in_round", -1),
-        c.value("next_round_after_s", -1.0), c.value("joined_in_round", -1));
+        HtmlEscape(c.killed), c.killed_in_round, c.next_round_after_s, c.joined_in_round);
   }
   std::vector<double> xs, ys;
-  for (const auto& p : s.value("loss_curve", json::array())) {
-    xs.push_back(p.value("tokens", 0.0));
-    ys.push_back(p.value("val_loss", 0.0));
+  for (const diloco::LossPoint& p : t.loss_curve) {
+    xs.push_back(static_cast<double>(p.tokens));
+    ys.push_back(p.val_loss);
   }
   if (!xs.empty()) {
     const double hi = *std::max_element(ys.begin(), ys.end());
@@ -54,34 +77,18 @@ std::string DilocoReportHtml(const json& s) {
     c.Points(xs, ys, "#1f77b4", "");
     body += "<h2>Validation loss</h2>" + c.Render();
   }
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& w : s.value("workers_detail", json::array())) {
-    const auto& t = w["seconds"];
-    const double wall = t.value("wall", 0.0);
-    const auto pct = [wall](double v) {
-      return fmt::format("{:.1f} s ({:.0f} %)", v, wall > 0 ? 100.0 * v / wall : 0.0);
-    };
-    rows.push_back(
-        {HtmlEscape(w.value("name", "")), fmt::format("{:.1f} s", wall),
-         pct(t.value("compute", 0.0)), pct(t.value("communicate", 0.0)), pct(t.value("wait", 0.0)),
-         pct(t.value("recover", 0.0)), std::to_string(w.value("bytes_sent", std::uint64_t{0})),
-         std::to_string(w.value("rounds_contributed", 0)), std::to_string(w.value("resyncs", 0))});
-  }
-  body +=
-      "<h2>Workers</h2>" + HtmlTable({"worker", "wall", "computing", "communicating", "waiting",
-                                      "recovering", "bytes sent", "rounds contributed", "resyncs"},
-                                     rows);
+  body += WorkersTable(s.workers_detail);
   body +=
       "<p>Definitions: docs/DILOCO.md (\"Accounting\"). Workers SIGKILLed on purpose leave "
       "no report and are not in this table.</p>";
   const std::string headline = fmt::format(
       "Final validation loss {:.4f} nats/byte ({:.4f} bits/byte) after {} tokens from {} workers "
       "in {} rounds; {}; overhead {:.1f} %.",
-      s.value("final_val_loss", 0.0), s.value("val_bits_per_byte", 0.0),
-      Number(s.value("tokens", 0.0)), s.value("workers", 0), s.value("rounds", 0),
-      s.value("hashes_agreed", false) ? "every member's model hash agreed after every round"
-                                      : "the members' model hashes did NOT agree",
-      100.0 * s.value("overhead_fraction", 0.0));
+      t.final_val_loss, t.final_val_loss / diloco::kLn2, Number(static_cast<double>(t.tokens)),
+      t.workers, t.rounds,
+      t.hashes_agreed ? "every member's model hash agreed after every round"
+                      : "the members' model hashes did NOT agree",
+      100.0 * t.overhead_fraction);
   return Page("headroom diloco", HtmlEscape(headline), body);
 }
 

@@ -3,7 +3,7 @@
 // SSE2); `avx2`, compiled with AVX2 and FMA; and `avx512`, with AVX-512F (16 floats a vector).
 // Best() picks at run time the widest the CPU has; the portable build stays in the binary, is what
 // every other CPU runs, and all three are tested to give the same results within float tolerance
-// (tests/rl/kernels_test.cc).
+// (tests/rl_train/kernels_test.cc).
 //
 // Matrices are row-major, one sample per row. Every function is pure and thread-compatible.
 #pragma once

@@ -39,7 +39,16 @@ constexpr int kMaxK = 4096;  // the longest k the padded panel holds; longer k i
 inline Vec Load(const float* p) { return *reinterpret_cast<const VecU*>(p); }
 inline void Store(float* p, Vec v) { *reinterpret_cast<VecU*>(p) = v; }
 // Lane 0 everywhere: one broadcast (0 + x would be an add: it differs from x at -0.0).
+#if defined(__clang__)
+// clang (the build that compiles every source alone) has no __builtin_shuffle; lane by lane.
+inline Vec Splat(float x) {
+  Vec v{};
+  for (int i = 0; i < kLanes; ++i) v[i] = x;
+  return v;
+}
+#else
 inline Vec Splat(float x) { return __builtin_shuffle(Vec{x}, IVec{}); }
+#endif
 
 // y = j ln2 + r with j = round(y / ln2) and |r| <= ln2 / 2; expm1(r) by its Taylor series to
 // r^7 (truncation below 6e-9 relative). REQUIRES: |y| < 64 ln2 (the shift that rounds).

@@ -31,7 +31,7 @@ control::ActuatorLimits LimitsOf(const twin::Scenario& s);
 control::PolicyEnvelope EnvelopeOf(const twin::Scenario& s,
                                    std::pair<double, double> budget_range_w);
 control::Applied DefaultsOf(const twin::Scenario& s);
-// The job's power per GPU at its lowest actuation (docs/FLEET.md, "Floors"): the highest of the
+// The job's power per GPU at its lowest actuation (docs/SITE.md, "Floors"): the highest of the
 // phases no generation setting lowers (log-probs, training, weight sync, checkpoints) and decode
 // at the lowest concurrency. Prefill bursts are left out (a fraction of a second each).
 double FloorPerGpuW(const twin::Scenario& s);

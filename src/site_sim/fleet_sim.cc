@@ -2,38 +2,23 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <charconv>
 #include <chrono>
 #include <cmath>
-#include <deque>
-#include <fstream>
 #include <memory>
 #include <optional>
-#include <random>
-#include <sstream>
 #include <thread>
 
-#include "agent/agent.h"
-#include "agent/budget.h"
-#include "agent/guard.h"
-#include "agent/site_budget.h"
+#include "analysis/budget_schedule.h"
 #include "analysis/window_stats.h"
-#include "common/read_file.h"
-#include "control/factory.h"
-#include "control/policy.h"
-#include "coord/coordinator.h"
-#include "coord/counting_store.h"
-#include "coord/layout.h"
 #include "coord/member.h"
-#include "coord/memory_store.h"
 #include "diloco_site/site_power.h"
 #include "planning/fleet.h"
-#include "sim/episode.h"
-#include "twin/authority.h"
-#include "twin/scenario.h"
-#include "twin_link/twin_link.h"
+#include "site_sim/sim_site.h"
 
-namespace headroom::sim {
+namespace headroom::site_sim {
 
 Result<std::vector<FleetSimJobSpec>> ParseFleetJobs(std::string_view text) {
   std::vector<FleetSimJobSpec> out;
@@ -73,578 +58,362 @@ double ExchangeS(const OpportunisticConfig& o, int k, double rtt_s) {
 
 namespace {
 
-struct Job {
-  std::string name;
-  std::string controller_kind;  // what MakeController built: ppo, pid, uncontrolled
-  std::string policy_path;      // the ppo policy's file
-  std::string controller_note;  // why ppo was asked and pid runs
-  twin::Scenario scenario;
-  std::optional<control::Policy> policy;
-  std::optional<control::BuiltController> controller;
-  std::unique_ptr<agent::Agent> agent;
-  std::unique_ptr<TwinLink> link;
-  std::unique_ptr<coord::SiteMember> member;
-  std::unique_ptr<agent::SiteBudget> budget;
-  std::unique_ptr<agent::PowerLimitGuard> guard;  // --guard-power-limit
-  double floor_w = 0.0;                           // job
-  double static_w = 0.0;                          // per GPU: the scenario's budget (the baseline's)
-  double last_energy_j = 0.0;
-  double grant_time_w_s = 0.0;  // integral of the acted-on job budget
-  double last_acting_w = 0.0;
-  double offset_s = 0.0;  // job time = site time + offset (advanced before the run)
-  double tokens_at_start = 0.0;
-  double energy_at_start_j = 0.0;
-  bool was_held = false;
-  uint64_t holds = 0;
-  bool admitted_ever = false;
-  std::string last_from;
-};
-
 // Below this duty a worker pauses (as the real one: diloco/worker.cc).
 constexpr double kMinWorkerDuty = 0.05;
 
-// An opportunistic DiLoCo worker (docs/FLEET.md, "Spare power in fleet-sim").
-struct Worker {
-  std::string name;
-  std::unique_ptr<coord::SiteMember> member;
-  double allowed = 0.0;   // the duty its grant allows
-  double power_w = 0.0;   // decided at the last tick, drawn until this one
-  bool in_round = false;  // a member of the round in progress
-  int model_round = 0;    // the rounds agreed when it last held the run's model
-  double ledger_grant_w = 0.0;
-  double shrink_from_s = -1.0;  // a lower grant written then, not met yet
-  double shrink_to_w = 0.0;
-};
-
-// The workers' one DiLoCo run: its members progress together (a round's members wait for the
-// slowest; a paused member holds its round), then exchange.
-struct WorkerRun {
-  double progress_s = 0.0;       // of the round's compute, at duty 1
-  double exchange_left_s = 0.0;  // > 0: exchanging
-  int members = 0;               // of the round in progress
-  double exchange_busy = 0.0;    // of a core, while exchanging
-};
-
-// One run: with a store (the site), or without (the baseline).
-enum class Mode { kSite, kOwnBudgets, kUncontrolled };
-
-Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external, Mode mode,
-                            std::vector<std::string>* names, uint64_t* reassignments,
-                            uint64_t* writes, double* nameplate_w,
-                            const std::function<void(double, double)>& progress, double offset,
-                            double total, const Logger& log) {
-  double now_s = 0.0;
-  const auto clock = [&now_s] { return now_s; };
-  const auto quiet = [](const std::string&) {};
-  // In memory, leases expire on simulated time.
-  std::optional<coord::MemoryStore> memory;
-  coord::Store* store = nullptr;
-  if (mode == Mode::kSite) {
-    if (external == nullptr) memory.emplace(clock);
-    store = external != nullptr ? external : &*memory;
-    if (auto st = store->Delete(coord::Keys("fleet-sim").root, /*prefix=*/true); !st) {
-      return Error::Io(fmt::format("{}: {}", store->Describe(), st.error().message()));
-    }
+SimSiteConfig SiteConfigOf(const FleetSimConfig& c, SimSiteMode mode) {
+  SimSiteConfig s;
+  s.name = "fleet-sim";
+  s.mode = mode;
+  s.interval_s = c.interval_s;
+  s.period_s = c.period_s;
+  s.lease_ttl_s = c.lease_ttl_s;
+  s.jobs = c.jobs;
+  s.seed = c.seed;
+  s.controller = c.controller;
+  s.policies_dir = c.policies_dir;
+  s.job_control = c.job_control;
+  s.guard_power_limit = c.guard_power_limit;
+  s.random_offsets = c.random_offsets;
+  s.phase_demand = c.phase_demand;
+  s.site_budget_w = c.site_budget_w;
+  s.reserve_w = c.reserve_w;
+  s.allocation = c.allocation;
+  s.fairness = c.fairness;
+  s.max_hold_s = c.max_hold_s;
+  s.stagger_passes = c.stagger_passes;
+  s.reserve_updates = c.reserve_updates;
+  if (c.opportunistic.workers > 0) {
+    // Loans to the workers, and the jobs publish each change of phase.
+    s.publish_phase_changes = true;
+    s.loan_lead_s = c.loan_lead_s > 0.0 ? c.loan_lead_s : 3.0 * c.period_s;
+    s.loan_cover = c.loan_cover;
+    s.loan_margin = c.loan_margin;
   }
-  std::deque<Job> jobs;  // stable: controllers point to their policies
-  uint64_t index = 0;
-  const bool by_value = mode == Mode::kSite && config.allocation == coord::Allocation::kValue;
-  std::map<std::string, std::vector<coord::ValuePoint>> curves;  // per scenario, per GPU
-  std::map<std::string, double> step_s;                          // per scenario, at defaults
-  *nameplate_w = 0.0;
-  for (const FleetSimJobSpec& spec : config.jobs) {
-    auto scenario = twin::LoadScenario(spec.scenario);
-    if (!scenario) return std::move(scenario).error();
-    if (!scenario->has_rollout) {
-      return Error::Usage(
-          fmt::format("--jobs: scenario '{}' has no rollout to steer", spec.scenario));
-    }
-    for (int c = 0; c < spec.count; ++c, ++index) {
-      Job j;
-      j.name = fmt::format("{}-{}", spec.scenario, c + 1);
-      j.scenario = *scenario;
-      const std::string path = config.policies_dir.empty()
-                                   ? std::string()
-                                   : fmt::format("{}/{}.json", config.policies_dir, spec.scenario);
-      control::ControllerSpec cs;
-      cs.limits = LimitsOf(j.scenario);
-      cs.interval_s = config.interval_s;
-      const bool wants_ppo =
-          mode != Mode::kUncontrolled && config.job_control && config.controller == "ppo";
-      if (wants_ppo && !path.empty() && std::ifstream(path).good()) {
-        auto p = control::LoadPolicy(path);
-        if (!p) return std::move(p).error();
-        j.policy = std::move(*p);
-        j.policy_path = path;
-      } else if (wants_ppo) {
-        j.controller_note =
-            config.policies_dir.empty()
-                ? "no policies directory"
-                : fmt::format("no policy for this scenario in {}", config.policies_dir);
-      }
-      jobs.push_back(std::move(j));
-      Job& job = jobs.back();
-      if (mode == Mode::kUncontrolled || !config.job_control) {
-        cs.kind = "uncontrolled";  // the trainer's own settings (no budget, or a power limit)
-        cs.concurrency = job.scenario.concurrency;
-        cs.group_size = job.scenario.group_size;
-      } else if (job.policy) {
-        cs.kind = "ppo";
-        cs.policy = &*job.policy;
-      } else {
-        cs.kind = "pid";
-        cs.pid = control::PidGains{};
-        // The fleet's jobs steer the workload only: the power limit there is the guard's
-        // (guard_power_limit), sized by the coordinator's grants (docs/FLEET.md).
-        cs.pid.assist.enabled = false;
-        cs.concurrency = job.scenario.concurrency_range.lo;
-        cs.group_size = job.scenario.group_size;
-      }
-      job.controller_kind = cs.kind;
-      auto built = control::MakeController(cs);
-      if (!built) return std::move(built).error();
-      job.controller.emplace(std::move(*built));
-      // A policy acts on the budgets it was trained on (its envelope for this scenario).
-      const control::PolicyEnvelope* envelope =
-          job.policy ? control::FindEnvelope(*job.policy, job.scenario.name) : nullptr;
-      const auto [lo_w, hi_w] = envelope ? envelope->budget_range_w : job.scenario.budget_range_w;
-      const int gpus = job.scenario.gpus;
-      // Without job control a power limit is the only actuator, and with the guard one is the
-      // backstop under the controller: the lowest limit is the floor (as the agent's). As the
-      // agent's too (agent/options.cc), a policy's floor is at least the low end of its trained
-      // range: SiteBudget clamps what the job acts on into that range, which must never raise
-      // it above the grant.
-      const bool guarded =
-          config.job_control && config.guard_power_limit && mode != Mode::kUncontrolled;
-      const double base_floor_per_gpu_w = !config.job_control || guarded
-                                              ? job.scenario.power_limit_min_w
-                                              : FloorPerGpuW(job.scenario);
-      const double floor_per_gpu_w = config.job_control && job.policy
-                                         ? std::max(base_floor_per_gpu_w, lo_w)
-                                         : base_floor_per_gpu_w;
-      job.floor_w = floor_per_gpu_w * gpus;
-      job.static_w = job.scenario.budget_w;
-      *nameplate_w += job.scenario.nameplate_w * gpus;
-      agent::AgentConfig ac;
-      ac.interval_s = config.interval_s;
-      ac.budget_w = store != nullptr              ? floor_per_gpu_w
-                    : mode == Mode::kUncontrolled ? job.scenario.nameplate_w
-                                                  : job.static_w;
-      ac.budget_from = store != nullptr ? "the floor" : "the scenario";
-      ac.floor_w = floor_per_gpu_w;
-      ac.limits = cs.limits;
-      ac.safe_concurrency = ac.limits.concurrency.lo;
-      ac.safe_group_size = ac.limits.group_size.Clamp(job.scenario.group_size);
-      ac.stale_after_s = 3.0 * config.interval_s;
-      job.agent = std::make_unique<agent::Agent>(ac, job.controller->get());
-      job.link = std::make_unique<TwinLink>(job.scenario, config.seed * 1000 + index);
-      if (guarded) {
-        TwinLink* link = job.link.get();
-        job.guard = std::make_unique<agent::PowerLimitGuard>(
-            [link](int, double limit_w) {
-              link->SetPowerLimit(limit_w);  // the twin's GPUs share one limit
-              return OkStatus();
-            },
-            ac.budget_w);
-      }
-      if (config.random_offsets) {
-        if (!step_s.contains(spec.scenario)) {
-          step_s[spec.scenario] =
-              twin::MeasureSetting(job.scenario, job.scenario.concurrency, job.scenario.group_size,
-                                   0.0, {2, {config.seed}})
-                  .step_time_s;
-        }
-        std::mt19937_64 draw(config.seed * 7919 + index);
-        job.offset_s = std::uniform_real_distribution<double>(0.0, step_s[spec.scenario])(draw);
-        (void)job.link->Read(job.offset_s);  // at its defaults, before anyone steers it
-      }
-      job.last_energy_j = job.link->twin().energy_j();
-      job.tokens_at_start = job.link->twin().tokens_total();
-      job.energy_at_start_j = job.last_energy_j;
-      if (store != nullptr) {
-        coord::MemberConfig mc;
-        mc.site = "fleet-sim";
-        mc.job = job.name;
-        mc.gpus = gpus;
-        mc.nameplate_w = job.scenario.nameplate_w * gpus;
-        mc.floor_w = job.floor_w;
-        mc.local_budget_w = job.floor_w;
-        // What it draws held before admission (its GPUs idle with the model loaded), as the
-        // agent measures it at start; counted so once the job is held (coord::StandbyChargeW).
-        mc.standby_w = job.scenario.idle_loaded_w * gpus;
-        mc.update_w = UpdatePerGpuW(job.scenario) * gpus;
-        mc.lease_ttl_s = config.lease_ttl_s;
-        mc.fence_margin_s = std::min(1.0, static_cast<double>(config.lease_ttl_s) / 3.0);
-        if (by_value) {
-          if (!curves.contains(spec.scenario)) {
-            auto curve = twin::RolloutValueCurve(job.scenario, twin::AuthorityOptions{});
-            if (!curve) return std::move(curve).error();
-            for (const twin::RolloutPoint& p : *curve) {
-              curves[spec.scenario].push_back({p.rollout_power_w, p.rollout_tokens_per_s});
-            }
-          }
-          for (const coord::ValuePoint& p : curves[spec.scenario]) {
-            mc.value_curve.push_back({p.budget_w * gpus, p.tokens_per_s});
-          }
-          // Demand by phase (the floor outside rollout) where the floor is what the job's
-          // other phases draw at its lowest actuation; with the guard the floor is the lowest
-          // power limit, far below its training, so its demand stays the nameplate throughout.
-          mc.phase_demand = !guarded;
-        }
-        if (config.phase_demand) mc.phase_demand = !guarded;
-        mc.publish_phase_changes = config.opportunistic.workers > 0;
-        job.member = std::make_unique<coord::SiteMember>(*store, mc, clock, quiet);
-        job.budget = std::make_unique<agent::SiteBudget>(
-            *job.member, gpus, [] { return 0.0; }, job.policy ? lo_w : agent::kMinBudgetPerGpuW,
-            job.policy ? hi_w : job.scenario.nameplate_w, nullptr);
-      }
-    }
-  }
-  names->clear();
-  for (const Job& j : jobs) names->push_back(j.name);
+  s.schedule = c.schedule;
+  s.budget_lead_s = c.budget_lead_s;
+  return s;
+}
 
-  // The opportunistic workers, their requests counted apart (and the coordinator's).
-  const OpportunisticConfig& oc = config.opportunistic;
-  std::optional<coord::CountingStore> worker_store, coordinator_store;
-  std::vector<Worker> workers;
-  WorkerRun wrun;
-  if (store != nullptr) {
-    worker_store.emplace(*store);
-    coordinator_store.emplace(*store);
+// The opportunistic DiLoCo workers of a site (docs/SITE.md, "Spare power in fleet-sim"), each
+// an opportunistic member of it. Their one DiLoCo run's members progress together (a round's
+// members wait for the slowest; a paused member holds its round), then exchange. None but in a
+// site (SimSiteMode::kSite).
+class Workers {
+ public:
+  Workers(const OpportunisticConfig& oc, double interval_s, SimSite& site)
+      : oc_(oc),
+        interval_s_(interval_s),
+        round_s_(oc.inner_steps * oc.step_s),
+        full_w_(diloco::WorkerPowerW(oc.threads, 1.0, oc.watts_per_core)) {
+    if (site.config().mode != SimSiteMode::kSite) return;
     for (int i = 0; i < oc.workers; ++i) {
       Worker w;
       w.name = fmt::format("diloco-{}", i + 1);
-      coord::MemberConfig mc;
-      mc.site = "fleet-sim";
-      mc.job = w.name;
-      mc.gpus = 1;
-      mc.nameplate_w = dist::WorkerPowerW(oc.threads, 1.0, oc.watts_per_core);
-      mc.lease_ttl_s = config.lease_ttl_s;
-      mc.fence_margin_s = std::min(1.0, static_cast<double>(config.lease_ttl_s) / 3.0);
-      mc.job_class = coord::JobClass::kOpportunistic;
-      w.member = std::make_unique<coord::SiteMember>(*worker_store, mc, clock, quiet);
-      workers.push_back(std::move(w));
+      w.member = site.JoinOpportunistic(w.name, full_w_);
+      workers_.push_back(std::move(w));
     }
   }
+  bool empty() const { return workers_.empty(); }
+  size_t size() const { return workers_.size(); }
 
-  std::unique_ptr<coord::Coordinator> coordinator;
-  if (store != nullptr) {
-    coord::CoordinatorConfig cc;
-    cc.site = "fleet-sim";
-    cc.site_budget_w = config.site_budget_w;
-    cc.reserve_w = config.reserve_w;
-    cc.period_s = config.period_s;
-    cc.lease_ttl_s = config.lease_ttl_s;
-    cc.id = "fleet-sim";
-    cc.allocation = config.allocation;
-    cc.fairness = config.fairness;
-    cc.max_hold_s = config.max_hold_s;
-    cc.stagger_passes = config.stagger_passes;
-    cc.reserve_updates = config.reserve_updates;
-    if (config.opportunistic.workers > 0) {
-      cc.loan_lead_s = config.loan_lead_s > 0.0 ? config.loan_lead_s : 3.0 * config.period_s;
-      cc.loan_cover = config.loan_cover;
-      cc.loan_margin = config.loan_margin;
+  // One tick, between the site's BeginTick and EndTick: what they drew since the last tick (k >
+  // 0, also into `site_energy_j`), then each serves its grant and the run goes on at the duty
+  // the slowest member's grant allows.
+  void Tick(int64_t k, double now_s, double* site_energy_j, OpportunisticRun* o) {
+    for (Worker& w : workers_) {
+      if (k > 0) {
+        *site_energy_j += w.power_w * interval_s_;
+        o->energy_j += w.power_w * interval_s_;
+      }
+      w.allowed =
+          diloco::DutyForGrant(StepOpportunistic(*w.member), oc_.threads, oc_.watts_per_core);
+      if (k > 0 && w.allowed < kMinWorkerDuty) o->worker_s_paused += interval_s_;
     }
-    coordinator = std::make_unique<coord::Coordinator>(*coordinator_store, cc, clock, log);
-  }
-
-  FleetSimRun run;
-  std::array<std::optional<analysis::WindowStats>, 3> windows;
-  analysis::BudgetSchedule moving;  // the site budget of the moment, with a schedule
-  if (!config.schedule.empty()) {
-    moving.Append(0.0, config.site_budget_w);
-    for (const coord::BudgetEvent& e : config.schedule) moving.Append(e.t_s, e.site_budget_w);
-  }
-  for (size_t w = 0; w < 3; ++w) {
-    if (config.schedule.empty()) {
-      windows[w].emplace(kFleetWindowsS[w], config.site_budget_w);
+    for (Worker& w : workers_) w.power_w = 0.0;
+    if (exchange_left_s_ > 0.0) {
+      Exchange(o);
     } else {
-      windows[w].emplace(kFleetWindowsS[w], &moving);
+      if (members_ == 0) StartRound(o);
+      Compute(o);
+    }
+    for (Worker& w : workers_) {
+      w.member->Observe(now_s, w.power_w, w.power_w > 0.0 ? "train" : "idle", 0.0);
+      if (w.shrink_from_s >= 0.0 && w.power_w <= w.shrink_to_w + 1e-6) {
+        o->shrink_s.push_back(now_s - w.shrink_from_s);
+        w.shrink_from_s = -1.0;
+      }
     }
   }
-  // The schedule's requests, and each decrease's settling.
-  const double lead_s = config.budget_lead_s > 0.0 ? config.budget_lead_s : 3.0 * config.period_s;
-  const std::vector<coord::BudgetRequest> requests =
-      coordinator ? coord::PlanBudgetRequests(config.schedule, config.site_budget_w, lead_s)
-                  : std::vector<coord::BudgetRequest>{};
-  size_t next_request = 0;
-  // settle_s of each decrease, on the site's true power (analysis::SettleTracker).
-  std::optional<analysis::SettleTracker> settle;
-  if (!config.schedule.empty()) settle.emplace(&moving);
-  run.grant_w.assign(jobs.size(), {});
-  run.phase.assign(jobs.size(), {});
+
+  // After the coordinator's period: each worker's grant as the ledger now has it; a lower one
+  // starts a shrink.
+  void NoteLedger(const SimSite& site, double now_s) {
+    for (Worker& w : workers_) {
+      const std::optional<double> grant_w = site.LedgerGrantW(w.name);
+      if (!grant_w) break;
+      const double g = *grant_w;
+      if (g < w.ledger_grant_w - 1e-6 && w.power_w > g + 1e-6) {
+        if (w.shrink_from_s < 0.0) w.shrink_from_s = now_s;
+        w.shrink_to_w = g;
+      } else if (w.shrink_from_s >= 0.0) {
+        w.shrink_to_w = std::max(w.shrink_to_w, g);  // raised again before it was met
+      }
+      w.ledger_grant_w = g;
+    }
+  }
+
+  double power_w() const {
+    double sum_w = 0.0;
+    for (const Worker& w : workers_) sum_w += w.power_w;
+    return sum_w;
+  }
+  int training() const {
+    int n = 0;
+    for (const Worker& w : workers_) n += w.power_w > 0.0 ? 1 : 0;
+    return n;
+  }
+
+  // Coordination: the workers' requests, and the coordinator's in proportion to the members
+  // the workers are; each request at store_request_cpu_s of a core. The exchanges' bytes on
+  // the site's network.
+  void Finish(const SimSite& site, OpportunisticRun* o) const {
+    o->workers = static_cast<int>(workers_.size());
+    const double share = static_cast<double>(workers_.size()) /
+                         static_cast<double>(workers_.size() + site.job_count());
+    o->store_requests = site.opportunistic_requests();
+    o->membership_j = (static_cast<double>(site.opportunistic_requests()) +
+                       share * static_cast<double>(site.coordinator_requests())) *
+                      oc_.store_request_cpu_s * oc_.watts_per_core;
+    o->exchange_j += o->bytes_sent * oc_.network_j_per_byte;
+  }
+
+  void Leave() {
+    for (Worker& w : workers_) w.member->Leave();
+  }
+
+ private:
+  struct Worker {
+    std::string name;
+    std::unique_ptr<coord::SiteMember> member;
+    double allowed = 0.0;   // the duty its grant allows
+    double power_w = 0.0;   // decided at the last tick, drawn until this one
+    bool in_round = false;  // a member of the round in progress
+    int model_round = 0;    // the rounds agreed when it last held the run's model
+    double ledger_grant_w = 0.0;
+    double shrink_from_s = -1.0;  // a lower grant written then, not met yet
+    double shrink_to_w = 0.0;
+  };
+
+  // Exchanging: one core each, busy for the exchange's CPU seconds.
+  void Exchange(OpportunisticRun* o) {
+    for (Worker& w : workers_) {
+      if (!w.in_round) continue;
+      w.power_w = exchange_busy_ * oc_.watts_per_core;
+      o->exchange_j += w.power_w * interval_s_;
+      o->worker_s_waiting += interval_s_;
+    }
+    exchange_left_s_ -= interval_s_;
+    if (exchange_left_s_ > 1e-9) return;
+    exchange_left_s_ = 0.0;
+    ++o->rounds;
+    o->tokens +=
+        static_cast<double>(members_) * oc_.inner_steps * oc_.threads * oc_.tokens_per_thread_step;
+    for (Worker& w : workers_) {
+      if (w.in_round) w.model_round = o->rounds;
+      w.in_round = false;  // the next round's members are those with watts at its start
+    }
+    members_ = 0;
+  }
+
+  // A round starts: every worker with watts; one that missed a round resyncs first (the
+  // donor's state: model, outer momentum, inner AdamW, 16 bytes a parameter).
+  void StartRound(OpportunisticRun* o) {
+    for (Worker& w : workers_) {
+      if (w.allowed < kMinWorkerDuty) continue;
+      w.in_round = true;
+      ++members_;
+      if (w.model_round != o->rounds) {
+        ++o->resyncs;
+        o->bytes_sent += 16.0 * static_cast<double>(oc_.parameters);
+        w.model_round = o->rounds;
+      }
+    }
+    progress_s_ = 0.0;
+  }
+
+  // The round's compute at the slowest member's duty; at its end, the exchange.
+  void Compute(OpportunisticRun* o) {
+    double duty = 1.0;
+    for (const Worker& w : workers_) {
+      if (w.in_round) duty = std::min(duty, w.allowed);
+    }
+    if (members_ > 0 && duty >= kMinWorkerDuty) {
+      progress_s_ += duty * interval_s_;
+      for (Worker& w : workers_) {
+        if (!w.in_round) continue;
+        w.power_w = duty * full_w_;
+        o->compute_energy_j += w.power_w * interval_s_;
+      }
+      if (progress_s_ >= round_s_ - 1e-9) {
+        const int m = members_;
+        // Whole ticks; one core each, busy for the exchange's CPU seconds.
+        exchange_left_s_ =
+            interval_s_ *
+            std::max(1.0, std::ceil(ExchangeS(oc_, m, oc_.rtt_s) / interval_s_ - 1e-9));
+        exchange_busy_ = std::min(1.0, oc_.comm_cpu_s_per_member * m / exchange_left_s_);
+        o->bytes_sent += static_cast<double>(m) * (m - 1) * FrameBytes(oc_);
+      }
+    } else if (members_ > 0) {
+      for (const Worker& w : workers_) {
+        if (w.in_round) o->worker_s_waiting += interval_s_;
+      }
+    }
+  }
+
+  const OpportunisticConfig& oc_;
+  const double interval_s_, round_s_, full_w_;
+  std::vector<Worker> workers_;
+  double progress_s_ = 0.0;       // of the round's compute, at duty 1
+  double exchange_left_s_ = 0.0;  // > 0: exchanging
+  int members_ = 0;               // of the round in progress
+  double exchange_busy_ = 0.0;    // of a core, while exchanging
+};
+
+// The site's true power against its budget (fixed, or the schedule's of the moment) over the
+// three windows, each decrease's settling, and the per-second series of the report.
+class SiteMeter {
+ public:
+  SiteMeter(const FleetSimConfig& config, size_t jobs, FleetSimRun* run)
+      : config_(config),
+        per_second_(std::max<int64_t>(1, std::llround(1.0 / config.interval_s))),
+        run_(*run) {
+    if (!config.schedule.empty()) {
+      moving_.Append(0.0, config.site_budget_w);
+      for (const coord::BudgetEvent& e : config.schedule) moving_.Append(e.t_s, e.site_budget_w);
+      settle_.emplace(&moving_);  // settle_s of each decrease, on the site's true power
+    }
+    for (size_t w = 0; w < 3; ++w) {
+      if (config.schedule.empty()) {
+        windows_[w].emplace(kFleetWindowsS[w], config.site_budget_w);
+      } else {
+        windows_[w].emplace(kFleetWindowsS[w], &moving_);
+      }
+    }
+    run_.grant_w.assign(jobs, {});
+    run_.phase.assign(jobs, {});
+  }
+  SiteMeter(const SiteMeter&) = delete;
+  SiteMeter& operator=(const SiteMeter&) = delete;
+
+  // The site's energy over the interval that ends at tick k > 0.
+  void Add(int64_t k, double site_energy_j, const SimSite& site, const Workers& workers) {
+    const double now_s = site.now_s();
+    const double site_power_w = site_energy_j / config_.interval_s;
+    for (auto& w : windows_) w->Add(now_s, site_power_w);
+    if (settle_) settle_->Add(now_s, site_power_w);
+    second_energy_j_ += site_energy_j;
+    if (k % per_second_ != 0) return;
+    run_.t_s.push_back(now_s);
+    run_.site_power_w.push_back(second_energy_j_);
+    if (!workers.empty()) {
+      run_.opportunistic.power_w.push_back(workers.power_w());
+      run_.opportunistic.training.push_back(workers.training());
+    }
+    second_energy_j_ = 0.0;
+    run_.budget_w.push_back(moving_.empty() ? config_.site_budget_w : moving_.At(now_s));
+    for (size_t i = 0; i < site.job_count(); ++i) {
+      run_.phase[i].push_back(static_cast<uint8_t>(site.JobPhase(i)));
+      run_.grant_w[i].push_back(site.JobGrantW(i));
+    }
+  }
+
+  void Finish(double nameplate_w) {
+    for (auto& w : windows_) w->Finish(config_.interval_s);
+    if (settle_) {
+      settle_->Finish();
+      run_.settle_s = settle_->settled_s();
+      run_.unsettled = settle_->unsettled();
+    }
+    for (size_t w = 0; w < 3; ++w) {
+      const auto& s = *windows_[w];
+      run_.violation_fraction[w] =
+          s.counted() > 0 ? static_cast<double>(s.over_budget()) / static_cast<double>(s.counted())
+                          : 0.0;
+      run_.peak_fraction_of_nameplate[w] = s.max_power_w().value_or(0.0) / nameplate_w;
+    }
+    run_.oversubscription_factor =
+        planning::OversubscriptionFactor(nameplate_w, {windows_[1]->max_power_w().value_or(0.0)},
+                                         planning::kDefaultQuantile, planning::kDefaultMargin);
+  }
+
+ private:
+  const FleetSimConfig& config_;
+  const int64_t per_second_;
+  FleetSimRun& run_;
+  analysis::BudgetSchedule moving_;  // the site budget of the moment, with a schedule
+  std::array<std::optional<analysis::WindowStats>, 3> windows_;
+  std::optional<analysis::SettleTracker> settle_;
+  double second_energy_j_ = 0.0;
+};
+
+// Each job's tokens, energy and holds, and their sums.
+void AddJobResults(const SimSite& site, double duration_s, FleetSimRun* run) {
+  double hold_tokens = 0.0;
+  for (size_t i = 0; i < site.job_count(); ++i) {
+    FleetSimJobResult r = site.JobResult(i, duration_s);
+    run->tokens += r.tokens;
+    run->energy_j += r.energy_j;
+    const double held_s = site.JobHeldS(i);
+    run->hold_count += site.JobHolds(i);
+    run->hold_total_s += held_s;
+    if (duration_s > held_s) hold_tokens += held_s * r.tokens / (duration_s - held_s);
+    run->jobs.push_back(std::move(r));
+  }
+  run->hold_tokens_cost_pct = run->tokens > 0.0 ? 100.0 * hold_tokens / run->tokens : 0.0;
+}
+
+// What the coordinator did in a run, and the jobs' nameplate.
+struct SiteCounts {
+  uint64_t reassignments = 0;
+  uint64_t ledger_writes = 0;
+  double nameplate_w = 0.0;
+};
+
+// One run: the site (kSite) or a reference without one. Builds the site, ticks it for
+// duration_s (paced at `speed`), and measures.
+Result<FleetSimRun> RunOnce(const FleetSimConfig& config, coord::Store* external, SimSiteMode mode,
+                            SiteCounts* counts, const std::function<void(double, double)>& progress,
+                            double offset, double total, const Logger& log) {
+  auto built = SimSite::Build(SiteConfigOf(config, mode), external, log);
+  if (!built) return std::move(built).error();
+  SimSite& site = **built;
+  Workers workers(config.opportunistic, config.interval_s, site);
+  FleetSimRun run;
+  SiteMeter meter(config, site.job_count(), &run);
   const auto wall_start = std::chrono::steady_clock::now();
   const int64_t ticks = static_cast<int64_t>(std::llround(config.duration_s / config.interval_s));
-  const int64_t per_period =
-      std::max<int64_t>(1, std::llround(config.period_s / config.interval_s));
-  const int64_t per_second = std::max<int64_t>(1, std::llround(1.0 / config.interval_s));
-  double second_energy_j = 0.0;
+  const int64_t per_minute = 60 * std::max<int64_t>(1, std::llround(1.0 / config.interval_s));
   for (int64_t k = 0; k <= ticks; ++k) {
-    now_s = static_cast<double>(k) * config.interval_s;
+    const double now_s = static_cast<double>(k) * config.interval_s;
     if (config.speed > 0.0) {
       std::this_thread::sleep_until(wall_start +
                                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                         std::chrono::duration<double>(now_s / config.speed)));
     }
-    double site_energy_j = 0.0;
-    for (Job& j : jobs) {
-      const double job_t_s = now_s + j.offset_s;  // the job's own clock
-      Result<telemetry::Sample> sample = j.link->Read(job_t_s);
-      const double energy_j = j.link->twin().energy_j();
-      site_energy_j += energy_j - j.last_energy_j;
-      j.last_energy_j = energy_j;
-      if (j.budget) {
-        // What it acted on over the interval that ends now.
-        if (k > 0) j.grant_time_w_s += j.last_acting_w * config.interval_s;
-        const agent::BudgetInForce b = j.budget->Current(now_s);
-        if (b.budget_per_gpu_w != j.agent->budget_w() || b.from != j.last_from) {
-          j.agent->SetBudget(b.budget_per_gpu_w, b.from);
-          j.last_from = b.from;
-        }
-        j.agent->SetHold(b.hold_s, b.hold_id);  // reaches the twin through the actuation
-        // Not admitted: the trainer starts no step (fails closed, as the agent's trainers do).
-        j.agent->SetSite(b.site, b.standby);
-      } else if (k > 0) {
-        j.grant_time_w_s += j.agent->budget_w() * j.scenario.gpus * config.interval_s;
-      }
-      const bool held = j.link->twin().current_phase() == twin::Phase::kIdle;
-      if (held && !j.was_held) ++j.holds;
-      j.was_held = held;
-      j.agent->Report(j.link->Report(job_t_s), job_t_s);
-      const agent::Actuation& a = j.agent->Tick(job_t_s, sample);
-      j.link->Apply(a);
-      // Without job control the budget is a hardware power limit (none with no budget at all).
-      if (!config.job_control && mode != Mode::kUncontrolled) {
-        j.link->SetPowerLimit(j.agent->budget_w());
-      }
-      if (j.guard && sample.ok()) {
-        j.guard->SetBudget(j.agent->budget_w(), quiet);
-        j.guard->Observe(*sample, quiet);
-      }
-      // The controller's own power limit (hybrid actuation: a policy's third head, the shield's
-      // decrease backstop): through the guard where there is one, else straight to the GPUs.
-      if (config.job_control) {
-        if (j.guard) {
-          j.guard->Follow(a.power_limit_w, quiet);
-        } else if (mode != Mode::kUncontrolled) {
-          j.link->SetPowerLimit(a.power_limit_w);
-        }
-      }
-      if (j.member) {
-        double power_w = 0.0;
-        for (double p : j.link->twin().power_w()) power_w += p;
-        j.member->Observe(now_s, power_w, PhaseName(j.link->twin().current_phase()),
-                          j.agent->tokens_per_s());
-        j.member->Step();
-        const coord::Acting acting = j.member->Current();
-        j.last_acting_w = acting.job_budget_w;
-        if (acting.state == coord::Acting::State::kGranted) j.admitted_ever = true;
-      }
-    }
-    // The workers: what they drew since the last tick, then each serves its grant and the run
-    // goes on at the duty the slowest member's grant allows.
-    double opportunistic_w = 0.0;
-    if (!workers.empty()) {
-      OpportunisticRun& o = run.opportunistic;
-      for (Worker& w : workers) {
-        if (k > 0) {
-          site_energy_j += w.power_w * config.interval_s;
-          o.energy_j += w.power_w * config.interval_s;
-        }
-        w.member->Step();
-        const coord::Acting a = w.member->Current();
-        const double grant_w = a.state == coord::Acting::State::kGranted ? a.job_budget_w : 0.0;
-        w.allowed = dist::DutyForGrant(grant_w, oc.threads, oc.watts_per_core);
-        if (k > 0 && w.allowed < kMinWorkerDuty) o.worker_s_paused += config.interval_s;
-      }
-      const double round_s = oc.inner_steps * oc.step_s;
-      const double full_w = dist::WorkerPowerW(oc.threads, 1.0, oc.watts_per_core);
-      for (Worker& w : workers) w.power_w = 0.0;
-      if (wrun.exchange_left_s > 0.0) {
-        // Exchanging: one core each, busy for the exchange's CPU seconds.
-        for (Worker& w : workers) {
-          if (!w.in_round) continue;
-          w.power_w = wrun.exchange_busy * oc.watts_per_core;
-          o.exchange_j += w.power_w * config.interval_s;
-          o.worker_s_waiting += config.interval_s;
-        }
-        wrun.exchange_left_s -= config.interval_s;
-        if (wrun.exchange_left_s <= 1e-9) {
-          wrun.exchange_left_s = 0.0;
-          ++o.rounds;
-          o.tokens += static_cast<double>(wrun.members) * oc.inner_steps * oc.threads *
-                      oc.tokens_per_thread_step;
-          for (Worker& w : workers) {
-            if (w.in_round) w.model_round = o.rounds;
-            w.in_round = false;  // the next round's members are those with watts at its start
-          }
-          wrun.members = 0;
-        }
-      } else {
-        if (wrun.members == 0) {
-          // A round starts: every worker with watts; one that missed a round resyncs first
-          // (the donor's state: model, outer momentum, inner AdamW, 16 bytes a parameter).
-          for (Worker& w : workers) {
-            if (w.allowed < kMinWorkerDuty) continue;
-            w.in_round = true;
-            ++wrun.members;
-            if (w.model_round != o.rounds) {
-              ++o.resyncs;
-              o.bytes_sent += 16.0 * static_cast<double>(oc.parameters);
-              w.model_round = o.rounds;
-            }
-          }
-          wrun.progress_s = 0.0;
-        }
-        double duty = 1.0;
-        for (const Worker& w : workers) {
-          if (w.in_round) duty = std::min(duty, w.allowed);
-        }
-        if (wrun.members > 0 && duty >= kMinWorkerDuty) {
-          wrun.progress_s += duty * config.interval_s;
-          for (Worker& w : workers) {
-            if (w.in_round) {
-              w.power_w = duty * full_w;
-              o.compute_energy_j += w.power_w * config.interval_s;
-            }
-          }
-          if (wrun.progress_s >= round_s - 1e-9) {
-            const int m = wrun.members;
-            // Whole ticks; one core each, busy for the exchange's CPU seconds.
-            wrun.exchange_left_s =
-                config.interval_s *
-                std::max(1.0, std::ceil(ExchangeS(oc, m, oc.rtt_s) / config.interval_s - 1e-9));
-            wrun.exchange_busy = std::min(1.0, oc.comm_cpu_s_per_member * m / wrun.exchange_left_s);
-            o.bytes_sent += static_cast<double>(m) * (m - 1) * FrameBytes(oc);
-          }
-        } else if (wrun.members > 0) {
-          for (const Worker& w : workers) {
-            if (w.in_round) o.worker_s_waiting += config.interval_s;
-          }
-        }
-      }
-      for (Worker& w : workers) {
-        w.member->Observe(now_s, w.power_w, w.power_w > 0.0 ? "train" : "idle", 0.0);
-        opportunistic_w += w.power_w;
-        if (w.shrink_from_s >= 0.0 && w.power_w <= w.shrink_to_w + 1e-6) {
-          o.shrink_s.push_back(now_s - w.shrink_from_s);
-          w.shrink_from_s = -1.0;
-        }
-      }
-    }
-    while (next_request < requests.size() && requests[next_request].at_s <= now_s + 1e-9) {
-      if (auto st = coordinator->RequestSiteBudget(requests[next_request].site_budget_w);
-          !st && log) {
-        log.Error(st.error().message());
-      }
-      ++next_request;
-    }
-    if (coordinator && k % per_period == 0) {
-      coordinator->Step();
-      // Each worker's grant as the ledger now has it: a lower one starts a shrink.
-      const auto& ledger = coordinator->status().ledger;
-      for (Worker& w : workers) {
-        if (!ledger) break;
-        const auto it = ledger->jobs.find(w.name);
-        const double g = it == ledger->jobs.end() ? 0.0 : it->second.grant_w;
-        if (g < w.ledger_grant_w - 1e-6 && w.power_w > g + 1e-6) {
-          if (w.shrink_from_s < 0.0) w.shrink_from_s = now_s;
-          w.shrink_to_w = g;
-        } else if (w.shrink_from_s >= 0.0) {
-          w.shrink_to_w = std::max(w.shrink_to_w, g);  // raised again before it was met
-        }
-        w.ledger_grant_w = g;
-      }
-    }
-
-    if (k > 0) {
-      const double site_power_w = site_energy_j / config.interval_s;
-      for (auto& w : windows) w->Add(now_s, site_power_w);
-      if (settle) settle->Add(now_s, site_power_w);
-      second_energy_j += site_energy_j;
-      if (k % per_second == 0) {
-        run.t_s.push_back(now_s);
-        run.site_power_w.push_back(second_energy_j);
-        if (!workers.empty()) {
-          run.opportunistic.power_w.push_back(opportunistic_w);
-          int training = 0;
-          for (const Worker& w : workers) training += w.power_w > 0.0 ? 1 : 0;
-          run.opportunistic.training.push_back(training);
-        }
-        second_energy_j = 0.0;
-        run.budget_w.push_back(moving.empty() ? config.site_budget_w : moving.At(now_s));
-        for (size_t i = 0; i < jobs.size(); ++i) {
-          run.phase[i].push_back(static_cast<uint8_t>(jobs[i].link->twin().current_phase()));
-          run.grant_w[i].push_back(jobs[i].budget
-                                       ? jobs[i].last_acting_w
-                                       : jobs[i].agent->budget_w() * jobs[i].scenario.gpus);
-        }
-      }
-    }
-    if (progress && k % (per_second * 60) == 0) progress(offset + now_s, total);
+    site.BeginTick(k);
+    double site_energy_j = site.jobs_energy_j();
+    workers.Tick(k, now_s, &site_energy_j, &run.opportunistic);
+    if (site.EndTick(k)) workers.NoteLedger(site, now_s);
+    if (k > 0) meter.Add(k, site_energy_j, site, workers);
+    if (progress && k % per_minute == 0) progress(offset + now_s, total);
   }
-  for (auto& w : windows) w->Finish(config.interval_s);
-  if (settle) {
-    settle->Finish();
-    run.settle_s = settle->settled_s();
-    run.unsettled = settle->unsettled();
-  }
-  for (size_t w = 0; w < 3; ++w) {
-    const auto& s = *windows[w];
-    run.violation_fraction[w] =
-        s.counted() > 0 ? static_cast<double>(s.over_budget()) / static_cast<double>(s.counted())
-                        : 0.0;
-    run.peak_fraction_of_nameplate[w] = s.max_power_w().value_or(0.0) / *nameplate_w;
-  }
-  run.oversubscription_factor =
-      planning::OversubscriptionFactor(*nameplate_w, {windows[1]->max_power_w().value_or(0.0)},
-                                       planning::kDefaultQuantile, planning::kDefaultMargin);
-  double hold_tokens = 0.0;
-  for (Job& j : jobs) {
-    FleetSimJobResult r;
-    r.job = j.name;
-    r.scenario = j.scenario.name;
-    r.gpus = j.scenario.gpus;
-    r.tokens = j.link->twin().tokens_total() - j.tokens_at_start;
-    r.energy_j = j.link->twin().energy_j() - j.energy_at_start_j;
-    r.mean_grant_w = config.duration_s > 0.0 ? j.grant_time_w_s / config.duration_s : 0.0;
-    r.floor_w = j.floor_w;
-    r.admitted = j.budget ? j.admitted_ever : true;
-    r.controller = j.controller_kind;
-    r.policy = j.policy_path;
-    r.controller_note = j.controller_note;
-    run.tokens += r.tokens;
-    run.energy_j += r.energy_j;
-    const double held_s = j.link->twin().held_s();
-    run.hold_count += j.holds;
-    run.hold_total_s += held_s;
-    if (config.duration_s > held_s) hold_tokens += held_s * r.tokens / (config.duration_s - held_s);
-    run.jobs.push_back(std::move(r));
-  }
-  run.hold_tokens_cost_pct = run.tokens > 0.0 ? 100.0 * hold_tokens / run.tokens : 0.0;
-  if (!workers.empty()) {
-    // Coordination: the workers' requests, and the coordinator's in proportion to the members
-    // the workers are; each request at store_request_cpu_s of a core. The exchanges' bytes on
-    // the site's network.
-    OpportunisticRun& o = run.opportunistic;
-    o.workers = static_cast<int>(workers.size());
-    const double share =
-        static_cast<double>(workers.size()) / static_cast<double>(workers.size() + jobs.size());
-    o.store_requests = worker_store->requests();
-    o.membership_j = (static_cast<double>(worker_store->requests()) +
-                      share * static_cast<double>(coordinator_store->requests())) *
-                     oc.store_request_cpu_s * oc.watts_per_core;
-    o.exchange_j += o.bytes_sent * oc.network_j_per_byte;
-  }
-  if (coordinator) {
-    const auto& st = coordinator->status();
-    *reassignments = st.ledger ? st.ledger->reassignments : 0;
-    *writes = st.ledger_writes;
-    coordinator->Resign();
-    for (Job& j : jobs) j.member->Leave();
-    for (Worker& w : workers) w.member->Leave();
-  }
+  meter.Finish(site.nameplate_w());
+  AddJobResults(site, config.duration_s, &run);
+  if (!workers.empty()) workers.Finish(site, &run.opportunistic);
+  *counts = {site.reassignments(), site.ledger_writes(), site.nameplate_w()};
+  site.Close();
+  workers.Leave();
   return run;
 }
 
@@ -672,40 +441,38 @@ Result<FleetSimResult> RunFleetSim(const FleetSimConfig& config, coord::Store* s
   out.site_budget_w = config.site_budget_w;
   out.reserve_w = config.reserve_w;
   out.duration_s = config.duration_s;
-  std::vector<std::string> names;
-  uint64_t unused_r = 0, unused_w = 0;
-  double nameplate_w = 0.0;
+  SiteCounts counts, unused;
   const bool scheduled = !config.schedule.empty();
   const bool opportunistic = config.opportunistic.workers > 0;
   const double total = ((scheduled ? 4.0 : 3.0) + (opportunistic ? 1.0 : 0.0)) * config.duration_s;
-  auto site = RunOnce(config, store, Mode::kSite, &names, &out.reassignments, &out.ledger_writes,
-                      &nameplate_w, progress, 0.0, total, log);
+  auto site = RunOnce(config, store, SimSiteMode::kSite, &counts, progress, 0.0, total, log);
   if (!site) return std::move(site).error();
   out.site = std::move(*site);
-  const double site_nameplate_w = nameplate_w;
+  out.reassignments = counts.reassignments;
+  out.ledger_writes = counts.ledger_writes;
   if (opportunistic) {
     // The same site, jobs and seeds without the workers.
-    auto without = RunOnce(alone, nullptr, Mode::kSite, &names, &unused_r, &unused_w, &nameplate_w,
-                           progress, (scheduled ? 4.0 : 3.0) * config.duration_s, total, log);
+    auto without = RunOnce(alone, nullptr, SimSiteMode::kSite, &unused, progress,
+                           (scheduled ? 4.0 : 3.0) * config.duration_s, total, log);
     if (!without) return std::move(without).error();
     out.opportunistic = true;
     out.alone = std::move(*without);
   }
-  auto own = RunOnce(alone, nullptr, Mode::kOwnBudgets, &names, &unused_r, &unused_w, &nameplate_w,
-                     progress, config.duration_s, total, log);
+  auto own = RunOnce(alone, nullptr, SimSiteMode::kOwnBudgets, &unused, progress, config.duration_s,
+                     total, log);
   if (!own) return std::move(own).error();
   out.own_budgets = std::move(*own);
-  auto free = RunOnce(alone, nullptr, Mode::kUncontrolled, &names, &unused_r, &unused_w,
-                      &nameplate_w, progress, 2.0 * config.duration_s, total, log);
+  auto free = RunOnce(alone, nullptr, SimSiteMode::kUncontrolled, &unused, progress,
+                      2.0 * config.duration_s, total, log);
   if (!free) return std::move(free).error();
   out.baseline = std::move(*free);
-  out.nameplate_w = site_nameplate_w;
+  out.nameplate_w = counts.nameplate_w;
   if (scheduled) {
     // The same site with its budget held where it started: what the schedule cost.
     FleetSimConfig steady = alone;
     steady.schedule.clear();
-    auto flat = RunOnce(steady, nullptr, Mode::kSite, &names, &unused_r, &unused_w, &nameplate_w,
-                        progress, 3.0 * config.duration_s, total, log);
+    auto flat = RunOnce(steady, nullptr, SimSiteMode::kSite, &unused, progress,
+                        3.0 * config.duration_s, total, log);
     if (!flat) return std::move(flat).error();
     out.scheduled = true;
     out.tokens_unscheduled = flat->tokens;
@@ -714,4 +481,4 @@ Result<FleetSimResult> RunFleetSim(const FleetSimConfig& config, coord::Store* s
   return out;
 }
 
-}  // namespace headroom::sim
+}  // namespace headroom::site_sim

@@ -5,7 +5,8 @@
 // each member steps; every period the coordinator steps. Deterministic for a seed and the same
 // over either store (nothing depends on timing or on lease ids). Then the same jobs and seeds
 // again with no site budget: with no budget at all (the trainers' own settings), and each on its
-// own scenario budget -- what the site budget costs.
+// own scenario budget -- what the site budget costs. Each of these runs is one SimSite
+// (site_sim/sim_site.h) built, ticked and measured.
 #pragma once
 
 #include <functional>
@@ -18,10 +19,11 @@
 #include "coord/site_schedule.h"
 #include "coord/store.h"
 #include "site_sim/fleet_sim_result.h"
+#include "site_sim/sim_site.h"
 
-namespace headroom::sim {
+namespace headroom::site_sim {
 
-// Opportunistic DiLoCo workers beside the jobs (docs/FLEET.md, "Spare power in fleet-sim"):
+// Opportunistic DiLoCo workers beside the jobs (docs/SITE.md, "Spare power in fleet-sim"):
 // each an opportunistic member of the site, its power diloco_site/site_power.h's model (threads x
 // duty x watts per core), its progress the measured rate of the real worker's inner step, its
 // rounds' exchange and its membership the measured costs below.
@@ -57,11 +59,6 @@ double FrameBytes(const OpportunisticConfig& o);
 // nine round trips of rtt_s.
 double ExchangeS(const OpportunisticConfig& o, int k, double rtt_s);
 
-struct FleetSimJobSpec {
-  std::string scenario;
-  int count = 1;
-};
-
 struct FleetSimConfig {
   std::vector<FleetSimJobSpec> jobs;
   double site_budget_w = 0.0;
@@ -74,7 +71,7 @@ struct FleetSimConfig {
   int64_t lease_ttl_s = 3;
   std::string controller = "ppo";  // ppo (a scenario without a policy file: pid) or pid
   std::string policies_dir;        // <scenario>.json; "": none (every job pid)
-  // How the coordinator splits the watts above the floors (docs/FLEET.md). By value, each job
+  // How the coordinator splits the watts above the floors (docs/SITE.md). By value, each job
   // publishes its scenario's rollout value curve (twin::RolloutValueCurve) and its demand by
   // phase (the floor outside rollout).
   coord::Allocation allocation = coord::Allocation::kProportional;
@@ -125,4 +122,4 @@ Result<FleetSimResult> RunFleetSim(const FleetSimConfig& config, coord::Store* s
                                    const std::function<void(double, double)>& progress,
                                    const Logger& log);
 
-}  // namespace headroom::sim
+}  // namespace headroom::site_sim

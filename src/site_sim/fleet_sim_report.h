@@ -1,4 +1,4 @@
-// `headroom fleet-sim`'s outputs: the terminal table, the JSON object (keys in docs/FLEET.md),
+// `headroom fleet-sim`'s outputs: the terminal table, the JSON object (keys in docs/SITE.md),
 // and the HTML report (the site's power against its budget, the grants per job).
 #pragma once
 
@@ -7,10 +7,10 @@
 
 #include "site_sim/fleet_sim_result.h"
 
-namespace headroom::report {
+namespace headroom::site_sim {
 
-nlohmann::json FleetSimToJson(const sim::FleetSimResult& r, uint64_t seed);
-std::string FleetSimToText(const sim::FleetSimResult& r);
-std::string FleetSimReportHtml(const sim::FleetSimResult& r, uint64_t seed);
+nlohmann::json FleetSimToJson(const FleetSimResult& r, uint64_t seed);
+std::string FleetSimToText(const FleetSimResult& r);
+std::string FleetSimReportHtml(const FleetSimResult& r, uint64_t seed);
 
-}  // namespace headroom::report
+}  // namespace headroom::site_sim

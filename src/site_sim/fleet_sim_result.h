@@ -1,4 +1,4 @@
-// What `headroom fleet-sim` measures (docs/FLEET.md, "fleet-sim"): plain data, for the report
+// What `headroom fleet-sim` measures (docs/SITE.md, "fleet-sim"): plain data, for the report
 // and the JSON.
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace headroom::sim {
+namespace headroom::site_sim {
 
 inline constexpr std::array<double, 3> kFleetWindowsS = {0.5, 30.0, 300.0};
 inline constexpr std::array<const char*, 3> kFleetWindowNames = {"0.5s", "30s", "5min"};
@@ -28,7 +28,7 @@ struct FleetSimJobResult {
   std::string controller_note;
 };
 
-// The opportunistic workers of a run (docs/FLEET.md, "Spare power in fleet-sim").
+// The opportunistic workers of a run (docs/SITE.md, "Spare power in fleet-sim").
 struct OpportunisticRun {
   int workers = 0;
   double energy_j = 0.0;          // all they drew: computing and exchanging
@@ -110,4 +110,4 @@ struct FleetSimResult {
   FleetSimRun alone;
 };
 
-}  // namespace headroom::sim
+}  // namespace headroom::site_sim

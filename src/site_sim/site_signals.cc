@@ -13,7 +13,7 @@
 #include "common/text_lines.h"
 #include "trace/number_parse.h"
 
-namespace headroom::sim {
+namespace headroom::site_sim {
 namespace {
 
 constexpr std::string_view kHeader = "t_s,spare_w,price_eur_per_mwh,carbon_g_per_kwh";
@@ -88,4 +88,4 @@ Result<SiteSignals> ReadSiteSignals(const std::string& path) {
   return ParseSiteSignals(*text, path);
 }
 
-}  // namespace headroom::sim
+}  // namespace headroom::site_sim

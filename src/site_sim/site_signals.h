@@ -1,5 +1,5 @@
 #pragma once
-// A site's signals over time (docs/FLEET.md, "Several sites"): the watts its guaranteed jobs
+// A site's signals over time (docs/SITE.md, "Several sites"): the watts its guaranteed jobs
 // leave (spare), the electricity price and the grid's carbon intensity. A CSV file:
 //
 //   # comments
@@ -15,7 +15,7 @@
 
 #include "common/error.h"
 
-namespace headroom::sim {
+namespace headroom::site_sim {
 
 struct SiteSignal {
   double t_s = 0.0;
@@ -40,4 +40,4 @@ class SiteSignals {
 Result<SiteSignals> ParseSiteSignals(std::string_view text, std::string_view name);
 Result<SiteSignals> ReadSiteSignals(const std::string& path);
 
-}  // namespace headroom::sim
+}  // namespace headroom::site_sim

@@ -6,27 +6,23 @@
 #include <cmath>
 #include <memory>
 #include <numeric>
-#include <optional>
 
-#include "coord/coordinator.h"
-#include "coord/counting_store.h"
 #include "coord/member.h"
-#include "coord/memory_store.h"
 #include "diloco_site/site_power.h"
+#include "site_sim/sim_site.h"
 
-namespace headroom::sim {
+namespace headroom::site_sim {
 namespace {
 
 constexpr double kMinSiteWorkerDuty = 0.05;  // below it a worker pauses (diloco/worker.cc)
 constexpr double kSimJPerKwh = 3.6e6;
 
-// One site: its store and coordinator on simulated time, its guaranteed jobs as one member.
-struct SimSite {
+// One site of a run: a SimSite (its store and coordinator on simulated time, its guaranteed
+// jobs as one member whose power is the budget less the signals' spare), and what the workers
+// did there.
+struct Site {
   const SitesSimSite* spec = nullptr;
-  std::unique_ptr<coord::MemoryStore> store;
-  std::unique_ptr<coord::CountingStore> worker_store, coordinator_store;
-  std::unique_ptr<coord::Coordinator> coordinator;
-  std::unique_ptr<coord::SiteMember> jobs;
+  std::unique_ptr<SimSite> sim;
   SitesSimSiteResult result;
   double minute_start_j = 0.0;
 };
@@ -87,44 +83,125 @@ std::vector<int> Placement(const std::string& policy, const SitesSimConfig& conf
   return out;
 }
 
-Result<SitesSimRun> RunPolicy(const SitesSimConfig& config, const std::string& policy,
-                              const std::function<void(double, double)>& progress, double offset,
-                              double total) {
-  double now_s = 0.0;
-  const auto clock = [&now_s] { return now_s; };
-  const auto quiet = [](const std::string&) {};
-  const OpportunisticConfig& oc = config.worker;
-  const double full_w = dist::WorkerPowerW(oc.threads, 1.0, oc.watts_per_core);
-  const double round_s = oc.inner_steps * oc.step_s;
-  const double frame = FrameBytes(oc);
-  const bool dedicated = policy == "dedicated";
+SimSiteConfig SiteConfigOf(const SitesSimConfig& config, const SitesSimSite& spec) {
+  SimSiteConfig c;
+  c.name = spec.name;
+  c.interval_s = config.interval_s;
+  c.period_s = config.period_s;
+  c.lease_ttl_s = config.lease_ttl_s;
+  c.site_budget_w = spec.site_budget_w;
+  c.trace_jobs_w = [&spec](double t_s) {
+    return spec.site_budget_w - std::min(spec.site_budget_w, spec.signals.At(t_s).spare_w);
+  };
+  return c;
+}
 
-  std::vector<SimSite> sites(config.sites.size());
-  for (size_t i = 0; i < sites.size(); ++i) {
-    SimSite& s = sites[i];
-    s.spec = &config.sites[i];
-    s.result.name = s.spec->name;
-    s.store = std::make_unique<coord::MemoryStore>(clock);
-    s.worker_store = std::make_unique<coord::CountingStore>(*s.store);
-    s.coordinator_store = std::make_unique<coord::CountingStore>(*s.store);
-    coord::CoordinatorConfig cc;
-    cc.site = s.spec->name;
-    cc.site_budget_w = s.spec->site_budget_w;
-    cc.period_s = config.period_s;
-    cc.lease_ttl_s = config.lease_ttl_s;
-    cc.id = s.spec->name;
-    s.coordinator = std::make_unique<coord::Coordinator>(*s.coordinator_store, cc, clock, quiet);
-    coord::MemberConfig mc;
-    mc.site = s.spec->name;
-    mc.job = "site-jobs";
-    mc.nameplate_w = s.spec->site_budget_w;
-    mc.lease_ttl_s = config.lease_ttl_s;
-    mc.fence_margin_s = std::min(1.0, static_cast<double>(config.lease_ttl_s) / 3.0);
-    mc.update_s = config.interval_s;
-    s.jobs = std::make_unique<coord::SiteMember>(*s.store, mc, clock, quiet);
+// One policy's run over the sites: every tick the sites' jobs step, the workers serve their
+// grants, the DiLoCo run goes on (placed at each round's start), and the coordinators step.
+class PolicyRun {
+ public:
+  PolicyRun(const SitesSimConfig& config, const std::string& policy)
+      : config_(config),
+        oc_(config.worker),
+        full_w_(diloco::WorkerPowerW(oc_.threads, 1.0, oc_.watts_per_core)),
+        round_s_(oc_.inner_steps * oc_.step_s),
+        frame_(FrameBytes(oc_)),
+        dedicated_(policy == "dedicated"),
+        policy_(policy),
+        per_minute_(std::max<int64_t>(1, std::llround(60.0 / config.interval_s))) {
+    run_.policy = policy;
   }
-  std::vector<SiteWorker> workers(static_cast<size_t>(config.workers));
-  const auto place = [&](SiteWorker& w, int site, int index) {
+
+  Status Build() {
+    for (const SitesSimSite& spec : config_.sites) {
+      auto sim = SimSite::Build(SiteConfigOf(config_, spec), nullptr, Logger());
+      if (!sim) return std::move(sim).error();
+      Site s;
+      s.spec = &spec;
+      s.result.name = spec.name;
+      s.sim = std::move(*sim);
+      sites_.push_back(std::move(s));
+    }
+    workers_.resize(static_cast<size_t>(config_.workers));
+    return OkStatus();
+  }
+
+  int64_t per_minute() const { return per_minute_; }
+
+  void Tick(int64_t k) {
+    const double now_s = static_cast<double>(k) * config_.interval_s;
+    if (k > 0) Account(now_s);
+    // The sites' jobs, then the workers, serve and step.
+    for (Site& s : sites_) s.sim->BeginTick(k);
+    for (SiteWorker& w : workers_) {
+      w.allowed = dedicated_ ? 1.0
+                  : w.member ? diloco::DutyForGrant(StepOpportunistic(*w.member), oc_.threads,
+                                                    oc_.watts_per_core)
+                             : 0.0;
+    }
+    for (SiteWorker& w : workers_) w.power_w = 0.0;
+    if (exchange_left_s_ > 0.0) {
+      Exchange();
+    } else {
+      if (members_ == 0) StartRound(now_s);
+      Compute();
+    }
+    for (SiteWorker& w : workers_) {
+      if (w.member) w.member->Observe(now_s, w.power_w, w.power_w > 0.0 ? "train" : "idle", 0.0);
+    }
+    for (Site& s : sites_) s.sim->EndTick(k);
+    if (k % per_minute_ == 0) Record(k, now_s);
+  }
+
+  SitesSimRun Finish() {
+    // Membership: the workers' requests, and each coordinator's in proportion to the members
+    // the workers were there (at most all of them: workers / (workers + 1)).
+    const double share =
+        static_cast<double>(config_.workers) / static_cast<double>(config_.workers + 1);
+    double requests = 0.0;
+    for (Site& s : sites_) {
+      requests += static_cast<double>(s.sim->opportunistic_requests());
+      if (s.result.worker_s > 0.0) {
+        requests += share * static_cast<double>(s.sim->coordinator_requests()) *
+                    std::min(1.0, s.result.worker_s / (config_.workers * config_.duration_s));
+      }
+    }
+    if (!dedicated_) run_.coordination_j += requests * oc_.store_request_cpu_s * oc_.watts_per_core;
+    for (SiteWorker& w : workers_) {
+      if (w.member) w.member->Leave();
+    }
+    for (Site& s : sites_) {
+      s.sim->Close();
+      run_.carbon_g += s.result.carbon_g;
+      run_.cost_eur += s.result.cost_eur;
+      run_.sites.push_back(std::move(s.result));
+    }
+    return std::move(run_);
+  }
+
+ private:
+  // What the workers drew since the last tick, at each site's signals of that interval.
+  void Account(double now_s) {
+    for (SiteWorker& w : workers_) {
+      if (w.site < 0 || !(w.power_w > 0.0)) continue;
+      Site& s = sites_[static_cast<size_t>(w.site)];
+      const SiteSignal& sig = s.spec->signals.At(now_s - config_.interval_s);
+      const double j = w.power_w * config_.interval_s;
+      s.result.energy_j += j;
+      s.result.carbon_g += j / kSimJPerKwh * sig.carbon_g_per_kwh;
+      s.result.cost_eur += j / kSimJPerKwh / 1000.0 * sig.price_eur_per_mwh;
+      run_.energy_j += j;
+    }
+    for (Site& s : sites_) {
+      s.result.spare_j += s.spec->signals.At(now_s).spare_w * config_.interval_s;
+    }
+    for (const SiteWorker& w : workers_) {
+      if (w.site >= 0) sites_[static_cast<size_t>(w.site)].result.worker_s += config_.interval_s;
+    }
+  }
+
+  // A worker to a site (a new member there) or nowhere (-1).
+  void Place(SiteWorker& w, int site, int index) {
     if (w.site == site) return;
     if (w.member) {
       w.member->Leave();
@@ -135,222 +212,163 @@ Result<SitesSimRun> RunPolicy(const SitesSimConfig& config, const std::string& p
     if (site < 0) return;
     if (w.last_site >= 0 && w.last_site != site) ++w.incarnation;
     w.last_site = site;
-    coord::MemberConfig mc;
-    mc.site = sites[static_cast<size_t>(site)].spec->name;
-    mc.job = fmt::format("diloco-{}-{}", index + 1, w.incarnation);
-    mc.gpus = 1;
-    mc.nameplate_w = full_w;
-    mc.lease_ttl_s = config.lease_ttl_s;
-    mc.fence_margin_s = std::min(1.0, static_cast<double>(config.lease_ttl_s) / 3.0);
-    mc.job_class = coord::JobClass::kOpportunistic;
-    w.member = std::make_unique<coord::SiteMember>(*sites[static_cast<size_t>(site)].worker_store,
-                                                   mc, clock, quiet);
-  };
+    w.member = sites_[static_cast<size_t>(site)].sim->JoinOpportunistic(
+        fmt::format("diloco-{}-{}", index + 1, w.incarnation), full_w_);
+  }
 
-  SitesSimRun run;
-  run.policy = policy;
-  double progress_s = 0.0, exchange_left_s = 0.0, exchange_busy = 0.0;
-  int members = 0;
-  const int64_t ticks = static_cast<int64_t>(std::llround(config.duration_s / config.interval_s));
-  const int64_t per_period =
-      std::max<int64_t>(1, std::llround(config.period_s / config.interval_s));
-  const int64_t per_minute = std::max<int64_t>(1, std::llround(60.0 / config.interval_s));
-  for (int64_t k = 0; k <= ticks; ++k) {
-    now_s = static_cast<double>(k) * config.interval_s;
-    // What the workers drew since the last tick, at each site's signals of that interval.
-    if (k > 0) {
-      for (SiteWorker& w : workers) {
-        if (w.site < 0 || !(w.power_w > 0.0)) continue;
-        SimSite& s = sites[static_cast<size_t>(w.site)];
-        const SiteSignal& sig = s.spec->signals.At(now_s - config.interval_s);
-        const double j = w.power_w * config.interval_s;
-        s.result.energy_j += j;
-        s.result.carbon_g += j / kSimJPerKwh * sig.carbon_g_per_kwh;
-        s.result.cost_eur += j / kSimJPerKwh / 1000.0 * sig.price_eur_per_mwh;
-        run.energy_j += j;
-      }
-      for (SimSite& s : sites)
-        s.result.spare_j += s.spec->signals.At(now_s).spare_w * config.interval_s;
-      for (const SiteWorker& w : workers) {
-        if (w.site >= 0) sites[static_cast<size_t>(w.site)].result.worker_s += config.interval_s;
-      }
+  void Exchange() {
+    for (SiteWorker& w : workers_) {
+      if (!w.in_round) continue;
+      w.power_w = exchange_busy_ * oc_.watts_per_core;
+      run_.coordination_j += w.power_w * config_.interval_s;
     }
-    // The sites' jobs, then the workers, serve and step.
-    for (SimSite& s : sites) {
-      const double spare_w = std::min(s.spec->site_budget_w, s.spec->signals.At(now_s).spare_w);
-      const double used_w = s.spec->site_budget_w - spare_w;
-      s.jobs->Current();
-      s.jobs->Observe(now_s, used_w, "train", 0.0);
-      s.jobs->SetDemandW(used_w);  // the trace says what they draw: their demand
-      s.jobs->Step();
+    exchange_left_s_ -= config_.interval_s;
+    if (exchange_left_s_ > 1e-9) return;
+    exchange_left_s_ = 0.0;
+    ++run_.rounds;
+    run_.round_members.push_back(members_);
+    run_.tokens +=
+        static_cast<double>(members_) * oc_.inner_steps * oc_.threads * oc_.tokens_per_thread_step;
+    for (SiteWorker& w : workers_) {
+      if (w.in_round) w.model_round = run_.rounds;
+      w.in_round = false;
     }
-    for (SiteWorker& w : workers) {
-      if (dedicated) {
-        w.allowed = 1.0;
-        continue;
-      }
-      if (!w.member) {
-        w.allowed = 0.0;
-        continue;
-      }
-      w.member->Step();
-      const coord::Acting a = w.member->Current();
-      const double grant_w = a.state == coord::Acting::State::kGranted ? a.job_budget_w : 0.0;
-      w.allowed = dist::DutyForGrant(grant_w, oc.threads, oc.watts_per_core);
-    }
-    for (SiteWorker& w : workers) w.power_w = 0.0;
-    if (exchange_left_s > 0.0) {
-      for (SiteWorker& w : workers) {
-        if (!w.in_round) continue;
-        w.power_w = exchange_busy * oc.watts_per_core;
-        run.coordination_j += w.power_w * config.interval_s;
-      }
-      exchange_left_s -= config.interval_s;
-      if (exchange_left_s <= 1e-9) {
-        exchange_left_s = 0.0;
-        ++run.rounds;
-        run.round_members.push_back(members);
-        run.tokens +=
-            static_cast<double>(members) * oc.inner_steps * oc.threads * oc.tokens_per_thread_step;
-        for (SiteWorker& w : workers) {
-          if (w.in_round) w.model_round = run.rounds;
-          w.in_round = false;
-        }
-        members = 0;
-      }
+    members_ = 0;
+  }
+
+  // A round starts: the placement.
+  void StartRound(double now_s) {
+    std::vector<int> per_site(sites_.size(), 0);
+    if (dedicated_) {
+      per_site[0] = config_.workers;
     } else {
-      if (members == 0) {
-        // A round starts: the placement.
-        std::vector<int> per_site(sites.size(), 0);
-        if (dedicated) {
-          per_site[0] = config.workers;
-        } else {
-          per_site = Placement(policy, config, full_w, now_s);
-        }
-        const int placeable = std::accumulate(per_site.begin(), per_site.end(), 0);
-        if (placeable < config.min_workers) {
-          for (size_t i = 0; i < workers.size(); ++i) place(workers[i], -1, static_cast<int>(i));
-          run.idle_s += config.interval_s;
-        } else {
-          // Workers already at a site stay there while it keeps room for them; the rest move.
-          std::vector<int> room = per_site;
-          std::vector<size_t> unplaced;
-          for (size_t i = 0; i < workers.size(); ++i) {
-            SiteWorker& w = workers[i];
-            if (w.site >= 0 && room[static_cast<size_t>(w.site)] > 0) {
-              --room[static_cast<size_t>(w.site)];
-            } else {
-              unplaced.push_back(i);
-            }
-          }
-          size_t next = 0;
-          for (size_t si = 0; si < room.size(); ++si) {
-            for (; room[si] > 0 && next < unplaced.size(); --room[si], ++next) {
-              SiteWorker& w = workers[unplaced[next]];
-              if (w.last_site >= 0 && w.last_site != static_cast<int>(si)) ++run.moves;
-              place(w, static_cast<int>(si), static_cast<int>(unplaced[next]));
-            }
-          }
-          for (; next < unplaced.size(); ++next) {
-            place(workers[unplaced[next]], -1, static_cast<int>(unplaced[next]));
-          }
-          for (SiteWorker& w : workers) {
-            if (w.site < 0) continue;
-            w.in_round = true;
-            ++members;
-            if (w.model_round != run.rounds) {
-              // A resync: the model, outer momentum and inner AdamW from a donor.
-              const double bytes = 16.0 * static_cast<double>(oc.parameters);
-              if (config.sites.size() > 1) {
-                run.wan_bytes += bytes;
-                run.coordination_j += bytes * config.wan_j_per_byte;
-              }
-              w.model_round = run.rounds;
-            }
-          }
-          progress_s = 0.0;
-        }
-      }
-      double duty = 1.0;
-      for (const SiteWorker& w : workers) {
-        if (w.in_round) duty = std::min(duty, w.allowed);
-      }
-      if (members > 0 && duty >= kMinSiteWorkerDuty) {
-        progress_s += duty * config.interval_s;
-        for (SiteWorker& w : workers) {
-          if (!w.in_round) continue;
-          w.power_w = duty * full_w;
-          run.compute_energy_j += w.power_w * config.interval_s;
-        }
-        if (progress_s >= round_s - 1e-9) {
-          // The exchange: each member's frame to every other, across sites over the WAN.
-          std::vector<int> at(sites.size(), 0);
-          for (const SiteWorker& w : workers) {
-            if (w.in_round) ++at[static_cast<size_t>(w.site)];
-          }
-          bool spans = false;
-          for (const SiteWorker& w : workers) {
-            if (!w.in_round) continue;
-            const int local = at[static_cast<size_t>(w.site)] - 1;
-            const int remote = members - 1 - local;
-            spans = spans || remote > 0;
-            run.lan_bytes += local * frame;
-            run.wan_bytes += remote * frame;
-            run.coordination_j +=
-                local * frame * oc.network_j_per_byte + remote * frame * config.wan_j_per_byte;
-          }
-          const double exchange_s = ExchangeS(oc, members, spans ? config.wan_rtt_s : oc.rtt_s);
-          exchange_left_s =
-              config.interval_s * std::max(1.0, std::ceil(exchange_s / config.interval_s - 1e-9));
-          exchange_busy = std::min(1.0, oc.comm_cpu_s_per_member * members / exchange_left_s);
-        }
+      per_site = Placement(policy_, config_, full_w_, now_s);
+    }
+    const int placeable = std::accumulate(per_site.begin(), per_site.end(), 0);
+    if (placeable < config_.min_workers) {
+      for (size_t i = 0; i < workers_.size(); ++i) Place(workers_[i], -1, static_cast<int>(i));
+      run_.idle_s += config_.interval_s;
+      return;
+    }
+    // Workers already at a site stay there while it keeps room for them; the rest move.
+    std::vector<int> room = per_site;
+    std::vector<size_t> unplaced;
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      SiteWorker& w = workers_[i];
+      if (w.site >= 0 && room[static_cast<size_t>(w.site)] > 0) {
+        --room[static_cast<size_t>(w.site)];
+      } else {
+        unplaced.push_back(i);
       }
     }
-    for (SiteWorker& w : workers) {
-      if (w.member) {
-        w.member->Observe(now_s, w.power_w, w.power_w > 0.0 ? "train" : "idle", 0.0);
+    size_t next = 0;
+    for (size_t si = 0; si < room.size(); ++si) {
+      for (; room[si] > 0 && next < unplaced.size(); --room[si], ++next) {
+        SiteWorker& w = workers_[unplaced[next]];
+        if (w.last_site >= 0 && w.last_site != static_cast<int>(si)) ++run_.moves;
+        Place(w, static_cast<int>(si), static_cast<int>(unplaced[next]));
       }
     }
-    if (k % per_period == 0) {
-      for (SimSite& s : sites) s.coordinator->Step();
+    for (; next < unplaced.size(); ++next) {
+      Place(workers_[unplaced[next]], -1, static_cast<int>(unplaced[next]));
     }
-    if (k % per_minute == 0) {
-      for (SimSite& s : sites) {
-        s.result.workers.push_back(0);
-        s.result.power_w.push_back(k > 0 ? (s.result.energy_j - s.minute_start_j) / 60.0 : 0.0);
-        s.minute_start_j = s.result.energy_j;
-        const SiteSignal& sig = s.spec->signals.At(now_s);
-        s.result.spare_w.push_back(sig.spare_w);
-        s.result.carbon_g_per_kwh.push_back(sig.carbon_g_per_kwh);
+    for (SiteWorker& w : workers_) {
+      if (w.site < 0) continue;
+      w.in_round = true;
+      ++members_;
+      if (w.model_round != run_.rounds) {
+        // A resync: the model, outer momentum and inner AdamW from a donor.
+        const double bytes = 16.0 * static_cast<double>(oc_.parameters);
+        if (config_.sites.size() > 1) {
+          run_.wan_bytes += bytes;
+          run_.coordination_j += bytes * config_.wan_j_per_byte;
+        }
+        w.model_round = run_.rounds;
       }
-      for (const SiteWorker& w : workers) {
-        if (w.site >= 0) ++sites[static_cast<size_t>(w.site)].result.workers.back();
-      }
-      if (progress && k % (per_minute * 60) == 0) progress(offset + now_s, total);
+    }
+    progress_s_ = 0.0;
+  }
+
+  // The round's compute at the slowest member's duty; at its end, the exchange.
+  void Compute() {
+    double duty = 1.0;
+    for (const SiteWorker& w : workers_) {
+      if (w.in_round) duty = std::min(duty, w.allowed);
+    }
+    if (members_ == 0 || duty < kMinSiteWorkerDuty) return;
+    progress_s_ += duty * config_.interval_s;
+    for (SiteWorker& w : workers_) {
+      if (!w.in_round) continue;
+      w.power_w = duty * full_w_;
+      run_.compute_energy_j += w.power_w * config_.interval_s;
+    }
+    if (progress_s_ >= round_s_ - 1e-9) StartExchange();
+  }
+
+  // The exchange: each member's frame to every other, across sites over the WAN.
+  void StartExchange() {
+    std::vector<int> at(sites_.size(), 0);
+    for (const SiteWorker& w : workers_) {
+      if (w.in_round) ++at[static_cast<size_t>(w.site)];
+    }
+    bool spans = false;
+    for (const SiteWorker& w : workers_) {
+      if (!w.in_round) continue;
+      const int local = at[static_cast<size_t>(w.site)] - 1;
+      const int remote = members_ - 1 - local;
+      spans = spans || remote > 0;
+      run_.lan_bytes += local * frame_;
+      run_.wan_bytes += remote * frame_;
+      run_.coordination_j +=
+          local * frame_ * oc_.network_j_per_byte + remote * frame_ * config_.wan_j_per_byte;
+    }
+    const double exchange_s = ExchangeS(oc_, members_, spans ? config_.wan_rtt_s : oc_.rtt_s);
+    exchange_left_s_ =
+        config_.interval_s * std::max(1.0, std::ceil(exchange_s / config_.interval_s - 1e-9));
+    exchange_busy_ = std::min(1.0, oc_.comm_cpu_s_per_member * members_ / exchange_left_s_);
+  }
+
+  // Each site's minute: its workers, their mean power, its signals.
+  void Record(int64_t k, double now_s) {
+    for (Site& s : sites_) {
+      s.result.workers.push_back(0);
+      s.result.power_w.push_back(k > 0 ? (s.result.energy_j - s.minute_start_j) / 60.0 : 0.0);
+      s.minute_start_j = s.result.energy_j;
+      const SiteSignal& sig = s.spec->signals.At(now_s);
+      s.result.spare_w.push_back(sig.spare_w);
+      s.result.carbon_g_per_kwh.push_back(sig.carbon_g_per_kwh);
+    }
+    for (const SiteWorker& w : workers_) {
+      if (w.site >= 0) ++sites_[static_cast<size_t>(w.site)].result.workers.back();
     }
   }
-  // Membership: the workers' requests, and each coordinator's in proportion to the members
-  // the workers were there (at most all of them: workers / (workers + 1)).
-  const double share =
-      static_cast<double>(config.workers) / static_cast<double>(config.workers + 1);
-  double requests = 0.0;
-  for (SimSite& s : sites) {
-    requests += static_cast<double>(s.worker_store->requests());
-    if (s.result.worker_s > 0.0) {
-      requests += share * static_cast<double>(s.coordinator_store->requests()) *
-                  std::min(1.0, s.result.worker_s / (config.workers * config.duration_s));
+
+  const SitesSimConfig& config_;
+  const OpportunisticConfig& oc_;
+  const double full_w_, round_s_, frame_;
+  const bool dedicated_;
+  const std::string policy_;
+  const int64_t per_minute_;
+  std::vector<Site> sites_;
+  std::vector<SiteWorker> workers_;  // after sites_: their members go first
+  SitesSimRun run_;
+  double progress_s_ = 0.0, exchange_left_s_ = 0.0, exchange_busy_ = 0.0;
+  int members_ = 0;
+};
+
+Result<SitesSimRun> RunPolicy(const SitesSimConfig& config, const std::string& policy,
+                              const std::function<void(double, double)>& progress, double offset,
+                              double total) {
+  PolicyRun run(config, policy);
+  if (auto st = run.Build(); !st) return std::move(st).error();
+  const int64_t ticks = static_cast<int64_t>(std::llround(config.duration_s / config.interval_s));
+  for (int64_t k = 0; k <= ticks; ++k) {
+    run.Tick(k);
+    if (progress && k % (run.per_minute() * 60) == 0) {
+      progress(offset + static_cast<double>(k) * config.interval_s, total);
     }
   }
-  if (!dedicated) run.coordination_j += requests * oc.store_request_cpu_s * oc.watts_per_core;
-  for (SiteWorker& w : workers) {
-    if (w.member) w.member->Leave();
-  }
-  for (SimSite& s : sites) {
-    run.carbon_g += s.result.carbon_g;
-    run.cost_eur += s.result.cost_eur;
-    run.sites.push_back(std::move(s.result));
-  }
-  return run;
+  return run.Finish();
 }
 
 }  // namespace
@@ -391,4 +409,4 @@ Result<SitesSimResult> RunSitesSim(const SitesSimConfig& config,
   return out;
 }
 
-}  // namespace headroom::sim
+}  // namespace headroom::site_sim

@@ -1,10 +1,10 @@
 #pragma once
 // `headroom sites-sim`: one DiLoCo run's workers on the spare power of several sites
-// (docs/FLEET.md, "Several sites"). Each site has its own coordinator and budget (a
-// coord::Coordinator over its own in-memory store, on simulated time); its guaranteed jobs are
-// one member whose demand and power are the site budget less the spare power of the site's
+// (docs/SITE.md, "Several sites"). Each site is a SimSite (site_sim/sim_site.h): its own
+// coordinator and budget over its own in-memory store, on simulated time; its guaranteed jobs
+// are one member whose demand and power are the site budget less the spare power of the site's
 // signals file; the workers are opportunistic members of the site they are placed at, powered
-// and paced as in fleet-sim (sim::OpportunisticConfig). At every round's start a placement
+// and paced as in fleet-sim (OpportunisticConfig). At every round's start a placement
 // policy says how many workers train where, each site taking as many whole workers as its
 // spare watts hold (x `fill`), at most `workers` in all; a round starts only with
 // `min_workers` placed (the floor for progress):
@@ -24,7 +24,7 @@
 #include "site_sim/fleet_sim.h"
 #include "site_sim/site_signals.h"
 
-namespace headroom::sim {
+namespace headroom::site_sim {
 
 struct SitesSimSite {
   std::string name;
@@ -98,4 +98,4 @@ struct SitesSimResult {
 Result<SitesSimResult> RunSitesSim(const SitesSimConfig& config,
                                    const std::function<void(double, double)>& progress);
 
-}  // namespace headroom::sim
+}  // namespace headroom::site_sim

@@ -9,7 +9,16 @@
 #include "report_page/html_page.h"
 #include "report_page/svg.h"
 
-namespace headroom::report {
+namespace headroom::site_sim {
+
+// The report library's page, tables and number formats.
+using report::HtmlEscape;
+using report::HtmlTable;
+using report::Number;
+using report::Page;
+using report::SvgChart;
+using report::TextTable;
+
 namespace {
 
 using nlohmann::json;
@@ -18,7 +27,7 @@ constexpr double kSitesJPerKwh = 3.6e6;
 
 double ChangePct(double a, double b) { return b > 0.0 ? 100.0 * (a / b - 1.0) : 0.0; }
 
-json RunJson(const sim::SitesSimRun& run) {
+json RunJson(const SitesSimRun& run) {
   json sites = json::array();
   for (const auto& s : run.sites) {
     sites.push_back({{"site", s.name},
@@ -46,7 +55,7 @@ json RunJson(const sim::SitesSimRun& run) {
 
 }  // namespace
 
-json SitesSimToJson(const sim::SitesSimResult& r) {
+json SitesSimToJson(const SitesSimResult& r) {
   json j;
   j["duration_s"] = r.duration_s;
   j["workers"] = r.workers;
@@ -75,7 +84,7 @@ json SitesSimToJson(const sim::SitesSimResult& r) {
   return j;
 }
 
-std::string SitesSimToText(const sim::SitesSimResult& r) {
+std::string SitesSimToText(const SitesSimResult& r) {
   std::string out = fmt::format("sites-sim: {} workers, {:.0f} s\n\n", r.workers, r.duration_s);
   TextTable t({"placement", "tokens", "rounds", "energy kWh", "carbon kg", "g CO2 / M tokens",
                "cost EUR", "coordination", "moves", "idle h"});
@@ -105,7 +114,7 @@ std::string SitesSimToText(const sim::SitesSimResult& r) {
   return out;
 }
 
-std::string SitesSimReportHtml(const sim::SitesSimResult& r, const sim::SitesSimConfig& config) {
+std::string SitesSimReportHtml(const SitesSimResult& r, const SitesSimConfig& config) {
   std::string body = fmt::format("<p>{} workers of one DiLoCo run, {:.0f} simulated hours.</p>",
                                  r.workers, r.duration_s / 3600.0);
   std::vector<std::vector<std::string>> rows;
@@ -166,8 +175,8 @@ std::string SitesSimReportHtml(const sim::SitesSimResult& r, const sim::SitesSim
     body += "<h2>The sites' grid carbon intensity</h2>" + c.Render();
   }
   // The headline: the cleanest placement against placing by spare watts alone.
-  const sim::SitesSimRun* cleanest = nullptr;
-  const sim::SitesSimRun* spare = nullptr;
+  const SitesSimRun* cleanest = nullptr;
+  const SitesSimRun* spare = nullptr;
   for (const auto& run : r.runs) {
     if (run.policy == "spare") spare = &run;
     if (run.policy == "dedicated" || run.tokens <= 0.0) continue;
@@ -191,4 +200,4 @@ std::string SitesSimReportHtml(const sim::SitesSimResult& r, const sim::SitesSim
   return Page("headroom sites-sim", HtmlEscape(headline), body);
 }
 
-}  // namespace headroom::report
+}  // namespace headroom::site_sim

@@ -1,4 +1,4 @@
-// `headroom sites-sim`'s outputs: the terminal table, the JSON object (keys in docs/FLEET.md,
+// `headroom sites-sim`'s outputs: the terminal table, the JSON object (keys in docs/SITE.md,
 // "Several sites"), and the HTML report (each site's power stacked against its budget, where
 // the workers were, its grid's carbon intensity).
 #pragma once
@@ -8,10 +8,10 @@
 
 #include "site_sim/sites_sim.h"
 
-namespace headroom::report {
+namespace headroom::site_sim {
 
-nlohmann::json SitesSimToJson(const sim::SitesSimResult& r);
-std::string SitesSimToText(const sim::SitesSimResult& r);
-std::string SitesSimReportHtml(const sim::SitesSimResult& r, const sim::SitesSimConfig& config);
+nlohmann::json SitesSimToJson(const SitesSimResult& r);
+std::string SitesSimToText(const SitesSimResult& r);
+std::string SitesSimReportHtml(const SitesSimResult& r, const SitesSimConfig& config);
 
-}  // namespace headroom::report
+}  // namespace headroom::site_sim

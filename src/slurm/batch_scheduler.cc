@@ -3,7 +3,7 @@
 
 #include "slurm/batch_scheduler.h"
 
-namespace headroom::coord {
+namespace headroom::slurm {
 
 FakeBatchScheduler::State FakeBatchScheduler::state(const std::string& job_id) const {
   const auto it = jobs_.find(job_id);
@@ -37,4 +37,4 @@ Status FakeBatchScheduler::Resume(const std::string& job_id) {
   return OkStatus();
 }
 
-}  // namespace headroom::coord
+}  // namespace headroom::slurm

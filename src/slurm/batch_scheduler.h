@@ -1,5 +1,5 @@
 #pragma once
-// The batch scheduler a site runs its opportunistic workers under (docs/FLEET.md, "Slurm"):
+// The batch scheduler a site runs its opportunistic workers under (docs/SITE.md, "Slurm"):
 // the coordinator suspends a worker's job when its grant stays at zero and resumes it when
 // watts return. One interface; `scontrol.cc` is the one file that talks to Slurm (through its
 // `scontrol` command); FakeBatchScheduler has the same semantics in memory, for unit tests.
@@ -11,7 +11,7 @@
 
 #include "common/error.h"
 
-namespace headroom::coord {
+namespace headroom::slurm {
 
 class BatchScheduler {
  public:
@@ -47,4 +47,4 @@ class FakeBatchScheduler final : public BatchScheduler {
   std::vector<std::string> calls_;
 };
 
-}  // namespace headroom::coord
+}  // namespace headroom::slurm

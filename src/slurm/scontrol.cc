@@ -14,7 +14,7 @@
 #include "coord/layout.h"
 #include "slurm/batch_scheduler.h"
 
-namespace headroom::coord {
+namespace headroom::slurm {
 
 namespace {
 
@@ -28,7 +28,7 @@ class Scontrol final : public BatchScheduler {
 
  private:
   Status Run(const char* verb, const std::string& job_id) {
-    if (!IsSlurmJobId(job_id)) {
+    if (!coord::IsSlurmJobId(job_id)) {
       return Error::Usage(fmt::format("slurm job '{}': not a job id", job_id));
     }
     int out[2];
@@ -103,4 +103,4 @@ std::unique_ptr<BatchScheduler> MakeScontrol(std::string scontrol, double timeou
   return std::make_unique<Scontrol>(std::move(scontrol), timeout_s);
 }
 
-}  // namespace headroom::coord
+}  // namespace headroom::slurm

@@ -2,22 +2,22 @@
 
 #include <algorithm>
 
-namespace headroom::coord {
+namespace headroom::slurm {
 namespace {
 constexpr double kEpsW = 1e-6;
 }
 
-std::vector<SuspendAction> Suspender::Decide(const CoordinatorStatus& status, double now_s) {
+std::vector<SuspendAction> Suspender::Decide(const coord::CoordinatorStatus& status, double now_s) {
   std::vector<SuspendAction> out;
   if (status.role != "leader" || !status.ledger) return out;
-  const Ledger& ledger = *status.ledger;
+  const coord::Ledger& ledger = *status.ledger;
   // Suspensions: registered Slurm-run opportunistic members at 0, acknowledged, long enough.
   for (auto it = zero_since_.begin(); it != zero_since_.end();) {
     it = status.members.contains(it->first) ? std::next(it) : zero_since_.erase(it);
   }
   double wanted_w = 0.0;  // by registered opportunistic members not suspended
   for (const auto& [name, m] : status.members) {
-    if (m.job_class != JobClass::kOpportunistic || suspended_.contains(name)) continue;
+    if (m.job_class != coord::JobClass::kOpportunistic || suspended_.contains(name)) continue;
     wanted_w += m.demand_w;
     if (m.slurm_job.empty()) continue;
     const auto j = ledger.jobs.find(name);
@@ -67,4 +67,4 @@ void Suspender::Applied(const SuspendAction& action, bool ok, double now_s) {
   suspended_.erase(action.job);
 }
 
-}  // namespace headroom::coord
+}  // namespace headroom::slurm

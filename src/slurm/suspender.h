@@ -1,5 +1,5 @@
 #pragma once
-// Opportunistic workers that run as Slurm jobs (docs/FLEET.md, "Slurm"): the leader suspends a
+// Opportunistic workers that run as Slurm jobs (docs/SITE.md, "Slurm"): the leader suspends a
 // worker's job when its grant has been 0 (and acknowledged) for suspend_after_s, and resumes it
 // when watts return -- while its member is still registered, when the plan grants it at least
 // min_duty of its demand; once its lease has lapsed (a stopped process renews nothing), when
@@ -12,7 +12,7 @@
 
 #include "coord/coordinator.h"
 
-namespace headroom::coord {
+namespace headroom::slurm {
 
 struct SuspenderConfig {
   double suspend_after_s = 3.0;
@@ -39,7 +39,7 @@ class Suspender {
   explicit Suspender(SuspenderConfig config) : config_(config) {}
 
   // What to do after this period (nothing unless `status` is a leader's with a ledger).
-  std::vector<SuspendAction> Decide(const CoordinatorStatus& status, double now_s);
+  std::vector<SuspendAction> Decide(const coord::CoordinatorStatus& status, double now_s);
   // The outcome of an action Decide returned: a suspension recorded, or tried again after
   // suspend_after_s; a resumption (or one that failed: the job is gone) forgotten.
   void Applied(const SuspendAction& action, bool ok, double now_s);
@@ -52,4 +52,4 @@ class Suspender {
   std::map<std::string, SuspendedJob> suspended_;
 };
 
-}  // namespace headroom::coord
+}  // namespace headroom::slurm

@@ -45,7 +45,7 @@ struct AuthorityResult {
 SettingMeasurement MeasureSetting(const Scenario& scenario, int concurrency, int group_size,
                                   double power_limit_w, const AuthorityOptions& options);
 
-// The rollout's value curve (docs/FLEET.md, "Allocation by value"): at `points` concurrencies
+// The rollout's value curve (docs/SITE.md, "Allocation by value"): at `points` concurrencies
 // spread geometrically over the scenario's range (group size at its default), mean rollout
 // power per GPU and rollout tokens/s, in order of concurrency. REQUIRES: a rollout.
 struct RolloutPoint {

@@ -44,7 +44,7 @@ class Twin {
   // <= 0 or >= nameplate: no limit; otherwise clamped to [power_limit_min_w, nameplate].
   double SetPowerLimit(double limit_w);
 
-  // Delays the start of the next step by `hold_s` (a site's staggering, docs/FLEET.md): at the
+  // Delays the start of the next step by `hold_s` (a site's staggering, docs/SITE.md): at the
   // step boundary the job waits in kIdle, its GPUs idle with the model loaded, then starts the
   // step. A later call replaces a hold not yet begun; 0 cancels it. Returns the hold pending.
   double HoldNextStep(double hold_s);

@@ -406,7 +406,8 @@ TEST(Agent, MetricsForAlertsCountWindowsReportsAndTheFloor) {
   EXPECT_EQ(m.at("headroom_trainer_reports_total"), 0.0);
   EXPECT_TRUE(std::isnan(m.at("headroom_trainer_last_report_age_seconds")));  // never reported
   EXPECT_EQ(m.at("headroom_windows_total{window=\"0.5s\"}"), 0.0);
-  EXPECT_FALSE(m.contains("headroom_fleet_fenced"));  // not in a site: no fleet metrics
+  EXPECT_FALSE(m.contains("headroom_site_fenced"));   // not in a site: no site metrics
+  EXPECT_FALSE(m.contains("headroom_fleet_fenced"));  // nor their deprecated names
 
   // 65 s at 0.5 s: 30 s over the 300 W budget, 30 s under, 5 s over. Counted by hand: the
   // 0.5 s windows are the samples but the last (still open): 129 closed, 60 + 9 over; the 30 s
@@ -454,7 +455,7 @@ TEST(Agent, MetricsForAlertsCountWindowsReportsAndTheFloor) {
 TEST(Api, MetricsCarryTheSiteMembersHealth) {
   Served served;
   int calls = 0;
-  served.shared.fleet = [&calls] {
+  served.shared.site_health = [&calls] {
     ++calls;
     SiteHealth h;
     h.site = "hall-a";
@@ -479,14 +480,27 @@ TEST(Api, MetricsCarryTheSiteMembersHealth) {
   std::map<std::string, std::string> types;
   const auto m = ParseMetrics(r.body, &types);
   EXPECT_EQ(calls, 1);
-  EXPECT_EQ(m.at("headroom_fleet_fenced"), 1.0);
-  EXPECT_EQ(m.at("headroom_fleet_fences_total"), 3.0);
-  EXPECT_EQ(m.at("headroom_fleet_lease_lost_total"), 2.0);
-  EXPECT_EQ(types.at("headroom_fleet_fenced"), "gauge");
-  EXPECT_EQ(types.at("headroom_fleet_fences_total"), "counter");
-  EXPECT_EQ(types.at("headroom_fleet_lease_lost_total"), "counter");
-  EXPECT_EQ(m.at("headroom_fleet_grants_watched_total"), 5.0);
-  EXPECT_EQ(types.at("headroom_fleet_grants_watched_total"), "counter");
+  EXPECT_EQ(m.at("headroom_site_fenced"), 1.0);
+  EXPECT_EQ(m.at("headroom_site_fences_total"), 3.0);
+  EXPECT_EQ(m.at("headroom_site_lease_lost_total"), 2.0);
+  EXPECT_EQ(m.at("headroom_site_grants_watched_total"), 5.0);
+  EXPECT_EQ(types.at("headroom_site_fenced"), "gauge");
+  EXPECT_EQ(types.at("headroom_site_fences_total"), "counter");
+  EXPECT_EQ(types.at("headroom_site_lease_lost_total"), "counter");
+  EXPECT_EQ(types.at("headroom_site_grants_watched_total"), "counter");
+  // The names of the previous release, kept one more (CHANGELOG.md, "Renamed"): the same values
+  // and types, each said deprecated.
+  for (const char* suffix :
+       {"fenced", "fences_total", "lease_lost_total", "grants_watched_total"}) {
+    const std::string site = std::string("headroom_site_") + suffix;
+    const std::string old = std::string("headroom_fleet_") + suffix;
+    EXPECT_EQ(m.at(old), m.at(site)) << old;
+    EXPECT_EQ(types.at(old), types.at(site)) << old;
+    EXPECT_NE(r.body.find("# HELP " + old + " Deprecated: renamed " + site +
+                          ", removed in the next release.\n"),
+              std::string::npos)
+        << old;
+  }
   // /v1/status: the site card, as the dashboard shows it.
   request.target = "/v1/status";
   const auto j = nlohmann::json::parse(api.Handle(request).body);

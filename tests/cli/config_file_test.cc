@@ -15,7 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/numbers.h"
-#include "cli/renamed_options.h"
+#include "cli_main/renamed_options.h"
 
 namespace headroom::cli {
 namespace {

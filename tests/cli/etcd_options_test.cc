@@ -1,7 +1,7 @@
 // The coordinator's probe of its prefix at start (cli/etcd_options.h): the one line says what
 // happened by the error's kind -- etcd refusing (credentials, permissions) or not answering (no
 // quorum) -- and names --etcd-user only where credentials can be the cause.
-#include "cli/etcd_options.h"
+#include "cli_main/etcd_options.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""End to end, a site's hold (staggering, docs/FLEET.md): a grant in etcd asking a job to wait
+"""End to end, a site's hold (staggering, docs/SITE.md): a grant in etcd asking a job to wait
 before a step reaches the trainer through the agent and the Python client, and the site sees
 the job held.
 
@@ -30,7 +30,7 @@ import urllib.request
 ETCD = "/usr/bin/etcd"
 headroom, fake_nvml, root = sys.argv[1], sys.argv[2], sys.argv[3]
 sys.path.insert(0, os.path.join(root, "clients", "python"))
-sys.path.insert(0, os.path.join(root, "tests", "fleet"))
+sys.path.insert(0, os.path.join(root, "tests", "site"))
 from headroom_client import AgentClient  # noqa: E402
 from chaos import b64, free_ports, post, wait_until  # noqa: E402  (the chaos test's helpers)
 

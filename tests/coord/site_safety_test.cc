@@ -26,10 +26,10 @@
 
 #include "coord/layout.h"
 #include "etcd/etcd_store.h"
-#include "etcd_cluster.h"
-#include "site_processes.h"
 #include "support/child_process.h"
+#include "support/etcd_cluster.h"
 #include "support/silent_listener.h"
+#include "support/site_processes.h"
 
 namespace headroom::coord {
 namespace {
@@ -60,7 +60,7 @@ class SiteSafety : public ::testing::Test {
     std::string why;
     etcd_ = EtcdCluster::Start(1, &why);
     ASSERT_TRUE(etcd_) << why;
-    auto store = EtcdStore::Open(etcd_->endpoints());
+    auto store = etcd::EtcdStore::Open(etcd_->endpoints());
     ASSERT_TRUE(store) << store.error().message();
     store_ = std::move(*store);
     site_ = "safety-" + std::to_string(getpid());
@@ -83,7 +83,7 @@ class SiteSafety : public ::testing::Test {
     ASSERT_GT(port_, 0) << coordinator_->Stderr();
   }
   // A twin-mode agent at 20x joining the site as `job` (floor 200 W, no node overhead, lease
-  // TTL 2 s), its fleet log at `log`; `extra` appended to its arguments.
+  // TTL 2 s), its site log at `log`; `extra` appended to its arguments.
   std::unique_ptr<Process> StartAgent(const std::string& job, const std::string& log,
                                       const std::vector<std::string>& extra = {}) {
     std::vector<std::string> args = {"agent",
@@ -178,7 +178,7 @@ class SiteSafety : public ::testing::Test {
   }
 
   std::optional<EtcdCluster> etcd_;
-  std::unique_ptr<EtcdStore> store_;
+  std::unique_ptr<etcd::EtcdStore> store_;
   std::string site_;
   std::optional<Keys> keys_;
   std::unique_ptr<Process> coordinator_;
@@ -466,7 +466,7 @@ TEST_F(SiteSafety, JobsTheSiteCannotAdmitHoldAtStandbyAndEveryOneIsCounted) {
   EXPECT_EQ(over, 0) << "worst 30 s window " << worst_w << " W";
 }
 
-// The last thing a job's fleet log says it acts on: (state, term); ("", 0) when nothing yet.
+// The last thing a job's site log says it acts on: (state, term); ("", 0) when nothing yet.
 std::pair<std::string, int64_t> LastActing(const std::string& path) {
   std::ifstream in(path);
   std::string line;
@@ -557,10 +557,10 @@ TEST_F(SiteSafety, AnAgentTakesItsGrantsFromItsWatch) {
   a.set_read_timeout(5);
   const httplib::Result metrics = a.Get("/metrics");
   ASSERT_TRUE(metrics && metrics->status == 200);
-  const std::string name = "\nheadroom_fleet_grants_watched_total ";
+  const std::string name = "\nheadroom_site_grants_watched_total ";
   const size_t at = metrics->body.find(name);
   ASSERT_NE(at, std::string::npos) << metrics->body;
-  // Four newer grants at least (admitted at the floor, raised, cut, raised): the fleet thread's
+  // Four newer grants at least (admitted at the floor, raised, cut, raised): the site thread's
   // read, once a second, could take one first only by landing within the watch's millisecond.
   EXPECT_GE(std::stod(metrics->body.substr(at + name.size())), 2.0) << metrics->body;
 }

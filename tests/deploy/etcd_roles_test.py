@@ -2,7 +2,7 @@
 """deploy/etcd-roles.sh against a real etcd this test starts (free loopback ports, a temporary
 directory, every process stopped by its PID pass or fail), auth on:
 
-  - the table: the script's copy equals docs/FLEET.md's "Who reads and writes each key", and
+  - the table: the script's copy equals docs/SITE.md's "Who reads and writes each key", and
     after the script every role in etcd holds exactly its rows of it — roles made earlier by
     hand or by the script before this one (broader permissions) included;
   - the daemons, each under its own user: a real `headroom coordinator` leads; real twin
@@ -36,7 +36,7 @@ import urllib.request
 ETCD, ETCDCTL = "/usr/bin/etcd", "/usr/bin/etcdctl"
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 SCRIPT = os.path.join(SOURCE, "deploy", "etcd-roles.sh")
-FLEET_MD = os.path.join(SOURCE, "docs", "FLEET.md")
+SITE_MD = os.path.join(SOURCE, "docs", "SITE.md")
 SITE = "s"
 TTL_S = 3
 GRANTED_WITHIN_S = 30  # the first ledger waits TTL + 2 periods; a restart waits TTL - margin
@@ -80,12 +80,12 @@ def find_headroom():
     return None
 
 
-# --- The table: docs/FLEET.md's, the script's, etcd's -------------------------------------------
+# --- The table: docs/SITE.md's, the script's, etcd's -------------------------------------------
 
 def docs_table():
-    """{(daemon, may, range, key)} from docs/FLEET.md's "Who reads and writes each key"."""
-    text = open(FLEET_MD).read().split("\n### Who reads and writes each key\n", 1)
-    if not check(len(text) == 2, "docs/FLEET.md: no section 'Who reads and writes each key'"):
+    """{(daemon, may, range, key)} from docs/SITE.md's "Who reads and writes each key"."""
+    text = open(SITE_MD).read().split("\n### Who reads and writes each key\n", 1)
+    if not check(len(text) == 2, "docs/SITE.md: no section 'Who reads and writes each key'"):
         return set()
     rows, started = set(), False
     for line in text[1].splitlines():
@@ -98,7 +98,7 @@ def docs_table():
         if cells[0] in ("daemon", "---"):
             continue
         m = re.fullmatch(r"(prefix )?`([^`]+)`", cells[2])
-        if not check(m is not None, f"docs/FLEET.md: a key cell not understood: {cells[2]!r}"):
+        if not check(m is not None, f"docs/SITE.md: a key cell not understood: {cells[2]!r}"):
             continue
         rows.add((cells[0], cells[1], "prefix" if m.group(1) else "key", m.group(2)))
     return rows
@@ -244,7 +244,7 @@ def stop(p, what):
 
 
 def daemons(run):
-    """The coordinator and the agents, each under its own user (docs/FLEET.md's table)."""
+    """The coordinator and the agents, each under its own user (docs/SITE.md's table)."""
     coord, coord_log = run.coordinator()
     j1, j1_port, _ = run.agent("a1", "j1")
     j2, j2_port, _ = run.agent("a2", "j2")
@@ -393,10 +393,10 @@ def main():
 
         # The table: the script's copy is the document's.
         table = docs_table()
-        check(len(table) >= 8, f"docs/FLEET.md: the table has {len(table)} rows")
+        check(len(table) >= 8, f"docs/SITE.md: the table has {len(table)} rows")
         in_script = script_table()
         check(in_script == table,
-              f"the script's table differs from docs/FLEET.md's: only in the script: "
+              f"the script's table differs from docs/SITE.md's: only in the script: "
               f"{sorted(in_script - table)}; only in the docs: {sorted(table - in_script)}")
 
         # Roles made before (the earlier script's broader ones, and one by hand) are brought

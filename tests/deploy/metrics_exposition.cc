@@ -32,10 +32,10 @@ std::string AgentExposition() {
   s.latency_samples = 200;
   s.latency_sum_s = 0.2;
   s.power_limit_w = {300.0, std::nullopt};
-  headroom::agent::SiteHealth fleet;
-  fleet.fences = 1;
-  fleet.leases_lost = 1;
-  return headroom::agent::MetricsText(s, fleet);
+  headroom::agent::SiteHealth site;
+  site.fences = 1;
+  site.leases_lost = 1;
+  return headroom::agent::MetricsText(s, site);
 }
 
 std::string CoordinatorExposition() {
@@ -55,7 +55,7 @@ std::string CoordinatorExposition() {
   s.members["a"].budget_w = 450.0;
   s.txn_latency_s = {0.01, 0.02};
   s.decrease_settle_s = {2.0};
-  return headroom::coord::CoordinatorMetricsText(s);
+  return headroom::coord_server::CoordinatorMetricsText(s);
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 
 #include "etcd/etcd_wire.h"
 
-using headroom::coord::AnswerReader;
+using headroom::etcd::AnswerReader;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
@@ -34,14 +34,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } else if (r.error().message().empty()) {
       std::abort();
     }
-    if (const auto e = headroom::coord::ErrorOf(j); e && e->message.empty()) std::abort();
+    if (const auto e = headroom::etcd::ErrorOf(j); e && e->message.empty()) std::abort();
   }
-  (void)headroom::coord::HttpStatusError(500, text);
-  if (const auto decoded = headroom::coord::Base64Decode(text)) {
-    const std::string again = headroom::coord::Base64Encode(*decoded);
-    if (headroom::coord::Base64Decode(again) != decoded) std::abort();
+  (void)headroom::etcd::HttpStatusError(500, text);
+  if (const auto decoded = headroom::etcd::Base64Decode(text)) {
+    const std::string again = headroom::etcd::Base64Encode(*decoded);
+    if (headroom::etcd::Base64Decode(again) != decoded) std::abort();
   }
-  if (const auto urls = headroom::coord::ParseEndpoints(std::string(text)); urls.ok()) {
+  if (const auto urls = headroom::etcd::ParseEndpoints(std::string(text)); urls.ok()) {
     for (const std::string& url : *urls) {
       if (!url.starts_with("http://") && !url.starts_with("https://")) std::abort();
     }

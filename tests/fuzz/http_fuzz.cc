@@ -70,19 +70,19 @@ struct CoordinatorWorld {
     config.reserve_w = 100.0;
     config.id = "c0";
     config.listen = "127.0.0.1:10471";
-    host = std::make_unique<coord::CoordinatorHost>(
+    host = std::make_unique<coord_server::CoordinatorHost>(
         store, config, [this] { return now_s; }, [](const std::string&) {});
     host->Step();
     net::AccessPolicy access;
     access.token = "t0k";
     access.allowed_hosts = {"coord-1"};
-    api = std::make_unique<coord::CoordinatorApi>(*host, access,
-                                                  [] { return net::ConnectionCounters{}; });
+    api = std::make_unique<coord_server::CoordinatorApi>(*host, access,
+                                                         [] { return net::ConnectionCounters{}; });
   }
   double now_s = 0.0;
   coord::MemoryStore store;
-  std::unique_ptr<coord::CoordinatorHost> host;
-  std::unique_ptr<coord::CoordinatorApi> api;
+  std::unique_ptr<coord_server::CoordinatorHost> host;
+  std::unique_ptr<coord_server::CoordinatorApi> api;
 };
 
 void Check(bool ok) {
@@ -105,7 +105,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (auto v = net::ParseQueryReal(text)) Check(std::isfinite(*v));
   (void)net::ParseQueryUint(text);
   (void)agent::ParseReport(text);
-  (void)coord::ParseSiteBudgetBody(text);
+  (void)coord_server::ParseSiteBudgetBody(text);
   if (size == 0) return 0;
   const bool coordinator = (data[0] & 2) != 0;
   if ((data[0] & 1) != 0) {
@@ -122,7 +122,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   net::Handler& handler =
       coordinator ? static_cast<net::Handler&>(*coord_world.api) : *agent_world.api;
-  const net::ServerLimits limits = coordinator ? coord::CoordinatorLimits() : net::ServerLimits{};
+  const net::ServerLimits limits =
+      coordinator ? coord_server::CoordinatorLimits() : net::ServerLimits{};
 
   boost::asio::const_buffer rest(data + 1, size - 1);
   for (int requests = 0; requests < 8 && rest.size() > 0; ++requests) {

@@ -20,7 +20,7 @@ std::string Text() {
 }
 
 TEST(ByteLm, TheSeedDecidesTheBits) {
-  const auto c = ModelByName("tiny");
+  const auto c = ModelByName("tiny").value();
   ByteLm a(c, {}, 7, 1), b(c, {}, 7, 1), other(c, {}, 8, 1);
   std::vector<float> pa, pb, po;
   a.GetParameters(pa);
@@ -33,11 +33,14 @@ TEST(ByteLm, TheSeedDecidesTheBits) {
   // 256.
   const std::size_t d = 128;
   EXPECT_EQ(a.parameter_count(), 2 * (12 * d * d + 13 * d) + 512 * d + 2 * d + 256 * d + 256);
-  EXPECT_THROW(ModelByName("huge"), std::invalid_argument);
+  const auto huge = ModelByName("huge");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.error().kind(), ErrorKind::kUsage);
+  EXPECT_EQ(huge.error().message(), "'huge' is not a model (tiny, small)");
 }
 
 TEST(ByteLm, ParametersRoundTripAndTheGradientPathMatchesTrainStep) {
-  const auto c = ModelByName("tiny");
+  const auto c = ModelByName("tiny").value();
   const std::string text = Text();
   BatchSampler s1(text, 4, 32, 1, 0), s2(text, 4, 32, 1, 0);
   ByteLm a(c, {}, 3, 1), b(c, {}, 3, 1);
@@ -66,7 +69,7 @@ TEST(ByteLm, ParametersRoundTripAndTheGradientPathMatchesTrainStep) {
 
 TEST(ByteLm, AModelAndItsOptimizerStateCarryOverWhole) {
   // A donor's parameters and AdamW state, set into a fresh model: the next step is the same.
-  const auto c = ModelByName("tiny");
+  const auto c = ModelByName("tiny").value();
   const std::string text = Text();
   BatchSampler s(text, 4, 32, 2, 0);
   ByteLm donor(c, {}, 4, 1), joiner(c, {}, 5, 1);
@@ -92,7 +95,7 @@ TEST(ByteLm, AModelAndItsOptimizerStateCarryOverWhole) {
 
 TEST(ByteLm, LearnsRepeatedText) {
   const std::string text = Text();
-  ByteLm m(ModelByName("tiny"), {}, 1, 1);
+  ByteLm m(ModelByName("tiny").value(), {}, 1, 1);
   BatchSampler s(text, 8, 32, 1, 0);
   const auto val = ValidationBatches(text, 16, 8, 32);
   const double before = ValidationLoss(m, val);

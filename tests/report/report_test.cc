@@ -154,7 +154,7 @@ namespace {
 
 TEST(FleetSimReport, TheTimelineShowsEachJobsPhasesAndItsHolds) {
   // Two jobs, 6 s: job a rolls out 2 s, is held 2 s (idle), trains 2 s; job b trains throughout.
-  sim::FleetSimResult r;
+  site_sim::FleetSimResult r;
   r.duration_s = 6;
   r.site_budget_w = 1000;
   r.nameplate_w = 1600;
@@ -172,7 +172,7 @@ TEST(FleetSimReport, TheTimelineShowsEachJobsPhasesAndItsHolds) {
   r.site.phase = {{p(Phase::kRollout), p(Phase::kRollout), p(Phase::kIdle), p(Phase::kIdle),
                    p(Phase::kTrain), p(Phase::kTrain)},
                   std::vector<uint8_t>(6, p(Phase::kTrain))};
-  const std::string html = FleetSimReportHtml(r, 1);
+  const std::string html = site_sim::FleetSimReportHtml(r, 1);
   // One rectangle per run of a phase: a's rollout 0-2 s, its hold 2-4 s, its training 4-6 s;
   // b's training 0-6 s.
   EXPECT_NE(html.find("<title>a rollout: 0-2 s</title>"), std::string::npos) << html;
@@ -194,10 +194,14 @@ TEST(DilocoReport, FiguresCurveWorkersAndChurn) {
     "loss_curve": [{"tokens": 10240, "val_loss": 4.0}, {"tokens": 30720, "val_loss": 2.5}],
     "churn": {"killed": "worker-1", "killed_in_round": 1, "next_round_after_s": 4.5,
               "joined_in_round": 2},
+    "wall_s": 12.5, "rounds_done_at_s": [3, 6.5, 9], "out": "/tmp/r",
     "workers_detail": [{"name": "worker-0", "bytes_sent": 123, "rounds_contributed": 3,
-                        "resyncs": 0, "seconds": {"wall": 10, "compute": 7.5, "communicate": 1,
-                                                  "wait": 1.5, "recover": 0}}]})");
-  const std::string html = headroom::report::DilocoReportHtml(s);
+                        "resyncs": 0, "leaves": 0,
+                        "seconds": {"wall": 10, "compute": 7.5, "communicate": 1,
+                                    "wait": 1.5, "recover": 0, "throttled": 0}}]})");
+  const auto summary = headroom::diloco::RunSummaryFromJson(s, "summary.json");
+  ASSERT_TRUE(summary.ok()) << summary.error().message();
+  const std::string html = headroom::report::DilocoReportHtml(*summary);
   EXPECT_THAT(html, ::testing::HasSubstr("r&lt;1&gt;"));  // escaped
   EXPECT_THAT(html, ::testing::HasSubstr("2.5000"));
   EXPECT_THAT(html, ::testing::HasSubstr("25.0 %"));

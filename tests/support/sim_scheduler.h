@@ -1,6 +1,6 @@
 #pragma once
 // Simulated time for threads that block: a deterministic scheduler for tests of distributed
-// code in one process (DiLoCo's workers over a MemoryStore and a LocalGroup, tests/dist/).
+// code in one process (DiLoCo's workers over a MemoryStore and a LocalGroup, tests/diloco/).
 //
 // Participants are threads started with Spawn. Exactly one of them runs at a time: it holds the
 // baton until it blocks (Sleep, or a wait through waiter()), and the scheduler hands the baton

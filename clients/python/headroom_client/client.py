@@ -279,7 +279,7 @@ class AgentClient:
         return dict(self.safe, seq=seq, valid_for_s=0.0, reason="fallback: " + why)
 
     def take_hold(self, actuation: Optional[Actuation] = None) -> float:
-        """Seconds to wait before starting the next step (docs/FLEET.md); call it again after
+        """Seconds to wait before starting the next step (docs/SITE.md); call it again after
         the wait, with the actuation read then, until it returns 0 (see the package doc).
 
         Call at the step boundary with the actuation read there (or none: it is read now).

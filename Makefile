@@ -208,6 +208,8 @@ bench-history: build
 	  ln -s $(CURDIR)/web/node_modules build/baseline-history/web/node_modules && \
 	  cp bench/coordinator_history.cc bench/history_bench.cmake build/baseline-history/bench/ && \
 	  echo 'include(history_bench.cmake)' >> build/baseline-history/bench/CMakeLists.txt && \
+	  echo 'target_compile_definitions(headroom_history_bench PRIVATE HEADROOM_HISTORY_BASELINE)' \
+	    >> build/baseline-history/bench/CMakeLists.txt && \
 	  cmake -S build/baseline-history -B build/baseline-history/build -G Ninja \
 	    -DCMAKE_BUILD_TYPE=Release -DHEADROOM_BUILD_TESTS=OFF -DHEADROOM_WITH_DILOCO=OFF && \
 	  cmake --build build/baseline-history/build -j $(JOBS) --target headroom_history_bench; \

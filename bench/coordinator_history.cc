@@ -43,6 +43,14 @@
 #include "coord/memory_store.h"
 #include "coord_server/coordinator_server.h"
 
+// `make bench-history`'s baseline (HISTORY_BASELINE_COMMIT) predates the namespaces that follow
+// folders (issue 54): there the coordinator's server is in coord::.
+#ifdef HEADROOM_HISTORY_BASELINE
+namespace headroom {
+namespace coord_server = coord;
+}  // namespace headroom
+#endif
+
 namespace headroom::bench {
 namespace {
 

@@ -576,6 +576,7 @@ bool Coordinator::TxnWritten(const TxnRequest& txn, const std::string& request_i
     // Resolved by reading back the request id written with it.
     ++status_.unknown_outcomes;
     auto back = store_.Get(keys_.ledger());
+    if (back) SeesStateLost(back->revision);  // a read like any other: it may see a loss
     if (back && !back->kvs.empty()) {
       auto l = LedgerFromJson(back->kvs[0].value, keys_.ledger());
       written = l && l->request_id == request_id;

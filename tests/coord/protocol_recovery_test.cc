@@ -11,6 +11,7 @@
 
 #include "coord/coord_test_util.h"
 #include "coord/coordinator.h"
+#include "coord/forwarding_store.h"
 #include "coord/layout.h"
 #include "coord/member.h"
 
@@ -288,6 +289,47 @@ TEST(Protocol, ADuplicateTakesADeadHoldersNameOnlyOnceWhatItGrantedRunsOut) {
   auto dups = site.store_.Get("/headroom/s/members/job0@", true);
   ASSERT_TRUE(dups);
   EXPECT_TRUE(dups->kvs.empty());
+}
+
+// A store that loses its state under the ledger's transaction and answers it with an unknown
+// outcome (etcd restored from an older snapshot while the write was in flight).
+class LosesStateUnderTheLedgerWrite final : public ForwardingStore {
+ public:
+  explicit LosesStateUnderTheLedgerWrite(MemoryStore& memory)
+      : ForwardingStore(&memory), memory_(memory) {}
+  bool armed = false;
+  Result<TxnResult> Txn(const TxnRequest& request) override {
+    if (!armed) return ForwardingStore::Txn(request);
+    armed = false;
+    memory_.LoseState();
+    return Error::OutcomeUnknown("injected: the state lost under the write");
+  }
+
+ private:
+  MemoryStore& memory_;
+};
+
+// The read-back that resolves an unknown outcome is a read like any other: a revision lower than
+// one seen says the store's state was lost, in that period, not the next.
+TEST(Protocol, AnUnknownOutcomeReadBackFromALostStoreSeesTheLossAtOnce) {
+  FakeClock clock;
+  MemoryStore memory(clock.fn());
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(memory.Put("/other", "x", 0));  // revisions to lose
+  LosesStateUnderTheLedgerWrite store(memory);
+  CoordinatorConfig cc;
+  cc.site = "s";
+  cc.site_budget_w = 1000;
+  cc.id = "c0";
+  Coordinator coordinator(store, cc, clock.fn(), [](auto&) {});
+  for (int i = 0; i < 3; ++i, clock.t += 1.0) coordinator.Step();
+  ASSERT_TRUE(coordinator.leading());
+  ASSERT_GE(coordinator.status().ledger_writes, 1u);
+  ASSERT_TRUE(coordinator.RequestSiteBudget(900));  // the next period writes a ledger
+  store.armed = true;
+  coordinator.Step();
+  EXPECT_FALSE(store.armed);
+  EXPECT_EQ(coordinator.status().unknown_outcomes, 1u);
+  EXPECT_EQ(coordinator.status().store_resets, 1u);
 }
 
 }  // namespace

@@ -35,6 +35,45 @@ void AddTrainerOptions(CLI::App& app, AgentArgs* a) {
       ->check(Real(1.0, 86400.0));
 }
 
+// Joining a site (docs/SITE.md): its etcd and how to reach it, the job's name and what it
+// declares to the coordinator, what to do when not admitted, the site log.
+void AddSiteOptions(CLI::App& app, AgentArgs* a) {
+  app.add_option("--site-etcd", a->o.site_etcd,
+                 "Join a site: its etcd, etcd://HOST:PORT[,HOST:PORT...] (etcds:// with TLS; "
+                 "docs/SITE.md)");
+  AddRenamedOption(app, "--fleet", "--site-etcd", &a->o.site_etcd);
+  AddEtcdOptions(app, &a->etcd_options);
+  app.add_option("--site", a->o.site, "The site's name (with --site-etcd)");
+  app.add_option("--job", a->o.job, "This job's name at the site, unique there (with --site-etcd)");
+  app.add_option("--lease-ttl-s", a->o.lease_ttl_s, "The membership lease's TTL (with --site-etcd)")
+      ->check(Integer(2, 60));
+  app.add_option("--node-overhead-w", a->o.node_overhead_w,
+                 "The node's other power counted in the job's demand (default: the CPU "
+                 "packages' power from powercap where readable, else 0)")
+      ->check(Real(0.0, 1e6));
+  app.add_option("--nameplate-w", a->o.nameplate_w,
+                 "Nameplate per GPU (default: the scenario's), with --site-etcd")
+      ->check(Real(kMinGpuPowerW, kMaxGpuPowerW));
+  app.add_option(
+         "--standby-w", a->o.standby_w,
+         "Per GPU, the job's GPUs idle with the model loaded: what it draws while the "
+         "site holds it (default: the scenario's, else measured at start), with --site-etcd")
+      ->check(Real(0.0, kMaxGpuPowerW));
+  app.add_option("--update-w", a->o.update_w,
+                 "Per GPU, what the job's update (log-probs, training) draws unconstrained: the "
+                 "watts a coordinator with --stagger reserve reserves before it starts (default: "
+                 "the scenario's, else what the step timeline measured), with --site-etcd")
+      ->check(Real(0.0, kMaxGpuPowerW));
+  AddRenamedFlag(app, "--fleet-fail-open", "--site-fail-open", &a->o.site_fail_open);
+  app.add_flag("--site-fail-open", a->o.site_fail_open,
+               "Not admitted, or etcd unreachable at start: run on the local budget instead of "
+               "holding at standby (UNSAFE: such a job draws outside the site budget)");
+  app.add_option("--site-log", a->o.site_log,
+                 "Append every change of the budget acted on, one JSON object per line (an "
+                 "auditor's input)");
+  AddRenamedOption(app, "--fleet-log", "--site-log", &a->o.site_log);
+}
+
 }  // namespace
 
 Command SetupAgent(CLI::App& app) {
@@ -96,40 +135,7 @@ Command SetupAgent(CLI::App& app) {
   app.add_flag("--restore-limits", a->restore_limits,
                "Only restore the power limits a killed agent left in --guard-state, and exit "
                "(systemd's ExecStopPost)");
-  app.add_option("--site-etcd", a->o.site_etcd,
-                 "Join a site: its etcd, etcd://HOST:PORT[,HOST:PORT...] (etcds:// with TLS; "
-                 "docs/SITE.md)");
-  AddRenamedOption(app, "--fleet", "--site-etcd", &a->o.site_etcd);
-  AddEtcdOptions(app, &a->etcd_options);
-  app.add_option("--site", a->o.site, "The site's name (with --site-etcd)");
-  app.add_option("--job", a->o.job, "This job's name at the site, unique there (with --site-etcd)");
-  app.add_option("--lease-ttl-s", a->o.lease_ttl_s, "The membership lease's TTL (with --site-etcd)")
-      ->check(Integer(2, 60));
-  app.add_option("--node-overhead-w", a->o.node_overhead_w,
-                 "The node's other power counted in the job's demand (default: the CPU "
-                 "packages' power from powercap where readable, else 0)")
-      ->check(Real(0.0, 1e6));
-  app.add_option("--nameplate-w", a->o.nameplate_w,
-                 "Nameplate per GPU (default: the scenario's), with --site-etcd")
-      ->check(Real(kMinGpuPowerW, kMaxGpuPowerW));
-  app.add_option(
-         "--standby-w", a->o.standby_w,
-         "Per GPU, the job's GPUs idle with the model loaded: what it draws while the "
-         "site holds it (default: the scenario's, else measured at start), with --site-etcd")
-      ->check(Real(0.0, kMaxGpuPowerW));
-  app.add_option("--update-w", a->o.update_w,
-                 "Per GPU, what the job's update (log-probs, training) draws unconstrained: the "
-                 "watts a coordinator with --stagger reserve reserves before it starts (default: "
-                 "the scenario's, else what the step timeline measured), with --site-etcd")
-      ->check(Real(0.0, kMaxGpuPowerW));
-  AddRenamedFlag(app, "--fleet-fail-open", "--site-fail-open", &a->o.site_fail_open);
-  app.add_flag("--site-fail-open", a->o.site_fail_open,
-               "Not admitted, or etcd unreachable at start: run on the local budget instead of "
-               "holding at standby (UNSAFE: such a job draws outside the site budget)");
-  app.add_option("--site-log", a->o.site_log,
-                 "Append every change of the budget acted on, one JSON object per line (an "
-                 "auditor's input)");
-  AddRenamedOption(app, "--fleet-log", "--site-log", &a->o.site_log);
+  AddSiteOptions(app, a.get());
   app.add_option("--duration-s", a->o.duration_s, "Stop after this much agent time")
       ->check(Real(0.0, 1e9));
   return [a, config, &app]() -> Status {

@@ -97,6 +97,38 @@ int LastAgreedRound(coord::Store& store, const std::string& run) {
   return last;
 }
 
+namespace {
+
+// Churn's kill: SIGKILL a live worker at a random point of the round's expected time (the mean
+// time between the rounds agreed so far; 1 s before two).
+void KillDuringRound(const LocalRunPlan& plan, const std::function<double()>& now_s,
+                     const std::function<void(const std::string&)>& progress, std::mt19937_64& rng,
+                     LocalRunResult* out) {
+  const auto& agreed = out->agreed_at_s;
+  const double round_s = agreed.size() >= 2 ? (agreed.rbegin()->second - agreed.begin()->second) /
+                                                  static_cast<double>(agreed.size() - 1)
+                                            : 1.0;
+  std::uniform_real_distribution<double> frac(0.2, 0.8);
+  std::this_thread::sleep_for(
+      std::chrono::microseconds(static_cast<long>(frac(rng) * round_s * 1e6)));
+  std::vector<std::size_t> alive;
+  for (std::size_t i = 0; i < out->children.size(); ++i) {
+    if (!out->children[i].done) alive.push_back(i);
+  }
+  if (!alive.empty()) {
+    LocalChild& victim = out->children[alive[rng() % alive.size()]];
+    kill(victim.pid, SIGKILL);
+    victim.killed = true;
+    out->killed_at_s = now_s();
+    out->killed_round = LastAgreedRound(*plan.store, plan.run) + 1;
+    out->killed_name = victim.name;
+    progress(fmt::format("SIGKILL {} during round {} ({:.1f} s)", victim.name, out->killed_round,
+                         out->killed_at_s));
+  }
+}
+
+}  // namespace
+
 Result<LocalRunResult> SuperviseLocal(const LocalRunPlan& plan,
                                       const std::function<void(const std::string&)>& progress) {
   LocalRunResult out;
@@ -123,7 +155,7 @@ Result<LocalRunResult> SuperviseLocal(const LocalRunPlan& plan,
   const Churn& churn = plan.churn;
   std::mt19937_64 rng(plan.seed * 7919 + 17);
   const auto t0 = std::chrono::steady_clock::now();
-  const auto now_s = [&t0] {
+  const std::function<double()> now_s = [&t0] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
   int shown = -2;
@@ -151,28 +183,7 @@ Result<LocalRunResult> SuperviseLocal(const LocalRunPlan& plan,
     // Churn: SIGKILL a worker during round R (at a random point of its expected time), and a
     // fresh one during round R2.
     if (churn.kill_at_round >= 0 && out.killed_at_s < 0 && last >= churn.kill_at_round - 1) {
-      const auto& agreed = out.agreed_at_s;
-      const double round_s = agreed.size() >= 2
-                                 ? (agreed.rbegin()->second - agreed.begin()->second) /
-                                       static_cast<double>(agreed.size() - 1)
-                                 : 1.0;
-      std::uniform_real_distribution<double> frac(0.2, 0.8);
-      std::this_thread::sleep_for(
-          std::chrono::microseconds(static_cast<long>(frac(rng) * round_s * 1e6)));
-      std::vector<std::size_t> alive;
-      for (std::size_t i = 0; i < children.size(); ++i) {
-        if (!children[i].done) alive.push_back(i);
-      }
-      if (!alive.empty()) {
-        LocalChild& victim = children[alive[rng() % alive.size()]];
-        kill(victim.pid, SIGKILL);
-        victim.killed = true;
-        out.killed_at_s = now_s();
-        out.killed_round = LastAgreedRound(store, plan.run) + 1;
-        out.killed_name = victim.name;
-        progress(fmt::format("SIGKILL {} during round {} ({:.1f} s)", victim.name, out.killed_round,
-                             out.killed_at_s));
-      }
+      KillDuringRound(plan, now_s, progress, rng, &out);
     }
     if (churn.join_at_round >= 0 && out.joined_round < 0 && last >= churn.join_at_round - 1) {
       const std::string name = fmt::format("worker-{}", children.size());

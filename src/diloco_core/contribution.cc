@@ -93,6 +93,61 @@ Result<std::span<const std::uint8_t>> OpenFrame(std::span<const std::uint8_t> fr
   return frame.subspan(kFrameHeaderBytes, signed_bytes - kFrameHeaderBytes);
 }
 
+namespace {
+
+// The screen (docs/DILOCO.md): with at least options.min_for_screen contributions, each whose
+// norm is off the round's median by more than norm_factor, then each whose cosine with the
+// coordinate-wise median of those left is below min_cosine, is rejected. Which to keep.
+std::vector<bool> Screen(const std::vector<std::vector<float>>& values,
+                         const std::vector<std::uint32_t>& ranks, std::size_t count,
+                         const ScreenOptions& options, std::vector<Rejection>* rejected) {
+  std::vector<bool> keep(values.size(), true);
+  if (static_cast<int>(values.size()) >= options.min_for_screen) {
+    std::vector<double> norms;
+    for (const auto& v : values) norms.push_back(Norm(v));
+    const double median_norm = Median(norms);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      if (norms[i] > options.norm_factor * median_norm ||
+          norms[i] * options.norm_factor < median_norm) {
+        keep[i] = false;
+        rejected->push_back({ranks[i], "norm",
+                             "norm " + std::to_string(norms[i]) + " against the round's median " +
+                                 std::to_string(median_norm)});
+      }
+    }
+    // The coordinate-wise median of those left, and each one's cosine with it.
+    std::vector<std::size_t> left;
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      if (keep[i]) left.push_back(i);
+    }
+    if (static_cast<int>(left.size()) >= options.min_for_screen) {
+      std::vector<float> median(count);
+      std::vector<double> column(left.size());
+      for (std::size_t j = 0; j < count; ++j) {
+        for (std::size_t k = 0; k < left.size(); ++k) column[k] = values[left[k]][j];
+        median[j] = static_cast<float>(MedianInPlace(column));
+      }
+      const double median_norm2 = Norm(median);
+      for (std::size_t i : left) {
+        double dot = 0.0;
+        for (std::size_t j = 0; j < count; ++j)
+          dot += static_cast<double>(values[i][j]) * median[j];
+        const double denom = Norm(values[i]) * median_norm2;
+        const double cosine = denom > 0.0 ? dot / denom : 1.0;
+        if (cosine < options.min_cosine) {
+          keep[i] = false;
+          rejected->push_back(
+              {ranks[i], "direction",
+               "cosine " + std::to_string(cosine) + " with the round's coordinate-wise median"});
+        }
+      }
+    }
+  }
+  return keep;
+}
+
+}  // namespace
+
 Result<Aggregate> AggregateRound(const std::vector<std::vector<std::uint8_t>>& frames,
                                  std::uint64_t round, const std::vector<std::uint64_t>& members,
                                  Codec codec, std::size_t count, std::span<const std::uint8_t> key,
@@ -126,48 +181,7 @@ Result<Aggregate> AggregateRound(const std::vector<std::vector<std::uint8_t>>& f
     values.push_back(std::move(v));
   }
 
-  std::vector<bool> keep(values.size(), true);
-  if (static_cast<int>(values.size()) >= options.min_for_screen) {
-    std::vector<double> norms;
-    for (const auto& v : values) norms.push_back(Norm(v));
-    const double median_norm = Median(norms);
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      if (norms[i] > options.norm_factor * median_norm ||
-          norms[i] * options.norm_factor < median_norm) {
-        keep[i] = false;
-        out.rejected.push_back({ranks[i], "norm",
-                                "norm " + std::to_string(norms[i]) +
-                                    " against the round's median " + std::to_string(median_norm)});
-      }
-    }
-    // The coordinate-wise median of those left, and each one's cosine with it.
-    std::vector<std::size_t> left;
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      if (keep[i]) left.push_back(i);
-    }
-    if (static_cast<int>(left.size()) >= options.min_for_screen) {
-      std::vector<float> median(count);
-      std::vector<double> column(left.size());
-      for (std::size_t j = 0; j < count; ++j) {
-        for (std::size_t k = 0; k < left.size(); ++k) column[k] = values[left[k]][j];
-        median[j] = static_cast<float>(MedianInPlace(column));
-      }
-      const double median_norm2 = Norm(median);
-      for (std::size_t i : left) {
-        double dot = 0.0;
-        for (std::size_t j = 0; j < count; ++j)
-          dot += static_cast<double>(values[i][j]) * median[j];
-        const double denom = Norm(values[i]) * median_norm2;
-        const double cosine = denom > 0.0 ? dot / denom : 1.0;
-        if (cosine < options.min_cosine) {
-          keep[i] = false;
-          out.rejected.push_back(
-              {ranks[i], "direction",
-               "cosine " + std::to_string(cosine) + " with the round's coordinate-wise median"});
-        }
-      }
-    }
-  }
+  const std::vector<bool> keep = Screen(values, ranks, count, options, &out.rejected);
   std::sort(out.rejected.begin(), out.rejected.end(),
             [](const Rejection& a, const Rejection& b) { return a.rank < b.rank; });
 

@@ -172,7 +172,7 @@ TEST(FleetSim, DeterministicForASeed) {
   EXPECT_EQ(site_sim::FleetSimToJson(*a, 3).dump(), site_sim::FleetSimToJson(*b, 3).dump());
 }
 
-TEST(FleetSim, ByValueStaggeredOffsetAndWithoutJobControlTheInvariantHolds) {
+TEST(FleetSim, ByValueStaggeredAndOffsetTheInvariantHolds) {
   // Every new mode keeps the site under its budget in 30 s windows, and says what it did.
   site_sim::FleetSimConfig c = Paper(900);
   c.allocation = coord::Allocation::kValue;
@@ -194,10 +194,12 @@ TEST(FleetSim, ByValueStaggeredOffsetAndWithoutJobControlTheInvariantHolds) {
   auto aligned = site_sim::RunFleetSim(Paper(900), nullptr, "memory", nullptr, nullptr);
   ASSERT_TRUE(aligned);
   EXPECT_NE(aligned->baseline.tokens, r->baseline.tokens);
+}
 
-  c = Paper(900);
+TEST(FleetSim, WithoutJobControlTheInvariantHolds) {
+  site_sim::FleetSimConfig c = Paper(900);
   c.job_control = false;  // the grant as a power limit alone
-  r = site_sim::RunFleetSim(c, nullptr, "memory", nullptr, nullptr);
+  auto r = site_sim::RunFleetSim(c, nullptr, "memory", nullptr, nullptr);
   ASSERT_TRUE(r) << r.error().message();
   EXPECT_EQ(r->site.violation_fraction[1], 0.0);
   EXPECT_FALSE(site_sim::FleetSimToJson(*r, 3)["job_control"].get<bool>());

@@ -10,7 +10,7 @@
 #include "diloco_core/compress.h"
 #include "diloco_core/contribution.h"
 
-using namespace headroom::dist;
+using namespace headroom::diloco;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 2) return 0;

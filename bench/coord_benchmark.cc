@@ -295,5 +295,26 @@ void BM_CoordinatorPeriodSteady(benchmark::State& state) {
 }
 BENCHMARK(BM_CoordinatorPeriodSteady)->Arg(1000)->Unit(benchmark::kMillisecond);
 
+// A watch of the site's prefix resumed from the last period, on a MemoryStore holding a long
+// history (fleet-sim's store; the leader's view of issue 55 asks it each period): the changes of
+// one period (`range(0)` puts) after `range(1)` older events.
+void BM_MemoryStoreWatchLatest(benchmark::State& state) {
+  double t = 0.0;
+  coord::MemoryStore store([&t] { return t; }, 200000);
+  const auto changes = static_cast<int>(state.range(0));
+  const auto older = static_cast<int>(state.range(1));
+  for (int i = 0; i < older; ++i)
+    (void)store.Put(fmt::format("/headroom/s/members/job{}", i % 1000), "x", 0);
+  const int64_t from = *store.Put("/headroom/s/ledger", "l", 0);
+  for (int i = 0; i < changes; ++i)
+    (void)store.Put(fmt::format("/headroom/s/grants/job{}", i), "g", 0);
+  for (auto _ : state) {
+    auto r = store.Watch("/headroom/s/", true, from, 0.0);
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_MemoryStoreWatchLatest)->Args({10, 100000})->Unit(benchmark::kMicrosecond);
+
 }  // namespace
 }  // namespace headroom::bench

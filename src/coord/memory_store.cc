@@ -258,8 +258,12 @@ Result<WatchResult> MemoryStore::Watch(const std::string& key, bool prefix, int6
   }
   const std::string end = PrefixEnd(key);
   const bool all = prefix && end == std::string(1, '\0');
-  for (const WatchEvent& e : history_) {
-    if (e.kv.mod_revision <= after_revision) continue;
+  // The history is in revision order: the first event after `after_revision` by bisection.
+  const auto first = std::upper_bound(
+      history_.begin(), history_.end(), after_revision,
+      [](int64_t revision, const WatchEvent& e) { return revision < e.kv.mod_revision; });
+  for (auto it = first; it != history_.end(); ++it) {
+    const WatchEvent& e = *it;
     const std::string& k = e.kv.key;
     const bool match = prefix ? (k >= key && (all || k < end)) : k == key;
     if (match) out.events.push_back(e);

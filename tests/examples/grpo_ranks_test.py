@@ -94,6 +94,12 @@ class FakeAgent(http.server.ThreadingHTTPServer):
         with self.cond:
             while self.published[-1]["seq"] <= seq and time.monotonic() < deadline:
                 self.cond.wait(deadline - time.monotonic())
+            # A follower that reads slower than decisions come skips some; one that skipped a
+            # whole cycle of CONCURRENCIES would read the cap it has again (no change to see
+            # within a step, on a busy machine): then it gets the next decision, which differs.
+            if 0 < seq <= len(self.published) and not self.stopping and \
+                    self.published[-1]["concurrency"] == self.published[seq - 1]["concurrency"]:
+                self.publish()
             return dict(self.published[-1])
 
 

@@ -871,6 +871,46 @@ TEST(Guard, PersistsTheOriginalsBeforeAnyChangeAndClearsThemOnlyWhenAllAreBack) 
   }
 }
 
+// Bad reports: each refused with 400 naming its field (413 past the size cap).
+void ExpectBadReportsRefused(httplib::Client& c, const httplib::Headers& auth) {
+  auto r = c.Post("/v1/report", auth, "{\"step\": -1}", "application/json");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_THAT(r->body, HasSubstr("field 'step'"));
+  r = c.Post("/v1/report", auth, R"({"step": 1, "phase": "dancing", "tokens": 1, "in_flight": 0})",
+             "application/json");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_THAT(r->body, HasSubstr("field 'phase'"));
+  r = c.Post("/v1/report", auth,
+             R"({"step": 1, "phase": "train", "tokens": 1e300, "in_flight": 0})",
+             "application/json");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_THAT(r->body, HasSubstr("field 'tokens': expected a number in [0, 1e15]"));
+  r = c.Post("/v1/report", auth,
+             R"({"step": 1, "phase": "train", "tokens": 1, "in_flight": 0, "group_size": 0})",
+             "application/json");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_THAT(r->body, HasSubstr("field 'group_size'"));
+  r = c.Post("/v1/report", auth, "{not json", "application/json");
+  EXPECT_EQ(r->status, 400);
+  r = c.Post("/v1/report", auth, std::string(kMaxBodyBytes + 1, ' '), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+}
+
+// The dashboard: HTML, a policy that lets it talk to this agent alone, nothing from elsewhere.
+void ExpectTheDashboardSelfContained(httplib::Client& c) {
+  auto r = c.Get("/");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_THAT(r->get_header_value("Content-Type"), HasSubstr("text/html"));
+  EXPECT_THAT(r->get_header_value("Content-Security-Policy"), HasSubstr("connect-src 'self'"));
+  EXPECT_THAT(r->body, HasSubstr("uPlot"));  // the chart library, inlined at build time
+  EXPECT_THAT(r->body, HasSubstr("/v1/status"));
+  for (const char* remote : {"src=\"http", "href=\"http", "src='http", "fetch(\"http"}) {
+    EXPECT_EQ(r->body.find(remote), std::string::npos) << remote;  // nothing from elsewhere
+  }
+}
+
 TEST(Server, ApiEndToEnd) {
   Served served;
   Agent& core = served.core;
@@ -913,28 +953,7 @@ TEST(Server, ApiEndToEnd) {
   r = c.Post("/v1/report", auth, report, "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
-  r = c.Post("/v1/report", auth, "{\"step\": -1}", "application/json");
-  EXPECT_EQ(r->status, 400);
-  EXPECT_THAT(r->body, HasSubstr("field 'step'"));
-  r = c.Post("/v1/report", auth, R"({"step": 1, "phase": "dancing", "tokens": 1, "in_flight": 0})",
-             "application/json");
-  EXPECT_EQ(r->status, 400);
-  EXPECT_THAT(r->body, HasSubstr("field 'phase'"));
-  r = c.Post("/v1/report", auth,
-             R"({"step": 1, "phase": "train", "tokens": 1e300, "in_flight": 0})",
-             "application/json");
-  EXPECT_EQ(r->status, 400);
-  EXPECT_THAT(r->body, HasSubstr("field 'tokens': expected a number in [0, 1e15]"));
-  r = c.Post("/v1/report", auth,
-             R"({"step": 1, "phase": "train", "tokens": 1, "in_flight": 0, "group_size": 0})",
-             "application/json");
-  EXPECT_EQ(r->status, 400);
-  EXPECT_THAT(r->body, HasSubstr("field 'group_size'"));
-  r = c.Post("/v1/report", auth, "{not json", "application/json");
-  EXPECT_EQ(r->status, 400);
-  r = c.Post("/v1/report", auth, std::string(kMaxBodyBytes + 1, ' '), "application/json");
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 413);
+  ExpectBadReportsRefused(c, auth);
 
   r = c.Get("/v1/status");
   ASSERT_TRUE(r);
@@ -959,16 +978,7 @@ TEST(Server, ApiEndToEnd) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400);
   EXPECT_THAT(r->body, HasSubstr("after"));
-  r = c.Get("/");
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 200);
-  EXPECT_THAT(r->get_header_value("Content-Type"), HasSubstr("text/html"));
-  EXPECT_THAT(r->get_header_value("Content-Security-Policy"), HasSubstr("connect-src 'self'"));
-  EXPECT_THAT(r->body, HasSubstr("uPlot"));  // the chart library, inlined at build time
-  EXPECT_THAT(r->body, HasSubstr("/v1/status"));
-  for (const char* remote : {"src=\"http", "href=\"http", "src='http", "fetch(\"http"}) {
-    EXPECT_EQ(r->body.find(remote), std::string::npos) << remote;  // nothing from elsewhere
-  }
+  ExpectTheDashboardSelfContained(c);
   r = c.Get("/metrics");
   ASSERT_TRUE(r);
   EXPECT_THAT(r->body, HasSubstr("headroom_power_watts{gpu=\"0\"} 100"));

@@ -240,6 +240,20 @@ struct SpareSite {
 // site's every watt the worker's grant goes to 0 and the coordinator (`--slurm`) suspends the
 // job (`scontrol suspend`); when the job gives watts back, it resumes it, and the worker trains
 // on them again.
+// The state letter (/proc/PID/stat) of every process of Slurm job `id`, in one string.
+std::string ProcessStates(headroom::slurm_test::SlurmCluster& slurm, const std::string& id) {
+  std::string out;
+  std::istringstream pids(slurm.Command("/usr/bin/scontrol listpids " + id +
+                                        " 2>/dev/null | awk 'NR > 1 { print $1 }'"));
+  for (std::string pid; pids >> pid;) {
+    std::ifstream stat("/proc/" + pid + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const auto close = text.rfind(')');
+    if (close != std::string::npos && close + 2 < text.size()) out += text[close + 2];
+  }
+  return out;
+}
+
 TEST_F(DilocoLocal, ASlurmWorkerIsSuspendedAndResumedByTheCoordinator) {
   const std::string unavailable = headroom::slurm_test::SlurmCluster::Available();
   if (!unavailable.empty()) GTEST_SKIP() << unavailable;
@@ -289,18 +303,7 @@ TEST_F(DilocoLocal, ASlurmWorkerIsSuspendedAndResumedByTheCoordinator) {
   phase = "rollout";
   ASSERT_TRUE(step_until([&] { return slurm->State(id) == "SUSPENDED"; }, 30)) << slurm->State(id);
   // Suspended: every process of the job stopped (state T).
-  const auto states = [&] {
-    std::string out;
-    std::istringstream pids(slurm->Command("/usr/bin/scontrol listpids " + id +
-                                           " 2>/dev/null | awk 'NR > 1 { print $1 }'"));
-    for (std::string pid; pids >> pid;) {
-      std::ifstream stat("/proc/" + pid + "/stat");
-      std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-      const auto close = text.rfind(')');
-      if (close != std::string::npos && close + 2 < text.size()) out += text[close + 2];
-    }
-    return out;
-  };
+  const auto states = [&] { return ProcessStates(*slurm, id); };
   // slurmctld says SUSPENDED when it has told slurmd to stop the job: the SIGSTOPs follow, so
   // wait for every process to be stopped (seen once with one still 'S' under ASan on a loaded
   // machine).

@@ -98,12 +98,7 @@ coord::CoordinatorConfig CoordinatorConfigOf(const CoordinatorArgs& args) {
   config.forget_after_s = args.forget_after_s;
   config.loan_lead_s = args.loan_lead_s;
   config.loan_cover = args.loan_cover;
-  const Scheduling scheduling = SchedulingOf(args.scheduling);
-  config.allocation = scheduling.allocation;
-  config.fairness = scheduling.fairness;
-  config.max_hold_s = scheduling.max_hold_s;
-  config.stagger_passes = scheduling.stagger_passes;
-  config.reserve_updates = scheduling.reserve_updates;
+  ApplyScheduling(args.scheduling, &config);
   config.id = ReplicaId();
   return config;
 }

@@ -79,12 +79,7 @@ Status RunFleetSimCommand(const FleetSimArgs& args) {
   config.lease_ttl_s = args.lease_ttl_s;
   config.controller = args.controller;
   config.policies_dir = args.policies;
-  const Scheduling scheduling = SchedulingOf(args.scheduling);
-  config.allocation = scheduling.allocation;
-  config.fairness = scheduling.fairness;
-  config.max_hold_s = scheduling.max_hold_s;
-  config.stagger_passes = scheduling.stagger_passes;
-  config.reserve_updates = scheduling.reserve_updates;
+  ApplyScheduling(args.scheduling, &config);
   config.random_offsets = args.offsets == "random";
   config.job_control = args.job_control == "on";
   config.guard_power_limit = args.guard_power_limit;

@@ -27,4 +27,16 @@ struct Scheduling {
 };
 Scheduling SchedulingOf(const SchedulingArgs& args);
 
+// Sets a config's scheduling fields (coord::CoordinatorConfig's, site_sim::FleetSimConfig's:
+// the same names) from the options.
+template <typename Config>
+void ApplyScheduling(const SchedulingArgs& args, Config* config) {
+  const Scheduling scheduling = SchedulingOf(args);
+  config->allocation = scheduling.allocation;
+  config->fairness = scheduling.fairness;
+  config->max_hold_s = scheduling.max_hold_s;
+  config->stagger_passes = scheduling.stagger_passes;
+  config->reserve_updates = scheduling.reserve_updates;
+}
+
 }  // namespace headroom::cli

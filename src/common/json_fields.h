@@ -1,6 +1,6 @@
 // Typed reads of a JSON document's fields: the one reader under the JSON headroom reads (the
 // site's values, coord/layout.cc; etcd's answers, etcd/etcd_wire.cc; policy files,
-// control/policy.cc; the DiLoCo reports, diloco_core/report_json.h). A field is named by its
+// control/policy.cc; the DiLoCo reports, diloco_core/run_report.h). A field is named by its
 // path in the document ("actor.parameters", "envelopes[0].budget_w", "jobs.a.floor_w"), and a
 // problem is one line naming it:
 //

@@ -374,6 +374,7 @@ SteadyPhase RunSteadyPhase(const Options& o, const SiteSetUp& site, const Fleet&
   const uint64_t follows_before = fleet.follows();
   const uint64_t grants_watched_before = fleet.grants_watched();
   p.etcd_before = ScrapeEtcd(etcd.port);
+  p.status_before_text = HttpGet(api_port, "/v1/status", 10.0);
   p.phase_begin_s = NowS();
   const double coord_cpu_before_s = ProcCpuS(coordinator.pid()).value_or(0.0);
   const double etcd_cpu_before_s = ProcCpuS(etcd.pid).value_or(0.0);

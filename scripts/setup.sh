@@ -18,6 +18,8 @@ packages=(
   libboost-dev                       # the agent's HTTP server: Boost.Asio + Beast (header-only)
   libcpp-httplib-dev                 # an HTTP client for the agent's tests
   etcd-server etcd-client            # the site coordinator's store; tests start their own
+  libgrpc++-dev libprotobuf-dev      # etcd's gRPC: a store's lease renewals on one stream
+  protobuf-compiler protobuf-compiler-grpc  # etcd_lease.proto to C++ (protoc, grpc_cpp_plugin)
   slurm-wlm munge                    # opportunistic workers as Slurm jobs (tests start their own)
   libtorch-dev libopenblas0-pthread  # headroom diloco's model (OpenBLAS: the reference BLAS is ~10x slower)
   libgloo-dev libssl-dev             # its collectives (TCP) and SHA-256 / HMAC (libcrypto)

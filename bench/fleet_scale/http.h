@@ -74,8 +74,9 @@ inline std::optional<std::string> HttpGet(int port, const std::string& path,
 
 inline int PortOf(const std::string& url) { return std::atoi(url.c_str() + url.rfind(':') + 1); }
 
-// Unlabelled samples by name, and grpc_server_started_total summed by grpc_method
-// ("grpc:Range"...).
+// Unlabelled samples by name, grpc_server_started_total summed by grpc_method ("grpc:Range"...:
+// calls, a stream counting once) and grpc_server_msg_received_total by grpc_method
+// ("grpc_msg:LeaseKeepAlive"...: a stream's every message).
 inline std::map<std::string, double> ScrapeEtcd(int port) {
   std::map<std::string, double> out;
   const std::optional<std::string> text = HttpGet(port, "/metrics");
@@ -95,6 +96,12 @@ inline std::map<std::string, double> ScrapeEtcd(int port) {
       if (at == std::string::npos) continue;
       const size_t begin = at + kMethod.size();
       out["grpc:" + name.substr(begin, name.find('"', begin) - begin)] += v;
+    } else if (name.starts_with("grpc_server_msg_received_total{")) {
+      constexpr std::string_view kMethod = "grpc_method=\"";
+      const size_t at = name.find(kMethod);
+      if (at == std::string::npos) continue;
+      const size_t begin = at + kMethod.size();
+      out["grpc_msg:" + name.substr(begin, name.find('"', begin) - begin)] += v;
     }
   }
   return out;

@@ -88,7 +88,8 @@ struct SteadyPhase {
   // VmRSS and VmHWM at the end, MiB.
   double etcd_rss_mib = 0, etcd_hwm_mib = 0;
   double coord_rss_mib = 0, coord_hwm_mib = 0;
-  std::optional<std::string> status_text;  // the coordinator's /v1/status at the end
+  std::optional<std::string> status_text;         // the coordinator's /v1/status at the end
+  std::optional<std::string> status_before_text;  // and at the phase's beginning
   std::vector<SiteBudgetChange> changes;
   std::vector<Probe> probes;
   uint64_t probe_failures = 0;
@@ -151,8 +152,21 @@ struct CoordinatorPeriod {
   std::vector<double> chain_gaps_s;   // between consecutive ones closer than kChainGapMaxS
 };
 
-// One read of the site's keys per period (coordinator.cc Lead), as the proxy saw them: how many,
-// how far apart, how long each took to be answered.
+// A leader period's count from the coordinator's /v1/status: its lists of the site and the
+// periods planned on its watch (a coordinator before issue 55 has neither: nullopt).
+inline std::optional<double> LeaderPeriods(const std::optional<std::string>& status_text) {
+  if (!status_text) return std::nullopt;
+  const json s = json::parse(*status_text, nullptr, false);
+  if (!s.is_object() || !s.contains("view_updates") || !s.contains("site_lists")) {
+    return std::nullopt;
+  }
+  return s["view_updates"].get<double>() + s["site_lists"].get<double>();
+}
+
+// The coordinator's periods: with a leader that lists its site once and plans on its watch
+// (issue 55), from its /v1/status (how many; the whole-site reads, if any, timed as before);
+// before it, one read of the site's keys per period (coordinator.cc Lead), as the proxy saw
+// them: how many, how far apart, how long each took to be answered.
 inline CoordinatorPeriod MeasurePeriod(const SteadyPhase& p) {
   CoordinatorPeriod m;
   std::vector<double> read_starts_s;
@@ -169,9 +183,13 @@ inline CoordinatorPeriod MeasurePeriod(const SteadyPhase& p) {
     m.period_gaps_s.push_back(read_starts_s[i] - read_starts_s[i - 1]);
   }
   m.periods = static_cast<double>(read_starts_s.size());
+  const std::optional<double> before = LeaderPeriods(p.status_before_text);
+  const std::optional<double> after = LeaderPeriods(p.status_text);
+  if (before && after) m.periods = *after - *before;
   m.periods_expected = std::floor(p.phase_s / kPeriodS);
   m.longest_gap_s = NearestRank(m.period_gaps_s, 1.0);
-  m.period_held = m.periods >= m.periods_expected - 1 && m.longest_gap_s < 1.5 * kPeriodS;
+  m.period_held = m.periods >= m.periods_expected - 1 &&
+                  (m.period_gaps_s.empty() || m.longest_gap_s < 1.5 * kPeriodS);
   for (const LedgerSeen& l : p.ledgers) {
     if (p.InPhase(l.t_s)) m.write_times_s.push_back(l.t_s);
   }

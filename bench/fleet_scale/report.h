@@ -113,6 +113,7 @@ inline json CoordinatorJson(const SteadyPhase& p, const Measured& m, const Figur
           {"period_p50_s", Num(NearestRank(period.period_gaps_s, 0.5))},
           {"period_p99_s", Num(NearestRank(period.period_gaps_s, 0.99))},
           {"period_max_s", Num(period.longest_gap_s)},
+          {"site_reads", period.read_s.size()},
           {"site_read_p50_s", Num(NearestRank(period.read_s, 0.5))},
           {"site_read_p99_s", Num(NearestRank(period.read_s, 0.99))},
           {"site_read_max_s", Num(NearestRank(period.read_s, 1.0))},
@@ -187,35 +188,41 @@ inline json EtcdJson(const Options& o, const SteadyPhase& p, const Figures& f) {
   const std::map<std::string, double>& etcd_after = p.etcd_after;
   const auto delta = [&](const std::string& name) { return EtcdDelta(p, name); };
   const auto per_s = [&](double n) { return n / p.phase_s; };
-  return {{"requests_per_s", per_s(f.etcd_requests)},
-          {"requests_per_agent_per_s", per_s(f.etcd_requests) / o.agents},
-          {"range_per_s", per_s(delta("grpc:Range"))},
-          {"put_per_s", per_s(delta("grpc:Put"))},
-          {"txn_per_s", per_s(delta("grpc:Txn"))},
-          {"lease_keepalive_per_s", per_s(delta("grpc:LeaseKeepAlive"))},
-          {"lease_grant_per_s", per_s(delta("grpc:LeaseGrant"))},
-          {"watch_per_s", per_s(delta("grpc:Watch"))},
-          {"mvcc_txn_per_s", per_s(delta("etcd_mvcc_txn_total"))},
-          {"mvcc_put_per_s", per_s(delta("etcd_mvcc_put_total"))},
-          {"mvcc_range_per_s", per_s(delta("etcd_mvcc_range_total"))},
-          {"mvcc_delete_per_s", per_s(delta("etcd_mvcc_delete_total"))},
-          {"proposals_committed_per_s", per_s(delta("etcd_server_proposals_committed_total"))},
-          {"wal_fsyncs_per_s", per_s(f.fsyncs)},
-          {"wal_fsync_mean_ms",
-           Num(f.fsyncs > 0 ? kMsPerS * delta("etcd_disk_wal_fsync_duration_seconds_sum") / f.fsyncs
-                            : NAN)},
-          {"keys", Num(etcd_after.contains("etcd_debugging_mvcc_keys_total")
-                           ? etcd_after.at("etcd_debugging_mvcc_keys_total")
-                           : NAN)},
-          {"revisions_per_s", per_s(delta("etcd_debugging_mvcc_current_revision"))},
-          {"db_mib", Num(etcd_after.contains("etcd_mvcc_db_total_size_in_bytes")
-                             ? etcd_after.at("etcd_mvcc_db_total_size_in_bytes") / 1048576.0
-                             : NAN)},
-          {"db_growth_mib_per_min",
-           60.0 * per_s(delta("etcd_mvcc_db_total_size_in_bytes")) / 1048576.0},
-          {"cpu_pct_of_one_core", f.etcd_cpu_pct},
-          {"rss_mib", p.etcd_rss_mib},
-          {"hwm_mib", p.etcd_hwm_mib}};
+  return {
+      {"requests_per_s", per_s(f.etcd_requests)},
+      {"requests_per_agent_per_s", per_s(f.etcd_requests) / o.agents},
+      {"range_per_s", per_s(delta("grpc:Range"))},
+      {"put_per_s", per_s(delta("grpc:Put"))},
+      {"txn_per_s", per_s(delta("grpc:Txn"))},
+      {"lease_keepalive_per_s", per_s(delta("grpc:LeaseKeepAlive"))},
+      // Renewals, one a message: with a stream of keep-alives, more than its calls.
+      {"lease_keepalive_messages_per_s", per_s(delta("grpc_msg:LeaseKeepAlive"))},
+      // Writes: every revision (a put, a transaction that writes, a delete, a lease's keys
+      // going with it), per agent.
+      {"writes_per_agent_per_s", per_s(delta("etcd_debugging_mvcc_current_revision")) / o.agents},
+      {"lease_grant_per_s", per_s(delta("grpc:LeaseGrant"))},
+      {"watch_per_s", per_s(delta("grpc:Watch"))},
+      {"mvcc_txn_per_s", per_s(delta("etcd_mvcc_txn_total"))},
+      {"mvcc_put_per_s", per_s(delta("etcd_mvcc_put_total"))},
+      {"mvcc_range_per_s", per_s(delta("etcd_mvcc_range_total"))},
+      {"mvcc_delete_per_s", per_s(delta("etcd_mvcc_delete_total"))},
+      {"proposals_committed_per_s", per_s(delta("etcd_server_proposals_committed_total"))},
+      {"wal_fsyncs_per_s", per_s(f.fsyncs)},
+      {"wal_fsync_mean_ms",
+       Num(f.fsyncs > 0 ? kMsPerS * delta("etcd_disk_wal_fsync_duration_seconds_sum") / f.fsyncs
+                        : NAN)},
+      {"keys", Num(etcd_after.contains("etcd_debugging_mvcc_keys_total")
+                       ? etcd_after.at("etcd_debugging_mvcc_keys_total")
+                       : NAN)},
+      {"revisions_per_s", per_s(delta("etcd_debugging_mvcc_current_revision"))},
+      {"db_mib", Num(etcd_after.contains("etcd_mvcc_db_total_size_in_bytes")
+                         ? etcd_after.at("etcd_mvcc_db_total_size_in_bytes") / 1048576.0
+                         : NAN)},
+      {"db_growth_mib_per_min",
+       60.0 * per_s(delta("etcd_mvcc_db_total_size_in_bytes")) / 1048576.0},
+      {"cpu_pct_of_one_core", f.etcd_cpu_pct},
+      {"rss_mib", p.etcd_rss_mib},
+      {"hwm_mib", p.etcd_hwm_mib}};
 }
 
 inline json AgentsSideJson(const Options& o, const SteadyPhase& p, const Measured& m,
@@ -304,13 +311,15 @@ inline void PrintCoordinatorRows(const SteadyPhase& p, const Measured& m) {
   const double phase_s = p.phase_s;
   const auto per_s = [&](double n) { return n / phase_s; };
   const auto row = TableRow;
-  row("coordinator periods (its reads of the site)",
-      fmt::format("{:.0f} in {:.1f} s, apart p50 {:.3f} / p99 {:.3f} / max {:.3f} s: {}",
+  row("coordinator periods (its status; before issue 55 its reads of the site)",
+      fmt::format("{:.0f} in {:.1f} s, reads of the site apart p50 {:.3f} / p99 {:.3f} / max "
+                  "{:.3f} s: {}",
                   period.periods, phase_s, NearestRank(period.period_gaps_s, 0.5),
                   NearestRank(period.period_gaps_s, 0.99), period.longest_gap_s,
                   period.period_held ? "1 s period held" : "1 s period NOT held"));
-  row("coordinator's read of the site answered in p50 / p99 / max",
-      fmt::format("{:.1f} / {:.1f} / {:.1f} ms", kMsPerS * NearestRank(period.read_s, 0.5),
+  row("coordinator's reads of the whole site: how many; answered in p50 / p99 / max",
+      fmt::format("{}; {:.1f} / {:.1f} / {:.1f} ms", period.read_s.size(),
+                  kMsPerS * NearestRank(period.read_s, 0.5),
                   kMsPerS * NearestRank(period.read_s, 0.99),
                   kMsPerS * NearestRank(period.read_s, 1.0)));
   row("ledger writes",
@@ -356,6 +365,9 @@ inline void PrintLoadRows(const Options& o, const SteadyPhase& p, const Measured
                   per_s(f.etcd_requests), per_s(delta("grpc:Range")), per_s(delta("grpc:Put")),
                   per_s(delta("grpc:Txn")), per_s(delta("grpc:LeaseKeepAlive")),
                   per_s(delta("grpc:Watch")), per_s(f.etcd_requests) / o.agents));
+  row("etcd keep-alive messages/s; writes (revisions) per agent per s",
+      fmt::format("{:.0f}; {:.3f}", per_s(delta("grpc_msg:LeaseKeepAlive")),
+                  per_s(delta("etcd_debugging_mvcc_current_revision")) / o.agents));
   row("agents: watch streams made /s; grants the watch brought",
       fmt::format("{:.1f}; {}", per_s(static_cast<double>(p.phase_follows)),
                   p.phase_grants_watched));

@@ -284,7 +284,9 @@ Result<coord::MemberConfig> DeriveMember(const AgentOptions& o, const MemberFact
   mc.local_budget_w = o.budget_w ? *o.budget_w * f.gpus + f.overhead_w : mc.floor_w;
   mc.lease_ttl_s = o.lease_ttl_s;
   mc.fence_margin_s = FenceMarginS(o.lease_ttl_s);
-  mc.grant_read_s = 1.0;  // the grant's watch carries it; a read each second besides
+  // The grant's watch carries it; a read every 10 s besides, for a stream gone quiet without
+  // failing (docs/SITE.md, "Members watch their grant").
+  mc.grant_read_s = 10.0;
   // A restart on this machine takes the place of this job's agent that is gone.
   mc.holder = f.holder;
   mc.holder_gone = [](std::string_view holder) { return IdentityGoneHere(holder); };

@@ -180,7 +180,8 @@ Result<std::unique_ptr<etcd::LazyStore>> JoinSite(const AgentArgs& a, const Job&
   if (!member) return std::move(member).error();
   auto store = std::make_unique<etcd::LazyStore>(
       a.o.site_etcd, *etcd::ReadEtcdCredentials(a.etcd_options.user, a.etcd_options.password_file),
-      etcd::EtcdTls{a.etcd_options.cacert, a.etcd_options.cert, a.etcd_options.key});
+      etcd::EtcdTls{a.etcd_options.cacert, a.etcd_options.cert, a.etcd_options.key},
+      a.etcd_options.KeepAlive());
   agent::SiteParts site;
   site.store = store.get();
   site.member = std::move(*member);

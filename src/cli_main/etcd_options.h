@@ -1,6 +1,7 @@
 // The flags of every command that talks to etcd, the same everywhere (docs/SITE.md, "etcd with
 // TLS and auth"): --etcd-cacert, --etcd-cert, --etcd-key (https:// or etcds:// endpoints),
-// --etcd-user, --etcd-password-file. Header-only: `headroom` and `headroom-diloco` both take them.
+// --etcd-user, --etcd-password-file, and how leases are renewed (--etcd-keepalive). Header-only:
+// `headroom` and `headroom-diloco` both take them.
 #pragma once
 
 #include <fmt/format.h>
@@ -22,6 +23,12 @@ namespace headroom::cli {
 struct EtcdOptions {
   std::string cacert, cert, key;
   std::string user, password_file;
+  std::string keepalive = etcd::EtcdKeepAliveName(etcd::kDefaultEtcdKeepAlive);
+
+  etcd::EtcdKeepAlive KeepAlive() const {
+    auto k = etcd::ParseEtcdKeepAlive(keepalive);
+    return k ? *k : etcd::kDefaultEtcdKeepAlive;  // (CLI::IsMember checked it)
+  }
 };
 
 inline void AddEtcdOptions(CLI::App& app, EtcdOptions* o) {
@@ -34,6 +41,12 @@ inline void AddEtcdOptions(CLI::App& app, EtcdOptions* o) {
   app.add_option("--etcd-user", o->user, "etcd user (its v3 auth; with --etcd-password-file)");
   app.add_option("--etcd-password-file", o->password_file,
                  "File holding the etcd user's password on its first line (chmod 600)");
+  app.add_option("--etcd-keepalive", o->keepalive,
+                 "How leases are renewed: grpc (one long-lived stream to etcd, each renewal a "
+                 "message; by the gateway for a minute when no stream can be opened) or http "
+                 "(one request to etcd's JSON gateway per renewal)")
+      ->check(CLI::IsMember({"grpc", "http"}))
+      ->capture_default_str();
 }
 
 // "--etcd-key F is readable by other users (chmod 600 it)": one for each of the secrets,
@@ -81,7 +94,7 @@ inline Result<std::unique_ptr<etcd::EtcdStore>> OpenEtcd(const std::string& endp
   auto credentials = etcd::ReadEtcdCredentials(o.user, o.password_file);
   if (!credentials) return std::move(credentials).error();
   const etcd::EtcdTls tls{o.cacert, o.cert, o.key};
-  auto store = etcd::EtcdStore::Open(endpoints, timeout_s, *credentials, tls);
+  auto store = etcd::EtcdStore::Open(endpoints, timeout_s, *credentials, tls, o.KeepAlive());
   if (!store) {
     const Error& e = store.error();
     if (e.kind() == ErrorKind::kUsage)

@@ -52,5 +52,10 @@ bool WaitUntil(std::condition_variable_any& cv, Mutex& mu,
                const std::chrono::time_point<Clock, Duration>& t, Predicate stop) REQUIRES(mu) {
   return cv.wait_until(mu, t, stop);
 }
+// The same, without a deadline.
+template <class Predicate>
+void Wait(std::condition_variable_any& cv, Mutex& mu, Predicate stop) REQUIRES(mu) {
+  cv.wait(mu, stop);
+}
 
 }  // namespace headroom

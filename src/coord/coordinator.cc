@@ -11,13 +11,15 @@
 namespace headroom::coord {
 
 Coordinator::Coordinator(Store& store, CoordinatorConfig config, std::function<double()> now_s,
-                         Logger log)
+                         Logger log, SiteFeed* feed)
     : store_(store),
       config_(std::move(config)),
       keys_(config_.site),
       now_s_(std::move(now_s)),
       log_(std::move(log)),
-      lease_(store, config_.lease_ttl_s) {}
+      lease_(store, config_.lease_ttl_s),
+      own_feed_(feed != nullptr ? nullptr : std::make_unique<PolledFeed>(store, keys_.root)),
+      feed_(feed != nullptr ? feed : own_feed_.get()) {}
 
 namespace {
 
@@ -181,6 +183,7 @@ void Coordinator::Step() {
     }
     if (r->succeeded) {
       term_ = r->revision;
+      Wrote(r->revision);
       log_.Info(fmt::format("leading site '{}', term {}", config_.site, term_),
                 {{"site", config_.site}, {"term", term_}});
     } else if (!r->responses.empty() && !r->responses[0].empty()) {
@@ -207,14 +210,6 @@ void Coordinator::Step() {
   Lead(now_s);
 }
 
-namespace {
-
-std::string_view JobOf(const std::string& key, const std::string& prefix) {
-  return std::string_view(key).substr(prefix.size());
-}
-
-}  // namespace
-
 bool Coordinator::SeesStateLost(int64_t revision) {
   // The store's revision never goes back in one history: when it does, the store's state was
   // lost (a new cluster, or restored from an older snapshot). What was learnt from the old
@@ -233,6 +228,7 @@ bool Coordinator::SeesStateLost(int64_t revision) {
   if (status_.ledger) lost_ledger_ = status_.ledger;
   compacted_to_ = 0;
   status_.compacted_to = 0;
+  written_revision_ = std::min(written_revision_, revision);  // the old history's are gone
   gone_since_s_.clear();
   malformed_seen_.clear();
   ++status_.store_resets;
@@ -253,18 +249,14 @@ void Coordinator::Follow() {
   lost_ledger_.reset();  // a ledger after the loss: the site has one again
 }
 
-// Reads the site's prefix in one snapshot; compacts the history, parses it (ReadSite), picks the
+// Brings the view up to date; compacts the history, parses the view (ReadSite), picks the
 // ledger to plan from, applies the operator's target, notes absences, plans, and writes the
 // plan when it changed and keeps the invariant.
 void Coordinator::Lead(double now_s) {
-  auto snap = store_.Get(keys_.root, /*prefix=*/true);
-  if (!snap) {
-    status_.last_error = snap.error().message();
-    return;
-  }
-  SeesStateLost(snap->revision);
-  CompactHistory(now_s, snap->revision);
-  std::optional<LeadRead> site = ReadSite(*snap);
+  if (!ReadView()) return;
+  SeesStateLost(view_.revision());
+  CompactHistory(now_s, view_.revision());
+  std::optional<LeadRead> site = ReadSite(view_.kvs(), now_s);
   if (!site) return;
   std::optional<Ledger> ledger = LedgerToPlanFrom(*site, now_s);
   if (!ledger) return;
@@ -322,104 +314,6 @@ void Coordinator::CompactHistory(double now_s, int64_t revision) {
   }
 }
 
-// Reads malformed_seen_; writes it and status_.malformed_values: counted and logged once per
-// value (key and revision), not at every period that reads it again.
-void Coordinator::NoteMalformed(const KeyValue& kv, const Error& e) {
-  auto& seen = malformed_seen_[kv.key];
-  if (seen != kv.mod_revision) {
-    seen = kv.mod_revision;
-    ++status_.malformed_values;
-    log_.Warn(fmt::format("ignored: {}", e.message()));
-  }
-}
-
-// Reads the snapshot; writes the plan's input (members, duplicates, acks, grants, target) and
-// the pointers to the ledger and target keys; steps down, and returns nothing, when the leader
-// key is no longer ours.
-std::optional<Coordinator::LeadRead> Coordinator::ReadSite(const RangeResult& snap) {
-  const KeyValue* leader = nullptr;
-  LeadRead site;
-  PlanInput& in = site.in;
-  in.forget_after_s = config_.forget_after_s;
-  in.allocation = config_.allocation;
-  in.fairness = config_.fairness;
-  in.loan_lead_s = config_.loan_lead_s;
-  in.loan_margin = config_.loan_margin;
-  in.loan_cover = config_.loan_cover;
-  for (const KeyValue& kv : snap.kvs) {
-    if (kv.key == keys_.leader()) {
-      leader = &kv;
-    } else if (kv.key == keys_.ledger()) {
-      site.ledger_kv = &kv;
-    } else if (kv.key == keys_.target()) {
-      site.target_kv = &kv;
-    } else if (kv.key.starts_with(keys_.members())) {
-      ReadMember(kv, &in);
-    } else if (kv.key.starts_with(keys_.acks())) {
-      auto a = AckFromJson(kv.value, kv.key);
-      if (!a) {
-        NoteMalformed(kv, a.error());
-        continue;
-      }
-      in.acks[a->job] = std::move(*a);
-    } else if (kv.key.starts_with(keys_.grants())) {
-      auto g = GrantFromJson(kv.value, kv.key);
-      if (!g) {
-        NoteMalformed(kv, g.error());
-        continue;
-      }
-      in.grants[g->job] = std::move(*g);
-    }
-  }
-  if (leader == nullptr || leader->lease != lease_.id() || leader->create_revision != term_) {
-    StepDown("the leader key is no longer ours");
-    return std::nullopt;
-  }
-  // The operator's target (its own key, written by POST /v1/site-budget): one that cannot be
-  // read is ignored and logged, as every value.
-  if (site.target_kv != nullptr) {
-    auto t = TargetFromJson(site.target_kv->value, site.target_kv->key);
-    if (t) {
-      site.target = std::move(*t);
-    } else {
-      NoteMalformed(*site.target_kv, t.error());
-    }
-  }
-  return site;
-}
-
-// Reads one member key; writes in's members and registered_at, duplicates, or unreadable.
-void Coordinator::ReadMember(const KeyValue& kv, PlanInput* in) {
-  // Unknown is not gone (docs/SITE.md): a key alive on its lease whose value cannot be
-  // read keeps the watts its job holds.
-  const std::string job(JobOf(kv.key, keys_.members()));
-  auto m = MemberFromJson(kv.value, kv.key);
-  if (job.find('@') != std::string::npos) {
-    // A second agent under a taken name: counted at standby, never admitted.
-    if (m && kv.key == keys_.duplicate(m->job, kv.lease) && m->lease == kv.lease) {
-      in->duplicates[job] = std::move(*m);
-    } else {
-      NoteMalformed(kv,
-                    m ? Error::Input(fmt::format("{}: job or lease differs from the key's", kv.key))
-                      : m.error());
-      in->unreadable[job] = kv.lease;
-    }
-    return;
-  }
-  if (!m) {
-    NoteMalformed(kv, m.error());
-    in->unreadable[job] = kv.lease;
-    return;
-  }
-  if (m->job != job || m->lease != kv.lease) {
-    NoteMalformed(kv, Error::Input(fmt::format("{}: job or lease differs from the key's", kv.key)));
-    in->unreadable[job] = kv.lease;
-    return;
-  }
-  in->registered_at[m->job] = kv.create_revision;
-  in->members[m->job] = std::move(*m);
-}
-
 // Reads the target key (once per revision) and the ledger's floors; writes the ledger's
 // targets and target_revision, decrease_since_s_, status_.conflict or status_.last_error.
 // Whether the target's revision was new.
@@ -474,6 +368,12 @@ void Coordinator::PublishPlan(const PlanInput& in, const PlanOutput& plan) {
   status_.opportunistic_pool_w = plan.opportunistic_pool_w;
   for (const LogEvent& e : plan.log) log_(e);
   status_.members = in.members;
+  // The budget each acts on: its acknowledgement's, for its lease (fresher than the member
+  // key's, which carries it along at its next put).
+  for (auto& [job, m] : status_.members) {
+    const auto a = in.acks.find(job);
+    if (a != in.acks.end() && a->second.lease == m.lease) m.budget_w = a->second.job_budget_w;
+  }
   status_.unreadable.clear();
   for (const auto& [job, lease] : in.unreadable) status_.unreadable.push_back(job);
   status_.refused.clear();
@@ -571,8 +471,14 @@ bool Coordinator::TxnWritten(const TxnRequest& txn, const std::string& request_i
   bool written = false;
   if (r) {
     written = r->succeeded;
-    if (!written) ++status_.write_conflicts;
+    if (written) {
+      Wrote(r->revision);
+    } else {
+      ++status_.write_conflicts;
+      list_again_ = true;  // the ledger moved under the view (or the term): read it afresh
+    }
   } else if (IsOutcomeUnknown(r.error())) {
+    list_again_ = true;  // a write at a revision unknown: the view cannot wait for it
     // Resolved by reading back the request id written with it.
     ++status_.unknown_outcomes;
     auto back = store_.Get(keys_.ledger());
@@ -606,7 +512,12 @@ void Coordinator::WriteGrantOps(const std::vector<Op>& ops) {
   }
   for (auto& r : store_.TxnEach(txns)) {
     // The next period's repair writes what is missing.
-    if (!r) status_.last_error = r.error().message();
+    if (!r) {
+      status_.last_error = r.error().message();
+      list_again_ = list_again_ || IsOutcomeUnknown(r.error());
+    } else if (r->succeeded) {
+      Wrote(r->revision);
+    }
   }
 }
 
@@ -673,6 +584,7 @@ Result<TargetWritten> Coordinator::RequestTarget(std::optional<double> site_budg
   if (!r) return Error::Io(fmt::format("the target was not written: {}", r.error().message()));
   if (!r->succeeded) return Error::Io("the target was not written: not the leader any more");
   t.revision = r->revision;
+  Wrote(r->revision);
   ++status_.targets_written;
   log_.Info(
       fmt::format("target written (revision {}): site budget {:.1f} W, reserve {:.1f} W",

@@ -1,14 +1,16 @@
 // `headroom coordinator`'s core: one replica of the site's coordinator. Every period it keeps
-// its lease, campaigns for the leader key while no one leads, and, leading, reads the site's
-// keys in one snapshot, plans (plan.h) and writes the ledger and the grants in one transaction
-// conditioned on its term and on the ledger's revision as read. No threads, no clock of its own
-// (the caller's `now_s`), no I/O but the Store.
+// its lease, campaigns for the leader key while no one leads, and, leading, brings its view of
+// the site's keys up to date (site_view.h: listed once per term, then the changes a watch of
+// the prefix brings, site_feed.h), plans on it (plan.h) and writes the ledger and the grants in
+// one transaction conditioned on its term and on the ledger's revision as the view has it. No
+// threads, no clock of its own (the caller's `now_s`), no I/O but the Store and the feed.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -18,6 +20,8 @@
 #include "coord/layout.h"
 #include "coord/lease.h"
 #include "coord/plan.h"
+#include "coord/site_feed.h"
+#include "coord/site_view.h"
 #include "coord/store.h"
 
 namespace headroom::coord {
@@ -93,6 +97,12 @@ struct CoordinatorStatus {
   uint64_t store_resets = 0;   // times the store's revision went back (its state lost)
   uint64_t grant_repairs = 0;  // grant keys written again from the ledger
   int64_t compacted_to = 0;    // the store's history is compacted up to this revision
+  // The leader's view (site_view.h): whole-prefix reads (once per term, and again when the feed
+  // fails, falls behind this replica's own writes or a write finds the view stale), periods
+  // planned on the feed's changes instead, and the revision the view is at.
+  uint64_t site_lists = 0;
+  uint64_t view_updates = 0;
+  int64_t view_revision = 0;
 };
 
 // What the reserve in force lacks to cover the largest arrival's standby:
@@ -111,7 +121,10 @@ inline constexpr size_t kMaxTxnOps = 100;
 
 class Coordinator {
  public:
-  Coordinator(Store& store, CoordinatorConfig config, std::function<double()> now_s, Logger log);
+  // `feed`: where the view's changes come from (outlives the coordinator); null: a PolledFeed
+  // of the store's own (for a store whose Watch answers at once: MemoryStore).
+  Coordinator(Store& store, CoordinatorConfig config, std::function<double()> now_s, Logger log,
+              SiteFeed* feed = nullptr);
 
   // One period. Never throws; store failures are logged and retried next period.
   void Step();
@@ -142,11 +155,16 @@ class Coordinator {
   // The plan's arrivals against the reserve in force: the largest kept, and a warning once per
   // arrival (job and lease) whose standby the reserve does not cover.
   void NoteArrivals(const PlanOutput& plan);
-  // A leader's period, as named steps (coordinator.cc): ReadSite -> LedgerToPlanFrom ->
-  // ApplyTarget -> NoteAbsences -> (holds) -> Plan -> AdmissibleToWrite -> Write.
+  // A leader's period, as named steps (coordinator.cc): ReadView -> ReadSite ->
+  // LedgerToPlanFrom -> ApplyTarget -> NoteAbsences -> (holds) -> Plan -> AdmissibleToWrite ->
+  // Write.
   void Lead(double now_s);
-  // The site's snapshot as Lead read it, parsed; the pointers are into that snapshot, which
-  // Lead keeps for the period.
+  // The view brought up to date: the feed's changes, waiting up to a period for this
+  // replica's own last write; listed again when it is new this term, the feed failed or fell
+  // behind, or the last write found it stale. False when the store could not be read.
+  bool ReadView();
+  // The site as the view has it, parsed; the pointers are into the view, which stays as it is
+  // for the period.
   struct LeadRead {
     const KeyValue* ledger_kv = nullptr;  // none: a new ledger
     const KeyValue* target_kv = nullptr;
@@ -157,8 +175,11 @@ class Coordinator {
   // Counted, and logged once per revision of the key.
   void NoteMalformed(const KeyValue& kv, const Error& e);
   // Nothing when the leader key is no longer ours (stepped down).
-  std::optional<LeadRead> ReadSite(const RangeResult& snap);
-  void ReadMember(const KeyValue& kv, PlanInput* in);
+  std::optional<LeadRead> ReadSite(const std::map<std::string, KeyValue>& kvs, double now_s);
+  // A member key parsed; its step timeline aged by the time since this replica first saw that
+  // revision of the key (a member puts its timeline at its events only: "Members write on
+  // change").
+  void ReadMember(const KeyValue& kv, double now_s, PlanInput* in);
   // The ledger key's, else the one held before the store's state was lost, else from the
   // operator's target, else from the flags. Nothing when the ledger key cannot be read.
   std::optional<Ledger> LedgerToPlanFrom(const LeadRead& site, double now_s);
@@ -187,19 +208,30 @@ class Coordinator {
   void RepairGrants(const Ledger& ledger, int64_t epoch, const std::map<std::string, Grant>& stored,
                     const std::set<std::string>& fresh);
 
+  // Notes a revision this replica wrote under the site's prefix (the view waits for it).
+  void Wrote(int64_t revision) { written_revision_ = std::max(written_revision_, revision); }
+
   Store& store_;
   CoordinatorConfig config_;
   Keys keys_;
   std::function<double()> now_s_;
   Logger log_;
-  Lease lease_;  // renewed each Step when due (a third of the TTL)
+  Lease lease_;                         // renewed each Step when due (a third of the TTL)
+  std::unique_ptr<SiteFeed> own_feed_;  // without one given
+  SiteFeed* feed_;
+  SiteView view_;
+  int64_t viewed_term_ = 0;       // the term the view was listed in
+  bool list_again_ = false;       // a write found the view stale
+  int64_t written_revision_ = 0;  // the last revision this replica wrote under the prefix
   int64_t term_ = 0;
   uint64_t request_counter_ = 0;
   std::optional<double> decrease_since_s_;
   std::map<std::string, double> gone_since_s_;
   // Arrivals warned of (NoteArrivals), job -> lease, while the job stays in the ledger's standby.
   std::map<std::string, LeaseId> arrivals_warned_;
-  std::map<std::string, int64_t> malformed_seen_;          // key -> mod_revision logged
+  std::map<std::string, int64_t> malformed_seen_;  // key -> mod_revision logged
+  // Member key -> its revision and when this replica first saw it (ReadMember's ageing).
+  std::map<std::string, std::pair<int64_t, double>> member_seen_;
   std::deque<std::pair<double, int64_t>> revisions_seen_;  // (when, store revision) read
   int64_t compacted_to_ = 0;
   double created_ledger_s_ = -1e300;  // when this replica last created the ledger

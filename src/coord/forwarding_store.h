@@ -82,6 +82,7 @@ class ForwardingStore : public Store {
       return s.Follow(key, prefix, after_revision, quiet_s, on_change);
     });
   }
+  bool WatchWaits() const override { return target_ != nullptr && target_->WatchWaits(); }
   void CancelFollows() override {
     if (target_ != nullptr) target_->CancelFollows();
   }

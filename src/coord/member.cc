@@ -146,127 +146,6 @@ void SiteMember::Observe(double t_s, double power_w, std::string_view phase, dou
   }
 }
 
-double SiteMember::ValueLocked() const {
-  // The slope of tokens/s on power over the window when power moved enough to estimate one
-  // (least squares), else the average value: mean tokens/s over mean power. Never negative.
-  const size_t n = observations_.size();
-  if (n == 0) return 0.0;
-  double sp = 0.0, st = 0.0, lo = INFINITY, hi = -INFINITY;
-  for (const auto& o : observations_) {
-    sp += o.power_w;
-    st += o.tokens_per_s;
-    lo = std::min(lo, o.power_w);
-    hi = std::max(hi, o.power_w);
-  }
-  const double mp = sp / static_cast<double>(n);
-  const double mt = st / static_cast<double>(n);
-  if (!(mp > 0.0)) return 0.0;
-  if (n >= 8 && hi - lo >= 0.05 * mp) {
-    double sxy = 0.0, sxx = 0.0;
-    for (const auto& o : observations_) {
-      sxy += (o.power_w - mp) * (o.tokens_per_s - mt);
-      sxx += (o.power_w - mp) * (o.power_w - mp);
-    }
-    if (sxx > 0.0) return std::max(0.0, sxy / sxx);
-  }
-  return std::max(0.0, mt / mp);
-}
-
-Member SiteMember::DemandLocked(LeaseId lease) const {
-  Member m;
-  m.job = config_.job;
-  m.gpus = config_.gpus;
-  m.nameplate_w = config_.nameplate_w;
-  m.floor_w = config_.floor_w;
-  m.job_class = config_.job_class;
-  m.slurm_job = config_.slurm_job;
-  // What it draws until granted: its standby, held at its step boundary (never granted, or
-  // fenced and registered again: a newcomer); its floor where the standby is unknown or it
-  // fails open (no hold).
-  m.standby_w = config_.standby_w >= 0.0 && !config_.fail_open
-                    ? std::min(config_.standby_w, config_.floor_w)
-                    : config_.floor_w;
-  m.update_w = config_.update_w;
-  // The nameplate (the first version), or by phase: the floor outside rollout.
-  m.demand_w = demand_override_w_ >= 0.0                                      ? demand_override_w_
-               : config_.phase_demand && phase_ != PhaseName(Phase::kRollout) ? config_.floor_w
-                                                                              : config_.nameplate_w;
-  m.power_w = power_w_;
-  m.node_overhead_w = config_.node_overhead_w;
-  m.phase = phase_;
-  m.value_tokens_per_j = ValueLocked();
-  m.budget_w = served_.job_budget_w;
-  m.lease = lease;
-  m.holder = config_.holder;
-  m.value_curve = config_.value_curve.empty() ? HistoryCurveLocked() : config_.value_curve;
-  if (auto t = TimelineLocked()) {
-    m.has_timeline = true;
-    m.timeline = *t;
-    m.tokens_per_s = MeanTokensPerSLocked();
-  }
-  return m;
-}
-
-std::vector<ValuePoint> SiteMember::HistoryCurveLocked() const {
-  double lo = INFINITY, hi = -INFINITY, sum = 0.0;
-  size_t n = 0;
-  for (const auto& o : observations_) {
-    if (!o.rollout) continue;
-    lo = std::min(lo, o.power_w);
-    hi = std::max(hi, o.power_w);
-    sum += o.power_w;
-    ++n;
-  }
-  if (n < 8 || !(hi - lo >= 0.05 * sum / static_cast<double>(n))) return {};
-  constexpr int kBins = 8;
-  std::array<double, kBins> p{}, t{}, c{};
-  for (const auto& o : observations_) {
-    if (!o.rollout) continue;
-    const int b = std::min(kBins - 1, static_cast<int>((o.power_w - lo) / (hi - lo) * kBins));
-    p[b] += o.power_w;
-    t[b] += o.tokens_per_s;
-    c[b] += 1.0;
-  }
-  std::vector<ValuePoint> out;
-  for (int b = 0; b < kBins; ++b) {
-    if (c[b] > 0.0) out.push_back({p[b] / c[b], t[b] / c[b]});
-  }
-  return out;
-}
-
-std::optional<StepTimeline> SiteMember::TimelineLocked() const {
-  if (!rollout_.seen || !rest_.seen || part_ == Part::kNone) return std::nullopt;
-  StepTimeline t;
-  t.step = steps_seen_;
-  t.in_rollout = part_ == Part::kRollout;
-  t.phase_elapsed_s = part_ == Part::kHeld ? rest_.length_s : last_observed_s_ - part_start_s_;
-  t.rollout_s = rollout_.length_s;
-  t.rest_s = rest_.length_s;
-  // Unconstrained: the top of the value curve given (what the rollout draws at its highest
-  // setting), else what it drew under its grants -- a lower bound where the grant bound it.
-  t.rollout_w = config_.value_curve.empty()
-                    ? rollout_.power_w
-                    : std::max(rollout_.power_w, config_.value_curve.back().budget_w);
-  t.rest_w = rest_.power_w;
-  t.held_w = held_.seen ? held_.power_w : std::min(rest_.power_w, config_.floor_w);
-  if (part_ == Part::kHeld) {
-    t.held_left_s = std::max(1e-3, held_for_s_ - (last_observed_s_ - part_start_s_));
-  }
-  return t;
-}
-
-std::optional<StepTimeline> SiteMember::Timeline() const {
-  MutexLock lock(mu_);
-  return TimelineLocked();
-}
-
-double SiteMember::MeanTokensPerSLocked() const {
-  if (observations_.empty()) return 0.0;
-  double sum = 0.0;
-  for (const auto& o : observations_) sum += o.tokens_per_s;
-  return sum / static_cast<double>(observations_.size());
-}
-
 HoldRequest SiteMember::PendingHold() {
   const double now_s = now_s_();
   MutexLock lock(mu_);
@@ -274,16 +153,6 @@ HoldRequest SiteMember::PendingHold() {
   if (a.state != Acting::State::kGranted || !grant_ || !(grant_->hold_s > 0.0)) return {};
   if (grant_->hold_step != steps_seen_ + 1 || held_step_ == grant_->hold_step) return {};
   return {grant_->hold_s, grant_->hold_step};
-}
-
-std::vector<ValuePoint> SiteMember::HistoryCurve() const {
-  MutexLock lock(mu_);
-  return HistoryCurveLocked();
-}
-
-double SiteMember::ValueTokensPerJ() const {
-  MutexLock lock(mu_);
-  return ValueLocked();
 }
 
 Result<TxnResult> SiteMember::TakeName(double now_s, LeaseId lease, const Member& m) {
@@ -300,6 +169,18 @@ Result<TxnResult> SiteMember::TakeName(double now_s, LeaseId lease, const Member
   txn.failure.push_back(Op::Get(keys_.member(config_.job)));
   txn.failure.push_back(Op::Put(duplicate_key, ToJson(as_duplicate), lease));
   auto r = store_.Txn(txn);
+  // Taken on this very lease: an earlier try was applied though its answer was lost (an unknown
+  // outcome). The name is ours: the member key put again and the duplicate's key just put
+  // deleted, while the key is the one that try created.
+  if (r && !r->succeeded && !r->responses.empty() && !r->responses[0].empty() &&
+      r->responses[0][0].lease == lease) {
+    TxnRequest own;
+    own.compare.push_back(Compare::CreateRevision(
+        keys_.member(config_.job), Compare::Result::kEqual, r->responses[0][0].create_revision));
+    own.success.push_back(Op::Put(keys_.member(config_.job), ToJson(m), lease));
+    own.success.push_back(Op::Delete(duplicate_key));
+    return store_.Txn(own);
+  }
   // Taken by this job's previous agent on this machine, and that process is gone: its lease
   // goes now (it acts on nothing), and the registration is tried once more.
   if (!r || r->succeeded || r->responses.empty() || r->responses[0].empty() ||
@@ -400,7 +281,12 @@ bool SiteMember::Register(double now_s) {
   renewed_sent_s_ = own_lease_.renewed_s();
   registered_ = true;
   grant_.reset();
-  published_s_ = now_s;
+  // The registration put the member key: the next put is on change, or refresh_s from now.
+  checked_s_ = now_s;
+  checked_phase_ = phase_;
+  put_ = std::move(m);
+  put_s_ = now_s;
+  ++status_.puts;
   status_.refused.clear();
   status_.duplicate = false;
   status_.last_error.clear();
@@ -439,23 +325,32 @@ bool SiteMember::KeepLease(double now_s) {
   return false;
 }
 
-// The demand, every update_s or at a phase change (when those are published).
+// The member key: checked every update_s, or at once at a change of phase where those are
+// published; put when what the coordinator plans on changed since the last put, or refresh_s
+// after it (docs/SITE.md, "Members write on change"). A put that fails is tried again at the
+// next check.
 void SiteMember::PublishDemand(double now_s, LeaseId lease) {
   Member m;
   {
     MutexLock lock(mu_);
-    if (now_s - published_s_ < config_.update_s &&
-        !((config_.phase_demand || config_.publish_phase_changes) && phase_ != published_phase_)) {
+    const bool phase_changed = PublishesPhase() && phase_ != checked_phase_;
+    if (now_s - checked_s_ < config_.update_s && !phase_changed) return;
+    checked_s_ = now_s;
+    checked_phase_ = phase_;
+    m = DemandLocked(lease);
+    if (put_ && now_s - put_s_ < config_.refresh_s && !PlanInputsChanged(*put_, m, config_)) {
       return;
     }
-    published_s_ = now_s;
-    published_phase_ = phase_;
-    m = DemandLocked(lease);
   }
-  if (auto r = store_.Put(keys_.member(config_.job), ToJson(m), lease); !r) {
-    MutexLock lock(mu_);
+  auto r = store_.Put(keys_.member(config_.job), ToJson(m), lease);
+  MutexLock lock(mu_);
+  if (!r) {
     status_.last_error = r.error().message();
+    return;
   }
+  put_ = std::move(m);
+  put_s_ = now_s;
+  ++status_.puts;
 }
 
 // The grant: every Step, or with a watch every grant_read_s (a stream gone quiet). False when

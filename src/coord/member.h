@@ -13,6 +13,15 @@
 //     its trainer runs no step (docs/SITE.md, "Every job at the site");
 //   - local: the same, with MemberConfig::fail_open: the local budget and no hold (unsafe: the
 //     behaviour before standby).
+// The member key is written on change (docs/SITE.md, "Members write on change"): checked every
+// update_s, and put only at (re)registration, when what the coordinator plans on changed since
+// the last put (PlanInputsChanged in member.cc: floor, demand, class, standby, update watts,
+// nameplate, GPUs, Slurm job, holder, whether the job holds, its phase where
+// phase_demand or publish_phase_changes asks for it, the step timeline's events -- a step, an
+// update or a hold begun -- and a value curve first built), or refresh_s after the last put;
+// what only describes the job (power, value, tokens/s, the time into the step's current part,
+// the grant acted on: its acknowledgement, acks/<job>, is what the coordinator reads) rides
+// along. Kubernetes does the same for a node: its lease every 10 s, its status on change.
 // Step() does the store's work; one thread calls it (the agent's site thread, or fleet-sim's
 // loop), while the runner calls Current() and Observe(). Thread-safe.
 #pragma once
@@ -48,8 +57,11 @@ struct MemberConfig {
   bool fail_open = false;
   double node_overhead_w = 0.0;  // inside nameplate_w and floor_w: the node's other power
   int64_t lease_ttl_s = 3;
-  double fence_margin_s = 1.0;    // fences at TTL - margin after the last renewal was sent
-  double update_s = 1.0;          // how often the demand is published
+  double fence_margin_s = 1.0;  // fences at TTL - margin after the last renewal was sent
+  double update_s = 1.0;        // how often what the member key says is checked for a change
+  // The longest between two puts of the member key while nothing the coordinator plans on
+  // changes: what only describes the job (power, value, tokens/s) is at most this old there.
+  double refresh_s = 60.0;
   double value_window_s = 120.0;  // the marginal value's estimation window
   // This agent process (common/process_identity.h), published in the member key; and the test
   // of whether the holder of a taken registration is a process known to be gone (same machine,
@@ -99,6 +111,11 @@ struct Acting {
 };
 std::string_view StateName(Acting::State s);
 
+// Whether the coordinator plans differently on member value `now` than on `put`, the one last
+// put: what a member configured as `c` writes on change (member.cc says what the coordinator
+// reads, and for what).
+bool PlanInputsChanged(const Member& put, const Member& now, const MemberConfig& c);
+
 struct MemberStatus {
   bool registered = false;
   LeaseId lease = 0;
@@ -108,6 +125,7 @@ struct MemberStatus {
   std::string last_error;  // of the store
   uint64_t stale_grants_ignored = 0;
   uint64_t acks = 0;
+  uint64_t puts = 0;  // of the member key (registration's included; not a duplicate's key)
   // What Current() last served, and how often it began serving the floor, fenced.
   Acting::State acting = Acting::State::kLocal;
   double acting_job_budget_w = 0.0;  // the budget Current() last served
@@ -123,8 +141,9 @@ class SiteMember {
  public:
   SiteMember(Store& store, MemberConfig config, std::function<double()> monotonic_s, Logger log);
 
-  // The store's work: register (or re-register after losing the lease), keep the lease, publish
-  // the demand every update_s, read the grant, acknowledge what Current() has served.
+  // The store's work: register (or re-register after losing the lease), keep the lease, put the
+  // member key when it changed (checked every update_s) or every refresh_s, read the grant,
+  // acknowledge what Current() has served.
   void Step() EXCLUDES(mu_);
   // Follows the grant key (Store::Follow) from where the last read left it, taking each grant
   // as it is written, so Current() serves it at once (docs/SITE.md, "Members watch their
@@ -175,12 +194,16 @@ class SiteMember {
   // Step's parts, in its order (member.cc says what each does).
   bool KeepLease(double now_s) EXCLUDES(mu_);
   void PublishDemand(double now_s, LeaseId lease) EXCLUDES(mu_);
+  // Whether the phase itself is published at each change (phase_demand, publish_phase_changes).
+  bool PublishesPhase() const { return config_.phase_demand || config_.publish_phase_changes; }
   bool ReadGrant(double now_s) EXCLUDES(mu_);
   void Acknowledge(LeaseId lease) EXCLUDES(mu_);
   // Register's transaction on `lease`: the name, or else the duplicate's key (`m` naming the
-  // predecessor seen gone, Member::replaces). Where the name's holder is this machine's process
-  // now gone: that duplicate key put again at once naming it, and once what it may act on has
-  // run out (TTL - margin), its lease revoked and the transaction tried again. Its answer.
+  // predecessor seen gone, Member::replaces). The name found on `lease` already (an earlier try
+  // applied, its answer lost): the member key put again and the duplicate's deleted. Where the
+  // name's holder is this machine's process now gone: that duplicate key put again at once
+  // naming it, and once what it may act on has run out (TTL - margin), its lease revoked and
+  // the transaction tried again. Its answer.
   Result<TxnResult> TakeName(double now_s, LeaseId lease, const Member& m) EXCLUDES(mu_);
   // The store's revision as a read of it saw it; `before`, the highest seen before asking:
   // lower means the store's state was lost (terms, epochs and grants seen are forgotten).
@@ -220,11 +243,15 @@ class SiteMember {
   int64_t served_seq_ GUARDED_BY(mu_) = 0;
   Acting served_ GUARDED_BY(mu_);
   int64_t acked_seq_ GUARDED_BY(mu_) = 0;
-  double published_s_ GUARDED_BY(mu_) = -1e300;
+  // The member key: when it was last checked for a change, and at which phase; the value last
+  // put (absent: none since registration) and when.
+  double checked_s_ GUARDED_BY(mu_) = -1e300;
+  std::string checked_phase_ GUARDED_BY(mu_);
+  std::optional<Member> put_ GUARDED_BY(mu_);
+  double put_s_ GUARDED_BY(mu_) = -1e300;
   double power_w_ GUARDED_BY(mu_) = 0.0;
   double demand_override_w_ GUARDED_BY(mu_) = -1.0;
   std::string phase_ GUARDED_BY(mu_) = "idle";
-  std::string published_phase_ GUARDED_BY(mu_);
   // The step timeline.
   enum class Part { kNone, kRollout, kRest, kHeld };
   struct PartStats {

@@ -33,6 +33,8 @@ class SiteView {
   bool Apply(const WatchResult& changes);
   // The view as a read of the prefix at revision(): every key, sorted. REQUIRES: listed().
   RangeResult Snapshot() const;
+  // The same, without a copy: valid until the next Reset or Apply.
+  const std::map<std::string, KeyValue>& kvs() const { return kvs_; }
   bool listed() const { return listed_; }
   int64_t revision() const { return revision_; }
   size_t size() const { return kvs_.size(); }

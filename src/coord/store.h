@@ -179,6 +179,10 @@ class Store {
     if (!r->events.empty() || r->compacted) on_change(*r);
     return r->compacted ? after_revision : r->revision;
   }
+  // Whether Watch waits for a change when there is none yet (etcd), so that a watch that stays
+  // open (a FollowedFeed, coord/site_feed.h) is the way to follow a prefix; false for a store
+  // that answers at once (MemoryStore: polled).
+  virtual bool WatchWaits() const { return false; }
   // Ends every Follow in progress at once (each returns an error) and makes later ones fail at
   // once: for a clean stop. Thread-safe.
   virtual void CancelFollows() {}

@@ -21,8 +21,9 @@ using nlohmann::json;
 // ---- CoordinatorHost ----
 
 CoordinatorHost::CoordinatorHost(coord::Store& store, coord::CoordinatorConfig config,
-                                 std::function<double()> now_s, Logger log)
-    : config_(config), coordinator_(store, std::move(config), std::move(now_s), std::move(log)) {}
+                                 std::function<double()> now_s, Logger log, coord::SiteFeed* feed)
+    : config_(config),
+      coordinator_(store, std::move(config), std::move(now_s), std::move(log), feed) {}
 
 void CoordinatorHost::Step() {
   MutexLock lock(mu_);
@@ -259,6 +260,9 @@ std::string CoordinatorStatusJson(const coord::CoordinatorStatus& s,
   j["malformed_values"] = s.malformed_values;
   j["unreadable_members"] = s.unreadable;
   j["store_resets"] = s.store_resets;
+  j["site_lists"] = s.site_lists;
+  j["view_updates"] = s.view_updates;
+  j["view_revision"] = s.view_revision;
   j["targets_written"] = s.targets_written;
   j["txn_latency_p50_s"] = OrNull(TxnLatencyQuantile(s, 0.5));
   j["txn_latency_p99_s"] = OrNull(TxnLatencyQuantile(s, 0.99));
@@ -356,6 +360,14 @@ std::string CoordinatorMetricsText(const coord::CoordinatorStatus& s) {
            "Plans not written because they broke the invariant (a bug when above 0).");
   w.Sample("headroom_coordinator_invariant_refusals_total",
            static_cast<double>(s.invariant_refusals));
+  w.Family("headroom_coordinator_site_lists_total", "counter",
+           "Reads of the site's whole prefix by this replica as leader: once per term, and "
+           "again when its watch fails, falls behind its own writes or a write finds its view "
+           "stale.");
+  w.Sample("headroom_coordinator_site_lists_total", static_cast<double>(s.site_lists));
+  w.Family("headroom_coordinator_view_updates_total", "counter",
+           "Leader periods planned on the view as a watch of the prefix brought it up to date.");
+  w.Sample("headroom_coordinator_view_updates_total", static_cast<double>(s.view_updates));
   w.Family("headroom_coordinator_malformed_values_total", "counter",
            "Store values ignored because they did not parse.");
   w.Sample("headroom_coordinator_malformed_values_total", static_cast<double>(s.malformed_values));

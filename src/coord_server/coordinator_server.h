@@ -56,8 +56,9 @@ struct SiteBudgetAnswer {
 // Thread-safe. `store` outlives the host.
 class CoordinatorHost {
  public:
+  // `feed`: as coord::Coordinator's (outlives the host; null: polled).
   CoordinatorHost(coord::Store& store, coord::CoordinatorConfig config,
-                  std::function<double()> now_s, Logger log);
+                  std::function<double()> now_s, Logger log, coord::SiteFeed* feed = nullptr);
 
   // One period of the coordinator, then publishes its status.
   void Step() EXCLUDES(mu_, snapshot_mu_);

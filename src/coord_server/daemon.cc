@@ -25,7 +25,11 @@ CoordinatorDaemon::CoordinatorDaemon(coord::Store& store, coord::CoordinatorConf
 Status CoordinatorDaemon::Listen(const net::ListenAddress& listen) {
   if (auto st = server_.Bind(listen.host, listen.port); !st) return st;
   config_.listen = listen.WithPort(server_.port());
-  host_.emplace(store_, config_, clock_.monotonic_s, log_);
+  if (store_.WatchWaits()) {
+    feed_ = std::make_unique<coord::FollowedFeed>(store_, coord::Keys(config_.site).root,
+                                                  config_.period_s);
+  }
+  host_.emplace(store_, config_, clock_.monotonic_s, log_, feed_.get());
   // A target accepted is planned at once, not at the next period.
   host_->SetOnTarget(clock_.wake);
   // The last hour, one point per period, stamped with the wall clock (GET /v1/history).

@@ -22,12 +22,14 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "common/error.h"
 #include "common/log.h"
 #include "coord/coordinator.h"
+#include "coord/site_feed.h"
 #include "coord/store.h"
 #include "coord_server/coordinator_server.h"
 #include "net/listen.h"
@@ -85,6 +87,9 @@ class CoordinatorDaemon {
   const CoordinatorClock clock_;
   const Logger log_;
   CoordinatorServer server_;
+  // The leader's view's changes from a watch that stays open, where the store's watch waits
+  // (etcd); polled otherwise. Before host_: the host's coordinator uses it.
+  std::unique_ptr<coord::FollowedFeed> feed_;  // from Listen
   std::optional<CoordinatorHost> host_;        // from Listen
   std::optional<slurm::Suspender> suspender_;  // with slurm; the loop's thread only
 };

@@ -147,7 +147,8 @@ Status RunLocal(Args& a, int workers, const std::string& mode, const std::string
   }
   std::error_code ec;
   std::filesystem::create_directories(out, ec);
-  auto store_r = headroom::etcd::EtcdStore::Open(url, kEtcdTimeoutS, a.credentials, a.tls);
+  auto store_r = headroom::etcd::EtcdStore::Open(url, kEtcdTimeoutS, a.credentials, a.tls,
+                                                 a.etcd_options.KeepAlive());
   if (!store_r) return store_r.error();
   auto& store = **store_r;
 
@@ -208,7 +209,7 @@ Status RunControl(const ControlArgs& c) {
   if (!credentials) return credentials.error();
   auto store = headroom::etcd::EtcdStore::Open(
       c.etcd, kEtcdTimeoutS, *credentials,
-      {c.etcd_options.cacert, c.etcd_options.cert, c.etcd_options.key});
+      {c.etcd_options.cacert, c.etcd_options.cert, c.etcd_options.key}, c.etcd_options.KeepAlive());
   if (!store) return store.error();
   const std::string key = diloco::RunPrefix(c.run) + "control/" + c.worker;
   auto old = (*store)->Get(key);

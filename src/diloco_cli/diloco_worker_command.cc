@@ -24,7 +24,8 @@ Status RunWorkerCommand(Args& a, const std::string& mode) {
   if (auto s = Resolve(a, mode); !s) return s;
   auto corpus = lm::LoadCorpus(a.data, static_cast<std::size_t>(a.w.seq_len) + 1);
   if (!corpus) return corpus.error();
-  auto store = headroom::etcd::EtcdStore::Open(a.etcd, kEtcdTimeoutS, a.credentials, a.tls);
+  auto store = headroom::etcd::EtcdStore::Open(a.etcd, kEtcdTimeoutS, a.credentials, a.tls,
+                                               a.etcd_options.KeepAlive());
   if (!store) return store.error();
   headroom::coord::Store& st = **store;
   diloco::CommFactory comm = [&st](const std::string& prefix, int rank, int size,
@@ -44,7 +45,7 @@ Status RunWorkerCommand(Args& a, const std::string& mode) {
     const bool site_tls = a.site_etcd.starts_with("etcds://");
     auto fs = headroom::etcd::EtcdStore::Open(
         a.site_etcd, kEtcdTimeoutS, site_tls ? a.credentials : headroom::etcd::EtcdCredentials{},
-        site_tls ? a.tls : headroom::etcd::EtcdTls{});
+        site_tls ? a.tls : headroom::etcd::EtcdTls{}, a.etcd_options.KeepAlive());
     if (!fs) return fs.error();
     site_store = std::move(*fs);
     diloco::SitePowerConfig fc;

@@ -26,6 +26,7 @@
 
 #include "common/read_file.h"
 #include "common/sigpipe.h"
+#include "etcd/etcd_lease_stream.h"
 #include "etcd/etcd_wire.h"
 
 namespace headroom::etcd {
@@ -145,14 +146,15 @@ Status CheckEtcdAccess(const std::string& endpoints, const EtcdTls& tls) {
 
 Result<std::unique_ptr<EtcdStore>> EtcdStore::Open(const std::string& endpoints, double timeout_s,
                                                    const EtcdCredentials& credentials,
-                                                   const EtcdTls& tls) {
+                                                   const EtcdTls& tls, EtcdKeepAlive keepalive) {
   if (!(timeout_s > 0)) {
     return Error::Usage(fmt::format("etcd timeout {} s: must be positive", timeout_s));
   }
   if (Status st = CheckEtcdAccess(endpoints, tls); !st) return std::move(st).error();
   Result<std::vector<std::string>> urls = ParseEndpoints(endpoints);
   if (!urls.ok()) return std::move(urls).error();
-  std::unique_ptr<EtcdStore> store(new EtcdStore(std::move(*urls), timeout_s, credentials, tls));
+  std::unique_ptr<EtcdStore> store(
+      new EtcdStore(std::move(*urls), timeout_s, credentials, tls, keepalive));
   Result<Answer> status = store->Post("/v3/maintenance/status", "{}", Resend::kHarmless);
   if (!status.ok()) return std::move(status).error();
   if (!credentials.user.empty()) {
@@ -163,11 +165,22 @@ Result<std::unique_ptr<EtcdStore>> EtcdStore::Open(const std::string& endpoints,
 }
 
 EtcdStore::EtcdStore(std::vector<std::string> urls, double timeout_s, EtcdCredentials credentials,
-                     EtcdTls tls)
+                     EtcdTls tls, EtcdKeepAlive keepalive)
     : urls_(std::move(urls)),
       timeout_s_(timeout_s),
       credentials_(std::move(credentials)),
-      tls_(std::move(tls)) {
+      tls_(std::move(tls)),
+      keepalive_(keepalive) {
+  if (keepalive_ == EtcdKeepAlive::kGrpcStream) {
+    LeaseStream::TokenSource token;
+    if (!credentials_.user.empty()) {
+      token = [this] {
+        MutexLock lock(mu_);
+        return token_;
+      };
+    }
+    lease_stream_ = std::make_unique<LeaseStream>(urls_, timeout_s_, tls_, std::move(token));
+  }
   MutexLock lock(mu_);
   for (const std::string& url : urls_) {
     auto client = NewClient(url, tls_);
@@ -177,7 +190,8 @@ EtcdStore::EtcdStore(std::vector<std::string> urls, double timeout_s, EtcdCreden
   }
 }
 
-EtcdStore::~EtcdStore() = default;
+// The stream first: its token source reads mu_ and token_.
+EtcdStore::~EtcdStore() { lease_stream_.reset(); }
 
 std::string EtcdStore::Describe() const {
   std::string out;
@@ -325,8 +339,8 @@ std::vector<Result<coord::TxnResult>> EtcdStore::TxnEach(
     }
     MutexLock lock(lanes_mu_);
     while (lanes_.size() + 1 < lanes) {
-      lanes_.push_back(
-          std::unique_ptr<EtcdStore>(new EtcdStore(urls_, timeout_s_, credentials_, tls_)));
+      lanes_.push_back(std::unique_ptr<EtcdStore>(
+          new EtcdStore(urls_, timeout_s_, credentials_, tls_, EtcdKeepAlive::kHttpPost)));
       MutexLock other(lanes_.back()->mu_);
       lanes_.back()->token_ = token;  // renewed by that store when it expires
     }
@@ -383,62 +397,6 @@ Result<coord::TxnResult> EtcdStore::Txn(const coord::TxnRequest& request) {
   }
   if (!r.ok()) return r.error();
   return out;
-}
-
-Result<coord::LeaseId> EtcdStore::LeaseGrant(int64_t ttl_s) {
-  json body = json::object();
-  body["TTL"] = std::to_string(ttl_s);
-  // Granting again after a lost answer leaves at worst an unused lease, which expires.
-  Result<Answer> a = Post("/v3/lease/grant", body.dump(), Resend::kHarmless);
-  if (!a.ok()) return std::move(a).error();
-  const json j = json::parse(a->body, nullptr, false);
-  AnswerReader r(fmt::format("etcd at {}: /v3/lease/grant", a->url));
-  const coord::LeaseId id = r.Int(j, "ID");
-  const std::string error = r.String(j, "error");
-  if (!r.ok()) return r.error();
-  if (!error.empty()) return Error::Io(fmt::format("etcd at {}: lease grant: {}", a->url, error));
-  if (id == 0) {
-    r.Fail("no ID");
-    return r.error();
-  }
-  return id;
-}
-
-Result<int64_t> EtcdStore::LeaseKeepAlive(coord::LeaseId lease) {
-  json body = json::object();
-  body["ID"] = std::to_string(lease);
-  // A stream in gRPC; through the gateway one request gets one answer and the stream ends.
-  Result<Answer> a = Post("/v3/lease/keepalive", body.dump(), Resend::kHarmless);
-  if (!a.ok()) return std::move(a).error();
-  const std::string where = fmt::format("etcd at {}: /v3/lease/keepalive", a->url);
-  std::string_view text = a->body;
-  text.remove_prefix(std::min(text.size(), text.find_first_not_of(" \r\n\t")));
-  const size_t line_end = text.find('\n');
-  const json j = json::parse(text.substr(0, line_end), nullptr, false);
-  if (std::optional<EtcdError> e = ErrorOf(j)) {
-    return Error(e->kind, fmt::format("{}: {}", where, e->message));
-  }
-  AnswerReader r(where);
-  const json& result = r.Object(j, "result", true);
-  const int64_t ttl_s = r.Int(result, "TTL");
-  if (!r.ok()) return r.error();
-  // etcd answers a lease it does not have with TTL 0 (left out), not with an error.
-  if (ttl_s <= 0) {
-    return Error::NotFound(fmt::format("{}: lease {}: {}", where, lease, coord::kLeaseGone));
-  }
-  return ttl_s;
-}
-
-Status EtcdStore::LeaseRevoke(coord::LeaseId lease) {
-  json body = json::object();
-  body["ID"] = std::to_string(lease);
-  // etcd 3.4 answers both /v3/lease/revoke and /v3/kv/lease/revoke; 3.5 only the first.
-  Result<Answer> a = Post("/v3/lease/revoke", body.dump(), Resend::kNever);
-  if (!a.ok()) return std::move(a).error();
-  AnswerReader r(fmt::format("etcd at {}: /v3/lease/revoke", a->url));
-  r.Revision(json::parse(a->body, nullptr, false));
-  if (!r.ok()) return r.error();
-  return OkStatus();
 }
 
 Status EtcdStore::Compact(int64_t revision) {

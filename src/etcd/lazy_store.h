@@ -13,8 +13,10 @@ namespace headroom::etcd {
 
 class LazyStore final : public coord::ForwardingStore {
  public:
-  LazyStore(std::string endpoints, EtcdCredentials credentials, EtcdTls tls);
+  LazyStore(std::string endpoints, EtcdCredentials credentials, EtcdTls tls,
+            EtcdKeepAlive keepalive = kDefaultEtcdKeepAlive);
   void CancelFollows() override EXCLUDES(mu_);
+  bool WatchWaits() const override { return true; }  // an etcd's, once open
   std::string Describe() const override { return endpoints_; }
 
  protected:
@@ -24,6 +26,7 @@ class LazyStore final : public coord::ForwardingStore {
   const std::string endpoints_;
   const EtcdCredentials credentials_;
   const EtcdTls tls_;
+  const EtcdKeepAlive keepalive_;
   Mutex mu_;
   std::unique_ptr<EtcdStore> store_ GUARDED_BY(mu_);
   bool canceled_ GUARDED_BY(mu_) = false;

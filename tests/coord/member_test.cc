@@ -1,6 +1,6 @@
 // The site member (coord/member.h): what it publishes (demand by phase, a value curve, the step
-// timeline, holds), its grant's watch, and its threads -- the runner's, the watch's, the session's
-// and the lease keeper's (under TSan in `make test-tsan`).
+// timeline, holds) and when (on change), its grant's watch, and its threads -- the runner's, the
+// watch's, the session's and the lease keeper's (under TSan in `make test-tsan`).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -118,6 +118,259 @@ TEST(Member, TheStepTimelineFromThePhasesAndAHoldPassedOnOnce) {
   EXPECT_EQ(member.Timeline()->step, 3);
   EXPECT_DOUBLE_EQ(member.Timeline()->held_w, 100);
   EXPECT_DOUBLE_EQ(member.PendingHoldS(), 0);
+}
+
+// What the coordinator plans on, field by field (docs/SITE.md, "Members write on change"): a
+// change of any of it is put; what only describes the job rides along with the next put.
+TEST(MemberWritesOnChange, WhatTheCoordinatorPlansOnIsWhatCounts) {
+  Member put = M("j", 200, 800, 7);
+  put.phase = "train";
+  put.budget_w = 500;
+  put.power_w = 400;
+  put.has_timeline = true;
+  put.timeline.step = 3;
+  const MemberConfig plain;
+  MemberConfig by_phase;
+  by_phase.phase_demand = true;
+  MemberConfig lends;
+  lends.publish_phase_changes = true;
+  const auto changed = [&](const std::function<void(Member&)>& edit, const MemberConfig& c) {
+    Member now = put;
+    edit(now);
+    return PlanInputsChanged(put, now, c);
+  };
+  EXPECT_FALSE(changed([](Member&) {}, plain));
+  for (const auto& edit : std::vector<std::function<void(Member&)>>{
+           [](Member& m) { m.floor_w = 250; }, [](Member& m) { m.demand_w = 700; },
+           [](Member& m) { m.job_class = JobClass::kOpportunistic; },
+           [](Member& m) { m.standby_w = 150; }, [](Member& m) { m.update_w = 900; },
+           [](Member& m) { m.nameplate_w = 900; }, [](Member& m) { m.gpus = 2; },
+           [](Member& m) { m.slurm_job = "42"; }, [](Member& m) { m.holder = "h"; },
+           [](Member& m) { m.lease = 8; }, [](Member& m) { m.phase = "idle"; },  // held now
+           [](Member& m) { m.timeline.step = 4; },                               // a step begun
+           [](Member& m) { m.timeline.in_rollout = true; },                      // a rollout begun
+           [](Member& m) { m.timeline.held_left_s = 5; },                        // a hold begun
+           [](Member& m) { m.has_timeline = false; },                            // stopped
+           [](Member& m) {
+             m.value_curve = {{200, 1}};
+           }}) {  // a curve first built
+    EXPECT_TRUE(changed(edit, plain));
+  }
+  // Measurements, the timeline's moving parts, a phase within the step: nothing to plan on.
+  for (const auto& edit : std::vector<std::function<void(Member&)>>{
+           [](Member& m) { m.demand_w += 0.4; }, [](Member& m) { m.budget_w = 450; },
+           [](Member& m) { m.power_w = 650; }, [](Member& m) { m.value_tokens_per_j = 3; },
+           [](Member& m) { m.tokens_per_s = 99; }, [](Member& m) { m.phase = "logprobs"; },
+           [](Member& m) { m.timeline.phase_elapsed_s = 30; },
+           [](Member& m) { m.timeline.rollout_s = 40; }}) {
+    EXPECT_FALSE(changed(edit, plain));
+  }
+  // With the phase published, its every change; a site that lends reads the power too.
+  EXPECT_TRUE(changed([](Member& m) { m.phase = "logprobs"; }, by_phase));
+  EXPECT_FALSE(changed([](Member& m) { m.power_w = 650; }, by_phase));
+  EXPECT_TRUE(changed([](Member& m) { m.power_w = 420; }, lends));   // +5 %
+  EXPECT_FALSE(changed([](Member& m) { m.power_w = 405; }, lends));  // +1.25 %
+  // A curve's later changes ride along.
+  put.value_curve = {{200, 1}, {800, 9}};
+  EXPECT_FALSE(changed([](Member& m) { m.value_curve = {{200, 1}, {800, 8}}; }, plain));
+}
+
+// A member on a fake clock over the in-memory store, stepped as fleet-sim steps one (every
+// 0.5 s: observe, step, serve), with its member key's puts counted by the member and by the
+// key's revision.
+struct SteppedMember {
+  explicit SteppedMember(const MemberConfig& mc) : member(store, Named(mc), clock.fn(), Logger()) {}
+  static MemberConfig Named(MemberConfig mc) {
+    mc.site = "s";
+    mc.job = "j";
+    return mc;
+  }
+  // Every 0.5 s up to `until_s`.
+  void RunTo(double until_s) {
+    while (clock.t + 0.5 <= until_s + 1e-9) {
+      clock.t += 0.5;
+      member.Observe(clock.t, power_w, phase, 10.0);
+      member.Step();
+      (void)member.Current();
+    }
+  }
+  Member Published() {
+    auto r = store.Get(Keys("s").member("j"), false);
+    EXPECT_TRUE(r && r->kvs.size() == 1);
+    return *MemberFromJson(r->kvs[0].value, "member");
+  }
+  int64_t ModRevision() {
+    auto r = store.Get(Keys("s").member("j"), false);
+    return r && r->kvs.size() == 1 ? r->kvs[0].mod_revision : 0;
+  }
+  uint64_t puts() const { return member.status().puts; }
+
+  FakeClock clock;
+  MemoryStore store{clock.fn()};
+  SiteMember member;
+  double power_w = 300.0;
+  std::string phase = "train";
+};
+
+MemberConfig EightHundredWatts() {
+  MemberConfig mc;
+  mc.nameplate_w = 800;
+  mc.floor_w = 200;
+  return mc;
+}
+
+TEST(MemberWritesOnChange, ASteadyMemberIsPutOnlyAtTheRefresh) {
+  SteppedMember s(EightHundredWatts());
+  // Registered at 0.5 s (a put); the standby served since (budget_w 0 -> 200 W) rides along.
+  // Nothing changes after.
+  s.RunTo(5);
+  ASSERT_TRUE(s.member.status().registered);
+  EXPECT_EQ(s.puts(), 1u);
+  const int64_t revision = s.ModRevision();
+  s.power_w = 350;  // a measurement: rides along
+  s.RunTo(60);
+  EXPECT_EQ(s.puts(), 1u);
+  EXPECT_EQ(s.ModRevision(), revision);
+  EXPECT_DOUBLE_EQ(s.Published().power_w, 300);
+  // 60 s after the last put: the refresh, with what changed meanwhile.
+  s.RunTo(60.5);
+  EXPECT_EQ(s.puts(), 2u);
+  EXPECT_GT(s.ModRevision(), revision);
+  EXPECT_DOUBLE_EQ(s.Published().power_w, 350);
+  EXPECT_DOUBLE_EQ(s.Published().budget_w, 200);
+  s.RunTo(120);
+  EXPECT_EQ(s.puts(), 2u);
+}
+
+TEST(MemberWritesOnChange, ADemandChangeIsPutAtTheNextCheck) {
+  SteppedMember s(EightHundredWatts());
+  s.RunTo(5);
+  const uint64_t puts = s.puts();
+  s.member.SetDemandW(500);
+  s.RunTo(5.5);
+  EXPECT_EQ(s.puts(), puts + 1);
+  EXPECT_DOUBLE_EQ(s.Published().demand_w, 500);
+  s.member.SetDemandW(500.3);  // within the tolerance: the same demand
+  s.RunTo(10);
+  EXPECT_EQ(s.puts(), puts + 1);
+  s.member.SetDemandW(-1);  // the configured rule again: the nameplate
+  s.RunTo(10.5);
+  EXPECT_EQ(s.puts(), puts + 2);
+  EXPECT_DOUBLE_EQ(s.Published().demand_w, 800);
+}
+
+// The grant acted on is acknowledged (acks/<job>: what the coordinator reads), and rides along
+// in the member key: a budget change costs one write per member, not two.
+TEST(MemberWritesOnChange, AGrantActedOnIsAcknowledgedAndRidesAlong) {
+  SteppedMember s(EightHundredWatts());
+  s.RunTo(5);
+  const uint64_t puts = s.puts();
+  Grant g;
+  g.job = "j";
+  g.term = 1;
+  g.seq = 1;
+  g.lease = s.member.status().lease;
+  g.job_budget_w = 600;
+  ASSERT_TRUE(s.store.Put(Keys("s").grant("j"), ToJson(g), 0));
+  // Read and served at 5.5 s, acknowledged at the step after; the member key is not put.
+  s.RunTo(6.5);
+  EXPECT_EQ(s.member.Current().state, Acting::State::kGranted);
+  EXPECT_EQ(s.puts(), puts);
+  EXPECT_GE(s.member.status().acks, 1u);
+  auto ack = s.store.Get(Keys("s").ack("j"), false);
+  ASSERT_TRUE(ack && ack->kvs.size() == 1);
+  auto a = AckFromJson(ack->kvs[0].value, ack->kvs[0].key);
+  ASSERT_TRUE(a);
+  EXPECT_DOUBLE_EQ(a->job_budget_w, 600);
+  // At the refresh (60 s after the last put) it rides along.
+  s.RunTo(70);
+  EXPECT_EQ(s.puts(), puts + 1);
+  EXPECT_DOUBLE_EQ(s.Published().budget_w, 600);
+}
+
+TEST(MemberWritesOnChange, APhaseChangeWithDemandByPhaseIsPutAtOnce) {
+  MemberConfig mc = EightHundredWatts();
+  mc.phase_demand = true;
+  SteppedMember s(mc);
+  s.RunTo(4.5);
+  const uint64_t puts = s.puts();
+  EXPECT_DOUBLE_EQ(s.Published().demand_w, 200);  // outside rollout: the floor
+  s.phase = "rollout";
+  s.RunTo(5);  // checked at 4.5 s, next at 5.5 s: the change is put at once all the same
+  EXPECT_EQ(s.puts(), puts + 1);
+  EXPECT_DOUBLE_EQ(s.Published().demand_w, 800);
+  s.RunTo(20);
+  EXPECT_EQ(s.puts(), puts + 1);
+}
+
+// Without demand by phase, a phase within the step changes nothing planned; holding does (what
+// a job not admitted is charged), and so do the step timeline's events.
+TEST(MemberWritesOnChange, TheStepTimelinesEventsArePutAndItsMovingPartsRideAlong) {
+  SteppedMember s(EightHundredWatts());
+  s.RunTo(5);
+  uint64_t puts = s.puts();
+  s.phase = "logprobs";
+  s.RunTo(8);
+  EXPECT_EQ(s.puts(), puts);
+  s.phase = "idle";
+  s.RunTo(9);
+  EXPECT_EQ(s.puts(), ++puts);
+  EXPECT_EQ(s.Published().phase, "idle");
+  // A rollout 9.5-20 s (no longer held), then the rest from 20.5 s (the timeline arrives: a
+  // rollout and a rest both seen), a rollout from 30.5 s, the rest from 40.5 s: each put at
+  // once, and nothing in between.
+  s.phase = "rollout";
+  s.RunTo(20);
+  EXPECT_EQ(s.puts(), ++puts);
+  EXPECT_FALSE(s.Published().has_timeline);
+  for (const char* phase : {"train", "rollout", "train"}) {
+    s.phase = phase;
+    s.RunTo(s.clock.t + 1);
+    EXPECT_EQ(s.puts(), ++puts) << phase << " at " << s.clock.t;
+    ASSERT_TRUE(s.Published().has_timeline);
+    EXPECT_EQ(s.Published().timeline.in_rollout, std::string(phase) == "rollout");
+    s.power_w += 100;  // within the part: rides along
+    s.RunTo(s.clock.t + 9);
+    EXPECT_EQ(s.puts(), puts) << phase << " at " << s.clock.t;
+  }
+}
+
+TEST(MemberWritesOnChange, AMemberRegisteredAgainIsPutAtOnce) {
+  SteppedMember s(EightHundredWatts());
+  s.RunTo(5);
+  const uint64_t puts = s.puts();
+  const LeaseId lease = s.member.status().lease;
+  ASSERT_TRUE(s.store.LeaseRevoke(lease).ok());
+  EXPECT_EQ(s.ModRevision(), 0);  // the key gone with its lease
+  // The renewal finds the lease gone; the next step registers again, with its put.
+  while (s.member.status().leases_lost == 0 && s.clock.t < 10) s.RunTo(s.clock.t + 0.5);
+  ASSERT_EQ(s.member.status().leases_lost, 1u);
+  s.RunTo(s.clock.t + 0.5);
+  ASSERT_TRUE(s.member.status().registered);
+  EXPECT_EQ(s.puts(), puts + 1);
+  EXPECT_GT(s.ModRevision(), 0);
+  EXPECT_EQ(s.Published().lease, s.member.status().lease);
+  EXPECT_NE(s.Published().lease, lease);
+}
+
+// A registration applied whose answer was lost (an unknown outcome): the next try finds the name
+// taken on its own lease, and takes it as its own -- not as a duplicate of itself, counted at
+// standby beside its own admission for as long as its lease lives.
+TEST(Member, ARegistrationWhoseAnswerWasLostIsItsOwn) {
+  SteppedMember s(EightHundredWatts());
+  s.store.FailNextWriteAfterApply();
+  s.RunTo(0.5);
+  EXPECT_FALSE(s.member.status().registered);
+  EXPECT_GT(s.ModRevision(), 0);  // applied
+  s.RunTo(1);
+  const MemberStatus st = s.member.status();
+  ASSERT_TRUE(st.registered) << st.refused;
+  EXPECT_FALSE(st.duplicate);
+  EXPECT_EQ(st.puts, 1u);
+  EXPECT_EQ(s.Published().lease, st.lease);
+  auto members = s.store.Get(Keys("s").members(), true);
+  ASSERT_TRUE(members);
+  EXPECT_EQ(members->kvs.size(), 1u);  // no duplicate's key left on its lease
 }
 
 // An agent's threads on one member: a coordinator and a member on a store whose clock the test

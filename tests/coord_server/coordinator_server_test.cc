@@ -826,16 +826,9 @@ class StallingStore final : public coord::Store {
     cv_.notify_all();
   }
 
+  // The first read after Arm stalls: a Get, or the leader view's Watch of its prefix.
   Result<coord::RangeResult> Get(const std::string& key, bool prefix = false) override {
-    {
-      std::unique_lock lock(mu_);
-      if (armed_) {
-        armed_ = false;
-        stalled_ = true;
-        cv_.notify_all();
-        cv_.wait(lock, [this] { return released_; });
-      }
-    }
+    StallIfArmed();
     return inner_.Get(key, prefix);
   }
   Result<int64_t> Put(const std::string& key, const std::string& value,
@@ -855,12 +848,22 @@ class StallingStore final : public coord::Store {
   Status LeaseRevoke(coord::LeaseId lease) override { return inner_.LeaseRevoke(lease); }
   Result<coord::WatchResult> Watch(const std::string& key, bool prefix, int64_t after_revision,
                                    double wait_s) override {
+    StallIfArmed();
     return inner_.Watch(key, prefix, after_revision, wait_s);
   }
   Status Compact(int64_t revision) override { return inner_.Compact(revision); }
   std::string Describe() const override { return inner_.Describe(); }
 
  private:
+  void StallIfArmed() {
+    std::unique_lock lock(mu_);
+    if (!armed_) return;
+    armed_ = false;
+    stalled_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return released_; });
+  }
+
   coord::Store& inner_;
   std::mutex mu_;
   std::condition_variable cv_;

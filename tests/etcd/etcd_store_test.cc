@@ -684,7 +684,9 @@ class FakeGateway {
 
 TEST(EtcdStoreAnswers, MalformedAnswersAreErrors) {
   FakeGateway gateway;
-  Result<std::unique_ptr<EtcdStore>> opened = EtcdStore::Open(gateway.endpoint(), 0.5);
+  // Keep-alives through the gateway too (the fake speaks no gRPC).
+  Result<std::unique_ptr<EtcdStore>> opened =
+      EtcdStore::Open(gateway.endpoint(), 0.5, {}, {}, EtcdKeepAlive::kHttpPost);
   ASSERT_TRUE(opened.ok()) << opened.error().message();
   EtcdStore& store = **opened;
   for (const char* body : {
@@ -993,10 +995,11 @@ class EtcdTlsFailures : public ::testing::Test {
         "openssl req -x509 " + key + " -keyout ca.key -out ca.pem -days 1 -subj /CN=test-ca",
         "openssl req -x509 " + key +
             " -keyout other-ca.key -out other-ca.pem -days 1 -subj /CN=another-ca",
-        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' "
-        "> server.ext",
-        "printf 'subjectAltName=DNS:etcd.elsewhere.example\nextendedKeyUsage=serverAuth\n' "
-        "> elsewhere.ext",
+        // serverAuth and clientAuth: etcd's gateway dials etcd with the server's certificate.
+        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,"
+        "clientAuth\n' > server.ext",
+        "printf 'subjectAltName=DNS:etcd.elsewhere.example\nextendedKeyUsage=serverAuth,"
+        "clientAuth\n' > elsewhere.ext",
         "printf 'extendedKeyUsage=clientAuth\n' > client.ext",
         "openssl req " + key + " -keyout server.key -out server.csr -subj /CN=127.0.0.1",
         "openssl x509 -req -in server.csr -CA ca.pem " + sign +
@@ -1017,7 +1020,8 @@ class EtcdTlsFailures : public ::testing::Test {
         "openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:prime256v1 -out other.key",
         "printf 'not a certificate\n' > garbage.pem"};
     for (const std::string& step : steps) {
-      const std::string command = "cd " + dir_ + " && " + step + " > /dev/null 2>&1";
+      // In a subshell: a step's own redirection (printf ... > F) is not overridden.
+      const std::string command = "cd " + dir_ + " && (" + step + ") > /dev/null 2>&1";
       if (std::system(command.c_str()) != 0) {
         files_why_ = "failed: " + command;
         return;

@@ -229,6 +229,10 @@ bool Coordinator::SeesStateLost(int64_t revision) {
   compacted_to_ = 0;
   status_.compacted_to = 0;
   written_revision_ = std::min(written_revision_, revision);  // the old history's are gone
+  members_parsed_.Clear();
+  acks_parsed_.Clear();
+  grants_parsed_.Clear();
+  list_again_ = true;  // the view, and what was parsed of it, came from the old history
   gone_since_s_.clear();
   malformed_seen_.clear();
   ++status_.store_resets;

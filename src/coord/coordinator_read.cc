@@ -42,6 +42,10 @@ bool Coordinator::ReadView() {
   }
   ++status_.site_lists;
   view_.Reset(*list);
+  // A list after a store's state was lost may reuse revisions: nothing parsed is kept.
+  members_parsed_.Clear();
+  acks_parsed_.Clear();
+  grants_parsed_.Clear();
   viewed_term_ = term_;
   list_again_ = false;
   status_.view_revision = view_.revision();
@@ -89,23 +93,26 @@ std::optional<Coordinator::LeadRead> Coordinator::ReadSite(
     } else if (kv.key.starts_with(keys_.members())) {
       ReadMember(kv, now_s, &in);
     } else if (kv.key.starts_with(keys_.acks())) {
-      auto a = AckFromJson(kv.value, kv.key);
+      const Result<Ack>& a = acks_parsed_.Get(kv, AckFromJson);
       if (!a) {
         NoteMalformed(kv, a.error());
         continue;
       }
-      in.acks[a->job] = std::move(*a);
+      in.acks[a->job] = *a;
     } else if (kv.key.starts_with(keys_.grants())) {
-      auto g = GrantFromJson(kv.value, kv.key);
+      const Result<Grant>& g = grants_parsed_.Get(kv, GrantFromJson);
       if (!g) {
         NoteMalformed(kv, g.error());
         continue;
       }
-      in.grants[g->job] = std::move(*g);
+      in.grants[g->job] = *g;
     }
   }
   // Keys gone are forgotten.
   std::erase_if(member_seen_, [&](const auto& e) { return !kvs.contains(e.first); });
+  members_parsed_.Sweep();
+  acks_parsed_.Sweep();
+  grants_parsed_.Sweep();
   if (leader == nullptr || leader->lease != lease_.id() || leader->create_revision != term_) {
     StepDown("the leader key is no longer ours");
     return std::nullopt;
@@ -129,7 +136,7 @@ void Coordinator::ReadMember(const KeyValue& kv, double now_s, PlanInput* in) {
   // Unknown is not gone (docs/SITE.md): a key alive on its lease whose value cannot be
   // read keeps the watts its job holds.
   const std::string job(JobOf(kv.key, keys_.members()));
-  auto m = MemberFromJson(kv.value, kv.key);
+  Result<Member> m = members_parsed_.Get(kv, MemberFromJson);
   if (job.find('@') != std::string::npos) {
     // A second agent under a taken name: counted at standby, never admitted.
     if (m && kv.key == keys_.duplicate(m->job, kv.lease) && m->lease == kv.lease) {

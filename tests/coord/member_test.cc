@@ -18,6 +18,12 @@
 #include "coord/member_session.h"
 #include "coord/memory_store.h"
 
+// g++ 12 at -O3 warns wrongly on the short strings this file assigns (-Wrestrict, GCC PR
+// 105651): where the warning lands moves with whatever else the unity build puts in the file,
+// so it is off for the whole of it.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wrestrict"
+
 namespace headroom::coord {
 namespace {
 
@@ -376,10 +382,6 @@ TEST(Member, ARegistrationWhoseAnswerWasLostIsItsOwn) {
 // An agent's threads on one member: a coordinator and a member on a store whose clock the test
 // advances from the thread that steps them, and a runner thread that asks the member what to
 // act on, as the agent's runner does (under TSan in `make test-tsan`).
-// g++ 12 at -O3 warns wrongly on the short strings assigned here (-Wrestrict, GCC PR 105651):
-// where the warning lands moves with whatever else the unity build puts in this file.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wrestrict"
 struct ThreadedMember {
   explicit ThreadedMember(double grant_read_s) {
     CoordinatorConfig cc;
@@ -426,7 +428,6 @@ struct ThreadedMember {
   std::atomic<bool> done{false};
   std::thread runner;
 };
-#pragma GCC diagnostic pop
 
 TEST(MemberThreads, StepAndCurrentRunConcurrently) {
   ThreadedMember t(0.0);
@@ -584,3 +585,5 @@ TEST(MemberThreads, ALeaseKeeperRenewsUntilTheLeaseIsGoneAndStopsAtOnce) {
 
 }  // namespace
 }  // namespace headroom::coord
+
+#pragma GCC diagnostic pop

@@ -256,3 +256,40 @@ TEST(CoordinatorView, AViewBehindTheLedgerNeverWritesAndListsAgain) {
 
 }  // namespace
 }  // namespace headroom::coord
+
+namespace headroom::coord {
+namespace {
+
+int parses = 0;
+Result<Ack> CountedAck(std::string_view text, std::string_view where) {
+  ++parses;
+  return AckFromJson(text, where);
+}
+
+// The leader parses a value once per revision of its key; keys gone are forgotten at the sweep.
+TEST(ParsedValues, AValueIsParsedOncePerRevisionOfItsKey) {
+  parses = 0;
+  ParsedValues<Ack> cache;
+  const Ack ack{"a", 1, 2, 3, 400.0};
+  KeyValue kv{"/s/acks/a", ToJson(ack), 5, 5, 1, 3};
+  ASSERT_TRUE(cache.Get(kv, CountedAck));
+  EXPECT_DOUBLE_EQ(cache.Get(kv, CountedAck)->job_budget_w, 400.0);
+  EXPECT_EQ(parses, 1);
+  cache.Sweep();
+  kv.mod_revision = 9;
+  kv.value = ToJson(Ack{"a", 1, 3, 3, 300.0});
+  EXPECT_DOUBLE_EQ(cache.Get(kv, CountedAck)->job_budget_w, 300.0);
+  EXPECT_EQ(parses, 2);
+  cache.Sweep();
+  cache.Sweep();  // not asked for since: forgotten
+  EXPECT_DOUBLE_EQ(cache.Get(kv, CountedAck)->job_budget_w, 300.0);
+  EXPECT_EQ(parses, 3);
+  kv.value = "{";  // the same revision: what was parsed stands
+  EXPECT_TRUE(cache.Get(kv, CountedAck));
+  cache.Clear();
+  EXPECT_FALSE(cache.Get(kv, CountedAck));
+  EXPECT_EQ(parses, 4);
+}
+
+}  // namespace
+}  // namespace headroom::coord

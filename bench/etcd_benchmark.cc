@@ -58,26 +58,6 @@ double ProcCpuS(pid_t pid) {
   return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-// The child of this process named `comm` (etcd: EtcdCluster does not say its pid); 0 if none.
-pid_t ChildNamed(std::string_view comm) {
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(entry.path() / "stat");
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const size_t open = text.find('('), close = text.rfind(')');
-    if (open == std::string::npos || close == std::string::npos) continue;
-    std::istringstream rest(text.substr(close + 2));
-    std::string state;
-    long ppid = 0;
-    rest >> state >> ppid;
-    if (ppid == getpid() && text.substr(open + 1, close - open - 1) == comm) {
-      return static_cast<pid_t>(std::stol(name));
-    }
-  }
-  return 0;
-}
-
 // The sum of a counter of etcd's /metrics over its series for the LeaseKeepAlive method.
 double LeaseKeepAliveMetric(const std::string& metrics, std::string_view name) {
   double sum = 0;
@@ -149,7 +129,7 @@ bool Start() {
     std::fprintf(stderr, "etcd_benchmark: cannot start etcd: %s\n", why.c_str());
     return false;
   }
-  etcd_pid = ChildNamed("etcd");
+  etcd_pid = Etcd()->pid(0);
   for (etcd::EtcdKeepAlive k : {etcd::EtcdKeepAlive::kHttpPost, etcd::EtcdKeepAlive::kGrpcStream}) {
     auto store = etcd::EtcdStore::Open(Etcd()->endpoint(0), 2.0, {}, {}, k);
     if (!store.ok()) {

@@ -136,7 +136,7 @@ std::optional<SiteEtcd> StartEtcd() {
   }
   etcd.url = etcd.cluster->endpoint(0);
   etcd.port = PortOf(etcd.url);
-  etcd.pid = ChildNamed("etcd");
+  etcd.pid = etcd.cluster->pid(0);
   signal(SIGPIPE, SIG_IGN);  // httplib 0.11 writes without MSG_NOSIGNAL (etcd is started)
   etcd.proxy = EtcdProxy::Start(etcd.port, &why);
   if (!etcd.proxy) {

@@ -91,27 +91,6 @@ inline std::optional<double> ProcCpuS(pid_t pid) {
   return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-// A child of this process running `comm` (etcd's, which EtcdCluster does not expose); 0 if none.
-inline pid_t ChildNamed(std::string_view comm) {
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename().string();
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(entry.path() / "stat");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const size_t open = text.find('('), close = text.rfind(')');
-    if (open == std::string::npos || close == std::string::npos || close + 4 > text.size())
-      continue;
-    std::istringstream rest(text.substr(close + 2));
-    std::string state;
-    long ppid = 0;
-    rest >> state >> ppid;
-    if (ppid == getpid() && text.substr(open + 1, close - open - 1) == comm) {
-      return static_cast<pid_t>(std::stol(name));
-    }
-  }
-  return 0;
-}
-
 // VmRSS and VmHWM of a process, MiB.
 inline std::pair<double, double> ProcMemoryMiB(pid_t pid) {
   std::ifstream in(fmt::format("/proc/{}/status", pid));

@@ -163,6 +163,8 @@ class EtcdCluster {
     return out;
   }
   bool running(int i) const { return members_[i].pid > 0; }
+  // Member i's process (for its CPU and memory in /proc); -1 while it is not running.
+  pid_t pid(int i) const { return members_[i].pid; }
 
   // SIGKILL, and waits for it to be gone (its sockets closed).
   void Kill(int i) {

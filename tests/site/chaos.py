@@ -620,7 +620,8 @@ class Chaos:
             return t
         if kind == "member_unreadable":
             # A value written over an agent's member key on its lease, in a version newer than
-            # the coordinator reads: unknown is not gone (the agent rewrites it within update_s).
+            # the coordinator reads: unknown is not gone (the agent puts it again at its next
+            # change, or at its refresh, 60 s).
             ledger = self.watch.latest() or {"jobs": {}}
             a = rng.choice(self.agents)
             j = ledger["jobs"].get(a.job)

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "support/etcd_cluster.h"
+#include "support/etcd_suite.h"
 #include "support/silent_listener.h"
 
 // A namespace of its own: etcd_store_test.cc shares a unity build's translation unit.
@@ -59,27 +60,14 @@ double MessagesReceived(const EtcdCluster& c, int i = 0) {
   return LeaseKeepAliveMetric(c, i, "grpc_server_msg_received_total");
 }
 
-class LeaseStreamTest : public ::testing::Test {
+class LeaseStreamTest : public etcd_test::OneEtcdPerSuite {
  protected:
-  static void SetUpTestSuite() {
-    if (EtcdCluster::Available()) cluster_ = EtcdCluster::Start(1, &why_);
-  }
-  static void TearDownTestSuite() { cluster_.reset(); }
-
-  void SetUp() override {
-    if (!EtcdCluster::Available()) GTEST_SKIP() << "no " << etcd_test::kEtcdBinary;
-    ASSERT_TRUE(cluster_) << why_;
-  }
-
   static std::unique_ptr<EtcdStore> OpenStore(EtcdKeepAlive keepalive) {
     Result<std::unique_ptr<EtcdStore>> store =
         EtcdStore::Open(cluster_->endpoints(), 2.0, {}, {}, keepalive);
     EXPECT_TRUE(store.ok()) << store.error().message();
     return store.ok() ? std::move(*store) : nullptr;
   }
-
-  static inline std::optional<EtcdCluster> cluster_;
-  static inline std::string why_;
 };
 
 TEST(EtcdKeepAliveOption, NamesBothWaysAndRefusesOthers) {

@@ -27,6 +27,7 @@
 
 #include "common/free_port.h"
 #include "support/etcd_cluster.h"
+#include "support/etcd_suite.h"
 #include "support/silent_listener.h"
 #include "support/trickling_server.h"
 
@@ -40,16 +41,11 @@ double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-class EtcdStoreTest : public ::testing::Test {
+class EtcdStoreTest : public etcd_test::OneEtcdPerSuite {
  protected:
-  static void SetUpTestSuite() {
-    if (EtcdCluster::Available()) cluster_ = EtcdCluster::Start(1, &why_);
-  }
-  static void TearDownTestSuite() { cluster_.reset(); }
-
   void SetUp() override {
-    if (!EtcdCluster::Available()) GTEST_SKIP() << "no " << etcd_test::kEtcdBinary;
-    ASSERT_TRUE(cluster_) << why_;
+    OneEtcdPerSuite::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     Result<std::unique_ptr<EtcdStore>> store = EtcdStore::Open(cluster_->endpoints());
     ASSERT_TRUE(store.ok()) << store.error().message();
     store_ = std::move(*store);
@@ -63,8 +59,6 @@ class EtcdStoreTest : public ::testing::Test {
     return r.ok() ? r->revision : 0;
   }
 
-  static inline std::optional<EtcdCluster> cluster_;
-  static inline std::string why_;
   std::unique_ptr<EtcdStore> store_;
   std::string prefix_;
 };

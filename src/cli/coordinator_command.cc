@@ -56,6 +56,12 @@ struct CoordinatorArgs {
   std::string scontrol = "scontrol";
   double suspend_after_s = 3.0;
   SchedulingArgs scheduling;
+  // A domain of a parent site (coord/domain.h): its etcd and name, the parent etcd's own
+  // credentials, the parent lease's TTL.
+  std::string parent_etcd;
+  std::string parent_site;
+  EtcdOptions parent_etcd_options;
+  int64_t parent_lease_ttl_s = 10;
 };
 
 using Log = Logger;
@@ -79,6 +85,20 @@ Status CheckOptions(const CoordinatorArgs& args) {
     return Error::Usage(fmt::format("--reserve-w {}: expected below --site-budget-w {}",
                                     args.reserve_w, args.site_budget_w));
   }
+  if (args.parent_etcd.empty() != args.parent_site.empty()) {
+    return Error::Usage("--parent-etcd and --parent-site go together (a domain of that site)");
+  }
+  if (!args.parent_site.empty()) {
+    if (auto st = coord::CheckName(args.parent_site, "--parent-site"); !st) return st;
+    if (args.parent_site == args.site && args.parent_etcd == args.etcd) {
+      return Error::Usage("--parent-site: a site cannot be a domain of itself");
+    }
+    if (static_cast<double>(args.parent_lease_ttl_s) <= 2.0 * args.period_s) {
+      return Error::Usage(fmt::format(
+          "--parent-lease-ttl-s {}: must exceed twice --period-s {} (renewed once a period)",
+          args.parent_lease_ttl_s, args.period_s));
+    }
+  }
   if (static_cast<double>(args.lease_ttl_s) <= args.period_s) {
     return Error::Usage(fmt::format(
         "--lease-ttl-s {}: must exceed --period-s {} (the lease is renewed once a period)",
@@ -99,8 +119,16 @@ coord::CoordinatorConfig CoordinatorConfigOf(const CoordinatorArgs& args) {
   config.loan_lead_s = args.loan_lead_s;
   config.loan_cover = args.loan_cover;
   ApplyScheduling(args.scheduling, &config);
+  config.parent_site = args.parent_site;
   config.id = ReplicaId();
   return config;
+}
+
+// The parent's etcd flags as EtcdOptions (the keep-alive route is --etcd-keepalive's).
+EtcdOptions ParentEtcdOptions(const CoordinatorArgs& args) {
+  EtcdOptions o = args.parent_etcd_options;
+  o.keepalive = args.etcd_options.keepalive;
+  return o;
 }
 
 coord_server::CoordinatorApiConfig ApiConfigOf(const Serving& serving, bool token_on_reads) {
@@ -140,6 +168,27 @@ Status RunCoordinator(const CoordinatorArgs& args) {
     return OpenEtcd(args.etcd, "--etcd", kEtcdTimeoutS, etcd_options, coord::Keys(args.site).root);
   });
   if (!store) return std::move(store).error();
+  // A domain: the parent site's etcd, opened and read once the same way.
+  std::unique_ptr<etcd::EtcdStore> parent_store;
+  std::optional<coord_server::ParentParts> parent;
+  if (!args.parent_etcd.empty()) {
+    const EtcdOptions parent_options = ParentEtcdOptions(args);
+    for (const std::string& w : EtcdSecretWarnings(parent_options)) log.Warn("parent: " + w);
+    auto opened = signals.WhileStarting([&] {
+      return OpenEtcd(args.parent_etcd, "--parent-etcd", kEtcdTimeoutS, parent_options,
+                      coord::Keys(args.parent_site).root);
+    });
+    if (!opened) return Error::Io(fmt::format("--parent-etcd: {}", opened.error().message()));
+    parent_store = std::move(*opened);
+    parent = coord_server::ParentParts{
+        parent_store.get(),
+        {.parent_site = args.parent_site,
+         .parent_etcd = parent_store->Describe(),
+         .domain = args.site,
+         .lease_ttl_s = args.parent_lease_ttl_s,
+         .period_s = args.period_s,
+         .holder = ""}};
+  }
   // With --slurm: the leader suspends and resumes opportunistic members' Slurm jobs.
   std::unique_ptr<slurm::BatchScheduler> scontrol;
   std::optional<coord_server::SlurmParts> slurm;
@@ -152,7 +201,7 @@ Status RunCoordinator(const CoordinatorArgs& args) {
       [&signals] { signals.Wake(); }};
   coord_server::CoordinatorDaemon daemon(**store, CoordinatorConfigOf(args),
                                          ApiConfigOf(*serving, args.token_on_reads), slurm, clock,
-                                         log);
+                                         log, parent);
   if (auto st = daemon.Listen(serving->listen); !st) return st;
   daemon.Run(signals.stop());
   return OkStatus();
@@ -210,6 +259,26 @@ Command SetupCoordinator(CLI::App& app) {
       ->check(Real(0.0, 1.0))
       ->capture_default_str();
   AddSchedulingOptions(app, &a->scheduling);
+  app.add_option("--parent-etcd", a->parent_etcd,
+                 "This site is a domain (one breaker's) of a parent site on this etcd, "
+                 "URL[,URL...]: its leader registers there and its budget is its grant from the "
+                 "parent (docs/SITE.md, \"Domains\"; with --parent-site)");
+  app.add_option("--parent-site", a->parent_site, "With --parent-etcd: the parent site's name");
+  app.add_option("--parent-etcd-cacert", a->parent_etcd_options.cacert,
+                 "CA certificate that signed the parent etcd's (as --etcd-cacert)");
+  app.add_option("--parent-etcd-cert", a->parent_etcd_options.cert,
+                 "This client's certificate for the parent etcd (as --etcd-cert)");
+  app.add_option("--parent-etcd-key", a->parent_etcd_options.key,
+                 "This client's private key for the parent etcd (as --etcd-key)");
+  app.add_option("--parent-etcd-user", a->parent_etcd_options.user,
+                 "The parent etcd's user (as --etcd-user)");
+  app.add_option("--parent-etcd-password-file", a->parent_etcd_options.password_file,
+                 "File holding that user's password (as --etcd-password-file)");
+  app.add_option("--parent-lease-ttl-s", a->parent_lease_ttl_s,
+                 "The domain's lease at its parent: not renewed within it less a second, the "
+                 "domain brings its jobs to their floors")
+      ->check(Integer(kMinLeaseTtlS + 1, kMaxLeaseTtlS))
+      ->capture_default_str();
   return [a, config, &app]() -> Status {
     if (!config->empty()) {
       if (auto applied = ApplyConfigFile(app, *config, "coordinator"); !applied) {

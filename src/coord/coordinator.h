@@ -52,8 +52,28 @@ struct CoordinatorConfig {
   // The leader compacts the store's history older than this (etcd keeps every revision until
   // compacted, and refuses writes past its quota: ~2 GiB by default).
   double keep_history_s = 300.0;
+  // A domain's parent site (--parent-site; "": a site): its budget is its grant from there, so
+  // POST /v1/site-budget is refused.
+  std::string parent_site;
   std::string id;      // unique per replica (host, pid, a random part)
   std::string listen;  // where its API is, written with the leader key
+};
+
+// A domain's place under its parent site (coord/domain.h), as /v1/status shows it.
+struct ParentStatus {
+  std::string etcd;  // the parent's etcd endpoints
+  std::string site;  // the parent site
+  // granted (its grant from the parent is its budget), fenced (its parent lease not renewed:
+  // its budget goes to its floor), standby (not granted yet by this replica), follower (this
+  // replica does not lead: the leader is the member).
+  std::string state = "follower";
+  double job_budget_w = 0.0;  // the grant from the parent it acts on (0: none)
+  double pending_w = 0.0;     // a lower grant not acknowledged yet (its jobs still above; 0: none)
+  int64_t term = 0, seq = 0;  // of that grant
+  LeaseId lease = 0;          // its parent lease
+  double floor_w = 0.0, demand_w = 0.0;  // as declared to the parent
+  uint64_t acks = 0, fences = 0, puts = 0;
+  std::string reason;  // why the state, in words
 };
 
 struct CoordinatorStatus {
@@ -104,6 +124,8 @@ struct CoordinatorStatus {
   uint64_t site_lists = 0;
   uint64_t view_updates = 0;
   int64_t view_revision = 0;
+  // A domain's (set by its daemon, coord/domain.h); absent at a site.
+  std::optional<ParentStatus> parent;
 };
 
 // What the reserve in force lacks to cover the largest arrival's standby:

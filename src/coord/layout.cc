@@ -171,6 +171,7 @@ std::string ToJson(const Member& m) {
   if (!m.replaces.empty()) j["replaces"] = m.replaces;
   if (m.standby_w >= 0.0) j["standby_w"] = m.standby_w;
   if (m.update_w > 0.0) j["update_w"] = m.update_w;
+  if (m.domain) j["domain"] = true;
   if (m.has_timeline) {
     const StepTimeline& t = m.timeline;
     j["timeline"] = {{"step", t.step},
@@ -215,6 +216,7 @@ std::string ToJson(const Ledger& l) {
                   {"class", JobClassName(j.job_class)}};
     if (j.standby_w >= 0.0) jobs[name]["standby_w"] = j.standby_w;
     if (j.step_s > 0.0) jobs[name]["step_s"] = j.step_s;
+    if (j.domain) jobs[name]["domain"] = true;
   }
   json out{{"v", kValueVersion},
            {"term", l.term},
@@ -287,6 +289,7 @@ Result<Member> MemberFromJson(std::string_view text, std::string_view where) {
   m.replaces = OptionalString(r, "replaces");
   if (r.ok() && j->contains("standby_w")) m.standby_w = Watts(r, "standby_w");
   if (r.ok() && j->contains("update_w")) m.update_w = Watts(r, "update_w");
+  if (r.ok() && j->contains("domain")) m.domain = r.Bool("domain");
   ReadJobClass(r, m.job_class);
   if (r.ok() && j->contains("value_curve")) {
     const json& c = (*j)["value_curve"];
@@ -412,6 +415,7 @@ Result<Ledger> LedgerFromJson(std::string_view text, std::string_view where) {
     ReadJobClass(jr, job.job_class);
     if (jr.ok() && value.contains("standby_w")) job.standby_w = Watts(jr, "standby_w");
     if (jr.ok() && value.contains("step_s")) job.step_s = Watts(jr, "step_s");
+    if (jr.ok() && value.contains("domain")) job.domain = jr.Bool("domain");
     if (!fields.ok()) return Error::Input(fields.message());
     l.jobs[name] = job;
   }

@@ -103,6 +103,11 @@ struct Member {
   // overhead: the watts a reservation before the update holds for it (coord/reservation.h).
   // JSON "update_w", optional; 0 when absent (then the timeline's measured rest_w).
   double update_w = 0.0;
+  // A domain coordinator under this site (docs/SITE.md, "Domains"), not an agent: its floor is
+  // its own jobs' floors, standby and reserve, and may move while registered; its lease gone,
+  // it keeps the watts it holds (its jobs may still draw them) until it registers again and
+  // acknowledges lower. JSON "domain", optional (false when absent).
+  bool domain = false;
 };
 
 // The phases in which a job's trainer runs no step (it holds, loads, or has stopped): "idle",
@@ -157,6 +162,9 @@ struct LedgerJob {
   // none): a job whose lease is gone may still be running that step, fenced at its floor, so
   // the floor is not forgotten sooner than kForgetSteps of them. JSON "step_s", optional.
   double step_s = 0.0;
+  // A domain (Member::domain): its lease gone, held and grant are kept and it is never
+  // forgotten; its floor follows its member's. JSON "domain", optional.
+  bool domain = false;
 };
 // A job whose lease is gone keeps its floor for at least this many of its declared steps.
 inline constexpr double kForgetSteps = 2.0;

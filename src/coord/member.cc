@@ -85,10 +85,7 @@ Acting SiteMember::CurrentLocked(double now_s) const {
   return a;
 }
 
-Acting SiteMember::Current() {
-  const double now_s = now_s_();
-  MutexLock lock(mu_);
-  Acting a = CurrentLocked(now_s);
+void SiteMember::ServeLocked(const Acting& a) {
   if (a.state == Acting::State::kGranted && a.seq > served_seq_) served_seq_ = a.seq;
   if (a.state == Acting::State::kFenced && status_.acting != Acting::State::kFenced) {
     ++status_.fences;
@@ -97,7 +94,34 @@ Acting SiteMember::Current() {
   status_.acting_job_budget_w = a.job_budget_w;
   status_.acting_term = a.term;
   served_ = a;
+}
+
+Acting SiteMember::Current() {
+  const double now_s = now_s_();
+  MutexLock lock(mu_);
+  Acting a = CurrentLocked(now_s);
+  ServeLocked(a);
   return a;
+}
+
+Acting SiteMember::Peek() const {
+  const double now_s = now_s_();
+  MutexLock lock(mu_);
+  return CurrentLocked(now_s);
+}
+
+std::optional<Acting> SiteMember::ServeIf(const std::function<bool(const Acting&)>& serve) {
+  const double now_s = now_s_();
+  MutexLock lock(mu_);
+  Acting a = CurrentLocked(now_s);
+  if (!serve(a)) return std::nullopt;
+  ServeLocked(a);
+  return a;
+}
+
+void SiteMember::Declare(const Declared& d) {
+  MutexLock lock(mu_);
+  declared_ = d;
 }
 
 void SiteMember::SetDemandW(double demand_w) {

@@ -88,6 +88,18 @@ struct MemberConfig {
   JobClass job_class = JobClass::kGuaranteed;
   // The Slurm job this member runs in ("": none), published for a coordinator with --slurm.
   std::string slurm_job;
+  // A domain coordinator registered under its parent site (Member::domain; coord/domain.h):
+  // what it declares moves with its jobs (SiteMember::Declare).
+  bool domain = false;
+};
+
+// What a member declares that may move while it is registered (a domain's: its jobs' sums).
+struct Declared {
+  int gpus = 0;
+  double nameplate_w = 0.0;
+  double floor_w = 0.0;
+  double standby_w = 0.0;
+  double demand_w = 0.0;
 };
 
 struct HoldRequest {
@@ -155,6 +167,15 @@ class SiteMember {
   void StopWatching();
   // What to act on now; records it as served (acknowledged at the next Step).
   Acting Current() EXCLUDES(mu_);
+  // What Current() would serve now, not recorded (nothing is acknowledged for it).
+  Acting Peek() const EXCLUDES(mu_);
+  // Current(), recorded only when `serve` takes what it would serve (in one hold of the lock:
+  // a grant taken by WatchGrant meanwhile is judged, never acknowledged unjudged); nothing
+  // otherwise. A domain acknowledges a lower grant only once its own held watts fit under it.
+  std::optional<Acting> ServeIf(const std::function<bool(const Acting&)>& serve) EXCLUDES(mu_);
+  // From now on, these instead of the configuration's gpus, nameplate, floor, standby and
+  // demand (a domain's sums, each period); put at once when the plan reads them differently.
+  void Declare(const Declared& d) EXCLUDES(mu_);
   // The job's state after a decision: its power (with node overhead), phase, tokens/s.
   void Observe(double t_s, double power_w, std::string_view phase, double tokens_per_s)
       EXCLUDES(mu_);
@@ -185,6 +206,7 @@ class SiteMember {
 
  private:
   Acting CurrentLocked(double now_s) const REQUIRES(mu_);
+  void ServeLocked(const Acting& a) REQUIRES(mu_);  // Current()'s record of what it served
   double ValueLocked() const REQUIRES(mu_);
   Member DemandLocked(LeaseId lease) const REQUIRES(mu_);  // what the member key publishes
   std::vector<ValuePoint> HistoryCurveLocked() const REQUIRES(mu_);
@@ -251,6 +273,7 @@ class SiteMember {
   double put_s_ GUARDED_BY(mu_) = -1e300;
   double power_w_ GUARDED_BY(mu_) = 0.0;
   double demand_override_w_ GUARDED_BY(mu_) = -1.0;
+  std::optional<Declared> declared_ GUARDED_BY(mu_);
   std::string phase_ GUARDED_BY(mu_) = "idle";
   // The step timeline.
   enum class Part { kNone, kRollout, kRest, kHeld };

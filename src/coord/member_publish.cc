@@ -63,7 +63,7 @@ bool TimelineEventsDiffer(const Member& a, const Member& b) {
 bool PlanInputsChanged(const Member& put, const Member& now, const MemberConfig& c) {
   const bool phase_published = c.phase_demand || c.publish_phase_changes;
   if (put.lease != now.lease || put.gpus != now.gpus || put.job_class != now.job_class ||
-      put.slurm_job != now.slurm_job || put.holder != now.holder) {
+      put.slurm_job != now.slurm_job || put.holder != now.holder || put.domain != now.domain) {
     return true;
   }
   if (!SameW(put.floor_w, now.floor_w) || !SameW(put.demand_w, now.demand_w) ||
@@ -128,6 +128,14 @@ Member SiteMember::DemandLocked(LeaseId lease) const {
   m.demand_w = demand_override_w_ >= 0.0                                      ? demand_override_w_
                : config_.phase_demand && phase_ != PhaseName(Phase::kRollout) ? config_.floor_w
                                                                               : config_.nameplate_w;
+  m.domain = config_.domain;
+  if (declared_) {  // a domain's sums (Declare)
+    m.gpus = declared_->gpus;
+    m.nameplate_w = declared_->nameplate_w;
+    m.floor_w = declared_->floor_w;
+    m.standby_w = std::min(declared_->standby_w, declared_->floor_w);
+    m.demand_w = std::clamp(declared_->demand_w, m.floor_w, std::max(m.floor_w, m.nameplate_w));
+  }
   m.power_w = power_w_;
   m.node_overhead_w = config_.node_overhead_w;
   m.phase = phase_;

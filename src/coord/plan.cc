@@ -90,6 +90,17 @@ bool ReplacesAdmittedHolder(const Member& d, const Ledger& l,
 // out.changed, log.
 void FenceToFloor(PlanState& s, const std::string& name, LedgerJob& j) {
   if (j.lease == 0) return;
+  if (j.domain) {
+    // A domain's jobs may still draw what it holds (its coordinator killed, its agents acting
+    // on their grants): kept, until it registers again and acknowledges lower.
+    s.log.Warn(fmt::format("{}: domain lease {:x} gone: its held {:.1f} W kept until it "
+                           "registers again and acknowledges lower",
+                           name, j.lease, j.held_w),
+               {{"job", name}, {"held_w", j.held_w}});
+    j.lease = 0;
+    s.out.changed = true;
+    return;
+  }
   s.log.Warn(fmt::format("{}: lease {:x} gone: held {:.1f} W -> floor {:.1f} W", name, j.lease,
                          j.held_w, j.floor_w),
              {{"job", name}, {"held_w", j.floor_w}});
@@ -102,6 +113,7 @@ void FenceToFloor(PlanState& s, const std::string& name, LedgerJob& j) {
 // 1, no member: whether the job is forgotten now, its floor released (the caller erases it).
 // Reads j, in.gone_for_s, in.forget_after_s; writes l.standby, out.forgotten, out.changed, log.
 bool ForgetIfLongGone(PlanState& s, const std::string& name, const LedgerJob& j) {
+  if (j.domain) return false;  // what it holds may still be drawn: never forgotten
   // Its agent fenced itself: the step under way ends on the floor, then it holds. The floor
   // goes once that step is certain to be over; its standby stays counted until it registers
   // again, or forget_after_s more (fenced means held).
@@ -124,10 +136,49 @@ bool ForgetIfLongGone(PlanState& s, const std::string& name, const LedgerJob& j)
   return false;
 }
 
+// 1, a domain's floor follows its member's (its jobs come and go): down at once (what it holds
+// stays until it acknowledges lower), up into what it holds already, or else into what is free
+// (until then the old floor stays). Whether it moved. Reads l's budget and sums, m; writes j,
+// regrant, out.changed.
+bool FollowDomainFloor(PlanState& s, const std::string& name, LedgerJob& j, const Member& m) {
+  if (std::abs(m.floor_w - j.floor_w) <= kEpsW) return false;
+  const Ledger& l = s.l;
+  const double more_w = m.floor_w - j.held_w;  // above what it holds
+  if (m.floor_w > j.floor_w && more_w > kEpsW) {
+    const double budget_w = std::min(l.site_budget_w, l.target_site_budget_w) -
+                            std::max(l.reserve_w, l.TargetReserveW());
+    if (l.FloorsW() - j.floor_w + m.floor_w + l.StandbyW() > budget_w + kEpsW ||
+        l.HeldW() + more_w > l.site_budget_w - l.reserve_w + kEpsW) {
+      return false;
+    }
+    j.held_w += more_w;
+  }
+  j.floor_w = m.floor_w;
+  if (j.grant_w < j.floor_w) {
+    j.grant_w = j.floor_w;
+    s.regrant[name] = true;
+  }
+  s.out.changed = true;
+  return true;
+}
+
 // 1, a new incarnation takes the job's place: its floor was never released. A larger floor
 // than the ledger's (another configuration) needs the difference free first: until then it
 // waits. Reads l's budget and sums, m; writes j, regrant, out.changed, log.
 void TakeJobsPlace(PlanState& s, const std::string& name, LedgerJob& j, const Member& m) {
+  if (j.domain && m.domain) {
+    // A domain's new lease (another replica leads it, or it registered again): what it holds
+    // is its grant again, for the new lease; its floor follows.
+    FollowDomainFloor(s, name, j, m);
+    j.lease = m.lease;
+    j.demand_w = std::max(m.demand_w, j.floor_w);
+    s.regrant[name] = true;
+    s.log.Info(fmt::format("{}: domain lease {:x} takes its place, holding {:.1f} W", name,
+                           j.lease, j.held_w),
+               {{"job", name}, {"held_w", j.held_w}});
+    s.out.changed = true;
+    return;
+  }
   const Ledger& l = s.l;
   const double more_w = m.floor_w - j.floor_w;
   const double budget_w =
@@ -147,6 +198,7 @@ void TakeJobsPlace(PlanState& s, const std::string& name, LedgerJob& j, const Me
   }
   j.lease = m.lease;
   j.job_class = m.job_class;
+  j.domain = m.domain;
   if (j.job_class == JobClass::kOpportunistic) j.floor_w = 0.0;  // it pauses at 0
   j.demand_w = std::max(m.demand_w, j.floor_w);
   s.regrant[name] = true;
@@ -164,6 +216,7 @@ void SettleAck(PlanState& s, const std::string& name, LedgerJob& j, const Member
     j.held_w = j.grant_w;
     s.out.changed = true;
   }
+  if (m != nullptr && j.domain) FollowDomainFloor(s, name, j, *m);
   // Compared as stored (never below the floor): a member whose demand is below a floor the
   // ledger kept larger would otherwise read as changed, and the ledger be written, every period.
   if (m != nullptr && std::abs(std::max(m->demand_w, j.floor_w) - j.demand_w) > kEpsW) {
@@ -348,6 +401,7 @@ void AdmitAtFloor(PlanState& s, const std::string& name, const Member& m, double
   j.grant_w = j.held_w;
   j.lease = m.lease;
   j.job_class = m.job_class;
+  j.domain = m.domain;
   Remember(m, j);
   s.l.jobs[name] = j;
   if (sb != s.l.standby.end()) s.l.standby.erase(sb);

@@ -9,6 +9,11 @@
 //      kForgetSteps of its declared steps (LedgerJob::step_s); its standby then stays counted
 //      (a fenced StandbyJob) until it registers again, or for forget_after_s more. A member key
 //      alive but unreadable is not gone: the job keeps its lease, demand and held watts.
+//   1a. A domain (Member::domain: a domain coordinator under this site, docs/SITE.md "Domains")
+//      whose lease is gone keeps its held watts and its grant -- its jobs may still draw them --
+//      and is never forgotten; a new lease takes its place holding the same, and its grant is
+//      acknowledged lower only once the domain's own held watts fit under it. Its floor follows
+//      its member's: down at once, up into what it holds or what is free.
 //   1b. Every registered job not admitted (waiting, refused, a duplicate name) is counted in the
 //      ledger's standby at what it may draw (StandbyChargeW), from its registration until it is
 //      admitted or forgotten; a duplicate's entry goes at once when its lease takes the name.

@@ -30,6 +30,7 @@ void CoordinatorHost::Step() {
   coordinator_.Step();
   MutexLock snapshot(snapshot_mu_);
   snapshot_ = coordinator_.status();
+  snapshot_.parent = parent_;
   if (!unix_s_) return;
   const SiteHistoryPoint point = PointOf(snapshot_, unix_s_());
   MutexLock history(history_mu_);
@@ -50,6 +51,12 @@ std::string CoordinatorHost::HistoryPage(const SiteHistoryQuery& query) const {
     if (history_) points = history_->After(query.after_unix_s, query.limit + 1);
   }
   return SiteHistoryPageJson(points, query, config_.period_s);
+}
+
+void CoordinatorHost::SetParent(const coord::ParentStatus& parent) {
+  MutexLock snapshot(snapshot_mu_);
+  parent_ = parent;
+  snapshot_.parent = parent;
 }
 
 coord::CoordinatorStatus CoordinatorHost::Snapshot() const {
@@ -102,6 +109,7 @@ void CoordinatorHost::Resign() {
   coordinator_.Resign();
   MutexLock snapshot(snapshot_mu_);
   snapshot_ = coordinator_.status();
+  snapshot_.parent = parent_;
 }
 
 // ---- Bodies ----
@@ -203,9 +211,30 @@ json JobsJson(const coord::CoordinatorStatus& s, const coord::Ledger& l) {
     o["budget_w"] = member ? json(m->second.budget_w) : json(nullptr);
     const coord::LeaseId lease = member ? m->second.lease : lj->second.lease;
     o["lease"] = lease != 0 ? json(LeaseHex(lease)) : json(nullptr);
+    o["domain"] = admitted ? lj->second.domain : m->second.domain;
     jobs.push_back(std::move(o));
   }
   return jobs;
+}
+
+// A domain's place under its parent site (coord/domain.h).
+json ParentJson(const coord::ParentStatus& p) {
+  json o;
+  o["etcd"] = p.etcd;
+  o["site"] = p.site;
+  o["state"] = p.state;
+  o["job_budget_w"] = p.job_budget_w;
+  o["pending_w"] = p.pending_w;
+  o["floor_w"] = p.floor_w;
+  o["demand_w"] = p.demand_w;
+  o["lease"] = p.lease != 0 ? json(LeaseHex(p.lease)) : json(nullptr);
+  o["term"] = p.term;
+  o["seq"] = p.seq;
+  o["acks"] = p.acks;
+  o["fences"] = p.fences;
+  o["puts"] = p.puts;
+  o["reason"] = p.reason;
+  return o;
 }
 
 }  // namespace
@@ -225,6 +254,8 @@ std::string CoordinatorStatusJson(const coord::CoordinatorStatus& s,
   j["leader"] = leader.id.empty() ? json(nullptr) : json(leader.id);
   j["leader_listen"] = leader.listen.empty() ? json(nullptr) : json(leader.listen);
   j["site"] = config.site;
+  j["level"] = s.parent ? "domain" : "site";
+  j["parent"] = s.parent ? ParentJson(*s.parent) : json(nullptr);
   j["jobs"] = json::array();
   if (leading) {
     const coord::Ledger& l = *s.ledger;
@@ -329,6 +360,33 @@ void LedgerMetrics(const coord::CoordinatorStatus& s, const coord::Ledger& l, ne
 
 }  // namespace
 
+namespace {
+
+// A domain's families: its place under its parent site (coord/domain.h).
+void ParentMetrics(const coord::ParentStatus& p, net::MetricsText& w) {
+  w.Family("headroom_domain_parent_state", "gauge",
+           "1 for this domain's state under its parent site (granted, fenced, standby, "
+           "follower), 0 for the others.");
+  for (const char* state : {"granted", "fenced", "standby", "follower"}) {
+    w.Sample("headroom_domain_parent_state", "state", state, p.state == state ? 1.0 : 0.0);
+  }
+  w.Family("headroom_domain_parent_budget_watts", "gauge",
+           "The grant from the parent site this domain acts on: its site budget's ceiling.");
+  w.Sample("headroom_domain_parent_budget_watts", p.job_budget_w);
+  w.Family("headroom_domain_parent_pending_watts", "gauge",
+           "A lower grant from the parent not acknowledged yet (the domain's jobs still hold "
+           "more); 0: none.");
+  w.Sample("headroom_domain_parent_pending_watts", p.pending_w);
+  w.Family("headroom_domain_parent_floor_watts", "gauge",
+           "The floor this domain declares to its parent: its jobs' floors, standby and reserve.");
+  w.Sample("headroom_domain_parent_floor_watts", p.floor_w);
+  w.Family("headroom_domain_parent_fences_total", "counter",
+           "Times this domain fenced itself (its parent lease not renewed in time).");
+  w.Sample("headroom_domain_parent_fences_total", static_cast<double>(p.fences));
+}
+
+}  // namespace
+
 std::string CoordinatorMetricsText(const coord::CoordinatorStatus& s) {
   net::MetricsText w(BuildInfoMetric());
 
@@ -346,6 +404,7 @@ std::string CoordinatorMetricsText(const coord::CoordinatorStatus& s) {
   w.Sample("headroom_coordinator_leadership_lost_total", static_cast<double>(s.leadership_lost));
 
   if (Leading(s)) LedgerMetrics(s, *s.ledger, w);
+  if (s.parent) ParentMetrics(*s.parent, w);
 
   w.Family("headroom_coordinator_ledger_writes_total", "counter",
            "Ledger transactions this replica wrote.");
@@ -512,6 +571,12 @@ net::Response CoordinatorApi::Handle(const net::Request& request) {
 
 net::Response CoordinatorApi::PostSiteBudget(const net::Request& request, std::string_view query) {
   if (!query.empty()) return net::ErrorResponse(400, "query: /v1/site-budget takes none");
+  if (const std::string& parent = host_.config().parent_site; !parent.empty()) {
+    return net::ErrorResponse(
+        409, fmt::format("site '{}' is a domain of site '{}': its budget is its grant from there "
+                         "(POST /v1/site-budget to that site's coordinator)",
+                         host_.config().site, parent));
+  }
   auto w = ParseSiteBudgetBody(request.body);
   if (!w) return net::ErrorResponse(400, w.error().message());
   net::Response r;

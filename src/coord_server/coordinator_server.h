@@ -7,7 +7,8 @@
 //   GET  /metrics         Prometheus text format 0.0.4
 //   POST /v1/site-budget  {"site_budget_w": W} and/or {"reserve_w": W}: a new target, leader only,
 //                         answered 202 once written to the store (the ledger is the
-//                         one place the budget lives); bearer token when one is configured
+//                         one place the budget lives); bearer token when one is configured;
+//                         409 at a domain (its budget is its grant from its parent)
 // The routes go through net::Router and net::AccessPolicy, the agent's too: a Host that is not
 // this replica's is 403, an unknown path 404, a known path with another method 405 with Allow,
 // a POST without the token 401, without a JSON body 415; /v1/status and /metrics take no query
@@ -71,6 +72,9 @@ class CoordinatorHost {
                                  std::optional<double> reserve_w) EXCLUDES(mu_);
   // Gives up the lease (another replica leads at once), then publishes the status.
   void Resign() EXCLUDES(mu_, snapshot_mu_);
+  // A domain's place under its parent (coord/domain.h), published with every snapshot from
+  // now on (CoordinatorStatus::parent).
+  void SetParent(const coord::ParentStatus& parent) EXCLUDES(snapshot_mu_);
   // Told after each target RequestTarget accepts (outside its locks): the daemon's loop runs
   // its next Step at once instead of at its next period, so a site budget change is planned
   // and granted within the request's round trip. Set before serving.
@@ -100,6 +104,7 @@ class CoordinatorHost {
   coord::Coordinator coordinator_ GUARDED_BY(mu_);
   mutable Mutex snapshot_mu_;
   coord::CoordinatorStatus snapshot_ GUARDED_BY(snapshot_mu_);
+  std::optional<coord::ParentStatus> parent_ GUARDED_BY(snapshot_mu_);
   std::function<double()> unix_s_ GUARDED_BY(snapshot_mu_);
   // Lock order: snapshot_mu_, then history_mu_.
   mutable Mutex history_mu_;

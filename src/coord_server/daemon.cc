@@ -11,7 +11,8 @@ namespace headroom::coord_server {
 
 CoordinatorDaemon::CoordinatorDaemon(coord::Store& store, coord::CoordinatorConfig config,
                                      CoordinatorApiConfig api, std::optional<SlurmParts> slurm,
-                                     CoordinatorClock clock, Logger log)
+                                     CoordinatorClock clock, Logger log,
+                                     std::optional<ParentParts> parent)
     : store_(store),
       config_(std::move(config)),
       api_(std::move(api)),
@@ -20,6 +21,7 @@ CoordinatorDaemon::CoordinatorDaemon(coord::Store& store, coord::CoordinatorConf
       log_(std::move(log)),
       server_(api_) {
   if (slurm_) suspender_.emplace(slurm_->suspender);
+  if (parent) link_.emplace(*parent->store, parent->config, clock_.monotonic_s, log_);
 }
 
 Status CoordinatorDaemon::Listen(const net::ListenAddress& listen) {
@@ -54,6 +56,12 @@ void CoordinatorDaemon::StartLines() const {
        {"site", config_.site},
        {"site_budget_w", config_.site_budget_w},
        {"reserve_w", config_.reserve_w}});
+  if (link_) {
+    const coord::ParentStatus p = link_->status();
+    log_.Info(fmt::format("a domain of site '{}' (etcd {}): its budget is its grant from there",
+                          p.site, p.etcd),
+              {{"parent_site", p.site}});
+  }
   log_.Info(fmt::format("listening on http://{}/", config_.listen), {{"listen", config_.listen}});
 }
 
@@ -76,6 +84,24 @@ void CoordinatorDaemon::ApplySuspensions() {
   }
 }
 
+void CoordinatorDaemon::StepDomain() {
+  const coord::CoordinatorStatus s = host_->Snapshot();
+  const std::optional<double> want = link_->Step(s.role == "leader", s.ledger, s.members);
+  if (want) {
+    const SiteBudgetAnswer a = host_->RequestTarget(*want, std::nullopt);
+    if (a.outcome == SiteBudgetAnswer::Outcome::kAccepted) {
+      link_->Requested(*want);
+      last_refusal_.clear();
+    } else if (a.message != last_refusal_) {
+      log_.Warn(fmt::format("domain '{}': its grant {:.1f} W is not its target yet: {}",
+                            config_.site, *want, a.message),
+                {{"site_budget_w", *want}});
+      last_refusal_ = a.message;
+    }
+  }
+  host_->SetParent(link_->status());
+}
+
 void CoordinatorDaemon::Run(const std::atomic<bool>& stop) {
   server_.Serve(*host_);
   StartLines();
@@ -86,6 +112,7 @@ void CoordinatorDaemon::Run(const std::atomic<bool>& stop) {
   while (!stop) {
     host_->Step();
     if (suspender_) ApplySuspensions();
+    if (link_) StepDomain();
     const double now_s = clock_.monotonic_s();
     while (next_s <= now_s) next_s += period_s;
     clock_.sleep_until(next_s);
@@ -93,6 +120,7 @@ void CoordinatorDaemon::Run(const std::atomic<bool>& stop) {
   // 1. The lease revoked, so another replica leads at once (not after the TTL); the API still
   // answers meanwhile.
   host_->Resign();
+  if (link_) link_->Leave();  // the parent lease too: another replica takes the domain's place
   // 2. Then the API.
   server_.Stop();
   log_("stopped");

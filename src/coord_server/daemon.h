@@ -6,7 +6,8 @@
 //
 // The loop: a Step every period on the monotonic clock (a period missed, a slow store, is
 // skipped, not caught up); a target the API accepts wakes it, so the next Step runs at once;
-// with a scheduler, the Suspender's actions after each Step.
+// with a scheduler, the Suspender's actions after each Step; at a domain (--parent-etcd), the
+// parent membership's step after each Step (coord/domain.h), its grant the domain's target.
 //
 // Shutdown order, when `stop` is set:
 //   1. the host resigns: its lease is revoked, so another replica leads at once instead of
@@ -29,6 +30,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "coord/coordinator.h"
+#include "coord/domain.h"
 #include "coord/site_feed.h"
 #include "coord/store.h"
 #include "coord_server/coordinator_server.h"
@@ -54,12 +56,20 @@ struct SlurmParts {
   slurm::SuspenderConfig suspender;
 };
 
+// --parent-etcd, --parent-site: this site is a domain of a parent site (coord/domain.h).
+struct ParentParts {
+  coord::Store* store = nullptr;  // the parent's etcd; outlives the daemon
+  coord::DomainConfig config;
+};
+
 class CoordinatorDaemon {
  public:
   // `store` outlives the daemon. config.listen is set by Listen.
-  // REQUIRES: every clock function set; slurm->scheduler set when slurm.
+  // REQUIRES: every clock function set; slurm->scheduler set when slurm; parent->store set
+  // when parent.
   CoordinatorDaemon(coord::Store& store, coord::CoordinatorConfig config, CoordinatorApiConfig api,
-                    std::optional<SlurmParts> slurm, CoordinatorClock clock, Logger log);
+                    std::optional<SlurmParts> slurm, CoordinatorClock clock, Logger log,
+                    std::optional<ParentParts> parent = std::nullopt);
   CoordinatorDaemon(const CoordinatorDaemon&) = delete;
   CoordinatorDaemon& operator=(const CoordinatorDaemon&) = delete;
 
@@ -79,6 +89,9 @@ class CoordinatorDaemon {
   void StartLines() const;
   // After a Step: the Suspender's actions on the scheduler.
   void ApplySuspensions();
+  // After a Step, at a domain: the parent membership stepped, the grant made the domain's
+  // target (coord/domain.h), the parent's state published with the status.
+  void StepDomain();
 
   coord::Store& store_;
   coord::CoordinatorConfig config_;
@@ -92,6 +105,8 @@ class CoordinatorDaemon {
   std::unique_ptr<coord::FollowedFeed> feed_;  // from Listen
   std::optional<CoordinatorHost> host_;        // from Listen
   std::optional<slurm::Suspender> suspender_;  // with slurm; the loop's thread only
+  std::optional<coord::DomainLink> link_;      // at a domain; the loop's thread only
+  std::string last_refusal_;                   // of the domain's target, logged once
 };
 
 }  // namespace headroom::coord_server

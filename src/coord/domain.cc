@@ -1,0 +1,152 @@
+#include "coord/domain.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+namespace headroom::coord {
+namespace {
+
+constexpr double kSameW = 1e-6;
+constexpr double kMinDomainFloorW = 1.0;
+
+bool SameW(double a, double b) { return std::abs(a - b) <= kSameW; }
+
+const char* StateOf(Acting::State s) {
+  switch (s) {
+    case Acting::State::kGranted:
+      return "granted";
+    case Acting::State::kFenced:
+      return "fenced";
+    case Acting::State::kStandby:
+    case Acting::State::kLocal:
+      return "standby";
+  }
+  return "standby";
+}
+
+}  // namespace
+
+Declared DomainSums(const Ledger& ledger, const std::map<std::string, Member>& members,
+                    bool never_granted) {
+  const double reserve_w = std::max(ledger.reserve_w, ledger.TargetReserveW());
+  const double standby_w = ledger.StandbyW();
+  Declared d;
+  // At least a watt: a site's budget is never 0 (an empty domain without a reserve).
+  d.floor_w = std::max(kMinDomainFloorW, ledger.FloorsW() + standby_w + reserve_w);
+  double demand_w = 0.0;
+  for (const auto& [name, j] : ledger.jobs) demand_w += j.demand_w;
+  double nameplate_w = 0.0;
+  for (const auto& [name, m] : members) {
+    d.gpus += m.gpus;
+    nameplate_w += m.nameplate_w;
+  }
+  d.gpus = std::max(d.gpus, 1);  // a member has at least one (an empty domain: its own)
+  // Its whole budget in force is what its jobs may draw until the parent grants this replica.
+  if (never_granted) d.floor_w = std::max(d.floor_w, ledger.site_budget_w);
+  d.demand_w = std::max(d.floor_w, demand_w + standby_w + reserve_w);
+  d.nameplate_w = std::max(d.demand_w, nameplate_w + standby_w + reserve_w);
+  d.standby_w = d.floor_w;  // a domain draws no less unheld: its jobs run on
+  return d;
+}
+
+DomainLink::DomainLink(Store& parent, DomainConfig config, std::function<double()> monotonic_s,
+                       Logger log)
+    : parent_(parent),
+      config_(std::move(config)),
+      now_s_(std::move(monotonic_s)),
+      log_(std::move(log)) {
+  status_.etcd = config_.parent_etcd;
+  status_.site = config_.parent_site;
+}
+
+DomainLink::~DomainLink() = default;
+
+void DomainLink::Join() {
+  MemberConfig mc;
+  mc.site = config_.parent_site;
+  mc.job = config_.domain;
+  mc.gpus = 0;
+  mc.lease_ttl_s = config_.lease_ttl_s;
+  mc.update_s = config_.period_s;
+  mc.grant_read_s = 0.0;  // read with every Step: the domain has no watch thread of its own
+  mc.domain = true;
+  mc.holder = config_.holder;
+  member_ = std::make_unique<SiteMember>(parent_, mc, now_s_, log_);
+  requested_w_.reset();
+  log_.Info(fmt::format("domain '{}': joining site '{}' at {}", config_.domain,
+                        config_.parent_site, config_.parent_etcd),
+            {{"parent_site", config_.parent_site}});
+}
+
+void DomainLink::Leave() {
+  if (!member_) return;
+  member_->StopWatching();
+  member_->Leave();
+  member_.reset();
+  requested_w_.reset();
+  status_.state = "follower";
+  status_.job_budget_w = status_.pending_w = 0.0;
+  status_.lease = 0;
+}
+
+std::optional<double> DomainLink::Step(bool leading, const std::optional<Ledger>& ledger,
+                                       const std::map<std::string, Member>& members) {
+  if (!leading) {
+    if (member_) {
+      log_.Info(fmt::format("domain '{}': not leading: leaving site '{}'", config_.domain,
+                            config_.parent_site));
+    }
+    Leave();
+    return std::nullopt;
+  }
+  if (!ledger) return std::nullopt;  // nothing planned yet
+  if (!member_) Join();
+  const Ledger& l = *ledger;
+  const Acting::State was = member_->Peek().state;
+  const bool never_granted = was == Acting::State::kStandby || was == Acting::State::kLocal;
+  const Declared d = DomainSums(l, members, never_granted);
+  member_->Declare(d);
+  member_->Step();
+  const Acting a = member_->Peek();
+
+  std::optional<double> want;
+  if (a.state == Acting::State::kGranted) {
+    const double g = a.job_budget_w;
+    if (!SameW(l.target_site_budget_w, g) && !(requested_w_ && SameW(*requested_w_, g))) want = g;
+    // Down before up: acknowledged once the domain's budget in force, and the one it asks
+    // for, fit under the grant (a higher grant: at once).
+    member_->ServeIf([&](const Acting& now) {
+      return now.state == Acting::State::kGranted && now.term == a.term && now.seq == a.seq &&
+             l.site_budget_w <= g + kSameW && l.target_site_budget_w <= g + kSameW;
+    });
+  } else if (a.state == Acting::State::kFenced) {
+    // The agent's fencing rule one level up: the domain to its floor.
+    if (l.target_site_budget_w > d.floor_w + kSameW &&
+        !(requested_w_ && SameW(*requested_w_, d.floor_w))) {
+      want = d.floor_w;
+    }
+    member_->ServeIf([](const Acting& now) { return now.state == Acting::State::kFenced; });
+  }
+
+  const MemberStatus ms = member_->status();
+  status_.state = StateOf(a.state);
+  status_.reason = a.reason;
+  status_.term = a.term;
+  status_.seq = a.seq;
+  status_.lease = ms.lease;
+  status_.job_budget_w = ms.acting == Acting::State::kGranted ? ms.acting_job_budget_w : 0.0;
+  const bool served = ms.acting == Acting::State::kGranted &&
+                      SameW(ms.acting_job_budget_w, a.job_budget_w);
+  status_.pending_w = a.state == Acting::State::kGranted && !served ? a.job_budget_w : 0.0;
+  status_.floor_w = d.floor_w;
+  status_.demand_w = d.demand_w;
+  status_.acks = ms.acks;
+  status_.fences = ms.fences;
+  status_.puts = ms.puts;
+  return want;
+}
+
+}  // namespace headroom::coord

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <utility>
 #include <vector>
 
@@ -102,9 +103,29 @@ void CoordinatorDaemon::StepDomain() {
   host_->SetParent(link_->status());
 }
 
+void CoordinatorDaemon::RunDomain() {
+  const double period_s = config_.period_s;
+  double next_s = clock_.monotonic_s();
+  for (;;) {
+    StepDomain();
+    const double now_s = clock_.monotonic_s();
+    while (next_s <= now_s) next_s += period_s;
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                           std::chrono::duration<double>(next_s - now_s));
+    MutexLock lock(domain_mu_);
+    if (WaitUntil(domain_wake_, domain_mu_, until,
+                  [this]() REQUIRES(domain_mu_) { return domain_stop_; })) {
+      break;
+    }
+  }
+  link_->Leave();  // the parent lease: another replica takes the domain's place at once
+}
+
 void CoordinatorDaemon::Run(const std::atomic<bool>& stop) {
   server_.Serve(*host_);
   StartLines();
+  if (link_) domain_thread_ = std::thread([this] { RunDomain(); });
   // Every period on the monotonic clock; a period missed (a slow store) is skipped, not caught
   // up.
   const double period_s = config_.period_s;
@@ -112,7 +133,6 @@ void CoordinatorDaemon::Run(const std::atomic<bool>& stop) {
   while (!stop) {
     host_->Step();
     if (suspender_) ApplySuspensions();
-    if (link_) StepDomain();
     const double now_s = clock_.monotonic_s();
     while (next_s <= now_s) next_s += period_s;
     clock_.sleep_until(next_s);
@@ -120,7 +140,14 @@ void CoordinatorDaemon::Run(const std::atomic<bool>& stop) {
   // 1. The lease revoked, so another replica leads at once (not after the TTL); the API still
   // answers meanwhile.
   host_->Resign();
-  if (link_) link_->Leave();  // the parent lease too: another replica takes the domain's place
+  if (domain_thread_.joinable()) {  // then the parent lease
+    {
+      MutexLock lock(domain_mu_);
+      domain_stop_ = true;
+    }
+    domain_wake_.notify_all();
+    domain_thread_.join();
+  }
   // 2. Then the API.
   server_.Stop();
   log_("stopped");

@@ -6,8 +6,9 @@
 //
 // The loop: a Step every period on the monotonic clock (a period missed, a slow store, is
 // skipped, not caught up); a target the API accepts wakes it, so the next Step runs at once;
-// with a scheduler, the Suspender's actions after each Step; at a domain (--parent-etcd), the
-// parent membership's step after each Step (coord/domain.h), its grant the domain's target.
+// with a scheduler, the Suspender's actions after each Step. At a domain (--parent-etcd), the
+// parent membership steps on a thread of its own every period (coord/domain.h), its grant the
+// domain's target; at shutdown it stops after the host resigns, revoking the parent lease.
 //
 // Shutdown order, when `stop` is set:
 //   1. the host resigns: its lease is revoked, so another replica leads at once instead of
@@ -17,18 +18,22 @@
 // The API still answers while the host resigns (a status read, a budget request waiting on the
 // host's mutex), so no client sees a refused connection from a replica that still leads.
 //
-// Not thread-safe: one thread constructs it, calls Listen and then Run; the API's threads and
-// the clock's `wake` are the only others that touch it, through the host.
+// Not thread-safe: one thread constructs it, calls Listen and then Run; the API's threads, the
+// clock's `wake` and, at a domain, the parent membership's thread are the only others that
+// touch it, through the host.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/thread_annotations.h"
 #include "coord/coordinator.h"
 #include "coord/domain.h"
 #include "coord/site_feed.h"
@@ -89,8 +94,11 @@ class CoordinatorDaemon {
   void StartLines() const;
   // After a Step: the Suspender's actions on the scheduler.
   void ApplySuspensions();
-  // After a Step, at a domain: the parent membership stepped, the grant made the domain's
-  // target (coord/domain.h), the parent's state published with the status.
+  // At a domain, on a thread of its own (a parent etcd that does not answer never delays the
+  // domain's own periods, nor its lease): every period, the parent membership stepped on the
+  // last snapshot, the grant made the domain's target (coord/domain.h), the parent's state
+  // published with the status. Until domain_stop_; then the parent lease is revoked.
+  void RunDomain() EXCLUDES(domain_mu_);
   void StepDomain();
 
   coord::Store& store_;
@@ -105,8 +113,12 @@ class CoordinatorDaemon {
   std::unique_ptr<coord::FollowedFeed> feed_;  // from Listen
   std::optional<CoordinatorHost> host_;        // from Listen
   std::optional<slurm::Suspender> suspender_;  // with slurm; the loop's thread only
-  std::optional<coord::DomainLink> link_;      // at a domain; the loop's thread only
+  std::optional<coord::DomainLink> link_;      // at a domain; domain_thread_'s only
   std::string last_refusal_;                   // of the domain's target, logged once
+  Mutex domain_mu_;
+  std::condition_variable_any domain_wake_;
+  bool domain_stop_ GUARDED_BY(domain_mu_) = false;
+  std::thread domain_thread_;  // from Run, at a domain
 };
 
 }  // namespace headroom::coord_server

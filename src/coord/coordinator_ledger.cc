@@ -80,7 +80,11 @@ Ledger Coordinator::LedgerFromLost() {
   for (const auto& [job, j] : lost_ledger_->jobs) {
     LedgerJob kept = j;
     kept.lease = 0;
-    kept.held_w = kept.grant_w = kept.floor_w;
+    // A domain's jobs may still draw what it holds (plan.h, rule 1a): its held watts and grant
+    // are kept until it registers again and acknowledges lower (found by
+    // tests/site/chaos_domains.py: at its floor, the room it still used was granted to another
+    // domain 3 s later).
+    if (!kept.domain) kept.held_w = kept.grant_w = kept.floor_w;
     ledger.jobs[job] = kept;
   }
   for (const auto& [job, s] : lost_ledger_->standby) {

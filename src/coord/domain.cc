@@ -30,7 +30,7 @@ const char* StateOf(Acting::State s) {
 }  // namespace
 
 Declared DomainSums(const Ledger& ledger, const std::map<std::string, Member>& members,
-                    bool never_granted) {
+                    bool ungranted) {
   const double reserve_w = std::max(ledger.reserve_w, ledger.TargetReserveW());
   const double standby_w = ledger.StandbyW();
   Declared d;
@@ -45,7 +45,7 @@ Declared DomainSums(const Ledger& ledger, const std::map<std::string, Member>& m
   }
   d.gpus = std::max(d.gpus, 1);  // a member has at least one (an empty domain: its own)
   // Its whole budget in force is what its jobs may draw until the parent grants this replica.
-  if (never_granted) d.floor_w = std::max(d.floor_w, ledger.site_budget_w);
+  if (ungranted) d.floor_w = std::max(d.floor_w, ledger.site_budget_w);
   d.demand_w = std::max(d.floor_w, demand_w + standby_w + reserve_w);
   d.nameplate_w = std::max(d.demand_w, nameplate_w + standby_w + reserve_w);
   d.standby_w = d.floor_w;  // a domain draws no less unheld: its jobs run on
@@ -105,10 +105,12 @@ std::optional<double> DomainLink::Step(bool leading, const std::optional<Ledger>
   if (!ledger) return std::nullopt;  // nothing planned yet
   if (!member_) Join();
   const Ledger& l = *ledger;
-  const Acting::State was = member_->Peek().state;
-  const bool never_granted = was == Acting::State::kStandby || was == Acting::State::kLocal;
-  const Declared d = DomainSums(l, members, never_granted);
-  member_->Declare(d);
+  // Not granted (never by this replica, or fenced): what its jobs may draw now is declared as
+  // its floor, so a parent that counts it afresh (a new lease, its etcd wiped) counts that.
+  const bool granted = member_->Peek().state == Acting::State::kGranted;
+  const Declared d = DomainSums(l, members, false);
+  const Declared declared = granted ? d : DomainSums(l, members, true);
+  member_->Declare(declared);
   member_->Step();
   const Acting a = member_->Peek();
 
@@ -141,8 +143,8 @@ std::optional<double> DomainLink::Step(bool leading, const std::optional<Ledger>
   const bool served = ms.acting == Acting::State::kGranted &&
                       SameW(ms.acting_job_budget_w, a.job_budget_w);
   status_.pending_w = a.state == Acting::State::kGranted && !served ? a.job_budget_w : 0.0;
-  status_.floor_w = d.floor_w;
-  status_.demand_w = d.demand_w;
+  status_.floor_w = declared.floor_w;
+  status_.demand_w = declared.demand_w;
   status_.acks = ms.acks;
   status_.fences = ms.fences;
   status_.puts = ms.puts;

@@ -8,9 +8,10 @@
 //   - fenced (its parent lease not renewed within TTL - margin): its budget goes to its
 //     floor; the parent keeps what it held until it registers again and acknowledges lower
 //     (plan.h, rule 1a);
-//   - never granted by this replica (it just began leading, or the domain just joined): it
-//     declares as its floor its whole budget in force (what its jobs may draw now), so the
-//     parent counts that until it grants, and its budget stays as it is.
+//   - not granted (never by this replica -- it just began leading, or the domain just joined --
+//     or fenced): it declares as its floor its whole budget in force (what its jobs may draw
+//     now), so a parent that counts it afresh (a new lease, a parent etcd wiped) counts that;
+//     never granted, its budget stays as it is until the parent grants.
 // Only the leader is a member; a replica that stops leading leaves (its lease revoked). No
 // threads, no clock of its own; the parent store is the only I/O.
 #pragma once
@@ -40,10 +41,10 @@ struct DomainConfig {
 };
 
 // The domain's sums over its ledger (its admitted jobs, its standby, its reserve) and its
-// members (GPUs, nameplate): what it declares to its parent; `never_granted`: its floor is its
+// members (GPUs, nameplate): what it declares to its parent; `ungranted`: its floor is its
 // whole budget in force.
 Declared DomainSums(const Ledger& ledger, const std::map<std::string, Member>& members,
-                    bool never_granted);
+                    bool ungranted);
 
 class DomainLink {
  public:

@@ -221,12 +221,20 @@ bench-history: build
 
 # One `headroom coordinator` with 1,000 simulated agents on one etcd of its own: whether it
 # holds its 1 s period, grant round trip, etcd's requests and transactions per second, the
-# coordinator's CPU and memory (docs/PERFORMANCE.md, "A site at scale"). About 80 s.
+# coordinator's CPU and memory (docs/PERFORMANCE.md, "A site at scale"). About 80 s. Then, side
+# by side on the same machine, the same agents in two levels: FLEET_DOMAINS domains, each a
+# coordinator on an etcd of its own, under one site coordinator on a parent etcd
+# (docs/PERFORMANCE.md, "Two levels: domains under a site"; about 100 s more; 0: one level only).
 FLEET_AGENTS ?= 1000
+FLEET_DOMAINS ?= 4
 bench-fleet: bench-build
 	mkdir -p build/bench
 	build/bin/headroom_fleet_scale --headroom $(HEADROOM) --agents $(FLEET_AGENTS) \
 	  --json build/bench/fleet_scale.json
+	if [ "$(FLEET_DOMAINS)" -gt 0 ]; then \
+	  build/bin/headroom_fleet_scale --headroom $(HEADROOM) --agents $(FLEET_AGENTS) \
+	    --domains $(FLEET_DOMAINS) --json build/bench/fleet_scale_domains.json; \
+	fi
 
 # Retrain the shipped policies (policies/*.json) and rerun docs/RESULTS.md's evaluations.
 policies: build

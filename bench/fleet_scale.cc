@@ -21,8 +21,45 @@
 //   (d) the coordinator's, etcd's and this process's CPU, the coordinator's and etcd's memory;
 //   and the invariant, checked independently of the coordinator: the sum over members of what
 //   Current() returned <= the site budget in force - reserve, at every change of any member.
-// The measuring is in bench/fleet_scale/measure.h, the report (the table; --json) in report.h.
-// Exit status: 0, 1 when the invariant was broken, 2 when the site could not be set up.
+// The measuring is in bench/fleet_scale/measure.h, the report (the table; --json) in report.h;
+// the set-up both levels share in site.h.
+//
+// Two levels (issue 55, item 3: "4 domains x 250 agents, each domain on its own etcd, under one
+// site coordinator: a site POST cut -> every agent acting on its lower grant, p99 <= 3 s"):
+//
+//   headroom_fleet_scale --headroom build/bin/headroom --agents 1000 --domains 4 [--json F]
+//
+// runs N domain coordinators (`--site dom-<d> --parent-etcd P --parent-site scale`), each on an
+// etcd of its own with its share of the agents (agent i in dom-<i % N>; the connections split
+// evenly), under the site's coordinator on the parent etcd P, which alone gets the budget
+// changes (domains.h; the order of the set-up is there). The same measurements, with:
+//   - the cut round trip, at both levels alike: for each lower site budget POSTed at t0 (just
+//     before the POST), each agent's first Current() after t0 on a grant (state granted) with
+//     a newer sequence than, and a budget lower than, the grant it acted on at t0; the time is
+//     when that Current() returned, less t0. An agent with none before the next change counts
+//     as "without a lower grant", not in the quantiles. p50 / p99 / max over every agent and
+//     cut. (The grant round trip above counts the first new sequence, lower or not, at every
+//     change; at a cut the two differ only for an agent whose first new grant is not lower.)
+//   - the invariant at two levels (domain_report.h): per domain, the one above against that
+//     domain's ledger; the site's ledger (sum held by the domains <= site budget - reserve); and
+//     across the levels, the domains' budgets in force (their ledgers) summed <= the site's
+//     budget in force - reserve, each <= what the site's ledger has it hold.
+// The table's coordinator, etcd and probe rows are then the site's (the parent etcd's); a
+// second table adds the domains'. The JSON (--json) keys, beyond one level's:
+//   grant_round_trip.cut_lower_{pairs,p50_s,p99_s,max_s}: the cut round trip (both levels);
+//     grant_round_trip.changes[].{members_with_lower_grant,members_without_lower,
+//     lower_p50_s,lower_p99_s,lower_max_s}: per change;
+//   two_levels (only with --domains): domains; etcd.{requests_per_s, requests_per_agent_per_s,
+//     site_requests_per_s, domains_requests_per_s, cpu_pct_of_one_core}: every etcd's;
+//     coordinators_cpu_pct_of_one_core.{site,domains}; invariant.{domains,site,across}.{checks,
+//     violations,min_slack_w} and invariant.above_held; changes[].{t_s, lower,
+//     domains_target_s, domains_in_force_s, domains_acked_s}: the latest domain's target, its
+//     budget in force, and (cuts) its lower hold in the site's ledger, after the POST;
+//     per_domain[].{name, agents, start_budget_w, site_budget_w_at_end, parent (its /v1/status
+//     "parent"), ledger_writes, etcd_requests_per_s, etcd_cpu_pct_of_one_core,
+//     coordinator_cpu_pct_of_one_core, coordinator_rss_mib, coordinator_ran_to_the_end,
+//     invariant_refusals, invariant.{checks,violations,min_slack_w}, watch_errors}.
+// Exit status: 0, 1 when an invariant was broken, 2 when the site could not be set up.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -74,6 +111,7 @@
 
 #include "bench/fleet_scale/agents.h"
 #include "bench/fleet_scale/coordinator_process.h"
+#include "bench/fleet_scale/domains.h"
 #include "bench/fleet_scale/etcd_proxy.h"
 #include "bench/fleet_scale/http.h"
 #include "bench/fleet_scale/ledger_watcher.h"
@@ -81,6 +119,7 @@
 #include "bench/fleet_scale/options.h"
 #include "bench/fleet_scale/probe.h"
 #include "bench/fleet_scale/report.h"
+#include "bench/fleet_scale/site.h"
 #include "bench/fleet_scale/system.h"
 
 namespace headroom::bench {
@@ -89,313 +128,22 @@ namespace {
 using coord::Acting;
 using json = nlohmann::ordered_json;
 
-// ---- The site's agents ----
-
-// Deterministic floors and nameplates (agents.h); fills the site's budgets in `site`.
-std::vector<SimAgent> MakeAgents(const Options& o, SiteSetUp* site) {
-  std::vector<SimAgent> agents(static_cast<size_t>(o.agents));
-  double floors_w = 0, demands_w = 0;
-  for (int i = 0; i < o.agents; ++i) {
-    SimAgent& a = agents[static_cast<size_t>(i)];
-    a.config = AgentConfig(o, i);
-    a.phase_rad = 6.283185307179586 * Uniform(o.seed, static_cast<uint64_t>(i), 2);
-    floors_w += a.config.floor_w;
-    demands_w += a.config.nameplate_w;
-  }
-  site->floors_w = floors_w;
-  site->demands_w = demands_w;
-  site->high_w = std::round(floors_w + o.high_fraction * (demands_w - floors_w));
-  site->low_w = std::round(floors_w + o.low_fraction * (demands_w - floors_w));
-  fmt::print(stderr,
-             "fleet_scale: {} agents on {} connections, floors {:.0f} W, demand {:.0f} W, site "
-             "budget {:.0f} W / {:.0f} W every {} s, phase {} s\n",
-             o.agents, o.stores, floors_w, demands_w, site->high_w, site->low_w, o.change_every_s,
-             o.duration_s);
-  return agents;
-}
-
-// ---- etcd, and the proxy in front of it for the coordinator ----
-
-// Destroyed, it stops the proxy, then kills etcd and removes its directory.
-struct SiteEtcd {
-  std::optional<etcd_test::EtcdCluster> cluster;
-  std::string url;
-  int port = 0;
-  pid_t pid = 0;  // etcd's process
-  std::unique_ptr<EtcdProxy> proxy;
-};
-
-// nullopt after saying why.
-std::optional<SiteEtcd> StartEtcd() {
-  std::string why;
-  SiteEtcd etcd;
-  etcd.cluster = etcd_test::EtcdCluster::Start(1, &why);
-  if (!etcd.cluster) {
-    fmt::print(stderr, "fleet_scale: cannot start etcd: {}\n", why);
-    return std::nullopt;
-  }
-  etcd.url = etcd.cluster->endpoint(0);
-  etcd.port = PortOf(etcd.url);
-  etcd.pid = etcd.cluster->pid(0);
-  signal(SIGPIPE, SIG_IGN);  // httplib 0.11 writes without MSG_NOSIGNAL (etcd is started)
-  etcd.proxy = EtcdProxy::Start(etcd.port, &why);
-  if (!etcd.proxy) {
-    fmt::print(stderr, "fleet_scale: {}\n", why);
-    return std::nullopt;
-  }
-  return etcd;
-}
-
-// ---- The coordinator's command line (started once every agent is registered) ----
-
-struct CoordinatorCommand {
-  std::string log_dir;  // removed at the end unless the invariant was broken
-  std::string log_path;
-  std::vector<std::string> args;
-};
-
-// nullopt after saying why.
-std::optional<CoordinatorCommand> CoordinatorCommandFor(const Options& o, int proxy_port,
-                                                        double site_budget_w) {
-  char log_dir[] = "/tmp/headroom-fleet-scale-XXXXXX";
-  if (mkdtemp(log_dir) == nullptr) {
-    fmt::print(stderr, "fleet_scale: mkdtemp: {}\n", std::strerror(errno));
-    return std::nullopt;
-  }
-  CoordinatorCommand c;
-  c.log_dir = log_dir;
-  c.log_path = c.log_dir + "/coordinator.log";
-  c.args = {o.headroom,        "coordinator",
-            "--etcd",          fmt::format("http://127.0.0.1:{}", proxy_port),
-            "--site",          kSite,
-            "--site-budget-w", fmt::format("{:.0f}", site_budget_w),
-            "--period-s",      fmt::format("{}", kPeriodS),
-            "--lease-ttl-s",   std::to_string(kLeaseTtlS),
-            "--listen",        "127.0.0.1:0"};
-  return c;
-}
-
-// ---- The agents, started and registered ----
-
-// The agents' side, running: a worker thread per etcd connection stepping its share of the
-// members and, with Options::watch, a watch thread per member. Not movable (the threads hold
-// it); Stop() ends every thread.
-struct Fleet {
-  explicit Fleet(std::vector<SimAgent>& all) : agents(all) {}
-
-  std::vector<SimAgent>& agents;
-  std::atomic<bool> stop{false};
-  std::vector<std::unique_ptr<Worker>> workers;
-  double first_tick_s = 0;  // the first connection's first step
-
-  int registered() const {
-    int n = 0;
-    for (const auto& w : workers) n += w->registered.load();
-    return n;
-  }
-  int granted() const {
-    int n = 0;
-    for (const auto& w : workers) n += w->granted.load();
-    return n;
-  }
-  uint64_t follows() const {
-    uint64_t n = 0;
-    for (const auto& w : workers) n += w->store->follows();
-    return n;
-  }
-  uint64_t grants_watched() const {
-    uint64_t n = 0;
-    for (const SimAgent& a : agents) n += a.member->status().grants_watched;
-    return n;
-  }
-  void Stop() {
-    stop.store(true);
-    for (auto& w : workers) {
-      if (w->thread.joinable()) w->thread.join();
-      if (w->store) w->store->CancelFollows();
-    }
-    for (SimAgent& a : agents) {
-      if (a.watch.joinable()) a.watch.join();
-    }
-  }
-};
-
-// Opens Options::stores connections, puts each agent's member on one (in turn), and starts the
-// threads. False after saying why (before any thread is started).
-bool StartAgents(const Options& o, const std::string& etcd_url, Fleet& fleet) {
-  for (int k = 0; k < o.stores; ++k) {
-    auto w = std::make_unique<Worker>();
-    auto s = etcd::EtcdStore::Open(etcd_url, o.etcd_timeout_s);
-    if (!s) {
-      fmt::print(stderr, "fleet_scale: cannot open etcd: {}\n", s.error().message());
-      return false;
-    }
-    w->etcd = std::move(*s);
-    w->store = std::make_unique<RecordingStore>(*w->etcd);
-    fleet.workers.push_back(std::move(w));
-  }
-  std::vector<SimAgent>& agents = fleet.agents;
-  const auto quiet = [](const std::string&) {};
-  for (size_t i = 0; i < agents.size(); ++i) {
-    Worker& w = *fleet.workers[i % fleet.workers.size()];
-    w.agents.push_back(i);
-    agents[i].member = std::make_unique<coord::SiteMember>(*w.store, agents[i].config, NowS, quiet);
-  }
-  if (o.watch) {
-    // A thread per member, as each agent has: its watch stream on its own connection.
-    for (SimAgent& a : agents) {
-      a.watch = std::thread([&a, &stop = fleet.stop] {
-        while (!stop.load(std::memory_order_relaxed)) {
-          const Status followed =
-              a.member->WatchGrant(kGrantQuietS, [&a] { RecordAct(a, a.member->Current()); });
-          if (!followed && !stop.load(std::memory_order_relaxed)) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(250));  // as the agent
-          }
-        }
-      });
-    }
-  }
-  fleet.first_tick_s = NowS();
-  for (size_t k = 0; k < fleet.workers.size(); ++k) {
-    // Staggered: the connections' rounds spread over the step.
-    const double tick_s = fleet.first_tick_s + o.step_s * static_cast<double>(k) /
-                                                   static_cast<double>(fleet.workers.size());
-    Worker* w = fleet.workers[k].get();
-    w->thread = std::thread([w, &agents = fleet.agents, tick_s, step_s = o.step_s,
-                             &stop = fleet.stop] { RunWorker(*w, agents, tick_s, step_s, stop); });
-  }
-  return true;
-}
-
-// Every agent registered before the coordinator starts: its first period then admits them all.
-// (Started the other way round, agents that register after a period has granted the whole site
-// wait for watts no plan ever frees: coord::Plan lowers no grant to make room for a waiting
-// newcomer. Reported with the measurements, docs/PERFORMANCE.md.)
-// What failed, if anything.
-std::optional<std::string> WaitRegistered(const Options& o, const Fleet& fleet) {
-  const double register_deadline_s = NowS() + o.admit_timeout_s;
-  while (fleet.registered() < o.agents) {
-    if (NowS() > register_deadline_s) {
-      return fmt::format("{} of {} agents registered after {} s", fleet.registered(), o.agents,
-                         o.admit_timeout_s);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return std::nullopt;
-}
-
-// ---- The coordinator ----
-
-// Starts it, waits until it leads and every agent is granted; what failed, if anything.
-// `*coordinator` is set once it has started (Run's message then shows its log's end).
-std::optional<std::string> StartCoordinator(const Options& o, const Fleet& fleet,
-                                            const CoordinatorCommand& command,
-                                            std::unique_ptr<CoordinatorProcess>* coordinator) {
-  std::string why;
-  *coordinator = CoordinatorProcess::Start(command.args, command.log_path, &why);
-  CoordinatorProcess* c = coordinator->get();
-  if (c == nullptr) return fmt::format("cannot start {}: {}", o.headroom, why);
-  const double start_deadline_s = NowS() + kStartWaitS;
-  while (c->port() == 0 && c->running() && NowS() < start_deadline_s) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  if (c->port() == 0) return "no 'listening on' line from the coordinator";
-  const int api_port = c->port();
-  for (;;) {
-    const std::optional<std::string> s = HttpGet(api_port, "/v1/status");
-    if (s && json::parse(*s, nullptr, false).value("role", "") == "leader") break;
-    if (NowS() > start_deadline_s || !c->running()) return "the coordinator did not lead";
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  const double admit_deadline_s = NowS() + o.admit_timeout_s;
-  while (fleet.granted() < o.agents) {
-    if (NowS() > admit_deadline_s || !c->running()) {
-      return fmt::format("{} of {} agents granted after {} s", fleet.granted(), o.agents,
-                         o.admit_timeout_s);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return std::nullopt;
-}
-
 // ---- The steady phase ----
-
-// Until the phase's end: a site budget change every Options::change_every_s, alternately lower
-// and higher, and the bench's own read of the site every Options::probe_every_s.
-void ChangeBudgetsAndProbe(const Options& o, const SiteSetUp& site, int api_port, int etcd_port,
-                           RecordingStore& probe_store, const coord::Keys& keys, SteadyPhase* p) {
-  // Each change at a different point of the coordinator's period (deterministic jitter).
-  int change = 0;
-  const auto change_at = [&](int k) {
-    return p->phase_begin_s + o.change_every_s / 2 + k * o.change_every_s +
-           kPeriodS * Uniform(o.seed, 1000003, static_cast<uint64_t>(k));
-  };
-  double next_change_s = change_at(change);
-  double next_probe_s = p->phase_begin_s + o.probe_every_s / 4;
-  bool lower = true;
-  auto api = Client(api_port, 5.0);
-  while (true) {
-    const double next_s = std::min(next_change_s, next_probe_s);
-    if (next_s >= p->phase_end_s - 0.5) break;
-    SleepUntilS(next_s);
-    if (next_change_s <= next_probe_s) {
-      SiteBudgetChange c;
-      c.lower = lower;
-      c.site_budget_w = lower ? site.low_w : site.high_w;
-      c.t_s = NowS();
-      auto r =
-          api->Post("/v1/site-budget", fmt::format(R"({{"site_budget_w": {}}})", c.site_budget_w),
-                    "application/json");
-      c.status = r ? r->status : 0;
-      if (c.status != 202) {  // 202: the target is in the store
-        fmt::print(stderr, "fleet_scale: POST /v1/site-budget {}: {}\n", c.site_budget_w,
-                   r ? r->body : std::string("no answer"));
-      }
-      p->changes.push_back(c);
-      lower = !lower;
-      next_change_s = change_at(++change);
-    } else {
-      if (auto probe = ProbeSite(etcd_port, probe_store, keys)) {
-        p->probes.push_back(*probe);
-      } else {
-        ++p->probe_failures;
-      }
-      next_probe_s += o.probe_every_s;
-    }
-  }
-}
 
 // The phase, between snapshots of etcd's metrics, the members' watches, CPU and memory.
 SteadyPhase RunSteadyPhase(const Options& o, const SiteSetUp& site, const Fleet& fleet,
                            const SiteEtcd& etcd, const CoordinatorProcess& coordinator,
                            RecordingStore& probe_store, const coord::Keys& keys) {
   SteadyPhase p;
-  const int api_port = coordinator.port();
-  const uint64_t follows_before = fleet.follows();
-  const uint64_t grants_watched_before = fleet.grants_watched();
-  p.etcd_before = ScrapeEtcd(etcd.port);
-  p.status_before_text = HttpGet(api_port, "/v1/status", 10.0);
+  const LevelCpu level_before = BeginLevel(etcd.port, etcd.pid, coordinator, &p);
+  const FleetCounters fleet_before = CountFleet(fleet);
   p.phase_begin_s = NowS();
-  const double coord_cpu_before_s = ProcCpuS(coordinator.pid()).value_or(0.0);
-  const double etcd_cpu_before_s = ProcCpuS(etcd.pid).value_or(0.0);
-  const double self_cpu_before_s = ProcCpuS(getpid()).value_or(0.0);
-  const auto [machine_busy_before_s, machine_total_before_s] = MachineCpuS();
   p.phase_end_s = p.phase_begin_s + o.duration_s;
-  ChangeBudgetsAndProbe(o, site, api_port, etcd.port, probe_store, keys, &p);
+  ChangeBudgetsAndProbe(o, site, coordinator.port(), etcd.port, probe_store, keys, &p);
   SleepUntilS(p.phase_end_s);
   p.phase_s = NowS() - p.phase_begin_s;
-  p.etcd_after = ScrapeEtcd(etcd.port);
-  p.phase_follows = fleet.follows() - follows_before;
-  p.phase_grants_watched = fleet.grants_watched() - grants_watched_before;
-  p.coord_cpu_s = ProcCpuS(coordinator.pid()).value_or(0.0) - coord_cpu_before_s;
-  p.etcd_cpu_s = ProcCpuS(etcd.pid).value_or(0.0) - etcd_cpu_before_s;
-  std::tie(p.etcd_rss_mib, p.etcd_hwm_mib) = ProcMemoryMiB(etcd.pid);
-  p.self_cpu_s = ProcCpuS(getpid()).value_or(0.0) - self_cpu_before_s;
-  const auto [machine_busy_after_s, machine_total_after_s] = MachineCpuS();
-  p.machine_busy_s = machine_busy_after_s - machine_busy_before_s;
-  p.machine_total_s = machine_total_after_s - machine_total_before_s;
-  std::tie(p.coord_rss_mib, p.coord_hwm_mib) = ProcMemoryMiB(coordinator.pid());
-  p.status_text = HttpGet(api_port, "/v1/status", 10.0);
+  EndFleet(fleet, fleet_before, &p);
+  EndLevel(etcd.port, etcd.pid, coordinator, level_before, &p);
   p.phase_measured_end_s = NowS();
   return p;
 }
@@ -422,8 +170,8 @@ int Run(const Options& o) {
   std::vector<SimAgent> agents = MakeAgents(o, &site);
   std::optional<SiteEtcd> etcd = StartEtcd();
   if (!etcd) return 2;
-  const std::optional<CoordinatorCommand> command =
-      CoordinatorCommandFor(o, etcd->proxy->port(), site.high_w);
+  const std::optional<CoordinatorCommand> command = CoordinatorCommandFor(
+      o, fmt::format("http://127.0.0.1:{}", etcd->proxy->port()), kSite, site.high_w);
   if (!command) return 2;
 
   // Set-up failures from here on stop the agents' threads and say where the coordinator's log
@@ -449,13 +197,16 @@ int Run(const Options& o) {
   }
   LedgerWatcher watcher(std::move(*watch_store), keys.ledger());
   RecordingStore probe_store(**probe_etcd);
-  if (!StartAgents(o, etcd->url, fleet)) return 2;
+  if (!StartAgents(o, {etcd->url}, fleet)) return 2;
   if (auto failed = WaitRegistered(o, fleet)) return fail(*failed);
   site.registered_after_s = NowS() - fleet.first_tick_s;
 
   // The coordinator.
   const double coordinator_start_s = NowS();
-  if (auto failed = StartCoordinator(o, fleet, *command, &coordinator)) return fail(*failed);
+  if (auto failed = StartLeader(o, *command, &coordinator)) return fail(*failed);
+  if (auto failed = WaitGranted(o, fleet, [&] { return coordinator->running(); })) {
+    return fail(*failed);
+  }
   site.admitted_after_s = NowS() - coordinator_start_s;
   fmt::print(stderr,
              "fleet_scale: every agent registered {:.1f} s after its first step, and granted "
@@ -466,7 +217,9 @@ int Run(const Options& o) {
   // The steady phase, everything stopped, and what it measured.
   SteadyPhase phase = RunSteadyPhase(o, site, fleet, *etcd, *coordinator, probe_store, keys);
   StopSite(fleet, watcher, *coordinator, *etcd, &phase);
-  const Measured measured = Measure(phase, agents, fleet.workers);
+  AgentGroup everyone{&phase.ledgers, {}};
+  for (size_t i = 0; i < agents.size(); ++i) everyone.agents.push_back(i);
+  const Measured measured = Measure(phase, agents, fleet.workers, {everyone});
 
   // The report.
   const json out = ReportJson(o, site, phase, measured, command->log_path);
@@ -510,11 +263,19 @@ int main(int argc, char** argv) {
                "Members read their grant at every step, with no watch (the agents before the "
                "grant's watch)");
   app.add_option("--json", o.json_path, "Also write the results here");
+  app.add_option("--domains", o.domains,
+                 "Two levels: this many domains, each a coordinator on an etcd of its own, under "
+                 "the site's coordinator on a parent etcd, the agents split evenly (0: one level)")
+      ->check(CLI::Range(0, 64));
   CLI11_PARSE(app, argc, argv);
   o.watch = !poll;
   if (!headroom::etcd_test::EtcdCluster::Available()) {
     fmt::print(stderr, "fleet_scale: {} not found\n", headroom::etcd_test::kEtcdBinary);
     return 2;
   }
-  return headroom::bench::Run(o);
+  if (o.domains > o.agents) {
+    fmt::print(stderr, "fleet_scale: --domains {} exceeds --agents {}\n", o.domains, o.agents);
+    return 2;
+  }
+  return o.domains > 0 ? headroom::bench::RunTwoLevels(o) : headroom::bench::Run(o);
 }

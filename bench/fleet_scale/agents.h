@@ -68,7 +68,7 @@ inline double Uniform(uint64_t seed, uint64_t i, uint64_t k) {
 
 inline coord::MemberConfig AgentConfig(const Options& o, int i) {
   coord::MemberConfig c;
-  c.site = kSite;
+  c.site = AgentSite(o, i);
   c.job = fmt::format("job-{:04d}", i);
   c.gpus = 8;
   const auto u = static_cast<uint64_t>(i);

@@ -202,9 +202,19 @@ inline CoordinatorPeriod MeasurePeriod(const SteadyPhase& p) {
 
 // ---- (b) Grant round trip and full reallocation, per change ----
 
+// The agents in one ledger: the site's (one level), or one domain's (two levels).
+struct AgentGroup {
+  const std::vector<LedgerSeen>* ledgers = nullptr;  // that site's ledger, as watched
+  std::vector<size_t> agents;                        // indices into the agents
+};
+
 struct ChangeResult {
   std::vector<double> first_s;  // per member: POST -> first decision on a new grant
   size_t no_new_grant = 0;
+  // A cut's only, per member: POST -> its first Current() on a new grant lower than the one it
+  // acted on at the POST (bench/fleet_scale.cc's header).
+  std::vector<double> lower_s;
+  size_t no_lower_grant = 0;
   double first_write_s = std::nan("");  // POST -> the first ledger write after it
   double ledger_settled_s = std::nan("");
   double full_s = std::nan("");  // POST -> every member on the ledger's latest seq for it
@@ -217,10 +227,80 @@ struct ChangeResult {
 struct GrantRoundTrips {
   std::vector<ChangeResult> results;  // one per SteadyPhase::changes
   std::vector<double> all_first_s, down_first_s, up_first_s;
+  std::vector<double> cut_lower_s;  // every cut's lower_s
 };
 
-inline GrantRoundTrips MeasureRoundTrips(const SteadyPhase& p,
-                                         const std::vector<SimAgent>& agents) {
+// The last ledger seen in [t0, t1); nullptr: none.
+inline const LedgerSeen* LastLedgerIn(const std::vector<LedgerSeen>& ledgers, double t0,
+                                      double t1) {
+  const LedgerSeen* last = nullptr;
+  for (const LedgerSeen& l : ledgers) {
+    if (l.t_s >= t0 && l.t_s < t1) last = &l;
+  }
+  return last;
+}
+
+// The site's ledger in [t0, t1) and the coordinator's "target written" line, into `r`.
+inline void MeasureSiteLedger(const SteadyPhase& p, const SiteBudgetChange& change, double t1,
+                              ChangeResult* r) {
+  const double t0 = change.t_s;
+  const LedgerSeen* last = nullptr;
+  for (const LedgerSeen& l : p.ledgers) {
+    if (l.t_s < t0 || l.t_s >= t1) continue;
+    if (r->ledger_writes++ == 0) r->first_write_s = l.t_s - t0;
+    if (std::isnan(r->in_force_s) &&
+        std::abs(l.ledger.site_budget_w - change.site_budget_w) < 1e-6) {
+      r->in_force_s = l.t_s - t0;
+    }
+    last = &l;
+  }
+  if (last != nullptr) r->ledger_settled_s = last->t_s - t0;
+  for (const CoordinatorProcess::Line& l : p.budget_lines) {
+    if (l.t_s >= t0 && l.t_s < t1 && l.text.find("target written") != std::string::npos) {
+      r->asked_s = l.t_s - t0;
+      break;
+    }
+  }
+}
+
+// One member's part of one change into `r`: its first new grant (and, at a cut, its first
+// lower one) in [t0, t1); whether it reached the ledger `last`'s latest seq for it (its time
+// raises *full_t). `last`: its site's last ledger in [t0, t1), if any.
+inline void MeasureMemberChange(const SimAgent& a, double t0, double t1, bool cut,
+                                const LedgerSeen* last, ChangeResult* r, double* full_t) {
+  const auto& acts = a.acts;
+  const auto after = std::lower_bound(acts.begin(), acts.end(), t0,
+                                      [](const ActRecord& x, double t) { return x.t_s < t; });
+  const int64_t seq0 = after == acts.begin() ? 0 : std::prev(after)->seq;
+  const double budget0_w = after == acts.begin() ? INFINITY : std::prev(after)->budget_w;
+  bool found = false, lower = false;
+  for (auto it = after; it != acts.end() && it->t_s < t1 && !(found && (lower || !cut)); ++it) {
+    if (it->state != Acting::State::kGranted || it->seq <= seq0) continue;
+    if (!found) r->first_s.push_back(it->t_s - t0);
+    found = true;
+    if (cut && !lower && it->budget_w < budget0_w - kCutLowerTolW) {
+      r->lower_s.push_back(it->t_s - t0);
+      lower = true;
+    }
+  }
+  if (!found) ++r->no_new_grant;
+  if (cut && !lower) ++r->no_lower_grant;
+  if (last == nullptr) return;
+  const auto job = last->ledger.jobs.find(a.config.job);
+  if (job == last->ledger.jobs.end() || job->second.lease == 0) return;
+  for (auto it = after; it != acts.end() && it->t_s < t1; ++it) {
+    if (it->state == Acting::State::kGranted && it->seq >= job->second.seq) {
+      *full_t = std::max(*full_t, it->t_s);
+      return;
+    }
+  }
+  ++r->unsettled;
+}
+
+// Per change: the site's ledger, and every member's round trip (its grants in its group's
+// ledger: the site's, or its domain's).
+inline GrantRoundTrips MeasureRoundTrips(const SteadyPhase& p, const std::vector<SimAgent>& agents,
+                                         const std::vector<AgentGroup>& groups) {
   const std::vector<SiteBudgetChange>& changes = p.changes;
   GrantRoundTrips m;
   m.results.resize(changes.size());
@@ -228,56 +308,22 @@ inline GrantRoundTrips MeasureRoundTrips(const SteadyPhase& p,
     const double t0 = changes[c].t_s;
     const double t1 = c + 1 < changes.size() ? changes[c + 1].t_s : p.phase_measured_end_s;
     ChangeResult& r = m.results[c];
-    const LedgerSeen* last = nullptr;
-    for (const LedgerSeen& l : p.ledgers) {
-      if (l.t_s < t0 || l.t_s >= t1) continue;
-      if (r.ledger_writes++ == 0) r.first_write_s = l.t_s - t0;
-      if (std::isnan(r.in_force_s) &&
-          std::abs(l.ledger.site_budget_w - changes[c].site_budget_w) < 1e-6) {
-        r.in_force_s = l.t_s - t0;
-      }
-      last = &l;
-    }
-    if (last != nullptr) r.ledger_settled_s = last->t_s - t0;
-    for (const CoordinatorProcess::Line& l : p.budget_lines) {
-      if (l.t_s >= t0 && l.t_s < t1 && l.text.find("target written") != std::string::npos) {
-        r.asked_s = l.t_s - t0;
-        break;
-      }
-    }
+    MeasureSiteLedger(p, changes[c], t1, &r);
     double full_t = t0;
-    for (const SimAgent& a : agents) {
-      const auto& acts = a.acts;
-      const auto after = std::lower_bound(acts.begin(), acts.end(), t0,
-                                          [](const ActRecord& x, double t) { return x.t_s < t; });
-      const int64_t seq0 = after == acts.begin() ? 0 : std::prev(after)->seq;
-      bool found = false;
-      for (auto it = after; it != acts.end() && it->t_s < t1; ++it) {
-        if (it->state == Acting::State::kGranted && it->seq > seq0) {
-          r.first_s.push_back(it->t_s - t0);
-          found = true;
-          break;
-        }
+    bool any_last = false;
+    for (const AgentGroup& g : groups) {
+      const LedgerSeen* last = LastLedgerIn(*g.ledgers, t0, t1);
+      any_last = any_last || last != nullptr;
+      for (const size_t i : g.agents) {
+        MeasureMemberChange(agents[i], t0, t1, changes[c].lower, last, &r, &full_t);
       }
-      if (!found) ++r.no_new_grant;
-      if (last == nullptr) continue;
-      const auto job = last->ledger.jobs.find(a.config.job);
-      if (job == last->ledger.jobs.end() || job->second.lease == 0) continue;
-      bool settled = false;
-      for (auto it = after; it != acts.end() && it->t_s < t1; ++it) {
-        if (it->state == Acting::State::kGranted && it->seq >= job->second.seq) {
-          full_t = std::max(full_t, it->t_s);
-          settled = true;
-          break;
-        }
-      }
-      if (!settled) ++r.unsettled;
     }
-    if (last != nullptr && r.unsettled == 0) r.full_s = full_t - t0;
+    if (any_last && r.unsettled == 0) r.full_s = full_t - t0;
     for (const double v : r.first_s) {
       m.all_first_s.push_back(v);
       (changes[c].lower ? m.down_first_s : m.up_first_s).push_back(v);
     }
+    m.cut_lower_s.insert(m.cut_lower_s.end(), r.lower_s.begin(), r.lower_s.end());
   }
   return m;
 }
@@ -290,15 +336,18 @@ struct Invariant {
   double fenced_total_s = 0, local_total_s = 0;  // summed over the members, in the phase
 };
 
-// At every change of any member's acting budget in the phase, the sum over members (granted or
-// fenced: the jobs in the ledger) <= the budget in force - reserve, as the ledger last delivered
-// by the watch had it.
+// At every change of any member's acting budget in the phase, the sum over a group's members
+// (granted or fenced: the jobs in the ledger; one level: every member, two levels: a domain's)
+// <= the budget in force - reserve, as the group's ledger last delivered by its watch had it.
 // A member acting on a grant shows that the ledger holding it was written (the coordinator
 // writes a grant only with or after the ledger that holds it): the budget in force is then
 // at least that ledger's, even when this bench's watch of the ledger (one stream, parsing
 // the whole ledger) delivers it after a member's own watch delivered the grant.
-inline Invariant CheckInvariant(const SteadyPhase& p, const std::vector<SimAgent>& agents) {
-  const std::vector<LedgerSeen>& ledgers = p.ledgers;
+inline Invariant CheckInvariant(const SteadyPhase& p, const std::vector<SimAgent>& all,
+                                const AgentGroup& group) {
+  const std::vector<LedgerSeen>& ledgers = *group.ledgers;
+  std::vector<const SimAgent*> agents;
+  for (const size_t i : group.agents) agents.push_back(&all[i]);
   struct Event {
     double t_s;
     size_t agent;
@@ -308,7 +357,7 @@ inline Invariant CheckInvariant(const SteadyPhase& p, const std::vector<SimAgent
   const auto implied_ledger = [&](size_t agent, const ActRecord& x) -> size_t {
     if (x.state != Acting::State::kGranted) return 0;
     for (size_t k = 0; k < ledgers.size(); ++k) {
-      const auto job = ledgers[k].ledger.jobs.find(agents[agent].config.job);
+      const auto job = ledgers[k].ledger.jobs.find(agents[agent]->config.job);
       if (job != ledgers[k].ledger.jobs.end() && job->second.seq >= x.seq) return k + 1;
     }
     return 0;
@@ -316,7 +365,7 @@ inline Invariant CheckInvariant(const SteadyPhase& p, const std::vector<SimAgent
   std::vector<Event> events;
   std::vector<double> fenced_s(agents.size(), 0.0), local_s(agents.size(), 0.0);
   for (size_t i = 0; i < agents.size(); ++i) {
-    const auto& acts = agents[i].acts;
+    const auto& acts = agents[i]->acts;
     for (size_t k = 0; k < acts.size(); ++k) {
       const ActRecord& x = acts[k];
       events.push_back({x.t_s, i, x.state == Acting::State::kLocal ? 0.0 : x.budget_w,
@@ -360,6 +409,19 @@ inline Invariant CheckInvariant(const SteadyPhase& p, const std::vector<SimAgent
   return m;
 }
 
+// Summed over the groups: checks, violations, least slack, time fenced or local.
+inline Invariant AddInvariants(const std::vector<Invariant>& each) {
+  Invariant m;
+  for (const Invariant& v : each) {
+    m.violations += v.violations;
+    m.checks += v.checks;
+    m.min_slack_w = std::min(m.min_slack_w, v.min_slack_w);
+    m.fenced_total_s += v.fenced_total_s;
+    m.local_total_s += v.local_total_s;
+  }
+  return m;
+}
+
 // ---- The bench's own reads of the site (probe.h), part by part ----
 
 struct ProbeSummary {
@@ -389,7 +451,8 @@ struct Measured {
   AgentCalls agents;
   CoordinatorPeriod period;
   GrantRoundTrips round_trips;
-  Invariant invariant;
+  Invariant invariant;                // over every group
+  std::vector<Invariant> invariants;  // per group (per domain, with --domains)
   json status;  // the coordinator's own account (null: no answer, or not JSON)
   ProbeSummary probe;
 
@@ -404,13 +467,16 @@ struct Measured {
   }
 };
 
+// `groups`: every agent in one, with its site's ledger (one level: p.ledgers).
 inline Measured Measure(const SteadyPhase& p, const std::vector<SimAgent>& agents,
-                        const std::vector<std::unique_ptr<Worker>>& workers) {
+                        const std::vector<std::unique_ptr<Worker>>& workers,
+                        const std::vector<AgentGroup>& groups) {
   Measured m;
   m.agents = MeasureAgentCalls(p, workers);
   m.period = MeasurePeriod(p);
-  m.round_trips = MeasureRoundTrips(p, agents);
-  m.invariant = CheckInvariant(p, agents);
+  m.round_trips = MeasureRoundTrips(p, agents, groups);
+  for (const AgentGroup& g : groups) m.invariants.push_back(CheckInvariant(p, agents, g));
+  m.invariant = AddInvariants(m.invariants);
   m.status = p.status_text ? json::parse(*p.status_text, nullptr, false) : json(nullptr);
   m.probe = SummarizeProbes(p.probes);
   return m;

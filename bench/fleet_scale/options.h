@@ -73,6 +73,10 @@ struct Options {
   bool watch = true;
   uint64_t seed = 1;      // floors and nameplates
   std::string json_path;  // also write the results here
+  // Two levels (issue 55, item 3): this many domains, each a coordinator on an etcd of its own,
+  // members of the site's coordinator on a parent etcd; agent i in domain i % domains. 0: one
+  // level (every agent a member of the site's coordinator).
+  int domains = 0;
 };
 
 inline constexpr const char* kSite = "scale";
@@ -85,5 +89,17 @@ inline constexpr double kChainGapMaxS = 3.0;          // ledger writes closer th
 inline constexpr double kInvariantTolW = 1e-6;        // per member: rounding
 inline constexpr double kGrantReadWithWatchS = 10.0;  // as the agent (agent/options.cc)
 inline constexpr double kGrantQuietS = 30.0;          // as the agent
+// A domain's site budget at its start, before its first grant from the site: its agents' floors
+// + this fraction of their demand above (the domain declares it as its floor until granted, so
+// the site's start budget must hold every domain's).
+inline constexpr double kDomainStartFraction = 0.1;
+inline constexpr double kCutLowerTolW = 1e-6;  // a grant lower than the one acted on: by more
+
+// Domain d's site name (its --site, its job name at the parent).
+inline std::string DomainName(int d) { return fmt::format("dom-{}", d); }
+// The site agent i is a member of: the site, or (with --domains) its domain's.
+inline std::string AgentSite(const Options& o, int i) {
+  return o.domains > 0 ? DomainName(i % o.domains) : std::string(kSite);
+}
 
 }  // namespace headroom::bench

@@ -158,6 +158,11 @@ inline json GrantRoundTripJson(const SteadyPhase& p, const Measured& m) {
                             {"first_p50_s", Num(NearestRank(r.first_s, 0.5))},
                             {"first_p99_s", Num(NearestRank(r.first_s, 0.99))},
                             {"first_max_s", Num(NearestRank(r.first_s, 1.0))},
+                            {"members_with_lower_grant", r.lower_s.size()},
+                            {"members_without_lower", r.no_lower_grant},
+                            {"lower_p50_s", Num(NearestRank(r.lower_s, 0.5))},
+                            {"lower_p99_s", Num(NearestRank(r.lower_s, 0.99))},
+                            {"lower_max_s", Num(NearestRank(r.lower_s, 1.0))},
                             {"asked_s", Num(r.asked_s)},
                             {"first_ledger_write_s", Num(r.first_write_s)},
                             {"ledger_writes", r.ledger_writes},
@@ -180,6 +185,10 @@ inline json GrantRoundTripJson(const SteadyPhase& p, const Measured& m) {
           {"down_p99_s", Num(NearestRank(trips.down_first_s, 0.99))},
           {"up_p50_s", Num(NearestRank(trips.up_first_s, 0.5))},
           {"up_p99_s", Num(NearestRank(trips.up_first_s, 0.99))},
+          {"cut_lower_pairs", trips.cut_lower_s.size()},
+          {"cut_lower_p50_s", Num(NearestRank(trips.cut_lower_s, 0.5))},
+          {"cut_lower_p99_s", Num(NearestRank(trips.cut_lower_s, 0.99))},
+          {"cut_lower_max_s", Num(NearestRank(trips.cut_lower_s, 1.0))},
           {"changes", changes_json},
           {"coordinator_budget_lines", lines_json}};
 }
@@ -334,14 +343,23 @@ inline void PrintCoordinatorRows(const SteadyPhase& p, const Measured& m) {
                   NearestRank(trips.all_first_s, 1.0), trips.all_first_s.size()));
   row("  down / up p50", fmt::format("{:.2f} / {:.2f} s", NearestRank(trips.down_first_s, 0.5),
                                      NearestRank(trips.up_first_s, 0.5)));
+  size_t without_lower = 0;
+  for (const ChangeResult& r : trips.results) without_lower += r.no_lower_grant;
+  row("cut round trip: POST → acting on a lower grant, p50 / p99 / max",
+      fmt::format("{:.2f} / {:.2f} / {:.2f} s ({} member-cuts; {} without a lower grant)",
+                  NearestRank(trips.cut_lower_s, 0.5), NearestRank(trips.cut_lower_s, 0.99),
+                  NearestRank(trips.cut_lower_s, 1.0), trips.cut_lower_s.size(), without_lower));
   for (size_t c = 0; c < p.changes.size(); ++c) {
     const ChangeResult& r = trips.results[c];
     row(fmt::format("  change {} ({} to {:.0f} W)", c + 1, p.changes[c].lower ? "down" : "up",
                     p.changes[c].site_budget_w),
         fmt::format("target written {:.2f} s, first ledger write {:.2f} s, {} writes, in force "
-                    "{:.2f} s, full "
-                    "reallocation {:.2f} s{}",
+                    "{:.2f} s, full reallocation {:.2f} s{}{}",
                     r.asked_s, r.first_write_s, r.ledger_writes, r.in_force_s, r.full_s,
+                    p.changes[c].lower
+                        ? fmt::format(", acting lower p50 / max {:.2f} / {:.2f} s",
+                                      NearestRank(r.lower_s, 0.5), NearestRank(r.lower_s, 1.0))
+                        : std::string(),
                     r.unsettled > 0 || r.no_new_grant > 0
                         ? fmt::format(" ({} unsettled, {} without a new grant)", r.unsettled,
                                       r.no_new_grant)
@@ -420,9 +438,15 @@ inline void PrintLoadRows(const Options& o, const SteadyPhase& p, const Measured
 }
 
 // The steady phase's table (docs/PERFORMANCE.md's).
+// With --domains, its coordinator and etcd rows are the site's (the parent's), the round trips
+// every agent's; domain_report.h adds the domains' rows.
 inline void PrintTable(const Options& o, const SteadyPhase& p, const Measured& m) {
-  fmt::print("\n| {} agents, {} connections, grants {}, phase {:.0f} s | |\n|---|---|\n", o.agents,
-             o.stores, o.watch ? "watched" : "polled at every step", p.phase_s);
+  fmt::print("\n| {} agents, {} connections, grants {}, phase {:.0f} s{} | |\n|---|---|\n",
+             o.agents, o.stores, o.watch ? "watched" : "polled at every step", p.phase_s,
+             o.domains > 0 ? fmt::format(", {} domains under the site (coordinator and etcd rows: "
+                                         "the site's, on the parent etcd)",
+                                         o.domains)
+                           : std::string());
   PrintCoordinatorRows(p, m);
   PrintLoadRows(o, p, m);
 }

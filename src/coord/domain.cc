@@ -5,12 +5,16 @@
 #include <algorithm>
 #include <cmath>
 #include <utility>
+#include <vector>
+
+#include "coord/value_allocation.h"
 
 namespace headroom::coord {
 namespace {
 
 constexpr double kSameW = 1e-6;
 constexpr double kMinDomainFloorW = 1.0;
+constexpr size_t kDomainCurvePoints = 16;  // <= kMaxValuePoints
 
 bool SameW(double a, double b) { return std::abs(a - b) <= kSameW; }
 
@@ -28,6 +32,38 @@ const char* StateOf(Acting::State s) {
 }
 
 }  // namespace
+
+std::vector<ValuePoint> DomainCurve(const Ledger& ledger,
+                                    const std::map<std::string, Member>& members) {
+  std::map<std::string, ValueJob> jobs;
+  std::map<std::string, std::vector<ValuePoint>> concave;
+  bool any_curve = false;
+  double floors_w = 0.0, demands_w = 0.0;
+  for (const auto& [name, j] : ledger.jobs) {
+    if (j.job_class != JobClass::kGuaranteed) continue;
+    ValueJob v{j.floor_w, std::max(j.demand_w, j.floor_w), {}};
+    if (const auto m = members.find(name); m != members.end()) v.curve = m->second.value_curve;
+    any_curve |= !v.curve.empty();
+    concave[name] = ConcaveCurve(v);
+    floors_w += v.floor_w;
+    demands_w += v.demand_w;
+    jobs[name] = std::move(v);
+  }
+  if (!any_curve || !(demands_w > floors_w)) return {};
+  // Its budget less its standby and reserve, as its own plan splits it (by value).
+  const double off_w = ledger.StandbyW() + std::max(ledger.reserve_w, ledger.TargetReserveW());
+  std::vector<ValuePoint> curve;
+  for (size_t k = 0; k < kDomainCurvePoints; ++k) {
+    const double jobs_w = floors_w + (demands_w - floors_w) * static_cast<double>(k) /
+                                         static_cast<double>(kDomainCurvePoints - 1);
+    double tokens_per_s = 0.0;
+    for (const auto& [name, w] : AllocateByValue(jobs_w, jobs, Fairness::kNone)) {
+      tokens_per_s += CurveTokensPerS(concave.at(name), w);
+    }
+    curve.push_back({jobs_w + off_w, tokens_per_s});
+  }
+  return curve;
+}
 
 Declared DomainSums(const Ledger& ledger, const std::map<std::string, Member>& members,
                     bool ungranted) {
@@ -49,6 +85,7 @@ Declared DomainSums(const Ledger& ledger, const std::map<std::string, Member>& m
   d.demand_w = std::max(d.floor_w, demand_w + standby_w + reserve_w);
   d.nameplate_w = std::max(d.demand_w, nameplate_w + standby_w + reserve_w);
   d.standby_w = d.floor_w;  // a domain draws no less unheld: its jobs run on
+  d.value_curve = DomainCurve(ledger, members);
   return d;
 }
 

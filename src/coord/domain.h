@@ -2,7 +2,9 @@
 // breaker, that is itself a member of its parent site's coordinator. Its leader registers
 // under the parent (job = the domain's site name, Member::domain), declares its jobs' sums --
 // floor = its jobs' floors + its standby + its reserve, demand and nameplate likewise -- and
-// moves its own site budget to the grant it gets. The rules one level up:
+// moves its own site budget to the grant it gets. Its value curve is its jobs' curves
+// water-filled (DomainCurve), so a parent allocating by value weighs a domain as its jobs. The
+// rules one level up:
 //   - down before up: a lower grant is acknowledged only once the domain's own budget in force
 //     (so the sum of what its jobs hold, and its reserve) fits under it; a higher one at once;
 //   - fenced (its parent lease not renewed within TTL - margin): its budget goes to its
@@ -22,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/log.h"
 #include "coord/coordinator.h"
@@ -39,6 +42,13 @@ struct DomainConfig {
   double period_s = 1.0;    // the domain coordinator's
   std::string holder;       // this process (common/process_identity.h)
 };
+
+// The domain's value curve (docs/SITE.md, "Allocation by value"): at budgets from its floors to
+// its demands (16 points), the tokens/s its jobs make when those watts are water-filled on their
+// curves, as its own plan by value splits them; each budget with its standby and reserve added.
+// Empty when none of its jobs publishes a curve.
+std::vector<ValuePoint> DomainCurve(const Ledger& ledger,
+                                    const std::map<std::string, Member>& members);
 
 // The domain's sums over its ledger (its admitted jobs, its standby, its reserve) and its
 // members (GPUs, nameplate): what it declares to its parent; `ungranted`: its floor is its

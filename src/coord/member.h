@@ -100,6 +100,7 @@ struct Declared {
   double floor_w = 0.0;
   double standby_w = 0.0;
   double demand_w = 0.0;
+  std::vector<ValuePoint> value_curve;  // empty: the member's own (configured, or its history)
 };
 
 struct HoldRequest {

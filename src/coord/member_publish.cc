@@ -135,6 +135,7 @@ Member SiteMember::DemandLocked(LeaseId lease) const {
     m.floor_w = declared_->floor_w;
     m.standby_w = std::min(declared_->standby_w, declared_->floor_w);
     m.demand_w = std::clamp(declared_->demand_w, m.floor_w, std::max(m.floor_w, m.nameplate_w));
+    if (!declared_->value_curve.empty()) m.value_curve = declared_->value_curve;
   }
   m.power_w = power_w_;
   m.node_overhead_w = config_.node_overhead_w;

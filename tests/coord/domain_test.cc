@@ -323,5 +323,31 @@ TEST(DomainSums, FloorsStandbyAndReserveAndTheWholeBudgetUntilGranted) {
   EXPECT_DOUBLE_EQ(d.demand_w, 1000);
 }
 
+// The domain's curve is its jobs' water-filled: at its floors their tokens at their floors, at
+// its demands their tokens at their demands, the first watts above the floors to the steeper
+// job (computed here by hand from the two straight curves).
+TEST(DomainCurve, ItsJobsCurvesWaterFilled) {
+  Ledger l = Fresh(2000, 50);
+  l.jobs["a"] = {.floor_w = 100, .demand_w = 500};
+  l.jobs["b"] = {.floor_w = 100, .demand_w = 300};
+  std::map<std::string, Member> members = {{"a", M("a", 100, 500, 1)},
+                                           {"b", M("b", 100, 300, 2)}};
+  members["a"].value_curve = {{100, 10}, {500, 50}};  // 0.1 tokens/s per W
+  members["b"].value_curve = {{100, 10}, {300, 70}};  // 0.3 tokens/s per W
+  const std::vector<ValuePoint> c = DomainCurve(l, members);
+  ASSERT_EQ(c.size(), 16u);
+  EXPECT_DOUBLE_EQ(c.front().budget_w, 200 + 50);
+  EXPECT_DOUBLE_EQ(c.front().tokens_per_s, 20);
+  EXPECT_DOUBLE_EQ(c.back().budget_w, 800 + 50);
+  EXPECT_NEAR(c.back().tokens_per_s, 120, 1e-9);
+  // 600 W above the floors in 15 steps of 40 W: the first five (200 W) all to b.
+  EXPECT_NEAR(c[5].tokens_per_s, 20 + 0.3 * 200, 1e-9);
+  EXPECT_NEAR(c[10].tokens_per_s, 80 + 0.1 * 200, 1e-9);
+  // No job with a curve: none.
+  members["a"].value_curve.clear();
+  members["b"].value_curve.clear();
+  EXPECT_TRUE(DomainCurve(l, members).empty());
+}
+
 }  // namespace
 }  // namespace headroom::coord

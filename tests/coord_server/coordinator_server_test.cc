@@ -90,7 +90,8 @@ class CoordinatorServerTest : public ::testing::Test {
   CoordinatorServerTest() : store_(clock_.fn()) {}
 
   Replica StartReplica(const std::string& id, std::string token = kToken,
-                       std::vector<std::string> allowed_hosts = {}, coord::Store* store = nullptr) {
+                       std::vector<std::string> allowed_hosts = {}, coord::Store* store = nullptr,
+                       const std::string& parent_site = "") {
     Replica r;
     CoordinatorApiConfig api;
     api.access.token = std::move(token);
@@ -103,6 +104,7 @@ class CoordinatorServerTest : public ::testing::Test {
     config.site_budget_w = kSiteW;
     config.reserve_w = kReserveW;
     config.id = id;
+    config.parent_site = parent_site;
     config.listen = "127.0.0.1:" + std::to_string(r.server->port());
     r.host = std::make_unique<CoordinatorHost>(store != nullptr ? *store : store_, config,
                                                clock_.fn(), [](const std::string&) {});
@@ -532,6 +534,53 @@ TEST_F(CoordinatorServerTest, MetricsCarryTheGrantOfEveryJob) {
   EXPECT_EQ(types["headroom_coordinator_txn_latency_seconds"], "summary");
   EXPECT_EQ(types["headroom_coordinator_ledger_writes_total"], "counter");
   EXPECT_EQ(types["headroom_job_grant_watts"], "gauge");
+}
+
+// Issue 55: a domain says so, with its place under its parent site, in its status and its
+// metrics; its budget is its grant from there, so a POST of its own is refused (409).
+TEST_F(CoordinatorServerTest, ADomainShowsItsParentAndRefusesABudgetOfItsOwn) {
+  TwoJobs();
+  Replica site = StartReplica("c0");
+  Step(site);
+  json s = GetJson(site, "/v1/status");
+  EXPECT_EQ(s["level"], "site");
+  EXPECT_TRUE(s["parent"].is_null());
+  site.server->Stop();
+
+  Replica r = StartReplica("d0", kToken, {}, nullptr, "top");
+  coord::ParentStatus p;
+  p.etcd = "http://127.0.0.1:2379";
+  p.site = "top";
+  p.state = "granted";
+  p.job_budget_w = 700;
+  p.pending_w = 600;
+  p.floor_w = 350;
+  p.fences = 2;
+  r.host->SetParent(p);
+  Step(r);
+  s = GetJson(r, "/v1/status");
+  EXPECT_EQ(s["level"], "domain");
+  EXPECT_EQ(s["parent"]["etcd"], "http://127.0.0.1:2379");
+  EXPECT_EQ(s["parent"]["site"], "top");
+  EXPECT_EQ(s["parent"]["state"], "granted");
+  EXPECT_DOUBLE_EQ(s["parent"]["job_budget_w"].get<double>(), 700);
+  EXPECT_DOUBLE_EQ(s["parent"]["pending_w"].get<double>(), 600);
+  std::map<std::string, std::string> types;
+  auto c = r.Client();
+  httplib::Result res = c.Get("/metrics");
+  ASSERT_TRUE(res);
+  const auto m = ParseMetrics(res->body, &types);
+  EXPECT_EQ(m.at("headroom_domain_parent_state{state=\"granted\"}"), 1.0);
+  EXPECT_EQ(m.at("headroom_domain_parent_state{state=\"fenced\"}"), 0.0);
+  EXPECT_DOUBLE_EQ(m.at("headroom_domain_parent_budget_watts"), 700);
+  EXPECT_DOUBLE_EQ(m.at("headroom_domain_parent_pending_watts"), 600);
+  EXPECT_DOUBLE_EQ(m.at("headroom_domain_parent_floor_watts"), 350);
+  EXPECT_EQ(m.at("headroom_domain_parent_fences_total"), 2.0);
+  EXPECT_EQ(types["headroom_domain_parent_fences_total"], "counter");
+  httplib::Result post = PostBudget(r, R"({"site_budget_w": 500})");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 409);
+  EXPECT_NE(post->body.find("a domain of site 'top'"), std::string::npos) << post->body;
 }
 
 TEST(CoordinatorMetrics, LabelValuesAreEscaped) {
@@ -973,6 +1022,16 @@ TEST(CoordinatorCli, BadOptionsAreOneLineAndExit2) {
       {{"--site", "s", "--site-budget-w", "1000", "--token-on-reads"}, "--token-on-reads"},
       {{"--site", "s", "--site-budget-w", "1000", "--forget-after-s", "0"}, "--forget-after-s"},
       {{"--site-budget-w", "1000"}, "--site"},
+      {{"--site", "s", "--site-budget-w", "1000", "--parent-etcd", "http://127.0.0.1:1"},
+       "--parent-etcd and --parent-site"},
+      {{"--site", "s", "--site-budget-w", "1000", "--parent-site", "top"},
+       "--parent-etcd and --parent-site"},
+      {{"--site", "s", "--site-budget-w", "1000", "--parent-etcd", "http://127.0.0.1:1",
+        "--parent-site", "bad name"},
+       "--parent-site"},
+      {{"--site", "s", "--site-budget-w", "1000", "--parent-etcd", "http://127.0.0.1:1",
+        "--parent-site", "top", "--parent-lease-ttl-s", "2"},
+       "--parent-lease-ttl-s"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = base;

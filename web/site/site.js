@@ -205,7 +205,7 @@
     for (const j of s.jobs) {
       const tr = document.createElement("tr");
       tr.dataset.job = j.job;
-      cell(tr, j.job + (j.admitted ? "" : " (not admitted)"));
+      cell(tr, j.job + (j.domain ? " (domain)" : "") + (j.admitted ? "" : " (not admitted)"));
       cell(tr, watts(j.grant_w)); cell(tr, watts(j.held_w)); cell(tr, watts(j.floor_w));
       cell(tr, watts(j.demand_w)); cell(tr, watts(j.budget_w)); cell(tr, watts(j.power_w));
       cell(tr, j.phase === null ? "–" : j.phase, "text");
@@ -245,6 +245,18 @@
       }
     } else {
       leader.textContent = "no leader known yet";
+    }
+    // A domain: its place under its parent site; its budget is set there, not here.
+    const parent = $("parent");
+    parent.hidden = !s.parent;
+    $("budget-form").hidden = !!s.parent;
+    if (s.parent) {
+      const p = s.parent;
+      parent.className = "note" + (p.state === "fenced" ? " bad" : "");
+      parent.textContent = "a domain of site " + p.site + " (etcd " + p.etcd + "): " + p.state +
+        (p.state === "granted" ? ", its grant " + watts(p.job_budget_w) + " W" : "") +
+        (p.pending_w > 0 ? ", lower grant " + watts(p.pending_w) + " W waiting for its jobs" : "") +
+        ", floor declared " + watts(p.floor_w) + " W";
     }
     $("conflict").hidden = !s.conflict; setText("conflict", s.conflict || "");
     $("error").hidden = !s.last_error; setText("error", s.last_error ? "last error: " + s.last_error : "");

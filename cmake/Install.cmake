@@ -5,7 +5,8 @@
 #                                              common/install_paths.h)
 #   share/headroom/scenarios/                  the scenarios, as files (they are built in too)
 #   share/headroom/deploy/                     config examples, Prometheus rules, Grafana dashboard
-#   lib/systemd/system/                        headroom-agent@.service, headroom-coordinator.service
+#   lib/systemd/system/                        headroom-agent@.service, headroom-coordinator.service,
+#                                              headroom-domain@.service
 #   lib/python3/dist-packages/headroom_client  the Python client (import headroom_client)
 #   share/doc/headroom/                        README, docs, LICENSE, NOTICE, copyright, changelog
 #   share/bash-completion/completions/headroom `headroom completion bash`
@@ -22,6 +23,7 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/policies/ DESTINATION ${HEADROOM_SHARE}/
         PATTERN ".gitignore" EXCLUDE)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/scenarios/ DESTINATION ${HEADROOM_SHARE}/scenarios)
 install(FILES ${PROJECT_SOURCE_DIR}/deploy/agent.toml ${PROJECT_SOURCE_DIR}/deploy/coordinator.toml
+              ${PROJECT_SOURCE_DIR}/deploy/domain.toml
         DESTINATION ${HEADROOM_SHARE}/deploy)
 install(PROGRAMS ${PROJECT_SOURCE_DIR}/deploy/etcd-roles.sh DESTINATION ${HEADROOM_SHARE}/deploy)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/deploy/prometheus ${PROJECT_SOURCE_DIR}/deploy/grafana
@@ -92,7 +94,7 @@ endif()
 
 # The units name the binary by its installed path: written at install time, when the prefix is
 # known (CPack installs to /usr; `cmake --install --prefix P` to P).
-foreach(unit headroom-agent@.service headroom-coordinator.service)
+foreach(unit headroom-agent@.service headroom-coordinator.service headroom-domain@.service)
   install(CODE "
     set(HEADROOM_BINDIR \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}\")
     set(HEADROOM_DOCDIR \"\${CMAKE_INSTALL_PREFIX}/${HEADROOM_DOC}\")

@@ -154,6 +154,8 @@ Status RunCoordinator(const CoordinatorArgs& args) {
   ServerArgs server_args = args.server;
   EtcdOptions etcd_options = args.etcd_options;
   for (const std::string& line : TakeCredentials(&server_args.token, &etcd_options)) log(line);
+  EtcdOptions parent_options = ParentEtcdOptions(args);
+  for (const std::string& line : TakeParentCredentials(&parent_options)) log(line);
   auto serving = ResolveServerOptions(server_args, log, "set the site budget");
   if (!serving) return std::move(serving).error();
   if (args.token_on_reads && serving->access.token.empty()) {
@@ -172,7 +174,6 @@ Status RunCoordinator(const CoordinatorArgs& args) {
   std::unique_ptr<etcd::EtcdStore> parent_store;
   std::optional<coord_server::ParentParts> parent;
   if (!args.parent_etcd.empty()) {
-    const EtcdOptions parent_options = ParentEtcdOptions(args);
     for (const std::string& w : EtcdSecretWarnings(parent_options)) log.Warn("parent: " + w);
     auto opened = signals.WhileStarting([&] {
       return OpenEtcd(args.parent_etcd, "--parent-etcd", kEtcdTimeoutS, parent_options,

@@ -19,14 +19,32 @@ std::string CredentialFile(std::string_view id) {
   return path;
 }
 
+namespace {
+
+// `file` from the credential `id` where no file is named; the line saying so into `taken`.
+void Take(std::vector<std::string>& taken, std::string* file, const char* id, const char* flag) {
+  if (!file->empty()) return;
+  std::string path = CredentialFile(id);
+  if (path.empty()) return;
+  taken.push_back(fmt::format("{} from the systemd credential '{}' ({})", flag, id, path));
+  *file = std::move(path);
+}
+
+}  // namespace
+
+std::vector<std::string> TakeParentCredentials(EtcdOptions* parent) {
+  std::vector<std::string> taken;
+  if (!parent->user.empty()) {
+    Take(taken, &parent->password_file, "parent-etcd-password", "--parent-etcd-password-file");
+  }
+  if (!parent->cert.empty()) Take(taken, &parent->key, "parent-etcd-key", "--parent-etcd-key");
+  return taken;
+}
+
 std::vector<std::string> TakeCredentials(TokenArgs* token, EtcdOptions* etcd) {
   std::vector<std::string> taken;
   const auto take = [&taken](std::string* file, const char* id, const char* flag) {
-    if (!file->empty()) return;
-    std::string path = CredentialFile(id);
-    if (path.empty()) return;
-    taken.push_back(fmt::format("{} from the systemd credential '{}' ({})", flag, id, path));
-    *file = std::move(path);
+    Take(taken, file, id, flag);
   };
   // A token given inline (--token, HEADROOM_TOKEN) is named too: the credential does not add one.
   const char* env = std::getenv("HEADROOM_TOKEN");

@@ -22,5 +22,8 @@ std::string CredentialFile(std::string_view id);
 // The secrets left unnamed, filled from the credentials present; one line to log for each taken
 // ("--token-file from the systemd credential 'token' (...)").
 std::vector<std::string> TakeCredentials(TokenArgs* token, EtcdOptions* etcd);
+// A domain's parent etcd (headroom coordinator --parent-etcd): --parent-etcd-password-file
+// from "parent-etcd-password", --parent-etcd-key from "parent-etcd-key", on the same terms.
+std::vector<std::string> TakeParentCredentials(EtcdOptions* parent);
 
 }  // namespace headroom::cli

@@ -102,7 +102,8 @@ class Package(unittest.TestCase):
             self.skipTest("no systemd-analyze")
         units = os.path.join(self.root, "usr", "lib", "systemd", "system")
         names = sorted(os.listdir(units))
-        self.assertEqual(names, ["headroom-agent@.service", "headroom-coordinator.service"])
+        self.assertEqual(names, ["headroom-agent@.service", "headroom-coordinator.service",
+                                 "headroom-domain@.service"])
         check = os.path.join(self.tmp, "units")
         os.makedirs(check, exist_ok=True)
         for name in names:
@@ -128,6 +129,9 @@ class Package(unittest.TestCase):
             self.assertLessEqual(float(level.group(1)), 5.0, name)
             for credential in ("token", "etcd-password", "etcd-key"):
                 self.assertIn("LoadCredential=" + credential + ":", text, name)
+            if name.startswith("headroom-domain@"):
+                for credential in ("parent-etcd-password", "parent-etcd-key"):
+                    self.assertIn("LoadCredential=" + credential + ":", text, name)
 
     def test_manual_pages_from_the_binaries_help(self):
         man1 = os.path.join(self.root, "usr", "share", "man", "man1")

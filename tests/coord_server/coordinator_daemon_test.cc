@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -124,19 +126,26 @@ class CoordinatorDaemonTest : public ::testing::Test {
   }
 
   // The daemon on a free loopback port over `store` (the memory store by default).
-  void Start(coord::Store* store = nullptr, std::optional<SlurmParts> slurm = std::nullopt) {
+  void Start(coord::Store* store = nullptr, std::optional<SlurmParts> slurm = std::nullopt,
+             std::optional<ParentParts> parent = std::nullopt) {
     coord::CoordinatorConfig config;
     config.site = "s";
     config.site_budget_w = kSiteW;
     config.reserve_w = kReserveW;
     config.id = "replica-1";
+    if (parent) {
+      config.parent_site = parent->config.parent_site;
+      config.period_s = parent->config.period_s;
+    }
     CoordinatorApiConfig api;
     api.access.token = kToken;
-    daemon_.emplace(store != nullptr ? *store : store_, config, api, slurm, clock_.Clock(),
-                    [this](const LogEvent& e) {
-                      std::lock_guard lock(log_mu_);
-                      log_.push_back(e.msg);
-                    });
+    daemon_.emplace(
+        store != nullptr ? *store : store_, config, api, slurm, clock_.Clock(),
+        [this](const LogEvent& e) {
+          std::lock_guard lock(log_mu_);
+          log_.push_back(e.msg);
+        },
+        parent);
     Status bound = daemon_->Listen({"127.0.0.1", 0});
     ASSERT_TRUE(bound.ok()) << bound.error().message();
     port_ = daemon_->port();
@@ -324,6 +333,65 @@ TEST_F(CoordinatorDaemonTest, TheSuspendersActionsAreAppliedToTheBatchScheduler)
   };
   EXPECT_TRUE(logged("w: slurm job 12 suspended (no watts granted)"));
   EXPECT_TRUE(logged("w: slurm job 12 resumed (watts back)"));
+}
+
+// Issue 55: at a domain the parent membership runs on a thread of its own beside the loop and the
+// API: the domain registers at its parent site, its grant from there becomes its budget, and at
+// the stop it leaves (its parent lease revoked) once its own lead is resigned.
+TEST_F(CoordinatorDaemonTest, ADomainJoinsItsParentOnAThreadOfItsOwnAndLeavesAtTheStop) {
+  coord::MemoryStore parent([this] { return clock_.now_s(); });
+  coord::CoordinatorConfig top;
+  top.site = "top";
+  top.site_budget_w = 5000;
+  top.id = "top-1";
+  coord::Coordinator site(parent, top, [this] { return clock_.now_s(); }, [](const LogEvent&) {});
+  PutMember("a", 100, 500, coord::JobClass::kGuaranteed);
+  // A long parent lease: the member's renewals need no particular pace of the test's clock.
+  Start(nullptr, std::nullopt,
+        ParentParts{&parent,
+                    {.parent_site = "top",
+                     .parent_etcd = "memory",
+                     .domain = "s",
+                     .lease_ttl_s = 60,
+                     .period_s = 0.05,
+                     .holder = ""}});
+  const auto member_at_parent = [&] {
+    Result<coord::RangeResult> r = parent.Get(coord::Keys("top").member("s"), false);
+    return r.ok() && !r->kvs.empty();
+  };
+  // Until the site has lowered its grant to the domain's demand (its job's 500 W and its
+  // reserve: the whole chain, the domain granted, its sums declared, a lower grant made its
+  // budget) -- by a deadline: the membership's thread runs on its own time.
+  double grant_w = 0.0;
+  const auto deadline = std::chrono::steady_clock::now() + kWaitLimit;
+  const auto until = [&](const std::function<bool()>& done) {
+    while (std::chrono::steady_clock::now() < deadline) {
+      const int slept = clock_.sleeps();
+      if (done()) return true;
+      AckGrants();
+      clock_.Advance(0.1);
+      if (!clock_.WaitForSleeps(slept + 1)) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the thread's turn, not a wait
+    }
+    return done();
+  };
+  ASSERT_TRUE(until(
+      [&] {
+        site.Step();
+        Result<coord::RangeResult> r = parent.Get(coord::Keys("top").grant("s"), false);
+        if (!r.ok() || r->kvs.empty()) return false;
+        Result<coord::Grant> g = coord::GrantFromJson(r->kvs[0].value, "grant");
+        if (!g.ok()) return false;
+        grant_w = g->job_budget_w;
+        const std::optional<coord::Ledger> l = StoredLedger();
+        return member_at_parent() && l && grant_w < 999.0 &&
+               std::abs(l->site_budget_w - grant_w) < 1e-6;
+      }))
+      << ::testing::PrintToString(Log());
+  EXPECT_NEAR(grant_w, 500 + kReserveW, 1e-6);
+  clock_.Stop();
+  thread_.join();
+  EXPECT_FALSE(member_at_parent());  // left: its lease revoked
 }
 
 }  // namespace

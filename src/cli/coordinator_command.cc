@@ -21,6 +21,7 @@
 #include "cli/stop_signal.h"
 #include "cli_main/etcd_options.h"
 #include "coord/coordinator.h"
+#include "coord/domain.h"
 #include "coord/layout.h"
 #include "coord_server/daemon.h"
 #include "etcd/etcd_store.h"
@@ -188,7 +189,7 @@ Status RunCoordinator(const CoordinatorArgs& args) {
          .domain = args.site,
          .lease_ttl_s = args.parent_lease_ttl_s,
          .period_s = args.period_s,
-         .holder = ""}};
+         .holder = coord::DomainHolder(args.site, args.etcd)}};
   }
   // With --slurm: the leader suspends and resumes opportunistic members' Slurm jobs.
   std::unique_ptr<slurm::BatchScheduler> scontrol;

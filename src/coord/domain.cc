@@ -70,8 +70,8 @@ Declared DomainSums(const Ledger& ledger, const std::map<std::string, Member>& m
   const double reserve_w = std::max(ledger.reserve_w, ledger.TargetReserveW());
   const double standby_w = ledger.StandbyW();
   Declared d;
-  // At least a watt: a site's budget is never 0 (an empty domain without a reserve).
-  d.floor_w = std::max(kMinDomainFloorW, ledger.FloorsW() + standby_w + reserve_w);
+  // At least a watt above its reserve: its budget must exceed its reserve (an empty domain).
+  d.floor_w = std::max(kMinDomainFloorW, ledger.FloorsW() + standby_w) + reserve_w;
   double demand_w = 0.0;
   for (const auto& [name, j] : ledger.jobs) demand_w += j.demand_w;
   double nameplate_w = 0.0;
@@ -87,6 +87,20 @@ Declared DomainSums(const Ledger& ledger, const std::map<std::string, Member>& m
   d.standby_w = d.floor_w;  // a domain draws no less unheld: its jobs run on
   d.value_curve = DomainCurve(ledger, members);
   return d;
+}
+
+std::string DomainHolder(const std::string& domain, const std::string& endpoints) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= endpoints.size()) {
+    const size_t comma = std::min(endpoints.find(',', start), endpoints.size());
+    if (comma > start) parts.push_back(endpoints.substr(start, comma - start));
+    start = comma + 1;
+  }
+  std::sort(parts.begin(), parts.end());
+  std::string joined;
+  for (const std::string& p : parts) joined += (joined.empty() ? "" : ",") + p;
+  return fmt::format("domain {} on {}", domain, joined);
 }
 
 DomainLink::DomainLink(Store& parent, DomainConfig config, std::function<double()> monotonic_s,

@@ -40,7 +40,9 @@ struct DomainConfig {
   std::string domain;       // this domain's --site: its job name in the parent
   int64_t lease_ttl_s = 3;  // of its parent lease
   double period_s = 1.0;    // the domain coordinator's
-  std::string holder;       // this process (common/process_identity.h)
+  // The same for every replica of this domain (DomainHolder): the site charges a replica
+  // registering while another's lease lives on only what it adds (plan.h, rule 1b).
+  std::string holder;
 };
 
 // The domain's value curve (docs/SITE.md, "Allocation by value"): at budgets from its floors to
@@ -55,6 +57,10 @@ std::vector<ValuePoint> DomainCurve(const Ledger& ledger,
 // whole budget in force.
 Declared DomainSums(const Ledger& ledger, const std::map<std::string, Member>& members,
                     bool ungranted);
+
+// "domain NAME on ENDPOINTS": the domain's name and its etcd's endpoints, sorted (its replicas
+// name the same etcd, in any order).
+std::string DomainHolder(const std::string& domain, const std::string& endpoints);
 
 class DomainLink {
  public:

@@ -86,6 +86,18 @@ bool ReplacesAdmittedHolder(const Member& d, const Ledger& l,
          m->second.gpus == d.gpus;
 }
 
+// Whether duplicate `d` is another replica of the admitted domain of its name (the domain's new
+// leader, registered while its old leader's lease lives on): a domain, naming as its holder the
+// holder of the domain member the ledger addresses. What it declares is within what the domain
+// holds already.
+bool SameDomain(const Member& d, const Ledger& l, const std::map<std::string, Member>& members) {
+  if (!d.domain || d.holder.empty()) return false;
+  const auto j = l.jobs.find(d.job);
+  const auto m = members.find(d.job);
+  return j != l.jobs.end() && m != members.end() && j->second.domain && m->second.domain &&
+         j->second.lease != 0 && m->second.lease == j->second.lease && m->second.holder == d.holder;
+}
+
 // 1, a lease gone: its agent has fenced itself to its floor. Reads and writes j; writes
 // out.changed, log.
 void FenceToFloor(PlanState& s, const std::string& name, LedgerJob& j) {
@@ -306,7 +318,10 @@ void ChargeStandby(PlanState& s, const std::string& name, const Member& m, bool 
   Ledger& l = s.l;
   const double full_w = StandbyChargeW(m);
   const bool restart = duplicate && ReplacesAdmittedHolder(m, l, s.in.members);
-  double charge_w = restart ? std::max(0.0, full_w - l.jobs.at(m.job).floor_w) : full_w;
+  const bool same_domain = duplicate && SameDomain(m, l, s.in.members);
+  double charge_w = restart       ? std::max(0.0, full_w - l.jobs.at(m.job).floor_w)
+                    : same_domain ? std::max(0.0, full_w - l.jobs.at(m.job).held_w)
+                                  : full_w;
   // A grant stored for its lease (a ledger deleted or rebuilt: its agent may act on it until
   // a grant of the new epoch replaces it) is what it may draw.
   if (const auto g = s.in.grants.find(name);

@@ -19,7 +19,9 @@
 //      admitted or forgotten; a duplicate's entry goes at once when its lease takes the name.
 //      A duplicate that is the admitted job's agent restarted (Member::replaces names the holder
 //      of the job's member, the same gpus) is charged only its standby above the job's floor:
-//      the same GPUs, counted once.
+//      the same GPUs, counted once. A duplicate that is another replica of the admitted domain of
+//      its name (Member::domain, the same holder: the domain's new leader while the old one's
+//      lease lives on) is charged only what it declares above what the domain holds.
 //   2. Admission, in order of registration: a member not in the ledger whose floor fits next to
 //      the floors of the jobs admitted (against the lower of the budget in force and the one
 //      asked for) is admitted at its floor once that much is not held; until then it waits,
@@ -32,9 +34,11 @@
 //      watts: PlanInput::reserved_w), the rest split in proportion to demand above floor
 //      (Allocate) or by value (AllocateByValue: the members' value curves; a member without one,
 //      a straight line at its average value), capped at demand.
-//   4. Down first: grants above their target are lowered at once (held stays until acked); grants
-//      below it are raised only into room = budget - reserve - sum of held, shared in proportion
-//      to what each still wants; a raised grant is held at once.
+//   4. Down first: grants above their target are lowered at once (held stays until acked); a
+//      grant below its target and below what its job still holds rises to the lower of the two
+//      at once (held counts those watts already); above held, grants are raised only into
+//      room = budget - reserve - sum of held, shared in proportion to what each still wants; a
+//      raised grant is held at once.
 //   5. A site budget decrease is in force once the sum of held fits under it.
 // Invariant, checked before anything is written: sum of the guaranteed jobs' held_w and every
 // standby <= site_budget_w - reserve_w; without loans, the opportunistic jobs' held_w are inside

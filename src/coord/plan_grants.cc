@@ -140,8 +140,10 @@ void SetTargets(PlanState& s) {
     s.target[name] = t;
 }
 
-// 4, down first: grants above their target are lowered at once (held stays until acked).
-// Reads target; writes l.jobs' grant_w, regrant; returns what the others want above their grant.
+// 4, down first: grants above their target are lowered at once (held stays until acked); a
+// grant below its target and below what its job holds rises to the lower of the two at once.
+// Reads target, in.no_raises; writes l.jobs' grant_w, regrant; returns what the others want
+// above their grant.
 Wants LowerGrants(PlanState& s) {
   Wants want;
   for (auto& [name, j] : s.l.jobs) {
@@ -149,7 +151,15 @@ Wants LowerGrants(PlanState& s) {
     if (t < j.grant_w - kEpsW) {
       j.grant_w = t;
       s.regrant[name] = true;
-    } else if (t > j.grant_w + kEpsW && j.lease != 0) {
+    } else if (t > j.grant_w + kEpsW && j.held_w > j.grant_w + kEpsW && j.lease != 0 &&
+               !s.in.no_raises) {
+      // Below what it holds (a lower grant not acknowledged yet): up to that at once, from no
+      // room -- held counts those watts already. Raised a share a period instead, each a new
+      // seq, a member that acknowledges a period late (a domain) is never caught up with.
+      j.grant_w = std::min(t, j.held_w);
+      s.regrant[name] = true;
+    }
+    if (t > j.grant_w + kEpsW && j.lease != 0) {
       (j.job_class == JobClass::kGuaranteed ? want.guaranteed_w : want.opportunistic_w) +=
           t - j.grant_w;
     }

@@ -99,6 +99,57 @@ TEST(DomainPlan, ANewLeaseTakesItsPlaceHoldingTheSameAndAcknowledgesLower) {
   EXPECT_GE(InvariantSlackW(p.ledger), 0.0);
 }
 
+// A domain's new leader registers while the old leader's lease lives on (a duplicate of its
+// name): the same domain (the same holder) adds nothing above what the domain holds; another
+// holder is charged all it declares.
+TEST(DomainPlan, ANewLeaderBesideTheOldLeaseAddsNothingAnotherHolderAll) {
+  PlanInput in;
+  Member rack = AsDomain("rack", 200, 1000, 1);
+  rack.holder = "domain rack on http://a:2379";
+  in.members = {{"rack", rack}, {"x", M("x", 100, 1000, 2)}};
+  in.registered_at = {{"rack", 1}, {"x", 2}};
+  PlanOutput p = Plan(Fresh(1500, 0), in, 5);
+  for (int i = 0; i < 3; ++i) {
+    AckAll(p, in);
+    p = Plan(p.ledger, in, 5);
+  }
+  const double held_w = p.ledger.jobs.at("rack").held_w;
+  Member next = AsDomain("rack", held_w, 1000, 9);  // declares all it may draw: ungranted
+  next.holder = rack.holder;
+  in.duplicates["rack@9"] = next;
+  PlanOutput same = Plan(p.ledger, in, 5);
+  ASSERT_TRUE(same.ledger.standby.contains("rack@9"));
+  EXPECT_DOUBLE_EQ(same.ledger.standby.at("rack@9").standby_w, 0.0);
+  EXPECT_GE(InvariantSlackW(same.ledger), 0.0);
+  next.holder = "domain rack on http://elsewhere:2379";
+  in.duplicates["rack@9"] = next;
+  PlanOutput other = Plan(p.ledger, in, 5);
+  EXPECT_DOUBLE_EQ(other.ledger.standby.at("rack@9").standby_w, held_w);
+}
+
+// A grant lowered and not acknowledged yet, whose target rises again: up to what its job holds
+// at once (held counts it already), not a share of the room a period, each a new seq that a
+// member acknowledging a period late never catches up with.
+TEST(DomainPlan, AGrantBelowWhatItHoldsRisesToItAtOnce) {
+  // The site full: rack's grant was lowered to 500 W and not acknowledged (it holds 938 W), x
+  // holds its 561 W; their targets (computed here: 1,200 W above the floors, 0.923 of each
+  // demand above its floor) are 938.46 and 561.54 W. No room: 1500 - 938 - 561 = 1 W.
+  Ledger l = Fresh(1500, 0);
+  l.jobs["rack"] = {.floor_w = 200, .demand_w = 1000, .grant_w = 500, .held_w = 938, .seq = 7,
+                    .lease = 1, .domain = true};
+  l.jobs["x"] = {.floor_w = 100, .demand_w = 600, .grant_w = 561, .held_w = 561, .seq = 6,
+                 .lease = 2};
+  l.seq = 7;
+  PlanInput in;
+  in.members = {{"rack", AsDomain("rack", 200, 1000, 1)}, {"x", M("x", 100, 600, 2)}};
+  in.registered_at = {{"rack", 1}, {"x", 2}};
+  const PlanOutput p = Plan(l, in, 5);
+  // Up to what it holds at once, from no room; the 0.46 W above it from the 1 W of room.
+  EXPECT_NEAR(p.ledger.jobs.at("rack").grant_w, 200 + 800 * 12.0 / 13.0, 1e-6);
+  EXPECT_NEAR(p.ledger.jobs.at("rack").held_w, 200 + 800 * 12.0 / 13.0, 1e-6);
+  EXPECT_GE(InvariantSlackW(p.ledger), 0.0);
+}
+
 TEST(DomainPlan, ItsFloorRisesOnlyIntoWhatItHoldsOrWhatIsFree) {
   PlanInput in;
   in.members = {{"rack", AsDomain("rack", 200, 700, 1)}, {"x", M("x", 100, 1000, 2)}};
@@ -321,6 +372,10 @@ TEST(DomainSums, FloorsStandbyAndReserveAndTheWholeBudgetUntilGranted) {
   d = DomainSums(l, members, true);
   EXPECT_DOUBLE_EQ(d.floor_w, 1000);
   EXPECT_DOUBLE_EQ(d.demand_w, 1000);
+  // Empty: a watt above its reserve (a budget must exceed it).
+  EXPECT_DOUBLE_EQ(DomainSums(Fresh(1000, 50), {}, false).floor_w, 51);
+  EXPECT_EQ(DomainHolder("rack", "http://b:2379,http://a:2379"),
+            "domain rack on http://a:2379,http://b:2379");
 }
 
 // The domain's curve is its jobs' water-filled: at its floors their tokens at their floors, at

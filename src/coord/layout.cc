@@ -217,6 +217,7 @@ std::string ToJson(const Ledger& l) {
     if (j.standby_w >= 0.0) jobs[name]["standby_w"] = j.standby_w;
     if (j.step_s > 0.0) jobs[name]["step_s"] = j.step_s;
     if (j.domain) jobs[name]["domain"] = true;
+    if (!j.holder.empty()) jobs[name]["holder"] = j.holder;
   }
   json out{{"v", kValueVersion},
            {"term", l.term},
@@ -416,6 +417,7 @@ Result<Ledger> LedgerFromJson(std::string_view text, std::string_view where) {
     if (jr.ok() && value.contains("standby_w")) job.standby_w = Watts(jr, "standby_w");
     if (jr.ok() && value.contains("step_s")) job.step_s = Watts(jr, "step_s");
     if (jr.ok() && value.contains("domain")) job.domain = jr.Bool("domain");
+    if (jr.ok() && value.contains("holder")) job.holder = jr.String("holder");
     if (!fields.ok()) return Error::Input(fields.message());
     l.jobs[name] = job;
   }

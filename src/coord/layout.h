@@ -79,7 +79,7 @@ struct Member {
   std::vector<ValuePoint> value_curve;
   // The agent process holding the registration (common/process_identity.h); optional, "" when
   // unknown. A restarted agent on the same machine takes the place of one that is gone.
-  std::string holder;
+  std::string holder{};
   // A duplicate's only (members/<job>@<lease hex>): the holder of the name it has seen gone on
   // its own machine (its predecessor: the same job on the same GPUs, restarted). The leader
   // charges such a duplicate only its standby above the admitted job's floor while that job's
@@ -165,6 +165,9 @@ struct LedgerJob {
   // A domain (Member::domain): its lease gone, held and grant are kept and it is never
   // forgotten; its floor follows its member's. JSON "domain", optional.
   bool domain = false;
+  // A domain's holder (Member::holder, the same for all its replicas): another replica that
+  // registers under its name is charged only what it adds. JSON "holder", optional.
+  std::string holder{};
 };
 // A job whose lease is gone keeps its floor for at least this many of its declared steps.
 inline constexpr double kForgetSteps = 2.0;

@@ -56,9 +56,14 @@ double RaisedW(const Ledger& before, const PlanOutput& after) {
 namespace {
 
 // What the ledger keeps of a live member for when its lease goes (LedgerJob::standby_w,
-// step_s): its standby, and the longest step it has declared. Whether either changed.
+// step_s, holder): its standby, the longest step it has declared, a domain's holder. Whether
+// any changed.
 bool Remember(const Member& m, LedgerJob& j) {
   bool changed = false;
+  if (m.domain && m.holder != j.holder) {
+    j.holder = m.holder;
+    changed = true;
+  }
   if (m.standby_w >= 0.0 && std::abs(m.standby_w - j.standby_w) > kEpsW) {
     j.standby_w = m.standby_w;
     changed = true;
@@ -87,15 +92,13 @@ bool ReplacesAdmittedHolder(const Member& d, const Ledger& l,
 }
 
 // Whether duplicate `d` is another replica of the admitted domain of its name (the domain's new
-// leader, registered while its old leader's lease lives on): a domain, naming as its holder the
-// holder of the domain member the ledger addresses. What it declares is within what the domain
-// holds already.
-bool SameDomain(const Member& d, const Ledger& l, const std::map<std::string, Member>& members) {
+// leader, registered while its old leader's lease lives on, or in the period that lease goes):
+// a domain naming the holder the ledger keeps for it. What it declares is within what the
+// domain holds already.
+bool SameDomain(const Member& d, const Ledger& l) {
   if (!d.domain || d.holder.empty()) return false;
   const auto j = l.jobs.find(d.job);
-  const auto m = members.find(d.job);
-  return j != l.jobs.end() && m != members.end() && j->second.domain && m->second.domain &&
-         j->second.lease != 0 && m->second.lease == j->second.lease && m->second.holder == d.holder;
+  return j != l.jobs.end() && j->second.domain && j->second.holder == d.holder;
 }
 
 // 1, a lease gone: its agent has fenced itself to its floor. Reads and writes j; writes
@@ -182,6 +185,7 @@ void TakeJobsPlace(PlanState& s, const std::string& name, LedgerJob& j, const Me
     // A domain's new lease (another replica leads it, or it registered again): what it holds
     // is its grant again, for the new lease; its floor follows.
     FollowDomainFloor(s, name, j, m);
+    Remember(m, j);
     j.lease = m.lease;
     j.demand_w = std::max(m.demand_w, j.floor_w);
     s.regrant[name] = true;
@@ -318,7 +322,7 @@ void ChargeStandby(PlanState& s, const std::string& name, const Member& m, bool 
   Ledger& l = s.l;
   const double full_w = StandbyChargeW(m);
   const bool restart = duplicate && ReplacesAdmittedHolder(m, l, s.in.members);
-  const bool same_domain = duplicate && SameDomain(m, l, s.in.members);
+  const bool same_domain = duplicate && SameDomain(m, l);
   double charge_w = restart       ? std::max(0.0, full_w - l.jobs.at(m.job).floor_w)
                     : same_domain ? std::max(0.0, full_w - l.jobs.at(m.job).held_w)
                                   : full_w;

@@ -26,6 +26,19 @@ namespace {
 
 constexpr double kEps = 1e-6;
 
+LedgerJob Job(double floor_w, double demand_w, double grant_w = 0, double held_w = 0,
+              int64_t seq = 0, LeaseId lease = 0, bool domain = false) {
+  LedgerJob j;
+  j.floor_w = floor_w;
+  j.demand_w = demand_w;
+  j.grant_w = grant_w;
+  j.held_w = held_w;
+  j.seq = seq;
+  j.lease = lease;
+  j.domain = domain;
+  return j;
+}
+
 Member AsDomain(const std::string& name, double floor_w, double demand_w, LeaseId lease) {
   Member m = M(name, floor_w, demand_w, lease);
   m.domain = true;
@@ -121,6 +134,14 @@ TEST(DomainPlan, ANewLeaderBesideTheOldLeaseAddsNothingAnotherHolderAll) {
   ASSERT_TRUE(same.ledger.standby.contains("rack@9"));
   EXPECT_DOUBLE_EQ(same.ledger.standby.at("rack@9").standby_w, 0.0);
   EXPECT_GE(InvariantSlackW(same.ledger), 0.0);
+  {  // The old lease gone in the period its successor's duplicate key is first seen.
+    PlanInput gone = in;
+    gone.members.erase("rack");
+    gone.gone_for_s["rack"] = 0.0;
+    PlanOutput both = Plan(p.ledger, gone, 5);
+    EXPECT_DOUBLE_EQ(both.ledger.standby.at("rack@9").standby_w, 0.0);
+    EXPECT_GE(InvariantSlackW(both.ledger), 0.0);
+  }
   next.holder = "domain rack on http://elsewhere:2379";
   in.duplicates["rack@9"] = next;
   PlanOutput other = Plan(p.ledger, in, 5);
@@ -135,10 +156,8 @@ TEST(DomainPlan, AGrantBelowWhatItHoldsRisesToItAtOnce) {
   // holds its 561 W; their targets (computed here: 1,200 W above the floors, 0.923 of each
   // demand above its floor) are 938.46 and 561.54 W. No room: 1500 - 938 - 561 = 1 W.
   Ledger l = Fresh(1500, 0);
-  l.jobs["rack"] = {.floor_w = 200, .demand_w = 1000, .grant_w = 500, .held_w = 938, .seq = 7,
-                    .lease = 1, .domain = true};
-  l.jobs["x"] = {.floor_w = 100, .demand_w = 600, .grant_w = 561, .held_w = 561, .seq = 6,
-                 .lease = 2};
+  l.jobs["rack"] = Job(200, 1000, 500, 938, 7, 1, true);
+  l.jobs["x"] = Job(100, 600, 561, 561, 6, 2);
   l.seq = 7;
   PlanInput in;
   in.members = {{"rack", AsDomain("rack", 200, 1000, 1)}, {"x", M("x", 100, 600, 2)}};
@@ -359,8 +378,8 @@ TEST(DomainLink, AKilledDomainLeadersWattsStayCountedUntilTheNextOneTakesThePlac
 
 TEST(DomainSums, FloorsStandbyAndReserveAndTheWholeBudgetUntilGranted) {
   Ledger l = Fresh(1000, 50);
-  l.jobs["a"] = {.floor_w = 100, .demand_w = 400};
-  l.jobs["b"] = {.floor_w = 150, .demand_w = 300};
+  l.jobs["a"] = Job(100, 400);
+  l.jobs["b"] = Job(150, 300);
   l.standby["c"] = {.standby_w = 20, .floor_w = 120};
   std::map<std::string, Member> members = {{"a", M("a", 100, 400, 1)},
                                            {"b", M("b", 150, 500, 2)}};
@@ -383,8 +402,8 @@ TEST(DomainSums, FloorsStandbyAndReserveAndTheWholeBudgetUntilGranted) {
 // job (computed here by hand from the two straight curves).
 TEST(DomainCurve, ItsJobsCurvesWaterFilled) {
   Ledger l = Fresh(2000, 50);
-  l.jobs["a"] = {.floor_w = 100, .demand_w = 500};
-  l.jobs["b"] = {.floor_w = 100, .demand_w = 300};
+  l.jobs["a"] = Job(100, 500);
+  l.jobs["b"] = Job(100, 300);
   std::map<std::string, Member> members = {{"a", M("a", 100, 500, 1)},
                                            {"b", M("b", 100, 300, 2)}};
   members["a"].value_curve = {{100, 10}, {500, 50}};  // 0.1 tokens/s per W

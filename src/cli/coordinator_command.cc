@@ -182,14 +182,13 @@ Status RunCoordinator(const CoordinatorArgs& args) {
     });
     if (!opened) return Error::Io(fmt::format("--parent-etcd: {}", opened.error().message()));
     parent_store = std::move(*opened);
-    parent = coord_server::ParentParts{
-        parent_store.get(),
-        {.parent_site = args.parent_site,
-         .parent_etcd = parent_store->Describe(),
-         .domain = args.site,
-         .lease_ttl_s = args.parent_lease_ttl_s,
-         .period_s = args.period_s,
-         .holder = coord::DomainHolder(args.site, args.etcd)}};
+    parent = coord_server::ParentParts{parent_store.get(),
+                                       {.parent_site = args.parent_site,
+                                        .parent_etcd = parent_store->Describe(),
+                                        .domain = args.site,
+                                        .lease_ttl_s = args.parent_lease_ttl_s,
+                                        .period_s = args.period_s,
+                                        .holder = coord::DomainHolder(args.site, args.etcd)}};
   }
   // With --slurm: the leader suspends and resumes opportunistic members' Slurm jobs.
   std::unique_ptr<slurm::BatchScheduler> scontrol;

@@ -127,8 +127,8 @@ void DomainLink::Join() {
   mc.holder = config_.holder;
   member_ = std::make_unique<SiteMember>(parent_, mc, now_s_, log_);
   requested_w_.reset();
-  log_.Info(fmt::format("domain '{}': joining site '{}' at {}", config_.domain,
-                        config_.parent_site, config_.parent_etcd),
+  log_.Info(fmt::format("domain '{}': joining site '{}' at {}", config_.domain, config_.parent_site,
+                        config_.parent_etcd),
             {{"parent_site", config_.parent_site}});
 }
 
@@ -191,8 +191,8 @@ std::optional<double> DomainLink::Step(bool leading, const std::optional<Ledger>
   status_.seq = a.seq;
   status_.lease = ms.lease;
   status_.job_budget_w = ms.acting == Acting::State::kGranted ? ms.acting_job_budget_w : 0.0;
-  const bool served = ms.acting == Acting::State::kGranted &&
-                      SameW(ms.acting_job_budget_w, a.job_budget_w);
+  const bool served =
+      ms.acting == Acting::State::kGranted && SameW(ms.acting_job_budget_w, a.job_budget_w);
   status_.pending_w = a.state == Acting::State::kGranted && !served ? a.job_budget_w : 0.0;
   status_.floor_w = declared.floor_w;
   status_.demand_w = declared.demand_w;

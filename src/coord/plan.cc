@@ -189,8 +189,8 @@ void TakeJobsPlace(PlanState& s, const std::string& name, LedgerJob& j, const Me
     j.lease = m.lease;
     j.demand_w = std::max(m.demand_w, j.floor_w);
     s.regrant[name] = true;
-    s.log.Info(fmt::format("{}: domain lease {:x} takes its place, holding {:.1f} W", name,
-                           j.lease, j.held_w),
+    s.log.Info(fmt::format("{}: domain lease {:x} takes its place, holding {:.1f} W", name, j.lease,
+                           j.held_w),
                {{"job", name}, {"held_w", j.held_w}});
     s.out.changed = true;
     return;

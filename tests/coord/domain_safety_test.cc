@@ -118,21 +118,29 @@ class DomainProcesses : public ::testing::Test {
 
   std::unique_ptr<Process> Coordinator(Level& l, double site_budget_w,
                                        const std::vector<std::string>& extra) {
-    std::vector<std::string> args = {
-        "coordinator", "--etcd",      l.etcd->endpoints(), "--site", l.site, "--site-budget-w",
-        fmt::format("{}", site_budget_w), "--period-s", "0.2", "--lease-ttl-s", "2", "--listen",
-        "127.0.0.1:0"};
+    std::vector<std::string> args = {"coordinator",
+                                     "--etcd",
+                                     l.etcd->endpoints(),
+                                     "--site",
+                                     l.site,
+                                     "--site-budget-w",
+                                     fmt::format("{}", site_budget_w),
+                                     "--period-s",
+                                     "0.2",
+                                     "--lease-ttl-s",
+                                     "2",
+                                     "--listen",
+                                     "127.0.0.1:0"};
     args.insert(args.end(), extra.begin(), extra.end());
     auto p = std::make_unique<Process>(HEADROOM_BINARY, args);
     l.port = p->ListenPort(std::chrono::seconds(20));
     return p;
   }
   void StartDomain() {
-    rack_.coordinator =
-        Coordinator(rack_, 1200,
-                    {"--reserve-w", fmt::format("{}", kDomainReserveW), "--parent-etcd",
-                     top_.etcd->endpoints(), "--parent-site", top_.site, "--parent-lease-ttl-s",
-                     "3"});
+    rack_.coordinator = Coordinator(
+        rack_, 1200,
+        {"--reserve-w", fmt::format("{}", kDomainReserveW), "--parent-etcd", top_.etcd->endpoints(),
+         "--parent-site", top_.site, "--parent-lease-ttl-s", "3"});
     ASSERT_GT(rack_.port, 0) << rack_.coordinator->Stderr();
   }
 

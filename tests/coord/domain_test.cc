@@ -381,8 +381,7 @@ TEST(DomainSums, FloorsStandbyAndReserveAndTheWholeBudgetUntilGranted) {
   l.jobs["a"] = Job(100, 400);
   l.jobs["b"] = Job(150, 300);
   l.standby["c"] = {.standby_w = 20, .floor_w = 120};
-  std::map<std::string, Member> members = {{"a", M("a", 100, 400, 1)},
-                                           {"b", M("b", 150, 500, 2)}};
+  std::map<std::string, Member> members = {{"a", M("a", 100, 400, 1)}, {"b", M("b", 150, 500, 2)}};
   Declared d = DomainSums(l, members, false);
   EXPECT_DOUBLE_EQ(d.floor_w, 100 + 150 + 20 + 50);
   EXPECT_DOUBLE_EQ(d.demand_w, 400 + 300 + 20 + 50);
@@ -404,8 +403,7 @@ TEST(DomainCurve, ItsJobsCurvesWaterFilled) {
   Ledger l = Fresh(2000, 50);
   l.jobs["a"] = Job(100, 500);
   l.jobs["b"] = Job(100, 300);
-  std::map<std::string, Member> members = {{"a", M("a", 100, 500, 1)},
-                                           {"b", M("b", 100, 300, 2)}};
+  std::map<std::string, Member> members = {{"a", M("a", 100, 500, 1)}, {"b", M("b", 100, 300, 2)}};
   members["a"].value_curve = {{100, 10}, {500, 50}};  // 0.1 tokens/s per W
   members["b"].value_curve = {{100, 10}, {300, 70}};  // 0.3 tokens/s per W
   const std::vector<ValuePoint> c = DomainCurve(l, members);

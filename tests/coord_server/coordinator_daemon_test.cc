@@ -344,7 +344,8 @@ TEST_F(CoordinatorDaemonTest, ADomainJoinsItsParentOnAThreadOfItsOwnAndLeavesAtT
   top.site = "top";
   top.site_budget_w = 5000;
   top.id = "top-1";
-  coord::Coordinator site(parent, top, [this] { return clock_.now_s(); }, [](const LogEvent&) {});
+  coord::Coordinator site(
+      parent, top, [this] { return clock_.now_s(); }, [](const LogEvent&) {});
   PutMember("a", 100, 500, coord::JobClass::kGuaranteed);
   // A long parent lease: the member's renewals need no particular pace of the test's clock.
   Start(nullptr, std::nullopt,
@@ -375,19 +376,17 @@ TEST_F(CoordinatorDaemonTest, ADomainJoinsItsParentOnAThreadOfItsOwnAndLeavesAtT
     }
     return done();
   };
-  ASSERT_TRUE(until(
-      [&] {
-        site.Step();
-        Result<coord::RangeResult> r = parent.Get(coord::Keys("top").grant("s"), false);
-        if (!r.ok() || r->kvs.empty()) return false;
-        Result<coord::Grant> g = coord::GrantFromJson(r->kvs[0].value, "grant");
-        if (!g.ok()) return false;
-        grant_w = g->job_budget_w;
-        const std::optional<coord::Ledger> l = StoredLedger();
-        return member_at_parent() && l && grant_w < 999.0 &&
-               std::abs(l->site_budget_w - grant_w) < 1e-6;
-      }))
-      << ::testing::PrintToString(Log());
+  ASSERT_TRUE(until([&] {
+    site.Step();
+    Result<coord::RangeResult> r = parent.Get(coord::Keys("top").grant("s"), false);
+    if (!r.ok() || r->kvs.empty()) return false;
+    Result<coord::Grant> g = coord::GrantFromJson(r->kvs[0].value, "grant");
+    if (!g.ok()) return false;
+    grant_w = g->job_budget_w;
+    const std::optional<coord::Ledger> l = StoredLedger();
+    return member_at_parent() && l && grant_w < 999.0 &&
+           std::abs(l->site_budget_w - grant_w) < 1e-6;
+  })) << ::testing::PrintToString(Log());
   EXPECT_NEAR(grant_w, 500 + kReserveW, 1e-6);
   clock_.Stop();
   thread_.join();

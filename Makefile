@@ -18,6 +18,9 @@ DEMO_DIR ?= build/demo
 HEADROOM := build/bin/headroom
 
 CHAOS_FAULTS ?= 1000
+# The site with a domain layer (tests/site/chaos_domains.py) after it, in `make chaos`.
+CHAOS_DOMAIN_FAULTS ?= 200
+CHAOS_SEED ?= 1
 
 .PHONY: bench-history rehearsal screenshots package fixed-group-results check stress test-chaos bench-diloco diloco-results diloco-results-warm calibration-results hybrid-results universal-results sites-results fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile bench-hostile-coordinator demo policies results clean format
 
@@ -121,10 +124,11 @@ rehearsal: build
 	  --out build/rehearsal
 	@echo "rehearsal: build/rehearsal/report.json (the logs beside it)"
 
-# The site against 1,000 faults (tests/site/chaos.py; about an hour), its table written into
-# docs/SITE.md between the chaos markers.
+# The site against 1,000 faults (tests/site/chaos.py; about an hour), then a site with a domain
+# layer against 200 (tests/site/chaos_domains.py; about 20 minutes), their tables written into
+# docs/SITE.md between the chaos and chaos-domains markers.
 chaos: build
-	./scripts/chaos_table.sh build/bin/headroom $(CHAOS_FAULTS)
+	./scripts/chaos_table.sh build/bin/headroom $(CHAOS_FAULTS) $(CHAOS_SEED) "" $(CHAOS_DOMAIN_FAULTS)
 
 # The benchmarks are not in `make build` (nor `make test`): built here.
 bench-build: build

@@ -266,6 +266,12 @@ class TwoLevels {
   void Run(double s) {
     for (int i = 0; i < static_cast<int>(s / 0.25); ++i) Tick();
   }
+  // The audit of every tick so far: none over at any level.
+  void ExpectNoViolations() const {
+    EXPECT_EQ(domain_violations_, 0);
+    EXPECT_EQ(composition_violations_, 0);
+    EXPECT_EQ(site_violations_, 0);
+  }
 
   static std::optional<Ledger> Read(MemoryStore& store, const std::string& site) {
     auto r = store.Get("/headroom/" + site + "/ledger", false);
@@ -329,9 +335,7 @@ TEST(DomainLink, ASiteCutReachesTheDomainsJobsAndIsAcknowledgedOnlyOnceTheyHoldN
   ASSERT_TRUE(t.site_->RequestSiteBudget(3000));
   t.Run(20);
   EXPECT_NEAR(t.rack_->site_budget_w, before_w, 1.0);
-  EXPECT_EQ(t.domain_violations_, 0);
-  EXPECT_EQ(t.composition_violations_, 0);
-  EXPECT_EQ(t.site_violations_, 0);
+  t.ExpectNoViolations();
 }
 
 TEST(DomainLink, FencedByItsParentTheDomainGoesToItsFloorAndComesBackOnItsHeldWatts) {
@@ -350,9 +354,7 @@ TEST(DomainLink, FencedByItsParentTheDomainGoesToItsFloorAndComesBackOnItsHeldWa
   EXPECT_EQ(t.link_->status().state, "granted");
   EXPECT_GE(t.top_->jobs.at("rack").held_w, t.rack_->site_budget_w - kEps);
   EXPECT_NEAR(t.rack_->site_budget_w, held_w, 1.0);
-  EXPECT_EQ(t.domain_violations_, 0);
-  EXPECT_EQ(t.composition_violations_, 0);
-  EXPECT_EQ(t.site_violations_, 0);
+  t.ExpectNoViolations();
 }
 
 TEST(DomainLink, AKilledDomainLeadersWattsStayCountedUntilTheNextOneTakesThePlace) {
@@ -371,9 +373,7 @@ TEST(DomainLink, AKilledDomainLeadersWattsStayCountedUntilTheNextOneTakesThePlac
   EXPECT_NE(t.top_->jobs.at("rack").lease, lease);
   EXPECT_EQ(t.link_->status().state, "granted");
   EXPECT_NEAR(t.rack_->site_budget_w, held_w, 1.0);
-  EXPECT_EQ(t.domain_violations_, 0);
-  EXPECT_EQ(t.composition_violations_, 0);
-  EXPECT_EQ(t.site_violations_, 0);
+  t.ExpectNoViolations();
 }
 
 TEST(DomainSums, FloorsStandbyAndReserveAndTheWholeBudgetUntilGranted) {

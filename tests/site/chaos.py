@@ -384,7 +384,8 @@ class Agent:
 
 
 class Coordinator:
-    def __init__(self, chaos, n):
+    def __init__(self, chaos, n, extra=()):
+        """Replica n of chaos.site on chaos.etcd; `extra`: more flags (a domain's --parent-*)."""
         self.chaos = chaos
         self.log = f"{chaos.tmp}/coordinator{n}.log"
         argv = [chaos.headroom, "coordinator", "--etcd", chaos.etcd.endpoints(), "--site",
@@ -393,7 +394,7 @@ class Coordinator:
                 str(chaos.ttl), "--listen", "127.0.0.1:0",
                 # Longer than an agent is stopped (3 TTLs) and its validity after: the standby
                 # of the jobs the faults start and kill goes within the run.
-                "--forget-after-s", f"{FORGET_AFTER_S:g}"]
+                "--forget-after-s", f"{FORGET_AFTER_S:g}", *extra]
         chaos.coordinator_logs.append(self.log)
         self.p = chaos.procs.start(argv, self.log)
         self.port = wait_until(self.read_port, 20, 0.02)
@@ -1003,6 +1004,9 @@ class Chaos:
             if ".dup" in path or units[path] not in admitted_then:
                 arrival[path] = t_first
         max_sum = float("-inf")
+        # (t, what every process may draw, of which newcomers' standby) at each checkpoint: the
+        # sums hold until the next one (chaos_domains.py adds the domains' up).
+        self.timeline = []
         ei = 0
         latest_acted = -1  # the latest ledger (index) whose grant an agent has acted on
         for t in checkpoints:
@@ -1044,6 +1048,7 @@ class Chaos:
             limit = self.budget_w - self.reserve_w
             if max(k, latest_acted) >= 0:
                 limit = by_time[max(k, latest_acted)][1]
+            self.timeline.append((t, total, newcomers_w))
             max_sum = max(max_sum, total - newcomers_w - limit)
             if total - newcomers_w > limit + 1e-3:
                 violations.append((t, total, limit))
@@ -1057,37 +1062,11 @@ class Chaos:
         # Site power: each job's latest power record, on a grid; 30 s of twin time per window.
         power = {path: [(r["t_mono_s"], r["power_w"]) for r in recs if "power_w" in r]
                  for path, recs in logs.items()}
-        t_start = min(p[0][0] for p in power.values() if p)
-        t_stop = max(p[-1][0] for p in power.values() if p)
-        window_s = 30.0 / self.speed
-        step = 0.5 / self.speed
-        idx = {job: 0 for job in power}
-        last = {job: 0.0 for job in power}
-        windows_over, windows = 0, 0
-        t = t_start
-        acc, acc_budget, n = 0.0, 0.0, 0
-        w_end = t_start + window_s
-        worst = float("-inf")
-        while t <= t_stop:
-            for job, series in power.items():
-                while idx[job] < len(series) and series[idx[job]][0] <= t:
-                    last[job] = series[idx[job]][1]
-                    idx[job] += 1
-                if job in gone_after and idx[job] >= len(series):
-                    last[job] = 0.0  # its twin died with it
+
+        def budget_at(t):
             k = bisect.bisect_right(rev_times, t) - 1
-            budget = self.budget_w if k < 0 else by_time[k][1] + self.reserve_w
-            acc += sum(last.values())
-            acc_budget += budget
-            n += 1
-            t += step
-            if t >= w_end:
-                windows += 1
-                worst = max(worst, acc / n - acc_budget / n)
-                if acc / n > acc_budget / n + 1e-6:
-                    windows_over += 1
-                acc, acc_budget, n = 0.0, 0.0, 0
-                w_end += window_s
+            return self.budget_w if k < 0 else by_time[k][1] + self.reserve_w
+        windows, windows_over, worst = power_windows(power, gone_after, budget_at, self.speed)
         rec = [f[3] for f in self.faults if f[3] is not None]
         states = {}
         for recs in logs.values():
@@ -1124,6 +1103,44 @@ class Chaos:
             "long_fault_cut_s": [round(f[2], 1) for f in self.long_faults],
             "longest_step_s": {job: round(v, 2) for job, v in sorted(longest_step.items())},
         }
+
+
+def power_windows(power, gone, budget_at, speed):
+    """The true-power windows: `power` maps each process (a log) to its (t_mono_s, power_w)
+    records; each one's latest record is its power on a grid of 0.5 s of twin time (a process in
+    `gone` draws 0 after its last), summed, and averaged over windows of 30 s of twin time (30 s
+    / speed of wall time) against the average of budget_at(t), the site budget in force. Returns
+    (windows, windows over their budget, the largest window's excess in W)."""
+    t_start = min(p[0][0] for p in power.values() if p)
+    t_stop = max(p[-1][0] for p in power.values() if p)
+    window_s = 30.0 / speed
+    step = 0.5 / speed
+    idx = {job: 0 for job in power}
+    last = {job: 0.0 for job in power}
+    windows_over, windows = 0, 0
+    t = t_start
+    acc, acc_budget, n = 0.0, 0.0, 0
+    w_end = t_start + window_s
+    worst = float("-inf")
+    while t <= t_stop:
+        for job, series in power.items():
+            while idx[job] < len(series) and series[idx[job]][0] <= t:
+                last[job] = series[idx[job]][1]
+                idx[job] += 1
+            if job in gone and idx[job] >= len(series):
+                last[job] = 0.0  # its twin died with it
+        acc += sum(last.values())
+        acc_budget += budget_at(t)
+        n += 1
+        t += step
+        if t >= w_end:
+            windows += 1
+            worst = max(worst, acc / n - acc_budget / n)
+            if acc / n > acc_budget / n + 1e-6:
+                windows_over += 1
+            acc, acc_budget, n = 0.0, 0.0, 0
+            w_end += window_s
+    return windows, windows_over, worst
 
 
 _tail_cache = {}

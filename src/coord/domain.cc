@@ -74,6 +74,13 @@ Declared DomainSums(const Ledger& ledger, const std::map<std::string, Member>& m
   d.floor_w = std::max(kMinDomainFloorW, ledger.FloorsW() + standby_w) + reserve_w;
   double demand_w = 0.0;
   for (const auto& [name, j] : ledger.jobs) demand_w += j.demand_w;
+  // A job waiting for admission wants its demand, not only the standby it is counted at: the
+  // watts the domain asks its site for to admit it.
+  for (const auto& [name, sb] : ledger.standby) {
+    const auto m = members.find(name);
+    const bool waiting = m != members.end() && !sb.duplicate && !ledger.jobs.contains(name);
+    demand_w += waiting ? std::max(m->second.demand_w, sb.standby_w) - sb.standby_w : 0.0;
+  }
   double nameplate_w = 0.0;
   for (const auto& [name, m] : members) {
     d.gpus += m.gpus;

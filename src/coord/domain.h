@@ -10,6 +10,8 @@
 //   - fenced (its parent lease not renewed within TTL - margin): its budget goes to its
 //     floor; the parent keeps what it held until it registers again and acknowledges lower
 //     (plan.h, rule 1a);
+//   - its demand: its admitted jobs' demands, the demand of each job waiting for admission (not
+//     only the standby it is counted at: the watts to admit it), its standby and its reserve;
 //   - not granted (never by this replica -- it just began leading, or the domain just joined --
 //     or fenced): it declares as its floor its whole budget in force (what its jobs may draw
 //     now), so a parent that counts it afresh (a new lease, a parent etcd wiped) counts that;

@@ -200,7 +200,8 @@ class TwoLevels {
  public:
   static constexpr double kSiteW = 3000, kDomainStartW = 1200, kDomainReserveW = 50;
 
-  TwoLevels() : parent_(clock_.fn()), domain_(clock_.fn()) {
+  // `domain_agents`: the domain's two agents from the start (else AddDomainAgents, later).
+  explicit TwoLevels(bool domain_agents = true) : parent_(clock_.fn()), domain_(clock_.fn()) {
     CoordinatorConfig top;
     top.site = "top";
     top.site_budget_w = kSiteW;
@@ -216,6 +217,10 @@ class TwoLevels {
     link_ = NewLink();
     // One agent at the site, two in the domain.
     agents_.push_back(Agent(parent_, "top", "x", 100, 1500));
+    acting_.resize(agents_.size());
+    if (domain_agents) AddDomainAgents();
+  }
+  void AddDomainAgents() {
     agents_.push_back(Agent(domain_, "rack", "a", 100, 800));
     agents_.push_back(Agent(domain_, "rack", "b", 150, 900));
     acting_.resize(agents_.size());
@@ -376,6 +381,23 @@ TEST(DomainLink, AKilledDomainLeadersWattsStayCountedUntilTheNextOneTakesThePlac
   t.ExpectNoViolations();
 }
 
+// A domain that joined its site empty is granted little (its floor: a watt above its reserve);
+// jobs then starting in it are counted at their standby and asked for at their demand, so the
+// site grants the domain what admits them.
+TEST(DomainLink, JobsStartingInAnEmptyDomainAreAdmittedAsItsSiteGrantsMore) {
+  TwoLevels t(/*domain_agents=*/false);
+  t.Run(20);
+  ASSERT_TRUE(t.rack_);
+  EXPECT_NEAR(t.rack_->site_budget_w, 1 + TwoLevels::kDomainReserveW, kEps);
+  t.AddDomainAgents();
+  t.Run(30);
+  ASSERT_TRUE(t.rack_->jobs.contains("a"));
+  ASSERT_TRUE(t.rack_->jobs.contains("b"));
+  EXPECT_TRUE(t.rack_->standby.empty());
+  EXPECT_GT(t.rack_->site_budget_w, 100 + 150 + TwoLevels::kDomainReserveW);
+  t.ExpectNoViolations();
+}
+
 TEST(DomainSums, FloorsStandbyAndReserveAndTheWholeBudgetUntilGranted) {
   Ledger l = Fresh(1000, 50);
   l.jobs["a"] = Job(100, 400);
@@ -385,6 +407,10 @@ TEST(DomainSums, FloorsStandbyAndReserveAndTheWholeBudgetUntilGranted) {
   Declared d = DomainSums(l, members, false);
   EXPECT_DOUBLE_EQ(d.floor_w, 100 + 150 + 20 + 50);
   EXPECT_DOUBLE_EQ(d.demand_w, 400 + 300 + 20 + 50);
+  // c registered, waiting: its demand, not its standby, in the domain's.
+  members["c"] = M("c", 120, 600, 3);
+  EXPECT_DOUBLE_EQ(DomainSums(l, members, false).demand_w, 400 + 300 + 600 + 50);
+  members.erase("c");
   EXPECT_DOUBLE_EQ(d.nameplate_w, 400 + 500 + 20 + 50);
   EXPECT_EQ(d.gpus, 2);
   d = DomainSums(l, members, true);

@@ -20,6 +20,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <cassert>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -75,8 +76,14 @@ class WorkQueue {
     capacity_ = static_cast<size_t>(std::max(capacity, 0));
     for (int i = 0; i < threads; ++i) {
       workers_.emplace_back([this, nice] {
-        // Linux: a thread's nice value is its own. Best effort: a failure leaves it as it was.
-        if (nice != 0) (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), nice);
+        // Linux: a thread's nice value is its own, set absolutely: `nice` above the one it
+        // inherited from the daemon (at most 19). Best effort: a failure leaves it as it was.
+        if (nice != 0) {
+          const auto tid = static_cast<id_t>(gettid());
+          errno = 0;
+          const int inherited = getpriority(PRIO_PROCESS, tid);
+          if (errno == 0) (void)setpriority(PRIO_PROCESS, tid, std::min(19, inherited + nice));
+        }
         Run();
       });
     }

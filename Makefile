@@ -22,7 +22,7 @@ CHAOS_FAULTS ?= 1000
 CHAOS_DOMAIN_FAULTS ?= 200
 CHAOS_SEED ?= 1
 
-.PHONY: bench-history rehearsal screenshots package fixed-group-results check stress test-chaos bench-diloco diloco-results diloco-results-warm calibration-results hybrid-results universal-results sites-results fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile bench-hostile-coordinator demo policies results clean format
+.PHONY: bench-history rehearsal screenshots package fixed-group-results check stress test-chaos bench-diloco diloco-results diloco-results-warm diloco-wan calibration-results hybrid-results universal-results sites-results fleet-results chaos bench-build bench-fleet all setup build test test-release test-asan test-tsan test-thread-safety fuzz bench bench-pandas bench-twin bench-ppo bench-agent bench-hostile bench-hostile-coordinator demo policies results clean format
 
 all: build
 
@@ -270,6 +270,14 @@ diloco-results: build
 diloco-results-warm: build
 	/usr/bin/python3 scripts/diloco_results.py $(HEADROOM) build/diloco-warm --pretrain-steps 1600 \
 	  --h 100,200,400
+
+# docs/DILOCO.md, "Over a constrained link": DDP and DiLoCo (H = 100) with 4 workers, each in
+# its own network namespace behind a 100 Mbit/s token bucket (tc tbf), same seed and steps;
+# utilisation measured against the projection (root; about 10 minutes here).
+WAN_RATE ?= 100mbit
+diloco-wan: build
+	/usr/bin/python3 scripts/diloco_wan.py build/bin/headroom-diloco --workers 4 --rate $(WAN_RATE) \
+	  --inner-steps 100 --rounds 4 --out build/diloco-wan
 
 # docs/RESULTS.md, "Calibrate your own machine": agent trace -> twin calibrate -> train -> eval
 # against the real scenario's own policy (about 15 minutes here).

@@ -49,11 +49,31 @@ echo "      a coordinator and 8 twin-mode agents over the in-memory store, one s
   --speed 0 --duration-s 3600 --seed 1 --report "$out/fleet-sim.html"
 
 echo
-echo "== 8. headroom diloco local: 4 DiLoCo workers (separate processes) on their own etcd and Gloo,"
+echo "== 8. headroom diloco local: the data-parallel baseline (fp32 gradients every step), then 4"
+echo "      DiLoCo workers (separate processes) on their own etcd and Gloo to the baseline's loss,"
 echo "      a byte-level model on the Debian corpus; one worker SIGKILLed in round 2, a fresh one"
 echo "      joining in round 3 (it fetches the model from a peer and checks its SHA-256)"
+"$headroom" diloco local --mode ddp --workers 4 --inner-steps 10 --rounds 5 --batch 8 \
+  --seq-len 64 --out "$out/diloco-ddp"
+ddp_loss=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["final_val_loss"])' \
+  "$out/diloco-ddp/summary.json")
 "$headroom" diloco local --workers 4 --inner-steps 10 --rounds 5 --batch 8 --seq-len 64 \
-  --churn kill-at-round:2,join-at-round:3 --out "$out/diloco"
+  --churn kill-at-round:2,join-at-round:3 --target-loss "$ddp_loss" --out "$out/diloco"
+# The headline: energy to DDP's final loss (DDP: its whole run), coordination's share of it.
+python3 - "$out/diloco-ddp/summary.json" "$out/diloco/summary.json" <<'PY'
+import json, sys
+ddp, dl = (json.load(open(p)) for p in sys.argv[1:3])
+e, t = dl["energy_j"], dl["to_target"]
+share = lambda e: 100 * e["coordination"] / (e["compute"] + e["coordination"])
+ddp_j = ddp["energy_j"]["compute"] + ddp["energy_j"]["coordination"]
+print(f"   headline: energy to DDP's loss {t['target_loss']:.4f} nats/byte: DDP {ddp_j:.0f} J "
+      f"(coordination {share(ddp['energy_j']):.0f} %), DiLoCo "
+      + (f"{t['energy_j']:.0f} J" if t["reached"] else f"not reached: over {t['energy_j']:.0f} J")
+      + f" (coordination {share(e):.0f} %)")
+print("   measured on this machine: a CPU-scale model (CPU seconds, waiting seconds and bytes x "
+      "modelled watts and J/byte; docs/DILOCO.md, \"Energy to a target loss\")")
+PY
+python3 "$(dirname "$0")/diloco_projection.py" "$out/diloco-ddp/summary.json" "$out/diloco/summary.json"
 
 echo
 echo "Reports:"

@@ -47,6 +47,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--steps", type=int, default=1600, help="inner steps per worker")
     ap.add_argument("--h", default="10,25,50,100,200,400")
+    ap.add_argument("--fp32-h", default="", help="H values also run with fp32 pseudo-gradients")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq-len", type=int, default=64)
     ap.add_argument("--workers", type=int, default=4)
@@ -76,11 +77,18 @@ def main():
     ddp = run(a.headroom, a.out, "ddp", common + ["--mode", "ddp", "--inner-steps", str(ddp_h),
                                                   "--rounds", str(a.steps // ddp_h),
                                                   "--eval-every", "1"], a.saved)
+    # Every DiLoCo run reports its tokens, time and energy to DDP's final loss (to_target).
+    target = ["--target-loss", repr(ddp["final_val_loss"])]
     rows = []
     for h in hs:
         rows.append((h, run(a.headroom, a.out, f"diloco-h{h}",
-                            common + ["--inner-steps", str(h), "--rounds", str(a.steps // h)],
+                            common + target + ["--inner-steps", str(h), "--rounds", str(a.steps // h)],
                             a.saved)))
+    fp32 = []
+    for h in [int(x) for x in a.fp32_h.split(",") if x]:
+        fp32.append((h, run(a.headroom, a.out, f"diloco-fp32-h{h}",
+                            common + target + ["--compress", "none", "--inner-steps", str(h),
+                                               "--rounds", str(a.steps // h)], a.saved)))
     print(f"\n`scripts/diloco_results.py build/bin/headroom {a.out}"
           f"{f' --pretrain-steps {a.pretrain_steps}' if a.pretrain_steps else ''}` ({a.workers} "
           f"workers, tiny model, {a.steps} inner steps each of {a.batch} x {a.seq_len} bytes: "
@@ -99,8 +107,56 @@ def main():
     line("ddp (fp32 gradients every step)", 1, ddp)
     for h, j in rows:
         line("diloco, int8", h, j)
+    for h, j in fp32:
+        line("diloco, fp32", h, j)
+    energy_to_target(ddp, [("int8", h, j) for h, j in rows] + [("fp32", h, j) for h, j in fp32])
     projection(rows, ddp, a)
     return 0
+
+
+def split_line(e, share):
+    """energy_j's parts (docs/DILOCO.md, "Energy to a target loss") times a share, in J."""
+    return [share * e[k] for k in ("compute", "network", "idle", "other_cpu")]
+
+
+# Energy to DDP's final loss (docs/DILOCO.md, "Energy to a target loss"). DDP: its whole run (the
+# target is its own final loss). DiLoCo: its to_target, split in the run's proportions. Every
+# line: measured CPU seconds, waiting seconds or bytes, times a modelled figure (the run's flags).
+def energy_to_target(ddp, runs):
+    target = ddp["final_val_loss"]
+    ddp_e = ddp["energy_j"]
+    ddp_total = ddp_e["compute"] + ddp_e["coordination"]
+    print(f"\nEnergy to DDP's final loss ({target:.4f} nats/byte). compute = measured CPU s "
+          "computing x 10 W/core; network = measured bytes x J/byte (modelled: between "
+          "datacentres, 2024 equipment, as the runs' --network-j-per-byte); idle = measured s "
+          "waiting x 3 W/worker (modelled); other CPU = measured CPU s not computing x 10 W/core; "
+          "extra compute = the compute of the tokens beyond DDP's. A CPU-scale model on this "
+          "machine: the shares are the tiny model's, not a 1B model's.\n")
+    print("| run | H | reached | tokens | wall | energy (J) | compute | network | idle | other CPU "
+          "| coordination share | extra compute vs DDP (J) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+    def row(name, h, reached, tokens, wall_s, total, parts, extra):
+        coordination = sum(parts[1:])
+        print(f"| {name} | {h} | {reached} | {tokens:,} | {wall_s:,.0f} s | {total:,.0f} | "
+              + " | ".join(f"{p:,.0f}" for p in parts)
+              + f" | {100 * coordination / total if total else 0:.1f} % | {extra} |")
+    row("ddp", 1, "yes (its final loss)", ddp["tokens"], ddp["wall_s"], ddp_total,
+        split_line(ddp_e, 1.0), "0")
+    for codec, h, j in runs:
+        t = j.get("to_target")
+        e = j["energy_j"]
+        if t is None or "network" not in e:
+            print(f"| diloco, {codec} | {h} | (a run saved before --target-loss: delete it to rerun) "
+                  "| | | | | | | | | |")
+            continue
+        total = e["compute"] + e["coordination"]
+        share = t["energy_j"] / total if total else 0.0
+        compute_per_token = e["compute"] / j["tokens"] if j["tokens"] else 0.0
+        extra = (f"{(t['tokens'] - ddp['tokens']) * compute_per_token:,.0f}" if t["reached"]
+                 else f"> {max(0, j['tokens'] - ddp['tokens']) * compute_per_token:,.0f}")
+        row(f"diloco, {codec}", h, "yes" if t["reached"] else "no (whole run: a lower bound)",
+            t["tokens"], t["wall_s"], t["energy_j"], split_line(e, share), extra)
 
 
 # The projection (docs/DILOCO.md, "Overhead on a real network"): one round's compute H x t_step

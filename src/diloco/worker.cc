@@ -348,7 +348,7 @@ Status Worker::Donate(int round, const std::vector<std::string>& group) {
     model_->SetParameters(global_);
     const double loss = model_->ValidationLoss();
     agreed["val_loss"] = loss;
-    report_.loss_curve.push_back({run_tokens_, loss});
+    report_.loss_curve.push_back({run_tokens_, loss, round, accounting_.elapsed_s()});
     report_.final_val_loss = loss;
     if (round + 1 == o_.rounds) report_.final_params = global_;
     Enter(Phase::kWait);
@@ -666,7 +666,8 @@ Result<RunSummary> ReadRunSummary(coord::Store& store, const std::string& run) {
     if (!last.empty() && members != last) ++s.membership_changes;
     last = members;
     if (j.contains("val_loss")) {
-      s.loss_curve.push_back({j.value("tokens", std::uint64_t{0}), j["val_loss"].get<double>()});
+      s.loss_curve.push_back({j.value("tokens", std::uint64_t{0}), j["val_loss"].get<double>(),
+                              j.value("round", -1)});
     }
   }
   // Every round's hashes agreed: each hash under rounds/<r>/hash/ equals that round's agreed one.

@@ -66,8 +66,10 @@ struct WorkerOptions {
   double deadline_factor = 0.5;  // ...or this times my round's compute time, if longer
   int start_workers = 1;         // round 0 waits (up to min_deadline_s) for this many members
   int eval_every = 1;            // rounds between validation losses (the donor's)
-  double cpu_watts_per_core = 10.0;
-  double network_j_per_byte = 2.16e-4;
+  // The energy model (diloco_core/run_report.h, EnergyModel): modelled figures.
+  double cpu_watts_per_core = kDefaultCpuWattsPerCore;
+  double idle_watts_per_worker = kDefaultIdleWattsPerWorker;
+  double network_j_per_byte = kDefaultNetworkJPerByte;
   // The duty cycle a power grant allows now (docs/DILOCO.md, "On spare power"), given the
   // worker's threads and the duty it would run at otherwise; consulted after every inner step
   // and before every step (in memory: the fleet member runs on its own thread). Below 0.05:

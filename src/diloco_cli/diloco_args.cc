@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <thread>
 
@@ -91,10 +92,18 @@ void AddWorkerOptions(CLI::App& app, Args& a, bool need_etcd) {
   app.add_option("--eval-every", a.w.eval_every, "Rounds between validation losses")
       ->capture_default_str();
   app.add_option("--cpu-watts-per-core", a.w.cpu_watts_per_core,
-                 "Energy estimate: watts per busy core")
+                 "Energy model: watts per busy core (x measured CPU seconds)")
+      ->capture_default_str();
+  app.add_option("--idle-watts-per-worker", a.w.idle_watts_per_worker,
+                 "Energy model: a worker's watts while it waits (x measured waiting seconds)")
       ->capture_default_str();
   app.add_option("--network-j-per-byte", a.w.network_j_per_byte,
-                 "Energy estimate: joules per byte sent (0.06 kWh/GB, Aslan et al. 2018)")
+                 "Energy model: joules per byte sent (default: between datacentres, 2024 "
+                 "equipment, arXiv 2504.14022; the internet's 2015 average was 2.16e-4)")
+      ->capture_default_str();
+  app.add_option("--target-loss", a.target_loss,
+                 "Validation loss (nats/byte) for to_target: tokens, time and energy until "
+                 "first reached (0: none)")
       ->capture_default_str();
   app.add_option("--hostile", a.hostile,
                  "Fault injection: none, scale, flip, nan, forge (in `local`: worker-0 only)")
@@ -109,6 +118,9 @@ void AddWorkerOptions(CLI::App& app, Args& a, bool need_etcd) {
   cli::AddRenamedOption(app, "--fleet-job", "--site-job", &a.site_job);
   app.add_option("--init-checkpoint", a.init_checkpoint,
                  "Start from this model.ckpt instead of the seed's initialisation");
+  app.add_option("--gloo-host", a.gloo_host,
+                 "The address (or hostname) Gloo listens on and the peers connect to")
+      ->capture_default_str();
   app.add_flag("--json", a.json_out, "Print the summary as JSON");
 }
 
@@ -156,6 +168,14 @@ Status Resolve(Args& a, const std::string& mode) {
     a.w.init_parameters = std::move(c->parameters);
   }
   if (a.w.threads < 1 || a.w.threads > 256) return Error::Usage("--threads: 1 to 256");
+  for (const auto& [flag, value] : {std::pair{"--cpu-watts-per-core", a.w.cpu_watts_per_core},
+                                    std::pair{"--idle-watts-per-worker", a.w.idle_watts_per_worker},
+                                    std::pair{"--network-j-per-byte", a.w.network_j_per_byte},
+                                    std::pair{"--target-loss", a.target_loss}}) {
+    if (!std::isfinite(value) || value < 0) {
+      return Error::Usage(fmt::format("{}: {} is not a finite number at least 0", flag, value));
+    }
+  }
   if (a.w.lease_ttl_s < 2 || a.w.lease_ttl_s > 60) return Error::Usage("--lease-ttl-s: 2 to 60");
   if (a.w.collective_timeout_s <= 0) return Error::Usage("--collective-timeout-s: positive");
   if (a.w.batch > 4096 || a.w.inner_steps > 1000000 || a.w.rounds > 1000000) {
@@ -184,27 +204,36 @@ diloco::WorkerClock RealClock() {
       }};
 }
 
+diloco::EnergyModel EnergyModelOf(const diloco::WorkerOptions& o) {
+  return {o.cpu_watts_per_core, o.idle_watts_per_worker, o.network_j_per_byte};
+}
+
 diloco::WorkerReportFile WorkerReportOf(const diloco::WorkerReport& r,
-                                        const diloco::WorkerOptions& o) {
+                                        const diloco::WorkerOptions& o, double target_loss) {
   // Idle on purpose (a duty cycle, asked to leave) is neither computing nor overhead.
   const double busy_s = r.wall_s - r.throttled_s;
   diloco::WorkerReportFile f;
-  f.totals = {.run = o.run,
-              .mode = r.mode,
-              .workers = 1,
-              .rounds = r.rounds_done,
-              .inner_steps = o.inner_steps,
-              .tokens = r.tokens,
-              .final_val_loss = r.final_val_loss,
-              .bytes_sent_total = r.traffic.bytes_sent,
-              .membership_changes = r.membership_changes,
-              .evictions = r.evictions,
-              .hashes_agreed = r.hashes_agreed,
-              .overhead_fraction = busy_s > 0 ? 1.0 - r.compute_s / busy_s : 0.0,
-              .compute_j = r.compute_cpu_s * o.cpu_watts_per_core,
-              .coordination_j = r.other_cpu_s * o.cpu_watts_per_core +
-                                static_cast<double>(r.traffic.bytes_sent) * o.network_j_per_byte,
-              .loss_curve = r.loss_curve};
+  f.totals = {
+      .run = o.run,
+      .mode = r.mode,
+      .workers = 1,
+      .rounds = r.rounds_done,
+      .inner_steps = o.inner_steps,
+      .tokens = r.tokens,
+      .final_val_loss = r.final_val_loss,
+      .bytes_sent_total = r.traffic.bytes_sent,
+      .membership_changes = r.membership_changes,
+      .evictions = r.evictions,
+      .hashes_agreed = r.hashes_agreed,
+      .overhead_fraction = busy_s > 0 ? 1.0 - r.compute_s / busy_s : 0.0,
+      .energy_j = diloco::EnergyOf({r.compute_cpu_s, r.other_cpu_s, r.wait_s, r.traffic.bytes_sent},
+                                   EnergyModelOf(o)),
+      .loss_curve = r.loss_curve,
+      .to_target = std::nullopt};
+  if (target_loss > 0) {
+    f.totals.to_target = diloco::ToTargetOf(r.loss_curve, target_loss, r.tokens, r.wall_s,
+                                            f.totals.energy_j.total());
+  }
   f.name = r.name;
   f.member = r.member;
   f.rounds_contributed = r.rounds_contributed;
@@ -266,7 +295,9 @@ std::vector<std::string> WorkerArgv(const Args& a, const std::string& mode, cons
   add("--val-windows", std::to_string(a.val_windows));
   add("--eval-every", std::to_string(w.eval_every));
   add("--cpu-watts-per-core", fmt::format("{}", w.cpu_watts_per_core));
+  add("--idle-watts-per-worker", fmt::format("{}", w.idle_watts_per_worker));
   add("--network-j-per-byte", fmt::format("{}", w.network_j_per_byte));
+  if (a.target_loss > 0) add("--target-loss", fmt::format("{}", a.target_loss));
   if (!a.site_etcd.empty()) {
     add("--site-etcd", a.site_etcd);
     add("--site", a.site);  // each worker's name at the site: RUN.NAME, the default

@@ -49,9 +49,13 @@ struct Args {
   std::string site;
   std::string site_job;         // --site-job: the member's name; default <run>.<name>
   std::string init_checkpoint;  // the run's starting model (a model.ckpt)
+  // The address this worker's Gloo listens on and its peers connect to (docs/DILOCO.md, "Over a
+  // constrained link"): loopback unless the workers are on separate hosts or namespaces.
+  std::string gloo_host = "127.0.0.1";
   diloco::WorkerOptions w;
   lm::AdamWConfig adamw;  // the inner optimizer (the model's)
   int val_windows = 64;
+  double target_loss = 0.0;  // --target-loss, nats/byte: to_target in the reports (0: none)
 };
 
 // The byte-level model the worker options describe, on `corpus`.
@@ -60,10 +64,13 @@ void AddWorkerOptions(CLI::App& app, Args& a, bool need_etcd);
 // Checks the options and reads what they name (key, credentials, initial checkpoint).
 Status Resolve(Args& a, const std::string& mode);
 diloco::WorkerClock RealClock();
+// The energy model the worker options hold.
+diloco::EnergyModel EnergyModelOf(const diloco::WorkerOptions& o);
 // A worker's report file (diloco_core/run_report.h): its report, its energy and overhead from
-// the options (docs/DILOCO.md, "Accounting"), with no checkpoint yet.
+// the options (docs/DILOCO.md, "Accounting"), to_target when target_loss > 0, with no
+// checkpoint yet.
 diloco::WorkerReportFile WorkerReportOf(const diloco::WorkerReport& r,
-                                        const diloco::WorkerOptions& o);
+                                        const diloco::WorkerOptions& o, double target_loss);
 // The worker command line that reproduces a's settings.
 std::vector<std::string> WorkerArgv(const Args& a, const std::string& mode, const std::string& url,
                                     const std::string& name, const std::string& out,

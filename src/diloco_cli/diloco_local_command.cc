@@ -56,7 +56,7 @@ Result<diloco::RunSummaryFile> Summarize(const Args& a, const std::string& mode,
   auto summary = diloco::ReadRunSummary(store, a.w.run);
   if (!summary) return summary.error();
   std::uint64_t bytes = 0;
-  double compute_s = 0, busy_s = 0, compute_cpu = 0, other_cpu = 0;
+  double compute_s = 0, busy_s = 0, wait_s = 0, compute_cpu = 0, other_cpu = 0;
   diloco::RunSummaryFile s;
   for (const auto& c : ran.children) {
     const std::string path = out + "/" + c.name + ".json";
@@ -66,6 +66,7 @@ Result<diloco::RunSummaryFile> Summarize(const Args& a, const std::string& mode,
     bytes += r->totals.bytes_sent_total;
     compute_s += r->seconds.compute;
     busy_s += r->seconds.wall - r->seconds.throttled;
+    wait_s += r->seconds.wait;
     compute_cpu += r->compute_cpu_s;
     other_cpu += r->other_cpu_s;
     s.workers_detail.push_back({c.name, r->seconds, r->totals.bytes_sent_total,
@@ -84,11 +85,20 @@ Result<diloco::RunSummaryFile> Summarize(const Args& a, const std::string& mode,
       .evictions = summary->rejected + summary->hash_evictions,
       .hashes_agreed = summary->hashes_agreed,
       .overhead_fraction = busy_s > 0 ? 1.0 - compute_s / busy_s : 0.0,
-      .compute_j = compute_cpu * a.w.cpu_watts_per_core,
-      .coordination_j =
-          other_cpu * a.w.cpu_watts_per_core + static_cast<double>(bytes) * a.w.network_j_per_byte,
-      .loss_curve = summary->loss_curve};
+      .energy_j = diloco::EnergyOf({compute_cpu, other_cpu, wait_s, bytes}, EnergyModelOf(a.w)),
+      .loss_curve = summary->loss_curve,
+      .to_target = std::nullopt};
   s.wall_s = ran.wall_s;
+  if (a.target_loss > 0) {
+    // When local first saw each evaluated round agreed: the run's clock, not a worker's.
+    std::vector<diloco::LossPoint> timed = s.totals.loss_curve;
+    for (diloco::LossPoint& p : timed) {
+      const auto at = ran.agreed_at_s.find(p.round);
+      p.at_s = at == ran.agreed_at_s.end() ? -1.0 : at->second;
+    }
+    s.totals.to_target = diloco::ToTargetOf(timed, a.target_loss, s.totals.tokens, s.wall_s,
+                                            s.totals.energy_j.total());
+  }
   for (const auto& [r, t] : ran.agreed_at_s) s.rounds_done_at_s.push_back(t);
   s.out = out;
   if (std::filesystem::exists(out + "/model.ckpt")) s.checkpoint = out + "/model.ckpt";
@@ -106,7 +116,33 @@ Result<diloco::RunSummaryFile> Summarize(const Args& a, const std::string& mode,
   return s;
 }
 
-void PrintLocal(const diloco::RunSummaryFile& s, const std::string& mode) {
+// The energy lines: each says what is measured and what is modelled.
+void PrintEnergy(const diloco::RunTotals& t, const Args& a) {
+  const diloco::EnergyJ& e = t.energy_j;
+  std::printf(
+      "  energy            %.0f J compute + %.0f J coordination (%.1f %% of %.0f J): a "
+      "CPU-scale model on this machine, measured quantities x modelled figures\n",
+      e.compute, e.coordination(), e.total() > 0 ? 100.0 * e.coordination() / e.total() : 0.0,
+      e.total());
+  std::printf("    compute         %.0f J = measured CPU s computing x %g W/core (modelled)\n",
+              e.compute, a.w.cpu_watts_per_core);
+  std::printf(
+      "    network         %.0f J = measured bytes sent x %.3g J/byte (modelled: between "
+      "datacentres; this run's bytes went over loopback)\n",
+      e.network, a.w.network_j_per_byte);
+  std::printf("    idle            %.0f J = measured s waiting x %g W/worker (modelled)\n", e.idle,
+              a.w.idle_watts_per_worker);
+  std::printf("    other CPU       %.0f J = measured CPU s not computing x %g W/core (modelled)\n",
+              e.other_cpu, a.w.cpu_watts_per_core);
+  if (t.to_target) {
+    const diloco::ToTarget& g = *t.to_target;
+    std::printf("  to loss %.4f     %s: %llu tokens, %.1f s, %.0f J (pro-rated by wall time)\n",
+                g.target_loss, g.reached ? "reached" : "NOT reached (whole run)",
+                static_cast<unsigned long long>(g.tokens), g.wall_s, g.energy_j);
+  }
+}
+
+void PrintLocal(const diloco::RunSummaryFile& s, const std::string& mode, const Args& a) {
   const diloco::RunTotals& t = s.totals;
   std::printf("diloco local (%s): %d workers, %d rounds x %d inner steps, %llu tokens\n",
               mode.c_str(), t.workers, t.rounds, t.inner_steps,
@@ -118,8 +154,7 @@ void PrintLocal(const diloco::RunSummaryFile& s, const std::string& mode) {
               100.0 * t.overhead_fraction);
   std::printf("  membership        %d changes, %d evictions, hashes %s\n", t.membership_changes,
               t.evictions, t.hashes_agreed ? "agreed every round" : "DISAGREED");
-  std::printf("  energy            %.0f J compute, %.0f J coordination\n", t.compute_j,
-              t.coordination_j);
+  PrintEnergy(t, a);
   std::printf("report: %s/report.html (summary.json beside it)\n", s.out.c_str());
 }
 
@@ -180,7 +215,7 @@ Status RunLocal(Args& a, int workers, const std::string& mode, const std::string
   if (a.json_out) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    PrintLocal(*summary, mode);
+    PrintLocal(*summary, mode, a);
   }
   return headroom::OkStatus();
 }

@@ -28,10 +28,11 @@ Status RunWorkerCommand(Args& a, const std::string& mode) {
                                                a.etcd_options.KeepAlive());
   if (!store) return store.error();
   headroom::coord::Store& st = **store;
-  diloco::CommFactory comm = [&st](const std::string& prefix, int rank, int size,
-                                   double timeout_s) {
+  diloco::CommFactory comm = [&st, host = a.gloo_host](const std::string& prefix, int rank,
+                                                       int size, double timeout_s) {
     diloco::GlooOptions g;
     g.prefix = prefix;
+    g.host = host;
     g.rank = rank;
     g.size = size;
     g.timeout_s = timeout_s;
@@ -83,7 +84,7 @@ Status RunWorkerCommand(Args& a, const std::string& mode) {
   auto report = diloco::RunWorker(st, comm, model, a.w, RealClock());
   power.reset();  // leaves the site
   if (!report) return report.error();
-  diloco::WorkerReportFile file = WorkerReportOf(*report, a.w);
+  diloco::WorkerReportFile file = WorkerReportOf(*report, a.w, a.target_loss);
   if (!a.out.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(a.out, ec);

@@ -1,5 +1,6 @@
 #include "diloco_core/run_report.h"
 
+#include <algorithm>
 #include <fstream>
 
 #include "common/json_fields.h"
@@ -28,8 +29,22 @@ json TotalsJson(const RunTotals& t) {
           {"evictions", t.evictions},
           {"hashes_agreed", t.hashes_agreed},
           {"overhead_fraction", t.overhead_fraction},
-          {"energy_j", {{"compute", t.compute_j}, {"coordination", t.coordination_j}}},
+          {"energy_j",
+           {{"compute", t.energy_j.compute},
+            {"network", t.energy_j.network},
+            {"idle", t.energy_j.idle},
+            {"other_cpu", t.energy_j.other_cpu},
+            {"coordination", t.energy_j.coordination()}}},
           {"loss_curve", curve}};
+}
+
+void AddToTarget(json& j, const std::optional<ToTarget>& t) {
+  if (!t) return;
+  j["to_target"] = {{"target_loss", t->target_loss},
+                    {"reached", t->reached},
+                    {"tokens", t->tokens},
+                    {"wall_s", t->wall_s},
+                    {"energy_j", t->energy_j}};
 }
 
 RunTotals ReadTotals(JsonObject& o) {
@@ -48,10 +63,19 @@ RunTotals ReadTotals(JsonObject& o) {
   t.hashes_agreed = o.Bool("hashes_agreed");
   t.overhead_fraction = o.Number("overhead_fraction");
   JsonObject energy = o.Object("energy_j");
-  t.compute_j = energy.Number("compute");
-  t.coordination_j = energy.Number("coordination");
+  t.energy_j.compute = energy.Number("compute");
+  t.energy_j.network = energy.Number("network");
+  t.energy_j.idle = energy.Number("idle");
+  t.energy_j.other_cpu = energy.Number("other_cpu");
+  (void)energy.Number("coordination");  // written as their sum: there, and a number
   for (JsonObject p : o.Objects("loss_curve")) {
     t.loss_curve.push_back({p.Integer<std::uint64_t>("tokens"), p.Number("val_loss")});
+  }
+  if (o.Has("to_target")) {
+    JsonObject g = o.Object("to_target");
+    t.to_target =
+        ToTarget{g.Number("target_loss"), g.Bool("reached"), g.Integer<std::uint64_t>("tokens"),
+                 g.Number("wall_s"), g.Number("energy_j")};
   }
   return t;
 }
@@ -68,8 +92,27 @@ PhaseSeconds ReadSeconds(JsonObject o) {
 
 }  // namespace
 
+EnergyJ EnergyOf(const EnergyInputs& in, const EnergyModel& model) {
+  return {.compute = in.compute_cpu_s * model.cpu_watts_per_core,
+          .network = static_cast<double>(in.bytes_sent) * model.network_j_per_byte,
+          .idle = in.wait_s * model.idle_watts_per_worker,
+          .other_cpu = in.other_cpu_s * model.cpu_watts_per_core};
+}
+
+ToTarget ToTargetOf(const std::vector<LossPoint>& curve, double target_loss,
+                    std::uint64_t run_tokens, double run_wall_s, double run_energy_j) {
+  for (const LossPoint& p : curve) {
+    if (!(p.val_loss <= target_loss)) continue;
+    const double wall_s = p.at_s >= 0.0 ? std::min(p.at_s, run_wall_s) : run_wall_s;
+    const double share = run_wall_s > 0.0 ? wall_s / run_wall_s : 1.0;
+    return {target_loss, true, p.tokens, wall_s, run_energy_j * share};
+  }
+  return {target_loss, false, run_tokens, run_wall_s, run_energy_j};
+}
+
 json ToJson(const WorkerReportFile& r) {
   json j = TotalsJson(r.totals);
+  AddToTarget(j, r.totals.to_target);
   j["worker"] = {{"name", r.name},
                  {"member", r.member},
                  {"rounds_contributed", r.rounds_contributed},
@@ -107,6 +150,7 @@ Result<WorkerReportFile> WorkerReportFromJson(const json& j, std::string_view wh
 
 json ToJson(const RunSummaryFile& s) {
   json j = TotalsJson(s.totals);
+  AddToTarget(j, s.totals.to_target);
   j["wall_s"] = s.wall_s;
   j["rounds_done_at_s"] = s.rounds_done_at_s;
   j["out"] = s.out;

@@ -20,16 +20,17 @@ std::string Count(T n) {
 
 // The figures' table.
 std::string FiguresTable(const diloco::RunTotals& t) {
-  return HtmlTable({"workers", "rounds", "H", "tokens", "final val loss", "bits/byte", "bytes sent",
-                    "membership changes", "evictions", "hashes agreed", "overhead",
-                    "energy J (compute / coordination)"},
-                   {{Count(t.workers), Count(t.rounds), Count(t.inner_steps), Count(t.tokens),
-                     fmt::format("{:.4f}", t.final_val_loss),
-                     fmt::format("{:.4f}", t.final_val_loss / diloco::kLn2),
-                     Count(t.bytes_sent_total), Count(t.membership_changes), Count(t.evictions),
-                     t.hashes_agreed ? "yes, every round" : "NO",
-                     fmt::format("{:.1f} %", 100.0 * t.overhead_fraction),
-                     fmt::format("{:.0f} / {:.0f}", t.compute_j, t.coordination_j)}});
+  return HtmlTable(
+      {"workers", "rounds", "H", "tokens", "final val loss", "bits/byte", "bytes sent",
+       "membership changes", "evictions", "hashes agreed", "overhead",
+       "energy J (compute / coordination)"},
+      {{Count(t.workers), Count(t.rounds), Count(t.inner_steps), Count(t.tokens),
+        fmt::format("{:.4f}", t.final_val_loss),
+        fmt::format("{:.4f}", t.final_val_loss / diloco::kLn2), Count(t.bytes_sent_total),
+        Count(t.membership_changes), Count(t.evictions),
+        t.hashes_agreed ? "yes, every round" : "NO",
+        fmt::format("{:.1f} %", 100.0 * t.overhead_fraction),
+        fmt::format("{:.0f} / {:.0f}", t.energy_j.compute, t.energy_j.coordination())}});
 }
 
 std::string WorkersTable(const std::vector<diloco::WorkerRow>& workers) {
@@ -50,12 +51,31 @@ std::string WorkersTable(const std::vector<diloco::WorkerRow>& workers) {
                    rows);
 }
 
+// The energy split (docs/DILOCO.md, "Energy to a target loss"), and to_target where asked.
+std::string EnergyParagraph(const diloco::RunTotals& t) {
+  const diloco::EnergyJ& e = t.energy_j;
+  std::string out = fmt::format(
+      "<p>Energy: {:.0f} J compute, {:.0f} J network, {:.0f} J idle while waiting, {:.0f} J "
+      "other CPU (coordination {:.1f} % of {:.0f} J). Measured CPU seconds, waiting seconds and "
+      "bytes times modelled watts and J/byte; a CPU-scale model on this machine.",
+      e.compute, e.network, e.idle, e.other_cpu,
+      e.total() > 0 ? 100.0 * e.coordination() / e.total() : 0.0, e.total());
+  if (t.to_target) {
+    const diloco::ToTarget& g = *t.to_target;
+    out += g.reached ? fmt::format(" To validation loss {:.4f}: {} tokens, {:.1f} s, {:.0f} J.",
+                                   g.target_loss, Count(g.tokens), g.wall_s, g.energy_j)
+                     : fmt::format(" Validation loss {:.4f} was not reached.", g.target_loss);
+  }
+  return out + "</p>";
+}
+
 }  // namespace
 
 std::string DilocoReportHtml(const diloco::RunSummaryFile& s) {
   const diloco::RunTotals& t = s.totals;
   std::string body = fmt::format("<h2>Run {} ({})</h2>", HtmlEscape(t.run), HtmlEscape(t.mode));
   body += FiguresTable(t);
+  body += EnergyParagraph(t);
   if (s.churn) {
     const diloco::ChurnFigures& c = *s.churn;
     body += fmt::format(

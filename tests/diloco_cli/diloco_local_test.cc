@@ -82,6 +82,34 @@ class DilocoLocal : public ::testing::Test {
 
 double Loss(const Outcome& o) { return o.summary["final_val_loss"].get<double>(); }
 
+// energy_j's parts sum to coordination, and a target every evaluated loss is under (100
+// nats/byte) is reached at the first evaluated round: its tokens, within the run's time and
+// energy (a worker's report: the rounds it evaluated as the donor; none, never reached).
+void ExpectEnergyToTarget(const json& report, double target_loss) {
+  ASSERT_TRUE(report.is_object());
+  const json& e = report["energy_j"];
+  EXPECT_GT(e["compute"].get<double>(), 0.0);
+  EXPECT_GT(e["network"].get<double>(), 0.0);
+  EXPECT_GE(e["idle"].get<double>(), 0.0);
+  EXPECT_GT(e["other_cpu"].get<double>(), 0.0);
+  EXPECT_NEAR(e["coordination"].get<double>(),
+              e["network"].get<double>() + e["idle"].get<double>() + e["other_cpu"].get<double>(),
+              1e-9 * e["coordination"].get<double>());
+  ASSERT_TRUE(report.contains("to_target")) << report.dump();
+  const json& t = report["to_target"];
+  EXPECT_EQ(t["target_loss"].get<double>(), target_loss);
+  if (report["loss_curve"].empty()) {
+    EXPECT_FALSE(t["reached"].get<bool>());
+    return;
+  }
+  EXPECT_TRUE(t["reached"].get<bool>());
+  EXPECT_EQ(t["tokens"].get<uint64_t>(), report["loss_curve"][0]["tokens"].get<uint64_t>());
+  EXPECT_GT(t["wall_s"].get<double>(), 0.0);
+  EXPECT_GT(t["energy_j"].get<double>(), 0.0);
+  EXPECT_LE(t["energy_j"].get<double>(),
+            e["compute"].get<double>() + e["coordination"].get<double>());
+}
+
 // `diloco replay` (dist/replay.h) is a run's arithmetic in one process: with every member in
 // every round it ends on the real distributed run's validation loss, bit for bit (the same
 // replicas, data streams, int8 error feedback, screen, trimmed mean and outer step); a
@@ -103,10 +131,15 @@ TEST_F(DilocoLocal, AReplayOfEveryMemberEveryRoundEndsOnTheRealRunsLossBitForBit
   // the round's group waits up to 120 s for a late member, a collective up to 60 s, a lease 30 s.
   const Outcome real = Local("real",
                              "--workers 3 --inner-steps 8 --rounds 3 --round-deadline-s 120 "
-                             "--collective-timeout-s 60 --lease-ttl-s 30" +
+                             "--collective-timeout-s 60 --lease-ttl-s 30 --target-loss 100" +
                                  auth);
   ASSERT_EQ(real.status, 0) << real.err;
   EXPECT_TRUE(real.summary["hashes_agreed"].get<bool>());
+  ExpectEnergyToTarget(real.summary, 100.0);
+  for (const char* worker : {"worker-0", "worker-1", "worker-2"}) {
+    std::ifstream report(dir_ / "real" / (std::string(worker) + ".json"));
+    ExpectEnergyToTarget(json::parse(report, nullptr, false), 100.0);
+  }
   // `control` signs in the same way and merges into the worker's key.
   const std::string control = std::string(HEADROOM_BINARY) + " diloco control" + auth +
                               " --worker worker-1 --duty 0.5 > /dev/null";
@@ -355,6 +388,12 @@ TEST_F(DilocoLocal, BadInputIsOneLineAndExitTwo) {
   const Outcome model = Local("model", "--model huge");
   EXPECT_EQ(WEXITSTATUS(model.status), 2);
   EXPECT_NE(model.err.find("--model: 'huge' is not a model"), std::string::npos) << model.err;
+  const Outcome target = Local("target", "--target-loss -1");
+  EXPECT_EQ(WEXITSTATUS(target.status), 2);
+  EXPECT_NE(target.err.find("--target-loss: -1 is not a finite number at least 0"),
+            std::string::npos)
+      << target.err;
+  EXPECT_EQ(std::count(target.err.begin(), target.err.end(), '\n'), 1);
   const std::string control = std::string(HEADROOM_BINARY) +
                               " diloco control --etcd http://127.0.0.1:9 --worker w --duty 2 2> " +
                               (dir_ / "control.stderr").string();

@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -29,9 +30,9 @@ WorkerReportFile AWorkerReport() {
               .evictions = 1,
               .hashes_agreed = true,
               .overhead_fraction = 0.25,
-              .compute_j = 10.5,
-              .coordination_j = 20.25,
-              .loss_curve = {{10240, 4.0}, {30720, 2.5}}};
+              .energy_j = {.compute = 10.5, .network = 0.25, .idle = 15.0, .other_cpu = 5.0},
+              .loss_curve = {{10240, 4.0}, {30720, 2.5}},
+              .to_target = ToTarget{3.0, true, 30720, 9.5, 27.0}};
   f.name = "worker-0";
   f.member = "0000000000001000";
   f.rounds_contributed = 3;
@@ -140,7 +141,7 @@ TEST(RunReport, AReportMissingAnyKeyIsRefusedNamingTheKeyAndTheFile) {
   int checked = 0;
   for (const json::json_pointer& p : KeysOf(full)) {
     const std::string path = PathOf(p);
-    if (path == "checkpoint") continue;  // optional: the last donor's alone
+    if (path == "checkpoint" || path == "to_target") continue;  // optional
     json j = full;
     j[p.parent_pointer()].erase(p.back());
     auto read = WorkerReportFromJson(j, "out/worker-0.json");
@@ -154,13 +155,68 @@ TEST(RunReport, AReportMissingAnyKeyIsRefusedNamingTheKeyAndTheFile) {
   const json summary = ToJson(ASummary());
   for (const json::json_pointer& p : KeysOf(summary)) {
     const std::string path = PathOf(p);
-    if (path == "checkpoint" || path == "churn") continue;  // optional
+    if (path == "checkpoint" || path == "churn" || path == "to_target") continue;  // optional
     json j = summary;
     j[p.parent_pointer()].erase(p.back());
     auto read = RunSummaryFromJson(j, "summary.json");
     ASSERT_FALSE(read.ok()) << path;
     EXPECT_EQ(read.error().message(), "summary.json: field '" + path + "': missing");
   }
+}
+
+TEST(RunReport, EnergyIsSplitAndCoordinationIsTheSumOfItsThreeParts) {
+  const EnergyJ e = EnergyOf(
+      {.compute_cpu_s = 7.0, .other_cpu_s = 2.0, .wait_s = 4.0, .bytes_sent = 1000000},
+      {.cpu_watts_per_core = 10.0, .idle_watts_per_worker = 3.0, .network_j_per_byte = 1e-6});
+  EXPECT_DOUBLE_EQ(e.compute, 70.0);
+  EXPECT_DOUBLE_EQ(e.network, 1.0);
+  EXPECT_DOUBLE_EQ(e.idle, 12.0);
+  EXPECT_DOUBLE_EQ(e.other_cpu, 20.0);
+  EXPECT_DOUBLE_EQ(e.coordination(), 33.0);
+  EXPECT_DOUBLE_EQ(e.total(), 103.0);
+
+  const json j = ToJson(AWorkerReport());
+  EXPECT_EQ(j["energy_j"]["coordination"], 20.25);  // 0.25 + 15 + 5
+  EXPECT_EQ(j["to_target"]["target_loss"], 3.0);
+  EXPECT_EQ(j["to_target"]["reached"], true);
+  WorkerReportFile no_target = AWorkerReport();
+  no_target.totals.to_target.reset();
+  EXPECT_FALSE(ToJson(no_target).contains("to_target"));
+  auto read = WorkerReportFromJson(ToJson(no_target), "w.json");
+  ASSERT_TRUE(read.ok()) << read.error().message();
+  EXPECT_FALSE(read->totals.to_target.has_value());
+}
+
+TEST(RunReport, ToTargetStopsAtTheFirstPointAtOrBelowTheTarget) {
+  // Losses 4.0, 3.0, 3.5 (a bump), 2.0 after 10, 20, 30 and 40 s of a 50 s run of 200 J.
+  const std::vector<LossPoint> curve = {
+      {100, 4.0, 0, 10.0}, {200, 3.0, 1, 20.0}, {300, 3.5, 2, 30.0}, {400, 2.0, 3, 40.0}};
+  ToTarget t = ToTargetOf(curve, 3.0, 400, 50.0, 200.0);
+  EXPECT_TRUE(t.reached);
+  EXPECT_EQ(t.target_loss, 3.0);
+  EXPECT_EQ(t.tokens, 200u);
+  EXPECT_DOUBLE_EQ(t.wall_s, 20.0);
+  EXPECT_DOUBLE_EQ(t.energy_j, 80.0);  // 20 of 50 s
+
+  t = ToTargetOf(curve, 2.5, 400, 50.0, 200.0);  // not the bump: the first point at or below
+  EXPECT_EQ(t.tokens, 400u);
+  EXPECT_DOUBLE_EQ(t.energy_j, 160.0);
+
+  t = ToTargetOf(curve, 1.0, 400, 50.0, 200.0);  // never: the whole run, a lower bound
+  EXPECT_FALSE(t.reached);
+  EXPECT_EQ(t.tokens, 400u);
+  EXPECT_DOUBLE_EQ(t.wall_s, 50.0);
+  EXPECT_DOUBLE_EQ(t.energy_j, 200.0);
+
+  // A point whose time is not known counts the whole run's time and energy.
+  t = ToTargetOf({{100, 2.0}}, 3.0, 400, 50.0, 200.0);
+  EXPECT_TRUE(t.reached);
+  EXPECT_DOUBLE_EQ(t.wall_s, 50.0);
+  EXPECT_DOUBLE_EQ(t.energy_j, 200.0);
+
+  // A NaN loss never reaches a target.
+  t = ToTargetOf({{100, std::nan("")}}, 3.0, 400, 50.0, 200.0);
+  EXPECT_FALSE(t.reached);
 }
 
 TEST(RunReport, AKeyOfTheWrongTypeIsRefusedNamingIt) {

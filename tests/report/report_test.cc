@@ -190,7 +190,7 @@ TEST(DilocoReport, FiguresCurveWorkersAndChurn) {
     "run": "r<1>", "mode": "diloco", "workers": 4, "rounds": 3, "inner_steps": 10,
     "tokens": 30720, "final_val_loss": 2.5, "val_bits_per_byte": 3.6067, "bytes_sent_total": 123,
     "membership_changes": 2, "evictions": 1, "hashes_agreed": true, "overhead_fraction": 0.25,
-    "energy_j": {"compute": 10, "coordination": 20},
+    "energy_j": {"compute": 10, "network": 5, "idle": 10, "other_cpu": 5, "coordination": 20},
     "loss_curve": [{"tokens": 10240, "val_loss": 4.0}, {"tokens": 30720, "val_loss": 2.5}],
     "churn": {"killed": "worker-1", "killed_in_round": 1, "next_round_after_s": 4.5,
               "joined_in_round": 2},
@@ -207,6 +207,8 @@ TEST(DilocoReport, FiguresCurveWorkersAndChurn) {
   EXPECT_THAT(html, ::testing::HasSubstr("25.0 %"));
   EXPECT_THAT(html, ::testing::HasSubstr("worker-1 SIGKILLed in round 1"));
   EXPECT_THAT(html, ::testing::HasSubstr("7.5 s (75 %)"));
+  EXPECT_THAT(html, ::testing::HasSubstr("5 J network, 10 J idle while waiting"));
+  EXPECT_THAT(html, ::testing::HasSubstr("coordination 66.7 % of 30 J"));
   EXPECT_THAT(html, ::testing::HasSubstr("<svg"));
   EXPECT_THAT(html, ::testing::Not(::testing::HasSubstr("<script")));
 }

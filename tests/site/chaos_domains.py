@@ -96,6 +96,19 @@ class Level:
         self.coordinators.append(C.Coordinator(self, self.replicas, self.extra))
         self.replicas += 1
 
+    def members_registered(self, jobs=None):
+        """Every member key of `jobs` (default: this level's agents') is in this level's etcd
+        (registered, at standby until a coordinator admits it)."""
+        for job in jobs if jobs is not None else [a.job for a in self.agents]:
+            try:
+                r = C.post(self.etcd.url(0) + "/v3/kv/range",
+                           {"key": C.b64(f"/headroom/{self.site}/members/{job}")}, 2.0)
+            except OSError:
+                return False
+            if not r.get("kvs"):
+                return False
+        return True
+
     def live_coordinators(self):
         return [c for c in self.coordinators if c.p.poll() is None]
 
@@ -152,15 +165,18 @@ class DomainChaos:
     # -- the site --
     def start(self):
         self.parent = Level(self, PARENT_SITE, self.budget_w, self.reserve_w, self.parent_members)
-        for _ in range(2):
-            self.parent.add_coordinator()
+        # Started bottom up, as a site is brought up (docs/SITE.md, "Domains under a site"): each
+        # domain's agents register first, then its coordinators admit them and register the
+        # domain at the site, then the site's coordinators start and admit every domain in their
+        # first period. Whatever joins a running level draws before it is granted (a job its
+        # standby, a domain its whole budget in force), which only that level's reserve covers
+        # ("Every job at the site"): a domain that joined its site empty would be granted a watt
+        # above its reserve, and its jobs then starting draw their standby over it.
         for d in range(self.n_domains):
             name = f"domain{d}"
             level = Level(self, name, self.domain_budget_w, self.domain_reserve_w, 3,
                           extra=["--parent-etcd", self.parent.etcd.endpoints(), "--parent-site",
                                  PARENT_SITE, "--parent-lease-ttl-s", str(self.parent_ttl)])
-            for _ in range(2):
-                level.add_coordinator()
             for i, scenario in enumerate(DOMAIN_JOBS):
                 a = C.Agent(level, 10 * d + i, scenario=scenario)
                 level.agents.append(a)
@@ -168,6 +184,14 @@ class DomainChaos:
         for level in self.domains:
             for a in level.agents:
                 a.start()
+        for level in self.domains:
+            C.wait_until(lambda level=level: level.members_registered(), 60, 0.1)
+            for _ in range(2):
+                level.add_coordinator()
+        C.wait_until(lambda: self.parent.members_registered([d.site for d in self.domains]), 60,
+                     0.1)
+        for _ in range(2):
+            self.parent.add_coordinator()
         if not C.wait_until(self.settled, 90, 0.1):
             raise RuntimeError("the site was never settled: see " + self.tmp)
 

@@ -176,11 +176,14 @@ std::optional<double> DomainLink::Step(bool leading, const std::optional<Ledger>
   if (a.state == Acting::State::kGranted) {
     const double g = a.job_budget_w;
     if (!SameW(l.target_site_budget_w, g) && !(requested_w_ && SameW(*requested_w_, g))) want = g;
-    // Down before up: acknowledged once the domain's budget in force, and the one it asks
-    // for, fit under the grant (a higher grant: at once).
+    // Down before up: acknowledged once the domain's budget in force, the one its ledger asks
+    // for and the last this link requested (written, perhaps not in the ledger read yet: it
+    // could still raise the budget in force) all fit under the grant (a higher grant: at once).
+    const bool requested_fits = !requested_w_ || *requested_w_ <= g + kSameW;
     member_->ServeIf([&](const Acting& now) {
       return now.state == Acting::State::kGranted && now.term == a.term && now.seq == a.seq &&
-             l.site_budget_w <= g + kSameW && l.target_site_budget_w <= g + kSameW;
+             requested_fits && l.site_budget_w <= g + kSameW &&
+             l.target_site_budget_w <= g + kSameW;
     });
   } else if (a.state == Acting::State::kFenced) {
     // The agent's fencing rule one level up: the domain to its floor.

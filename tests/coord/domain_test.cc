@@ -398,6 +398,60 @@ TEST(DomainLink, JobsStartingInAnEmptyDomainAreAdmittedAsItsSiteGrantsMore) {
   t.ExpectNoViolations();
 }
 
+// The link acknowledges a lower grant only once what it last asked its domain for fits too: a
+// ledger read before that request was applied shows neither the raise it asked for nor that
+// the budget in force may still rise to it. (The test plays the site, writing the grants.)
+TEST(DomainLink, ALowerGrantWaitsForWhatTheLinkAskedItsDomainFor) {
+  FakeClock clock;
+  MemoryStore parent(clock.fn());
+  DomainConfig dc;
+  dc.parent_site = "top";
+  dc.domain = "rack";
+  DomainLink link(parent, dc, clock.fn(), [](auto&) {});
+  Ledger stale = Fresh(800, 50);  // as read before any request of the link's was applied
+  const auto step = [&] {
+    clock.t += 1.0;
+    return link.Step(true, stale, {});
+  };
+  step();  // registered
+  auto m = parent.Get(Keys("top").member("rack"), false);
+  ASSERT_TRUE(m && m->kvs.size() == 1u);
+  const LeaseId lease = m->kvs[0].lease;
+  const auto grant = [&](int64_t seq, double w) {
+    Grant g;
+    g.job = "rack";
+    g.term = 1;
+    g.epoch = 1;
+    g.seq = seq;
+    g.lease = lease;
+    g.job_budget_w = w;
+    ASSERT_TRUE(parent.Put(Keys("top").grant("rack"), ToJson(g), 0));
+  };
+  const auto acked_seq = [&]() -> int64_t {
+    auto a = parent.Get(Keys("top").ack("rack"), false);
+    if (!a || a->kvs.empty()) return 0;
+    auto ack = AckFromJson(a->kvs[0].value, "ack");
+    return ack ? ack->seq : -1;
+  };
+  grant(1, 1000);
+  const std::optional<double> raise = step();
+  ASSERT_TRUE(raise);
+  EXPECT_DOUBLE_EQ(*raise, 1000);
+  link.Requested(1000);  // written to the domain's target; the ledger read does not show it yet
+  step();
+  EXPECT_EQ(acked_seq(), 1);  // a raise: at once
+  grant(2, 900);
+  const std::optional<double> cut = step();
+  ASSERT_TRUE(cut);
+  EXPECT_DOUBLE_EQ(*cut, 900);
+  step();
+  EXPECT_EQ(acked_seq(), 1);  // not 2: its budget may still rise to the 1,000 W asked for
+  link.Requested(900);
+  step();                     // judged and served
+  step();                     // acknowledged
+  EXPECT_EQ(acked_seq(), 2);  // the ledger read (800 W) and the request (900 W) fit now
+}
+
 TEST(DomainSums, FloorsStandbyAndReserveAndTheWholeBudgetUntilGranted) {
   Ledger l = Fresh(1000, 50);
   l.jobs["a"] = Job(100, 400);

@@ -666,8 +666,8 @@ Result<RunSummary> ReadRunSummary(coord::Store& store, const std::string& run) {
     if (!last.empty() && members != last) ++s.membership_changes;
     last = members;
     if (j.contains("val_loss")) {
-      s.loss_curve.push_back({j.value("tokens", std::uint64_t{0}), j["val_loss"].get<double>(),
-                              j.value("round", -1)});
+      s.loss_curve.push_back(
+          {j.value("tokens", std::uint64_t{0}), j["val_loss"].get<double>(), j.value("round", -1)});
     }
   }
   // Every round's hashes agreed: each hash under rounds/<r>/hash/ equals that round's agreed one.

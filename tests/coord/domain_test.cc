@@ -46,15 +46,24 @@ Member AsDomain(const std::string& name, double floor_w, double demand_w, LeaseI
   return m;
 }
 
+// The site with domain `rack` (lease 1) and agent `x` (lease 2) as registered in `in`, planned
+// on `site_w` and every grant acknowledged `rounds` times: the ledger after.
+Ledger Settled(PlanInput& in, const Member& rack, double x_demand_w, double site_w, int rounds) {
+  in.members = {{"rack", rack}, {"x", M("x", 100, x_demand_w, 2)}};
+  in.registered_at = {{"rack", 1}, {"x", 2}};
+  PlanOutput p = Plan(Fresh(site_w, 0), in, 5);
+  for (int i = 0; i < rounds; ++i) {
+    AckAll(p, in);
+    p = Plan(p.ledger, in, 5);
+  }
+  return p.ledger;
+}
+
 // ---- The parent's rules for a domain member (Plan) ----
 
 TEST(DomainPlan, ALeaseGoneKeepsWhatItHoldsAndIsNeverForgotten) {
   PlanInput in;
-  in.members = {{"rack", AsDomain("rack", 200, 1000, 1)}, {"x", M("x", 100, 1000, 2)}};
-  in.registered_at = {{"rack", 1}, {"x", 2}};
-  PlanOutput p = Plan(Fresh(1500, 0), in, 5);
-  AckAll(p, in);
-  Ledger l = Plan(p.ledger, in, 5).ledger;
+  Ledger l = Settled(in, AsDomain("rack", 200, 1000, 1), 1000, 1500, 1);
   const double held_w = l.jobs.at("rack").held_w;
   ASSERT_GT(held_w, 200.0);
   EXPECT_TRUE(l.jobs.at("rack").domain);
@@ -62,7 +71,7 @@ TEST(DomainPlan, ALeaseGoneKeepsWhatItHoldsAndIsNeverForgotten) {
   // draw what it holds.
   in.members.erase("rack");
   in.gone_for_s["rack"] = 0.0;
-  p = Plan(l, in, 5);
+  PlanOutput p = Plan(l, in, 5);
   EXPECT_EQ(p.ledger.jobs.at("rack").lease, 0);
   EXPECT_DOUBLE_EQ(p.ledger.jobs.at("rack").held_w, held_w);
   // Never forgotten, however long.
@@ -76,11 +85,7 @@ TEST(DomainPlan, ALeaseGoneKeepsWhatItHoldsAndIsNeverForgotten) {
 
 TEST(DomainPlan, ANewLeaseTakesItsPlaceHoldingTheSameAndAcknowledgesLower) {
   PlanInput in;
-  in.members = {{"rack", AsDomain("rack", 200, 1000, 1)}, {"x", M("x", 100, 1000, 2)}};
-  in.registered_at = {{"rack", 1}, {"x", 2}};
-  PlanOutput p = Plan(Fresh(1500, 0), in, 5);
-  AckAll(p, in);
-  Ledger l = Plan(p.ledger, in, 5).ledger;
+  Ledger l = Settled(in, AsDomain("rack", 200, 1000, 1), 1000, 1500, 1);
   const double held_w = l.jobs.at("rack").held_w;
   in.members.erase("rack");
   in.gone_for_s["rack"] = 30.0;
@@ -89,7 +94,7 @@ TEST(DomainPlan, ANewLeaseTakesItsPlaceHoldingTheSameAndAcknowledgesLower) {
   // floor until granted (what its jobs may draw).
   in.gone_for_s.erase("rack");
   in.members["rack"] = AsDomain("rack", held_w, 1000, 7);
-  p = Plan(l, in, 5);
+  PlanOutput p = Plan(l, in, 5);
   const LedgerJob& j = p.ledger.jobs.at("rack");
   EXPECT_EQ(j.lease, 7);
   EXPECT_DOUBLE_EQ(j.held_w, held_w);
@@ -119,18 +124,12 @@ TEST(DomainPlan, ANewLeaderBesideTheOldLeaseAddsNothingAnotherHolderAll) {
   PlanInput in;
   Member rack = AsDomain("rack", 200, 1000, 1);
   rack.holder = "domain rack on http://a:2379";
-  in.members = {{"rack", rack}, {"x", M("x", 100, 1000, 2)}};
-  in.registered_at = {{"rack", 1}, {"x", 2}};
-  PlanOutput p = Plan(Fresh(1500, 0), in, 5);
-  for (int i = 0; i < 3; ++i) {
-    AckAll(p, in);
-    p = Plan(p.ledger, in, 5);
-  }
-  const double held_w = p.ledger.jobs.at("rack").held_w;
+  const Ledger l = Settled(in, rack, 1000, 1500, 3);
+  const double held_w = l.jobs.at("rack").held_w;
   Member next = AsDomain("rack", held_w, 1000, 9);  // declares all it may draw: ungranted
   next.holder = rack.holder;
   in.duplicates["rack@9"] = next;
-  PlanOutput same = Plan(p.ledger, in, 5);
+  PlanOutput same = Plan(l, in, 5);
   ASSERT_TRUE(same.ledger.standby.contains("rack@9"));
   EXPECT_DOUBLE_EQ(same.ledger.standby.at("rack@9").standby_w, 0.0);
   EXPECT_GE(InvariantSlackW(same.ledger), 0.0);
@@ -138,13 +137,13 @@ TEST(DomainPlan, ANewLeaderBesideTheOldLeaseAddsNothingAnotherHolderAll) {
     PlanInput gone = in;
     gone.members.erase("rack");
     gone.gone_for_s["rack"] = 0.0;
-    PlanOutput both = Plan(p.ledger, gone, 5);
+    PlanOutput both = Plan(l, gone, 5);
     EXPECT_DOUBLE_EQ(both.ledger.standby.at("rack@9").standby_w, 0.0);
     EXPECT_GE(InvariantSlackW(both.ledger), 0.0);
   }
   next.holder = "domain rack on http://elsewhere:2379";
   in.duplicates["rack@9"] = next;
-  PlanOutput other = Plan(p.ledger, in, 5);
+  PlanOutput other = Plan(l, in, 5);
   EXPECT_DOUBLE_EQ(other.ledger.standby.at("rack@9").standby_w, held_w);
 }
 
@@ -171,13 +170,8 @@ TEST(DomainPlan, AGrantBelowWhatItHoldsRisesToItAtOnce) {
 
 TEST(DomainPlan, ItsFloorRisesOnlyIntoWhatItHoldsOrWhatIsFree) {
   PlanInput in;
-  in.members = {{"rack", AsDomain("rack", 200, 700, 1)}, {"x", M("x", 100, 1000, 2)}};
-  in.registered_at = {{"rack", 1}, {"x", 2}};
-  PlanOutput p = Plan(Fresh(1000, 0), in, 5);
-  for (int i = 0; i < 3; ++i) {
-    AckAll(p, in);
-    p = Plan(p.ledger, in, 5);
-  }
+  PlanOutput p;
+  p.ledger = Settled(in, AsDomain("rack", 200, 700, 1), 1000, 1000, 3);
   const double held_w = p.ledger.jobs.at("rack").held_w;
   ASSERT_LT(held_w, 700.0);
   // Into what it holds: at once.

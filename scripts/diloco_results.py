@@ -11,7 +11,8 @@ With --pretrain-steps P every run starts from one pretrained model, as the DiLoC
 one worker first trains P steps on the whole batch (K x B windows, data-parallel's batch), and
 its checkpoint is every run's --init-checkpoint.
 
-Usage: diloco_results.py HEADROOM OUT_DIR [--steps N] [--h 25,50,100,200] [--batch B]
+Usage: diloco_results.py HEADROOM OUT_DIR [--steps N] [--h 25,50,100,200] [--fp32-h H,...]
+                         [--mean-h H,...] [--stream-h H,... --fragments N] [--batch B]
                          [--seq-len L] [--workers K] [--pretrain-steps P]
 """
 import argparse
@@ -48,6 +49,11 @@ def main():
     ap.add_argument("--steps", type=int, default=1600, help="inner steps per worker")
     ap.add_argument("--h", default="10,25,50,100,200,400")
     ap.add_argument("--fp32-h", default="", help="H values also run with fp32 pseudo-gradients")
+    ap.add_argument("--mean-h", default="",
+                    help="H values also run with --aggregate mean (reduce-scatter, no screen)")
+    ap.add_argument("--stream-h", default="",
+                    help="H values also run streamed (--stream-fragments, --fragments of them)")
+    ap.add_argument("--fragments", type=int, default=4, help="fragments of the streamed runs")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq-len", type=int, default=64)
     ap.add_argument("--workers", type=int, default=4)
@@ -89,8 +95,20 @@ def main():
         fp32.append((h, run(a.headroom, a.out, f"diloco-fp32-h{h}",
                             common + target + ["--compress", "none", "--inner-steps", str(h),
                                                "--rounds", str(a.steps // h)], a.saved)))
-    print(f"\n`scripts/diloco_results.py build/bin/headroom {a.out}"
-          f"{f' --pretrain-steps {a.pretrain_steps}' if a.pretrain_steps else ''}` ({a.workers} "
+    extra = []  # (label, flags) runs beside the int8 trimmed-mean ones
+    for h in [int(x) for x in a.mean_h.split(",") if x]:
+        extra.append(("int8, mean", h, f"diloco-mean-h{h}", ["--aggregate", "mean"]))
+    for h in [int(x) for x in a.stream_h.split(",") if x]:
+        extra.append((f"int8, streamed ({a.fragments} fragments)", h,
+                      f"diloco-stream{a.fragments}-h{h}", ["--stream-fragments", str(a.fragments)]))
+    more = [(label, h, run(a.headroom, a.out, name,
+                           common + target + flags + ["--inner-steps", str(h),
+                                                      "--rounds", str(a.steps // h)], a.saved))
+            for label, h, name, flags in extra]
+    flags = "".join(f" --{k.replace('_', '-')} {v}" for k, v in
+                    (("h", a.h), ("fp32_h", a.fp32_h), ("mean_h", a.mean_h),
+                     ("stream_h", a.stream_h), ("pretrain_steps", a.pretrain_steps)) if v)
+    print(f"\n`scripts/diloco_results.py build/bin/headroom {a.out}{flags}` ({a.workers} "
           f"workers, tiny model, {a.steps} inner steps each of {a.batch} x {a.seq_len} bytes: "
           f"{ddp['tokens']:,} tokens per run, from {start})\n")
     print("| run | H | rounds | final val loss (nats/byte) | vs ddp | bits/byte | bytes sent | "
@@ -109,7 +127,10 @@ def main():
         line("diloco, int8", h, j)
     for h, j in fp32:
         line("diloco, fp32", h, j)
-    energy_to_target(ddp, [("int8", h, j) for h, j in rows] + [("fp32", h, j) for h, j in fp32])
+    for label, h, j in more:
+        line(f"diloco, {label}", h, j)
+    energy_to_target(ddp, [("int8", h, j) for h, j in rows] + [("fp32", h, j) for h, j in fp32]
+                     + more)
     projection(rows, ddp, a)
     return 0
 

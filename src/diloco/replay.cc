@@ -56,6 +56,10 @@ Result<ReplayResult> ReplayRun(const ModelFactory& model, const ReplayOptions& o
   const WorkerOptions& o = options.worker;
   if (options.workers < 1) return Error::Usage("replay: --workers must be 1 or more");
   if (options.members.empty()) return Error::Usage("replay: an empty schedule");
+  if (options.worker.aggregate != Aggregation::kTrimmedMean ||
+      options.worker.stream_fragments > 1) {
+    return Error::Usage("replay: --aggregate mean and --stream-fragments are not replayed");
+  }
   const int k_max = options.workers;
   std::vector<std::unique_ptr<Model>> models;
   for (int i = 0; i < k_max; ++i) {

@@ -11,6 +11,7 @@
 #include "coord/lease.h"
 #include "coord/lease_keeper.h"
 #include "diloco/recovery.h"
+#include "diloco/worker_impl.h"
 #include "diloco_core/digest.h"
 
 namespace headroom::diloco {
@@ -32,121 +33,7 @@ std::uint64_t NameStream(std::string_view name) {
   return stream;
 }
 
-namespace {
-
-constexpr double kPollS = 0.01;
-constexpr double kControlPollS = 0.5;
-constexpr double kMinDuty = 0.05;
-constexpr double kPauseS = 0.1;  // a paused worker looks at its grant this often
-// A scaled contribution is this many times its honest self (beyond the screen's factor 3).
-constexpr float kHostileScale = 10.0f;
-
-std::string Hex64(coord::LeaseId id) { return fmt::format("{:016x}", static_cast<uint64_t>(id)); }
-
-using Phase = Accounting::Phase;
-
-// One worker: the run loop, the inner steps, run-time control, and a round from its inner
-// steps to its hash (the group and the hashes: round_group.h; joining: recovery.h; the phases:
-// accounting.h).
-class Worker {
- public:
-  Worker(coord::Store& store, const CommFactory& comm, const ModelFactory& model,
-         const WorkerOptions& o, const WorkerClock& clock)
-      : store_(store),
-        comm_(comm),
-        model_factory_(model),
-        o_(o),
-        clock_(clock),
-        accounting_(report_, clock_, o.computing),
-        lease_(store, static_cast<int64_t>(std::ceil(o.lease_ttl_s)), o.lease_ttl_s / 3.0) {
-    me_.store = &store_;
-    me_.prefix = RunPrefix(o.run);
-    me_.now_s = clock_.now_s;
-    me_.pause = [this] { return Sleep(); };
-  }
-
-  Result<WorkerReport> Run();
-
- private:
-  void Enter(Phase p) { accounting_.Enter(p); }
-  void Log(const std::string& line) { accounting_.Log(line); }
-
-  Status KeepAlive(bool force = false) {
-    if (keeper_) {
-      if (keeper_->lost())
-        return Error::NotFound(std::string("lease: ") + std::string(coord::kLeaseGone));
-      return OkStatus();
-    }
-    const double now = clock_.now_s();
-    if (!force && lease_.held() && !lease_.Due(now)) return OkStatus();  // (gone: said again)
-    auto r = lease_.Renew(now);
-    if (!r) return Error(r.error().kind(), "lease: " + r.error().message());  // its kind kept
-    return OkStatus();
-  }
-
-  Status Sleep() {
-    clock_.sleep_s(kPollS);
-    return KeepAlive();
-  }
-
-  // Whether the store no longer has my lease (it lapsed while I was stopped, or etcd was
-  // unreachable for longer than its TTL): the background keeper saw it, or the store says so.
-  bool LeaseGone() {
-    if (keeper_) return keeper_->lost();
-    auto r = lease_.Renew(clock_.now_s());
-    return !r && coord::IsLeaseGone(r.error());
-  }
-
-  Status Register();
-  Status Publish(int joined_round) {
-    return PublishMember(me_, report_.name, static_cast<int>(getpid()), joined_round);
-  }
-  std::string ConfigJson() const;
-  Status WaitForStart();
-  Status TrainInner(int steps);
-  Status PollControl(bool force);
-  void ApplyGrant();
-  Status Leave();
-  Result<bool> DilocoRound(int round);
-  void Corrupt(std::vector<float>& delta) const;
-  Result<bool> ApplyRound(int round, int attempt, const std::vector<std::string>& group, int rank,
-                          const std::vector<std::vector<std::uint8_t>>& frames,
-                          const std::vector<std::uint64_t>& members);
-  Status CheckHashes(int round, const std::vector<std::string>& group, int my_rank, bool& evicted,
-                     bool& donor);
-  Status Donate(int round, const std::vector<std::string>& group);
-  Status Resync();
-  Result<WorkerReport> RunDdp();
-  RunState State() const;
-
-  coord::Store& store_;
-  const CommFactory& comm_;
-  const ModelFactory& model_factory_;
-  WorkerOptions o_;
-  WorkerClock clock_;
-  WorkerReport report_;
-  Accounting accounting_;
-  RunMember me_;
-
-  coord::Lease lease_;  // renewed on my clock, or by keeper_'s thread (which adopts it)
-  std::unique_ptr<coord::LeaseKeeper> keeper_;  // renew_in_background
-
-  std::unique_ptr<Model> model_;
-  std::vector<float> global_;  // the model at the start of the round (the last agreed one)
-  std::vector<float> local_;
-  std::vector<float> error_;  // int8 error feedback
-  std::unique_ptr<OuterSgd> outer_;
-  int next_round_ = 0;
-  std::uint64_t run_tokens_ = 0;  // tokens in accepted contributions, the whole run, to here
-  std::vector<std::string> last_group_;
-  int last_rejected_ = 0;  // contributions the last round's screen excluded
-  int threads_ = 1;
-  double duty_ = 1.0;          // what the worker runs at: control's, lowered by the grant
-  double control_duty_ = 1.0;  // control/<name>'s
-  bool paused_ = false;        // the grant allows less than kMinDuty
-  bool leave_requested_ = false;
-  double control_read_s_ = -1e9;
-};
+namespace internal {
 
 Status Worker::Register() {
   if (auto granted = lease_.Grant(clock_.now_s()); !granted) {
@@ -173,6 +60,8 @@ std::string Worker::ConfigJson() const {
             {"compress", CodecName(o_.codec)},
             {"outer_lr", o_.outer.lr},
             {"outer_momentum", o_.outer.momentum}};
+  if (o_.aggregate != Aggregation::kTrimmedMean) c["aggregate"] = AggregationName(o_.aggregate);
+  if (o_.stream_fragments > 1) c["stream_fragments"] = o_.stream_fragments;
   if (!o_.init_parameters.empty()) c["init"] = Hex(Sha256Floats(o_.init_parameters));
   return c.dump();
 }
@@ -275,6 +164,7 @@ Status Worker::TrainInner(int steps) {
 // Out of the run until control says leave: false and the grant allows work again; then back
 // in through a donor (at once when no round was agreed meanwhile).
 Status Worker::Leave() {
+  RestartStream();
   Enter(Phase::kThrottled);
   if (auto p = Publish(-1); !p) return p;
   Log(fmt::format("left before round {} ({})", next_round_,
@@ -345,8 +235,10 @@ Status Worker::Donate(int round, const std::vector<std::string>& group) {
     Log(fmt::format("round {}: validation skipped: no power granted", round));
   } else if (o_.eval_every > 0 && (round % o_.eval_every == 0 || round + 1 == o_.rounds)) {
     Enter(Phase::kCompute);
+    model_->GetParameters(local_);  // streaming goes on from it
     model_->SetParameters(global_);
     const double loss = model_->ValidationLoss();
+    model_->SetParameters(local_);
     agreed["val_loss"] = loss;
     report_.loss_curve.push_back({run_tokens_, loss, round, accounting_.elapsed_s()});
     report_.final_val_loss = loss;
@@ -368,6 +260,7 @@ Status Worker::Donate(int round, const std::vector<std::string>& group) {
 
 // Fetches the last agreed model and outer state from that round's donor (recovery.h).
 Status Worker::Resync() {
+  RestartStream();
   Enter(Phase::kRecover);
   ++report_.resyncs;
   if (auto p = Publish(-1); !p) return p;
@@ -399,13 +292,18 @@ Status Worker::Resync() {
 // and the hash check; attempts again without whoever broke a collective. Returns false when I
 // am not in the round's result (left out, evicted) and have resynced.
 Result<bool> Worker::DilocoRound(int round) {
-  model_->SetParameters(global_);
+  if (o_.stream_fragments <= 1 || stream_restart_) model_->SetParameters(global_);
+  stream_restart_ = false;
   const double t0 = clock_.now_s();
-  if (auto s = TrainInner(o_.inner_steps); !s) return s.error();
+  if (auto s = TrainRound(round); !s) return s.error();
   const double compute_s = clock_.now_s() - t0;
   model_->GetParameters(local_);
-  std::vector<float> delta(global_.size());
-  for (std::size_t i = 0; i < delta.size(); ++i) delta[i] = global_[i] - local_[i];
+  // The round's own exchange: the whole model, or streaming's last fragment.
+  const Fragment slice = fragments_.back();
+  std::vector<float> delta(slice.size());
+  for (std::size_t i = 0; i < delta.size(); ++i) {
+    delta[i] = global_[slice.begin + i] - local_[slice.begin + i];
+  }
   if (o_.hostility != Hostility::kNone && round >= o_.hostile_from_round) Corrupt(delta);
   const std::vector<float> error_before = error_;
 
@@ -430,35 +328,51 @@ Result<bool> Worker::DilocoRound(int round) {
     if (attempt == 0 && !last_group_.empty() && *group != last_group_) ++report_.membership_changes;
     Enter(Phase::kCommunicate);
     error_ = error_before;
-    auto payload = Encode(o_.codec, delta, error_);
     std::vector<std::uint64_t> members;
     for (const auto& g : *group) members.push_back(std::stoull(g, nullptr, 16));
     std::vector<std::uint8_t> key = o_.key;
     if (o_.hostility == Hostility::kForge && round >= o_.hostile_from_round) {
       key.push_back(0x5a);  // signs with a key that is not the run's
     }
-    auto frame = SealFrame(
-        {static_cast<std::uint32_t>(rank), static_cast<std::uint64_t>(round), members[rank]},
-        o_.codec, payload, key);
+    const ExchangeSpec spec{static_cast<std::uint64_t>(round),
+                            members,
+                            rank,
+                            o_.codec,
+                            o_.aggregate,
+                            o_.screen,
+                            key,
+                            o_.key};
     const std::string gloo =
         me_.prefix + "rounds/" + RoundKey(round) + "/" + std::to_string(attempt) + "/gloo/";
     if (auto k = KeepAlive(true); !k) return k.error();
     auto c = comm_(gloo, rank, static_cast<int>(group->size()), o_.collective_timeout_s);
-    Result<std::vector<std::vector<std::uint8_t>>> frames =
-        c ? (*c)->AllGather(frame) : Result<std::vector<std::vector<std::uint8_t>>>(c.error());
+    std::string why = c ? "" : c.error().message();
+    Result<std::optional<Aggregate>> agg = std::optional<Aggregate>();
     if (c) {
+      agg = ExchangeSlice(**c, spec, delta, slice, &why);
       report_.traffic.bytes_sent += (*c)->traffic().bytes_sent;
       report_.traffic.bytes_received += (*c)->traffic().bytes_received;
     }
-    if (!frames) {
+    if (!agg) return agg.error();
+    if (!agg->has_value()) {
       Log(fmt::format("round {} attempt {}: {}; again without whoever is gone", round, attempt,
-                      frames.error().message()));
+                      why));
       Enter(Phase::kRecover);
       // The next attempt's candidates: this group's members still alive.
       candidates = *group;
       continue;
     }
-    return ApplyRound(round, attempt, *group, rank, *frames, members);
+    auto applied = ApplyRound(round, attempt, *group, rank, **agg, slice);
+    if (applied && *applied && o_.stream_fragments > 1) {
+      // The next round's fragments go on this group, while it lasts.
+      stream_key_ = key;
+      stream_spec_ = spec;
+      stream_spec_.key = stream_key_;
+      stream_spec_.run_key = o_.key;
+      stream_comm_ = std::move(*c);
+      stream_counted_ = stream_comm_->traffic();
+    }
+    return applied;
   }
 }
 
@@ -471,21 +385,28 @@ void Worker::Corrupt(std::vector<float>& delta) const {
   if (o_.hostility == Hostility::kNan) delta[delta.size() / 2] = std::nanf("");
 }
 
-// The attempt's frames all gathered: the screen and the mean, the outer step, the hash check;
+// The attempt's aggregate: the outer step, the hash check;
 // the donor's record. False when my hash was evicted (and I have resynced).
 Result<bool> Worker::ApplyRound(int round, int attempt, const std::vector<std::string>& group,
-                                int rank, const std::vector<std::vector<std::uint8_t>>& frames,
-                                const std::vector<std::uint64_t>& members) {
-  auto agg = AggregateRound(frames, static_cast<std::uint64_t>(round), members, o_.codec,
-                            global_.size(), o_.key, o_.screen);
-  if (!agg) return agg.error();
+                                int rank, const Aggregate& aggregate, Fragment slice) {
+  const Aggregate* agg = &aggregate;
   last_rejected_ = static_cast<int>(agg->rejected.size());
   for (const auto& rej : agg->rejected) {
     ++report_.evictions;
     Log(fmt::format("round {}: rank {} ({}) excluded: {}", round, rej.rank, group[rej.rank],
                     rej.detail));
   }
-  outer_->Step(global_, agg->mean);
+  if (slice.size() == global_.size()) {
+    outer_->Step(global_, agg->mean);
+  } else {
+    outer_->StepSlice(std::span<float>(global_).subspan(slice.begin, slice.size()), agg->mean,
+                      slice.begin, global_.size());
+    // The round's last fragment, as without streaming: the local one is the global one.
+    model_->GetParameters(local_);
+    std::copy(global_.begin() + static_cast<std::ptrdiff_t>(slice.begin), global_.end(),
+              local_.begin() + static_cast<std::ptrdiff_t>(slice.begin));
+    model_->SetParameters(local_);
+  }
   const std::uint64_t tokens_per =
       static_cast<std::uint64_t>(o_.inner_steps) * model_->tokens_per_step();
   run_tokens_ += tokens_per * agg->accepted.size();
@@ -573,6 +494,10 @@ Result<WorkerReport> Worker::Run() {
   if (o_.inner_steps < 1 || o_.rounds < 1 || o_.batch < 1 || o_.seq_len < 1) {
     return Error::Usage("--inner-steps, --rounds, --batch and --seq-len must be at least 1");
   }
+  if (o_.stream_fragments < 1 || o_.stream_fragments > std::min(kMaxFragments, o_.inner_steps)) {
+    return Error::Usage(fmt::format("--stream-fragments: {} is not between 1 and {} (and H)",
+                                    o_.stream_fragments, kMaxFragments));
+  }
   if (o_.key.empty()) o_.key.assign(o_.run.begin(), o_.run.end());
   auto model = model_factory_();
   if (!model) return model.error();
@@ -588,6 +513,7 @@ Result<WorkerReport> Worker::Run() {
     model_->SetParameters(o_.init_parameters);
   }
   model_->GetParameters(global_);
+  fragments_ = Fragments(global_.size(), std::max(1, o_.stream_fragments), kDefaultBlock);
   if (auto s = CheckConfig(store_, me_.prefix, o_.run, ConfigJson()); !s) return s.error();
   if (auto s = Register(); !s) return s.error();
   auto started = RunStarted(store_, me_.prefix);
@@ -641,53 +567,13 @@ Result<WorkerReport> Worker::Run() {
   return report_;
 }
 
-}  // namespace
+}  // namespace internal
 
 Result<WorkerReport> RunWorker(coord::Store& store, const CommFactory& comm,
                                const ModelFactory& model, const WorkerOptions& options,
                                const WorkerClock& clock) {
-  Worker w(store, comm, model, options, clock);
+  internal::Worker w(store, comm, model, options, clock);
   return w.Run();
-}
-
-Result<RunSummary> ReadRunSummary(coord::Store& store, const std::string& run) {
-  auto r = store.Get(RunPrefix(run) + "rounds/", true);
-  if (!r) return Error::Io("rounds: " + r.error().message());
-  RunSummary s;
-  std::vector<std::string> last;
-  for (const auto& kv : r->kvs) {
-    if (!kv.key.ends_with("/agreed")) continue;
-    auto j = json::parse(kv.value, nullptr, false);
-    if (j.is_discarded()) continue;
-    ++s.rounds;
-    s.rejected += j.value("rejected", 0);
-    s.tokens = std::max(s.tokens, j.value("tokens", std::uint64_t{0}));
-    auto members = j.value("members", std::vector<std::string>{});
-    if (!last.empty() && members != last) ++s.membership_changes;
-    last = members;
-    if (j.contains("val_loss")) {
-      s.loss_curve.push_back(
-          {j.value("tokens", std::uint64_t{0}), j["val_loss"].get<double>(), j.value("round", -1)});
-    }
-  }
-  // Every round's hashes agreed: each hash under rounds/<r>/hash/ equals that round's agreed one.
-  std::map<std::string, std::string> agreed;
-  for (const auto& kv : r->kvs) {
-    if (kv.key.ends_with("/agreed")) {
-      auto j = json::parse(kv.value, nullptr, false);
-      if (!j.is_discarded()) agreed[kv.key.substr(0, kv.key.size() - 6)] = j.value("hash", "");
-    }
-  }
-  for (const auto& kv : r->kvs) {
-    const auto at = kv.key.find("/hash/");
-    if (at == std::string::npos) continue;
-    const std::string round = kv.key.substr(0, at + 1);
-    if (agreed.count(round) && agreed[round] != kv.value) {
-      s.hashes_agreed = false;
-      ++s.hash_evictions;
-    }
-  }
-  return s;
 }
 
 }  // namespace headroom::diloco

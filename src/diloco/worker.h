@@ -37,6 +37,7 @@
 #include "diloco_core/compress.h"
 #include "diloco_core/contribution.h"
 #include "diloco_core/outer.h"
+#include "diloco_core/scatter.h"
 
 namespace headroom::diloco {
 
@@ -58,6 +59,11 @@ struct WorkerOptions {
   OuterOptions outer;
   Codec codec = Codec::kInt8;
   ScreenOptions screen;
+  Aggregation aggregate = Aggregation::kTrimmedMean;  // mean: reduce-scatter, no screen
+  // Streaming DiLoCo (diloco/stream.h): N fragments, N - 1 of them synced during the round on a
+  // thread of their own (false: at once, on the worker's thread: a test on a simulated clock).
+  int stream_fragments = 1;
+  bool stream_in_background = true;
   std::vector<std::uint8_t> key;  // the run's HMAC key (empty: the run's name, unauthenticated)
   double lease_ttl_s = 5.0;
   bool renew_in_background = true;  // a thread renews the lease every TTL / 3 (LeaseKeeper)

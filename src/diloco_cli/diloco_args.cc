@@ -73,6 +73,13 @@ void AddWorkerOptions(CLI::App& app, Args& a, bool need_etcd) {
   app.add_option("--inner-lr", a.adamw.lr, "Inner AdamW learning rate")->capture_default_str();
   app.add_option("--compress", a.compress, "Pseudo-gradients on the wire: int8 or none")
       ->capture_default_str();
+  app.add_option("--aggregate", a.aggregate,
+                 "trimmed-mean (every contribution all-gathered and screened) or mean (trusted "
+                 "members: a reduce-scatter and an all-gather, half the bytes at 4 workers)")
+      ->capture_default_str();
+  app.add_option("--stream-fragments", a.w.stream_fragments,
+                 "Streaming DiLoCo: N fragments, N - 1 synced during the round while it computes")
+      ->capture_default_str();
   app.add_option("--batch", a.w.batch, "Windows per inner step")->capture_default_str();
   app.add_option("--seq-len", a.w.seq_len, "Bytes per window")->capture_default_str();
   app.add_option("--threads", a.w.threads, "libtorch threads")->capture_default_str();
@@ -129,6 +136,9 @@ Status Resolve(Args& a, const std::string& mode) {
   auto codec = diloco::ParseCodec(a.compress);
   if (!codec) return codec.error();
   a.w.codec = *codec;
+  auto aggregate = diloco::ParseAggregation(a.aggregate);
+  if (!aggregate) return aggregate.error();
+  a.w.aggregate = *aggregate;
   auto h = diloco::ParseHostility(a.hostile);
   if (!h) return h.error();
   a.w.hostility = *h;
@@ -275,6 +285,8 @@ std::vector<std::string> WorkerArgv(const Args& a, const std::string& mode, cons
   add("--outer-momentum", fmt::format("{}", w.outer.momentum));
   add("--inner-lr", fmt::format("{}", a.adamw.lr));
   add("--compress", a.compress);
+  add("--aggregate", a.aggregate);
+  add("--stream-fragments", std::to_string(w.stream_fragments));
   add("--batch", std::to_string(w.batch));
   add("--seq-len", std::to_string(w.seq_len));
   add("--threads", std::to_string(w.threads));

@@ -39,6 +39,7 @@ struct Args {
   std::string out;
   std::string key_file;
   std::string compress = "int8";
+  std::string aggregate = "trimmed-mean";
   std::string hostile = "none";
   headroom::cli::EtcdOptions etcd_options;  // --etcd-cacert ... --etcd-password-file
   headroom::etcd::EtcdCredentials credentials;

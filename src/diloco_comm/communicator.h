@@ -34,6 +34,10 @@ class Communicator {
   // Every member's `mine` (all of the same length), in rank order (out[rank()] == mine).
   virtual Result<std::vector<std::vector<std::uint8_t>>> AllGather(
       std::span<const std::uint8_t> mine) = 0;
+  // `mine` is size() chunks of chunk_bytes each; returns size() chunks, out[i] = member i's
+  // chunk number rank() (out[rank()] is my own). Every member passes the same chunk_bytes.
+  virtual Result<std::vector<std::vector<std::uint8_t>>> AllToAll(
+      std::span<const std::uint8_t> mine, std::size_t chunk_bytes) = 0;
   // values <- the element-wise sum over the members, the same bits on every member.
   virtual Status AllReduceSum(std::span<float> values) = 0;
   // bytes <- root's bytes (every member passes a buffer of the root's length).

@@ -30,6 +30,12 @@ TrafficCounters AllReduceTraffic(std::size_t floats, int size) {
   return {n, n};
 }
 
+TrafficCounters AllToAllTraffic(std::size_t chunk_bytes, int size) {
+  assert(size >= 1);
+  const std::uint64_t n = chunk_bytes * static_cast<std::uint64_t>(size - 1);
+  return {n, n};
+}
+
 TrafficCounters BroadcastTraffic(std::size_t bytes, int size, int rank, int root) {
   assert(size >= 1 && 0 <= rank && rank < size && 0 <= root && root < size);
   const int v = (rank - root + size) % size;
@@ -43,12 +49,14 @@ TrafficCounters BroadcastTraffic(std::size_t bytes, int size, int rank, int root
 
 namespace {
 
-enum class Op { kAllGather, kAllReduce, kBroadcast };
+enum class Op { kAllGather, kAllToAll, kAllReduce, kBroadcast };
 
 const char* OpName(Op op) {
   switch (op) {
     case Op::kAllGather:
       return "allgather";
+    case Op::kAllToAll:
+      return "alltoall";
     case Op::kAllReduce:
       return "allreduce";
     case Op::kBroadcast:
@@ -129,6 +137,28 @@ class LocalCommunicator final : public Communicator {
              [&](const Round& round) { out = round.inputs; });
     if (!s.ok()) return std::move(s).error();
     Add(AllGatherTraffic(mine.size(), size()));
+    return out;
+  }
+
+  Result<std::vector<std::vector<std::uint8_t>>> AllToAll(std::span<const std::uint8_t> mine,
+                                                          std::size_t chunk_bytes) override {
+    const size_t k = static_cast<size_t>(size());
+    if (mine.size() != k * chunk_bytes) {
+      return Error::Usage(fmt::format("{}: {} bytes are not {} chunks of {}", Where(Op::kAllToAll),
+                                      mine.size(), k, chunk_bytes));
+    }
+    std::vector<std::vector<std::uint8_t>> out(k);
+    const size_t me = static_cast<size_t>(rank_);
+    Status s = Call(Op::kAllToAll, 0, mine.size(),
+                    std::vector<std::uint8_t>(mine.begin(), mine.end()), [&](const Round& round) {
+                      for (size_t r = 0; r < k; ++r) {
+                        const auto from =
+                            round.inputs[r].begin() + static_cast<std::ptrdiff_t>(me * chunk_bytes);
+                        out[r].assign(from, from + static_cast<std::ptrdiff_t>(chunk_bytes));
+                      }
+                    });
+    if (!s.ok()) return std::move(s).error();
+    Add(AllToAllTraffic(chunk_bytes, size()));
     return out;
   }
 

@@ -2,9 +2,9 @@
 // The Communicator (communicator.h) between threads of one process, for unit tests: a LocalGroup
 // of `size` members, each member's Communicator used from its own thread. Same semantics as the
 // Gloo one (gloo_communicator.h): AllGather in rank order, AllReduceSum the same bits on every
-// member, Broadcast root's bytes, and an error instead of a hang when a member is gone or stalls.
-// Also the traffic formulas both implementations report (neither measures bytes: the local one
-// moves none, Gloo exposes no counters).
+// member, AllToAll member i's chunk for me at out[i], Broadcast root's bytes, and an error instead
+// of a hang when a member is gone or stalls. Also the traffic formulas both implementations report
+// (neither measures bytes: the local one moves none, Gloo exposes no counters).
 #include <cstddef>
 #include <memory>
 
@@ -22,6 +22,8 @@ namespace headroom::diloco {
 //   ones, so the members whose segments hold the end of the buffer move less than this, by up
 //   to the padding (under 5 bytes a segment: negligible for large buffers, up to a chunk for a
 //   few floats); the group as a whole moves 2 (k - 1) n, n = 4 floats bytes;
+// - all-to-all of k chunks of c bytes (each member sends chunk i straight to member i): sent =
+//   received = (k - 1) c;
 // - broadcast (Gloo's binomial tree on the ranks relative to the root, v = (rank - root) mod k):
 //   every member but the root receives n once; member v sends n to each v + 2^i < k with
 //   2^i > v, so the root sends ceil(log2 k) n (k = 3: 2 n; k = 4: 2 n, and v = 1 sends n), and
@@ -29,6 +31,7 @@ namespace headroom::diloco {
 // REQUIRES: size >= 1; for BroadcastTraffic 0 <= rank, root < size.
 TrafficCounters AllGatherTraffic(std::size_t bytes, int size);
 TrafficCounters AllReduceTraffic(std::size_t floats, int size);
+TrafficCounters AllToAllTraffic(std::size_t chunk_bytes, int size);
 TrafficCounters BroadcastTraffic(std::size_t bytes, int size, int rank, int root);
 
 // A group of threads that rendezvous for each collective through one mutex and condition

@@ -51,6 +51,7 @@ std::vector<std::uint8_t> SealFrame(const FrameId& id, Codec codec,
   std::memcpy(out.data(), kFrameMagic, 4);
   out[4] = kVersion;
   out[5] = codec == Codec::kInt8 ? 1 : 0;
+  PutLe(out.data() + 6, id.part, 2);
   PutLe(out.data() + 8, id.rank, 4);
   PutLe(out.data() + 12, id.round, 8);
   PutLe(out.data() + 20, id.member, 8);
@@ -83,12 +84,15 @@ Result<std::span<const std::uint8_t>> OpenFrame(std::span<const std::uint8_t> fr
   const auto rank = static_cast<std::uint32_t>(GetLe(frame.data() + 8, 4));
   const std::uint64_t round = GetLe(frame.data() + 12, 8);
   const std::uint64_t member = GetLe(frame.data() + 20, 8);
-  if (rank != expected.rank || round != expected.round || member != expected.member) {
+  const auto part = static_cast<std::uint16_t>(GetLe(frame.data() + 6, 2));
+  if (rank != expected.rank || round != expected.round || member != expected.member ||
+      part != expected.part) {
     return Error::Input("malformed: frame of rank " + std::to_string(rank) + ", round " +
-                        std::to_string(round) + ", member " + std::to_string(member) +
-                        "; expected rank " + std::to_string(expected.rank) + ", round " +
-                        std::to_string(expected.round) + ", member " +
-                        std::to_string(expected.member));
+                        std::to_string(round) + ", member " + std::to_string(member) + ", part " +
+                        std::to_string(part) + "; expected rank " + std::to_string(expected.rank) +
+                        ", round " + std::to_string(expected.round) + ", member " +
+                        std::to_string(expected.member) + ", part " +
+                        std::to_string(expected.part));
   }
   return frame.subspan(kFrameHeaderBytes, signed_bytes - kFrameHeaderBytes);
 }

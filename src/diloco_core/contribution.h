@@ -4,9 +4,10 @@
 // "Integrity"): authenticate, decode, screen, aggregate. Pure: the same frames give the same
 // bits on every member (contributions are taken in rank order, sums in double, in order).
 //
-// Frame: "HRDC" | u8 version (1) | u8 codec | u16 0 | u32 rank | u64 round | u64 member |
+// Frame: "HRDC" | u8 version (1) | u8 codec | u16 part | u32 rank | u64 round | u64 member |
 // payload (compress.h) | HMAC-SHA256(key, everything before it). Every frame of a round has the
-// same length, so the round's frames travel in one all-gather.
+// same length, so the round's frames travel in one all-gather. `part` is 0 for a whole
+// pseudo-gradient; the reduce-scatter (scatter.h) numbers its chunks and their means with it.
 #include <cstdint>
 #include <span>
 #include <string>
@@ -24,6 +25,7 @@ struct FrameId {
   std::uint32_t rank = 0;    // the sender's rank in the round's group
   std::uint64_t round = 0;   // the outer round
   std::uint64_t member = 0;  // the sender's member id (its etcd lease)
+  std::uint16_t part = 0;    // which part of the round's exchange (0: the whole)
 };
 
 std::size_t FrameBytes(Codec codec, std::size_t count, std::uint32_t block = kDefaultBlock);

@@ -17,6 +17,11 @@ class OuterSgd {
  public:
   explicit OuterSgd(OuterOptions options) : options_(options) {}
   void Step(std::span<float> global, std::span<const float> pseudo_gradient);
+  // The step on one slice of the model (a streaming fragment): global and pseudo_gradient are
+  // values [offset, offset + size) of a model of `total`; the momentum of the rest is untouched
+  // (zero until its slice's first step, which makes b = g there as in Step).
+  void StepSlice(std::span<float> global, std::span<const float> pseudo_gradient,
+                 std::size_t offset, std::size_t total);
   const std::vector<float>& momentum() const { return buffer_; }
   void set_momentum(std::vector<float> buffer) { buffer_ = std::move(buffer); }
   bool started() const { return !buffer_.empty(); }

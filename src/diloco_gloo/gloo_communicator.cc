@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
 #include <gloo/math.h>
@@ -170,6 +171,35 @@ class GlooCommunicator final : public Communicator {
                     all.begin() + static_cast<std::ptrdiff_t>((r + 1) * n));
     }
     Add(AllGatherTraffic(n, size()));
+    return out;
+  }
+
+  Result<std::vector<std::vector<std::uint8_t>>> AllToAll(std::span<const std::uint8_t> mine,
+                                                          std::size_t chunk_bytes) override {
+    const size_t k = static_cast<size_t>(size());
+    if (mine.size() != k * chunk_bytes) {
+      return Error::Usage(
+          fmt::format("gloo alltoall (rank {} of {}): {} bytes are not {} chunks of {}", rank(),
+                      size(), mine.size(), k, chunk_bytes));
+    }
+    std::vector<std::uint8_t> all(mine.size());
+    Status s = Run("alltoall", [&](std::uint32_t tag) {
+      if (all.empty()) return;
+      gloo::AlltoallOptions o(context_);
+      // Gloo only reads the input.
+      o.setInput(const_cast<std::uint8_t*>(mine.data()), mine.size());
+      o.setOutput(all.data(), all.size());
+      o.setTag(tag);
+      o.setTimeout(timeout_);
+      gloo::alltoall(o);
+    });
+    if (!s.ok()) return std::move(s).error();
+    std::vector<std::vector<std::uint8_t>> out(k);
+    for (size_t r = 0; r < k; ++r) {
+      out[r].assign(all.begin() + static_cast<std::ptrdiff_t>(r * chunk_bytes),
+                    all.begin() + static_cast<std::ptrdiff_t>((r + 1) * chunk_bytes));
+    }
+    Add(AllToAllTraffic(chunk_bytes, size()));
     return out;
   }
 

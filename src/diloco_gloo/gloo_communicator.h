@@ -5,14 +5,15 @@
 // addresses under `prefix` and reads the others', then every pair of members connects (a full
 // mesh). The store is used only while connecting.
 //
-// Collectives: AllGather is Gloo's ring all-gather; AllReduceSum Gloo's ring all-reduce (each
+// Collectives: AllGather is Gloo's ring all-gather; AllToAll Gloo's all-to-all (each chunk
+// straight to its member, every pair at once); AllReduceSum Gloo's ring all-reduce (each
 // chunk is summed once, along the ring, then copied to every member: the same bits on every
 // member; the order of the terms is the ring's, not rank order, so the bits may differ in the
 // last place from the local implementation's rank-order sum); Broadcast Gloo's binomial tree.
 //
 // Traffic: Gloo exposes no counters. traffic() adds up, for each collective that succeeded, the
-// bytes its algorithm moves (AllGatherTraffic, AllReduceTraffic, BroadcastTraffic in
-// local_communicator.h).
+// bytes its algorithm moves (AllGatherTraffic, AllToAllTraffic, AllReduceTraffic, BroadcastTraffic
+// in local_communicator.h).
 //
 // Failures: every Gloo exception is caught and returned as an Error::Io naming the operation and
 // Gloo's message. A member that never joins makes ConnectGloo fail after `timeout_s`. A member

@@ -87,12 +87,14 @@ std::vector<T> OnEveryMember(std::vector<std::unique_ptr<Communicator>>& members
 struct Seen {
   std::string error;  // empty when all succeeded
   std::vector<Bytes> gathered;
-  Bytes summed;    // the all-reduce's result, as bytes
-  Bytes received;  // the broadcast's result
+  std::vector<Bytes> scattered;  // the all-to-all's result
+  Bytes summed;                  // the all-reduce's result, as bytes
+  Bytes received;                // the broadcast's result
   TrafficCounters traffic;
 };
 
 constexpr size_t kGatherBytes = 13;
+constexpr size_t kChunkBytes = 7;    // of the all-to-all
 constexpr size_t kSumFloats = 1001;  // not a multiple of 3 or 4
 constexpr size_t kBroadcastBytes = 29;
 constexpr int kRoot = 1;  // of the broadcast (0 when the group has one member)
@@ -106,6 +108,18 @@ Seen RunCollectives(Communicator& c) {
     return seen;
   }
   seen.gathered = *gathered;
+  // Chunk j of member r is Payload(10 r + j): member j must get Payload(10 r + j) from each r.
+  Bytes chunks;
+  for (int j = 0; j < c.size(); ++j) {
+    const Bytes p = Payload(10 * c.rank() + j, kChunkBytes);
+    chunks.insert(chunks.end(), p.begin(), p.end());
+  }
+  Result<std::vector<Bytes>> scattered = c.AllToAll(chunks, kChunkBytes);
+  if (!scattered.ok()) {
+    seen.error = scattered.error().message();
+    return seen;
+  }
+  seen.scattered = *scattered;
   std::vector<float> values = Values(c.rank(), kSumFloats);
   if (Status s = c.AllReduceSum(values); !s.ok()) {
     seen.error = s.error().message();
@@ -135,6 +149,10 @@ void CheckCollectives(const std::vector<Seen>& seen, bool rank_order) {
     ASSERT_EQ(s.error, "");
     ASSERT_EQ(s.gathered.size(), static_cast<size_t>(k));
     for (int q = 0; q < k; ++q) EXPECT_EQ(s.gathered[q], Payload(q, kGatherBytes)) << "from " << q;
+    ASSERT_EQ(s.scattered.size(), static_cast<size_t>(k));
+    for (int q = 0; q < k; ++q) {
+      EXPECT_EQ(s.scattered[q], Payload(10 * q + r, kChunkBytes)) << "chunk from " << q;
+    }
     EXPECT_EQ(s.summed, seen[0].summed) << "the sum's bits differ from rank 0's";
     if (rank_order) {
       EXPECT_EQ(s.summed, BytesOf(expected_sum));
@@ -148,8 +166,8 @@ void CheckCollectives(const std::vector<Seen>& seen, bool rank_order) {
     }
     EXPECT_EQ(s.received, Payload(100, kBroadcastBytes));
 
-    // By hand: (k - 1) n for the gather, 2 (k - 1) ceil(m / k) 4 for the sum, the tree for the
-    // broadcast.
+    // By hand: (k - 1) n for the gather, (k - 1) c for the all-to-all, 2 (k - 1) ceil(m / k) 4 for
+    // the sum, the tree for the broadcast.
     const std::uint64_t km1 = static_cast<std::uint64_t>(k - 1);
     const std::uint64_t chunk = (kSumFloats + k - 1) / k;
     std::uint64_t bsent = 0;
@@ -159,8 +177,10 @@ void CheckCollectives(const std::vector<Seen>& seen, bool rank_order) {
     if (k == 4 && v == 0) bsent = 2 * kBroadcastBytes;  // to v = 1 and v = 2
     if (k == 4 && v == 1) bsent = kBroadcastBytes;      // to v = 3
     if (k == 2 && v == 0) bsent = kBroadcastBytes;
-    EXPECT_EQ(s.traffic.bytes_sent, km1 * kGatherBytes + 2 * km1 * chunk * 4 + bsent);
-    EXPECT_EQ(s.traffic.bytes_received, km1 * kGatherBytes + 2 * km1 * chunk * 4 + breceived);
+    EXPECT_EQ(s.traffic.bytes_sent,
+              km1 * kGatherBytes + km1 * kChunkBytes + 2 * km1 * chunk * 4 + bsent);
+    EXPECT_EQ(s.traffic.bytes_received,
+              km1 * kGatherBytes + km1 * kChunkBytes + 2 * km1 * chunk * 4 + breceived);
   }
 }
 
@@ -191,6 +211,9 @@ TEST(TrafficFormulas, MatchTheAlgorithms) {
   EXPECT_EQ(sent, 7u * 5);
   EXPECT_EQ(received, 7u * 5);
   EXPECT_EQ(BroadcastTraffic(5, 1, 0, 0).bytes_sent, 0u);
+  EXPECT_EQ(AllToAllTraffic(10, 1).bytes_sent, 0u);
+  EXPECT_EQ(AllToAllTraffic(10, 4).bytes_sent, 30u);
+  EXPECT_EQ(AllToAllTraffic(10, 4).bytes_received, 30u);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """DiLoCo and DDP over a real constrained link, in brief (scripts/diloco_wan.py; docs/DILOCO.md,
 "Over a constrained link"): 2 workers, each in its own network namespace behind a 100 Mbit/s
-token bucket, DDP and DiLoCo (H = 20, 2 rounds) on the same seed.
+token bucket, DDP, DiLoCo and streaming DiLoCo (4 fragments) (H = 20, 2 rounds) on the same
+seed.
 
 Checks: the namespaces were made (a switch and one per worker) and are all gone afterwards; the
-rate limit binds (a TCP transfer through it runs at 50-110 % of 100 Mbit/s); both modes finish
-with their hashes agreed; the bytes are the formulas' (docs/DILOCO.md, "Compression"); DiLoCo's
-utilisation is above DDP's. Exit 77 with one line where the capability is missing (not root,
+rate limit binds (a TCP transfer through it runs at 50-110 % of 100 Mbit/s); every mode
+finishes with its hashes agreed; the bytes are the formulas' (docs/DILOCO.md, "Compression";
+streaming: round 0 sends its last fragment only, round 1 all four, the first three during the
+round on round 0's group); DiLoCo's utilisation is above DDP's. Exit 77 with one line where the capability is missing (not root,
 no ip/tc, no namespaces, no etcd): the script's own skip.
 
     wan_test.py HEADROOM_DILOCO
@@ -18,6 +20,13 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 K, H, R, N = 2, 20, 2, 495360  # workers, inner steps, rounds, the tiny model's parameters
+F = 4  # streaming's fragments
+MODES = {"ddp", "diloco", "diloco-stream"}
+
+
+def frame(count):
+    """An int8 frame of `count` values (docs/DILOCO.md, "Compression")."""
+    return 28 + 8 + 4 * -(-count // 256) + count + 32
 
 
 def remove_leftovers(prefix):
@@ -39,8 +48,9 @@ def main():
     prefix = f"hrwt{os.getpid() % 100000}"
     script = subprocess.Popen(
         [sys.executable, os.path.join(ROOT, "scripts", "diloco_wan.py"), binary, "--workers",
-         str(K), "--rate", "100mbit", "--inner-steps", str(H), "--rounds", str(R), "--prefix",
-         prefix, "--timeout-s", "200", "--json"],
+         str(K), "--rate", "100mbit", "--inner-steps", str(H), "--rounds", str(R), "--modes",
+         ",".join(sorted(MODES)), "--fragments", str(F), "--prefix", prefix, "--timeout-s", "200",
+         "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         out, err = script.communicate(timeout=280)
@@ -76,13 +86,17 @@ def main():
     link = r.get("link", {})
     check(link.get("limited"), f"the rate limit does not bind: {link}")
     runs = {x["mode"]: x for x in r["runs"]}
-    check(set(runs) == {"ddp", "diloco"}, f"runs finished: {sorted(runs)}; stderr: {p.stderr}")
-    if set(runs) == {"ddp", "diloco"}:
+    check(set(runs) == MODES, f"runs finished: {sorted(runs)}; stderr: {p.stderr}")
+    if set(runs) == MODES:
         for mode, x in runs.items():
             check(x["hashes_agreed"], f"{mode}: hashes disagree")
-        frame = 28 + 8 + 4 * -(-N // 256) + N + 32
-        check(runs["diloco"]["bytes_sent_total"] == K * R * (K - 1) * frame,
+        check(runs["diloco"]["bytes_sent_total"] == K * R * (K - 1) * frame(N),
               f"diloco bytes {runs['diloco']['bytes_sent_total']}")
+        # 1935 blocks of 256 in 4 fragments: 483, 484, 484, 484 blocks, the last one short.
+        frags = [483 * 256, 484 * 256, 484 * 256, N - 1451 * 256]
+        streamed = K * (K - 1) * (R * frame(frags[-1]) + (R - 1) * sum(map(frame, frags[:-1])))
+        check(runs["diloco-stream"]["bytes_sent_total"] == streamed,
+              f"diloco-stream bytes {runs['diloco-stream']['bytes_sent_total']} != {streamed}")
         check(runs["ddp"]["bytes_sent_total"] == K * R * H * (2 * (K - 1) * 4 * N // K),
               f"ddp bytes {runs['ddp']['bytes_sent_total']}")
         check(runs["diloco"]["utilisation"] > runs["ddp"]["utilisation"],

@@ -13,6 +13,7 @@
 #include "coord/lease_keeper.h"
 #include "diloco/accounting.h"
 #include "diloco/exchange.h"
+#include "diloco/recovery.h"
 #include "diloco/round_group.h"
 #include "diloco/stream.h"
 #include "diloco/worker.h"

@@ -155,6 +155,9 @@ Result<Aggregate> GatherMeans(const std::vector<std::vector<std::uint8_t>>& mean
         payload ? (payload->size() < ku ? Status(Error::Input("malformed: a mean frame too short"))
                                         : Decode(codec, payload->subspan(ku), per, v))
                 : Status(payload.error());
+    if (decoded && !std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); })) {
+      decoded = Error::Input("non-finite: a value of the mean is NaN or infinite");
+    }
     if (!decoded) {
       // This chunk takes no update this round; its owner is not accepted.
       const std::string& m = decoded.error().message();

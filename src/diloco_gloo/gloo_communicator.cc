@@ -165,13 +165,8 @@ class GlooCommunicator final : public Communicator {
       gloo::allgather(o);
     });
     if (!s.ok()) return std::move(s).error();
-    std::vector<std::vector<std::uint8_t>> out(k);
-    for (size_t r = 0; r < k; ++r) {
-      out[r].assign(all.begin() + static_cast<std::ptrdiff_t>(r * n),
-                    all.begin() + static_cast<std::ptrdiff_t>((r + 1) * n));
-    }
     Add(AllGatherTraffic(n, size()));
-    return out;
+    return Split(all, k, n);
   }
 
   Result<std::vector<std::vector<std::uint8_t>>> AllToAll(std::span<const std::uint8_t> mine,
@@ -194,13 +189,8 @@ class GlooCommunicator final : public Communicator {
       gloo::alltoall(o);
     });
     if (!s.ok()) return std::move(s).error();
-    std::vector<std::vector<std::uint8_t>> out(k);
-    for (size_t r = 0; r < k; ++r) {
-      out[r].assign(all.begin() + static_cast<std::ptrdiff_t>(r * chunk_bytes),
-                    all.begin() + static_cast<std::ptrdiff_t>((r + 1) * chunk_bytes));
-    }
     Add(AllToAllTraffic(chunk_bytes, size()));
-    return out;
+    return Split(all, k, chunk_bytes);
   }
 
   Status AllReduceSum(std::span<float> values) override {
@@ -240,6 +230,17 @@ class GlooCommunicator final : public Communicator {
   TrafficCounters traffic() const override { return traffic_; }
 
  private:
+  // k pieces of n bytes each, in order.
+  static std::vector<std::vector<std::uint8_t>> Split(const std::vector<std::uint8_t>& all,
+                                                      size_t k, size_t n) {
+    std::vector<std::vector<std::uint8_t>> out(k);
+    for (size_t r = 0; r < k; ++r) {
+      out[r].assign(all.begin() + static_cast<std::ptrdiff_t>(r * n),
+                    all.begin() + static_cast<std::ptrdiff_t>((r + 1) * n));
+    }
+    return out;
+  }
+
   // Runs one collective with a fresh tag (every member numbers its calls alike), SIGPIPE
   // blocked; any exception is the call's error and breaks the group.
   template <class F>

@@ -20,13 +20,16 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "coord/memory_store.h"
 #include "diloco/accounting.h"
+#include "diloco/exchange.h"
 #include "diloco/recovery.h"
 #include "diloco/replay.h"
 #include "diloco/round_group.h"
+#include "diloco/stream.h"
 #include "diloco/tiny_model.h"
 #include "diloco/worker.h"
 #include "diloco_comm/local_communicator.h"
@@ -960,6 +963,83 @@ TEST(DilocoInProcess, StreamingWithAMemberKilledMidRoundGoesOnAndEveryHashAgrees
   EXPECT_EQ(rounds[2].members.size(), 2u);
   EXPECT_EQ(rounds.back().members.size(), 2u);
   for (int i = 0; i < 2; ++i) EXPECT_EQ(run.report("worker-" + std::to_string(i)).resyncs, 0);
+}
+
+// Streaming's exchange on a thread of its own (stream.h), as the worker runs it with
+// stream_in_background: three members on real threads and the steady clock, each starting its
+// exchange in the background, writing its own buffer meanwhile, then waiting: every member gets
+// the same aggregate (the plain mean of the three, by hand), and the error feedback the
+// background wrote is the caller's after Wait (TSan: `make test-tsan` runs this). A member gone
+// makes the others' result an Io error, not a hang past the group's timeout.
+TEST(DilocoInProcess, StreamingExchangesRunOnAThreadOfTheirOwnAndHandTheirResultBack) {
+  constexpr std::size_t n = 300;
+  const std::vector<std::uint8_t> key = {'k', 'e', 'y'};
+  const std::vector<std::uint64_t> ids = {5, 6, 7};
+  LocalGroup group(3, 30.0);
+  std::vector<Aggregate> got(3);
+  std::vector<std::vector<float>> errors(3);
+  std::vector<std::thread> members;
+  for (int r = 0; r < 3; ++r) {
+    members.emplace_back([&, r] {
+      auto comm = group.Member(r);
+      std::vector<float> delta(n, static_cast<float>(r + 1));  // 1, 2, 3: the mean is 2
+      ExchangeSpec spec{FragmentRound(4, 0, 2), ids, r,   Codec::kNone,
+                        Aggregation::kMean,     {},  key, key};
+      BackgroundExchange bg;
+      bg.Start(0, [&]() -> BackgroundExchange::Result_ {
+        std::string why;
+        return Exchange(*comm, spec, delta, errors[static_cast<size_t>(r)], &why);
+      });
+      std::vector<float> busy(1000, 1.0f);  // the inner steps, meanwhile
+      for (int i = 1; i < 1000; ++i)
+        busy[static_cast<size_t>(i)] += busy[static_cast<size_t>(i - 1)];
+      EXPECT_TRUE(bg.pending());
+      auto result = bg.Wait();
+      EXPECT_FALSE(bg.pending());
+      ASSERT_TRUE(result && result->has_value());
+      got[static_cast<size_t>(r)] = **result;
+    });
+  }
+  for (auto& t : members) t.join();
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(got[static_cast<size_t>(r)].mean, std::vector<float>(n, 2.0f)) << r;
+    EXPECT_EQ(got[static_cast<size_t>(r)].accepted, (std::vector<std::uint32_t>{0, 1, 2}));
+    EXPECT_EQ(errors[static_cast<size_t>(r)], std::vector<float>(n, 0.0f));  // fp32: nothing lost
+  }
+  // Member 2 gone: the others' exchange fails (Io) within the group's timeout.
+  LocalGroup broken(3, 30.0);
+  broken.Kill(2);
+  std::vector<std::thread> left;
+  for (int r = 0; r < 2; ++r) {
+    left.emplace_back([&, r] {
+      auto comm = broken.Member(r);
+      std::vector<float> delta(n, 1.0f), error;
+      ExchangeSpec spec{0, ids, r, Codec::kNone, Aggregation::kMean, {}, key, key};
+      BackgroundExchange bg;
+      bg.Start(0, [&]() -> BackgroundExchange::Result_ {
+        std::string why;
+        auto agg = Exchange(*comm, spec, delta, error, &why);
+        if (agg && !agg->has_value()) return Error::Io(why);
+        return agg;
+      });
+      auto result = bg.Wait();
+      ASSERT_FALSE(result);
+      EXPECT_EQ(result.error().kind(), ErrorKind::kIo);
+    });
+  }
+  for (auto& t : left) t.join();
+  // Fragments: whole blocks, as even as they go; each sent at round((f + 1) H / N).
+  const auto f = Fragments(1000, 3, 256);  // 4 blocks over 3: 1, 1, 2
+  ASSERT_EQ(f.size(), 3u);
+  EXPECT_EQ(f[0].begin, 0u);
+  EXPECT_EQ(f[0].end, 256u);
+  EXPECT_EQ(f[1].end, 512u);
+  EXPECT_EQ(f[2].end, 1000u);
+  EXPECT_EQ(FragmentStep(0, 3, 100), 33);
+  EXPECT_EQ(FragmentStep(1, 3, 100), 67);
+  EXPECT_EQ(FragmentStep(2, 3, 100), 100);
+  EXPECT_NE(FragmentRound(4, 0, 2), FragmentRound(4, 1, 2));
+  EXPECT_EQ(FragmentRound(4, 1, 2), 4u);  // the round's own exchange carries the round
 }
 
 // The simulation is deterministic: the same run twice is the same history, to the revision.

@@ -184,6 +184,36 @@ TEST_F(DilocoLocal, AReplayOfEveryMemberEveryRoundEndsOnTheRealRunsLossBitForBit
   EXPECT_NE(err.find(bad.string() + ":3: field 'round': expected 1"), std::string::npos) << err;
 }
 
+// `--aggregate mean --stream-fragments 2` over Gloo, real processes: the first fragment sent
+// half-way through rounds 1 and 2 on the last round's group from a thread of its own, while the
+// inner steps go on, each exchange an all-to-all of int8 chunks and an all-gather of the owners'
+// means. Every hash agrees every round, and the bytes are the formula's by hand: round 0 the
+// last fragment only (no group to stream on yet), rounds 1 and 2 both, each fragment of m values
+// 2 (k - 1) frames of its chunk (k = 3; the owners' means carry one reason byte per member).
+TEST_F(DilocoLocal, TheMeanAndStreamingOverGlooAgreeEveryRoundAndMoveTheFormulasBytes) {
+  const Outcome o = Local("stream",
+                          "--workers 3 --inner-steps 8 --rounds 3 --aggregate mean "
+                          "--stream-fragments 2 --round-deadline-s 120 --collective-timeout-s 60 "
+                          "--lease-ttl-s 30");
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_TRUE(o.summary["hashes_agreed"].get<bool>());
+  EXPECT_EQ(o.summary["membership_changes"].get<int>(), 0);
+  // The tiny model's 495,360 values in blocks of 256: 1,935 blocks, fragments of 967 and 968.
+  const std::uint64_t k = 3;
+  const auto chunk_frame = [&](std::uint64_t m) {
+    const std::uint64_t blocks = (m + 255) / 256;
+    const std::uint64_t values = (blocks + k - 1) / k * 256;  // whole blocks per chunk
+    return 28 + (8 + 4 * (values / 256) + values) + 32;       // header, int8, HMAC
+  };
+  const auto fragment = [&](std::uint64_t m) {
+    return (k - 1) * (chunk_frame(m) + chunk_frame(m) + k);
+  };
+  const std::uint64_t first = 967 * 256, last = 495360 - first;
+  EXPECT_EQ(o.summary["bytes_sent_total"].get<std::uint64_t>(),
+            k * (fragment(last) + 2 * (fragment(first) + fragment(last))));
+  EXPECT_TRUE(std::isfinite(Loss(o)));
+}
+
 // A free loopback port (the coordinator binds it next).
 int FreePort() {
   auto port = headroom::FreeLoopbackPort();

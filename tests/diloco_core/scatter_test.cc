@@ -176,6 +176,25 @@ TEST(Scatter, AForgedOrNonFiniteChunkIsLeftOutAndAForgedOwnerGivesItsChunkNoUpda
   EXPECT_EQ(b->accepted, (std::vector<std::uint32_t>{0, 1, 2}));
   for (std::size_t j = 3 * per; j < m; ++j) EXPECT_EQ(b->mean[j], 0.0f) << j;
   EXPECT_NE(b->mean[0], 0.0f);
+  // An owner that signs a mean that is not finite (fp32 on the wire): its chunk takes no update
+  // and it is left out, as a forged one.
+  auto nan_means = s.means;
+  {
+    std::vector<float> bad(ChunkValues(m, 4), 1.0f);
+    bad[3] = std::numeric_limits<float>::infinity();
+    std::vector<float> discard;
+    Buf payload(4, 0);  // every sender accepted
+    const Buf encoded = Encode(Codec::kNone, bad, discard);
+    payload.insert(payload.end(), encoded.begin(), encoded.end());
+    nan_means[1] = SealFrame({1, 2, ids[1], static_cast<std::uint16_t>(kMeanPart | 1)},
+                             Codec::kNone, payload, key);
+  }
+  auto c = GatherMeans(nan_means, 2, ids, Codec::kNone, m, key);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->accepted, (std::vector<std::uint32_t>{0, 2}));
+  ASSERT_EQ(c->rejected.size(), 2u);
+  EXPECT_EQ(c->rejected[0].reason, "non-finite");
+  for (std::size_t j = per; j < 2 * per; ++j) EXPECT_EQ(c->mean[j], 0.0f) << j;
   // Nobody accepted: an error, not a zero update passed off as a round.
   const std::vector<Buf> forged(4, KeyOf("wrong"));
   const HandRound t = ExchangeByHand(big, Codec::kNone, forged, forged, key, 2, ids);

@@ -3,7 +3,7 @@
 constrained link"; issue 56, item 2).
 
     scripts/diloco_wan.py HEADROOM_DILOCO [--workers 4] [--rate 100mbit] [--inner-steps 100]
-                          [--rounds 4] [--modes ddp,diloco] [--out DIR] [--json] [--keep]
+                          [--rounds 4] [--modes ddp,diloco] [--fragments 4] [--out DIR] [--json]
 
 Builds its own network: a "switch" namespace holding a Linux bridge and the run's etcd, and one
 namespace per worker joined to the bridge by a veth pair. Each pair carries a token-bucket rate
@@ -17,9 +17,13 @@ rate limits (its throughput must be within 50-110 % of RATE: the limit binds) an
 TCP connect time (the RTT). Then it runs each mode with the same seed, model, batch and steps:
 `headroom-diloco ddp` (fp32 gradients all-reduced every step) and `headroom-diloco worker`
 (DiLoCo, int8 pseudo-gradients every H steps), each worker in its namespace, Gloo bound to its
-namespace's address (--gloo-host). From the workers' reports: utilisation = compute seconds /
-wall seconds (summed over the workers), bytes sent, and the projection of docs/DILOCO.md ("The
-projection's model") at the measured step, bandwidth and RTT.
+namespace's address (--gloo-host). Two more DiLoCo modes: `diloco-mean` (`--aggregate mean`:
+the plain mean by an all-to-all and an all-gather of chunks, no screen) and `diloco-stream`
+(`--stream-fragments F`, F = --fragments: streaming DiLoCo, F - 1 of the F fragments sent
+while the inner steps go on). Each mode is its own run (`wan-<mode>`). From the workers'
+reports: utilisation = compute seconds / wall seconds (summed over the workers), bytes sent
+(and the formulas' bytes), and the projection of docs/DILOCO.md ("The projection's model") at
+the measured step, bandwidth and RTT.
 
 Exit 0 when every mode finished with its hashes agreed and the link measured as limited, 1
 otherwise, 77 (one line) where the capability is missing: not root, no `ip` or `tc`, no
@@ -43,6 +47,8 @@ SUBNET = "10.99.0"  # private to the run's namespaces: the host never sees it
 SWITCH_IP = SUBNET + ".1"
 ETCD_PORT = 2379
 PARAMS = {"tiny": 495360}  # the model's parameters (docs/DILOCO.md, "The model and the data")
+MODES = ("ddp", "diloco", "diloco-mean", "diloco-stream")
+BLOCK = 256  # the int8 codec's block (src/diloco_core/compress.h, kDefaultBlock)
 
 # Run inside a namespace with `ip netns exec`: a sink that counts bytes, and a source that sends
 # them and reports the throughput the receiver saw.
@@ -245,6 +251,10 @@ def run_mode(net, a, mode, url, out, timeout_s):
                     "--seed", str(a.seed), "--start-workers", str(a.workers),
                     "--round-deadline-s", "120", "--collective-timeout-s", "60",
                     "--val-windows", str(a.val_windows), "--json"]
+            if mode == "diloco-mean":
+                argv += ["--aggregate", "mean"]
+            elif mode == "diloco-stream":
+                argv += ["--stream-fragments", str(a.fragments)]
             log = open(os.path.join(d, f"worker-{i}.log"), "w")
             procs.append(subprocess.Popen(net.exec_argv(net.ns(i), argv), stdout=log,
                                           stderr=subprocess.STDOUT))
@@ -292,14 +302,70 @@ def summarise(mode, workers, elapsed_s):
     }
 
 
-def projection(mode, step_s, h, k, n, bandwidth, rtt):
-    """docs/DILOCO.md, "The projection's model": nothing overlapped."""
+def frame_bytes(count):
+    """An int8 frame of `count` values (docs/DILOCO.md, "Compression")."""
+    return 28 + 8 + 4 * -(-count // BLOCK) + count + 32
+
+
+def chunk_values(n, k):
+    """`--aggregate mean`'s chunk: whole blocks, the same for every one of the k
+    (src/diloco_core/scatter.h, ChunkValues)."""
+    blocks = max(1, -(-n // BLOCK))
+    return -(-blocks // k) * BLOCK
+
+
+def fragment_sizes(n, f):
+    """Streaming's F fragments of n values, on block boundaries (src/diloco/stream.h)."""
+    blocks = -(-n // BLOCK)
+    edges = [min(n, blocks * i // f * BLOCK) for i in range(f)] + [n]
+    return [edges[i + 1] - edges[i] for i in range(f)]
+
+
+def bytes_formula(mode, k, n, h, rounds, fragments):
+    """Bytes every worker sends over the run, by the formulas (each member sends what it
+    receives): the all-gather (k - 1) frames a round; the mean (k - 1) chunk frames (the
+    all-to-all) and (k - 1) mean frames, each a chunk frame + k reason bytes; streaming the
+    all-gather of each fragment, where round 0 sends its last fragment only (no group to stream
+    on yet) and every later round all F."""
+    if mode == "ddp":
+        return rounds * h * 2 * (k - 1) * 4 * n // k
+    if mode == "diloco-mean":
+        chunk = frame_bytes(chunk_values(n, k))
+        return rounds * (k - 1) * (chunk + chunk + k)
+    if mode == "diloco-stream":
+        frames = [frame_bytes(c) for c in fragment_sizes(n, fragments)]
+        return (k - 1) * (rounds * frames[-1] + (rounds - 1) * sum(frames[:-1]))
+    return rounds * (k - 1) * frame_bytes(n)
+
+
+def projection(mode, step_s, h, k, n, bandwidth, rtt, fragments=1):
+    """docs/DILOCO.md, "The projection's model": nothing overlapped, but streaming's fragments.
+
+    ddp, per step:   2 (k - 1) (4n/k / bandwidth + RTT/2)
+    diloco, a round: (k - 1) (frame(n) / bandwidth + RTT/2) + 9 RTT of coordination
+    diloco-mean:     2 (k - 1) (chunk frame / bandwidth + RTT/2) + 9 RTT: an all-to-all then an
+                     all-gather, each (k - 1) frames of 1/k of the model (a ring, one frame a step)
+    diloco-stream:   (k - 1) (frame(last fragment) / bandwidth + RTT/2) + 9 RTT: only the round's
+                     last fragment (1/F of the model) blocks; each of the other F - 1 is sent
+                     while ~H/F inner steps go on, and blocks only for what its all-gather takes
+                     beyond them: + sum over f < F - 1 of max(0, (k - 1) (frame(f) / bandwidth +
+                     RTT/2) - H/F step), 0 on these runs' links. The CPU the overlapped sends
+                     take from the inner steps is not counted (the link only, as for the rest).
+    """
     if mode == "ddp":
         exchange = 2 * (k - 1) * (4 * n / k / bandwidth + rtt / 2)
         return step_s / (step_s + exchange)
-    frame = 28 + 8 + 4 * -(-n // 256) + n + 32
     compute = h * step_s
-    exchange = (k - 1) * (frame / bandwidth + rtt / 2)
+    if mode == "diloco-mean":
+        exchange = 2 * (k - 1) * (frame_bytes(chunk_values(n, k)) / bandwidth + rtt / 2)
+    elif mode == "diloco-stream":
+        frames = [frame_bytes(c) for c in fragment_sizes(n, fragments)]
+        exchange = (k - 1) * (frames[-1] / bandwidth + rtt / 2)
+        overlap = h / fragments * step_s
+        exchange += sum(max(0.0, (k - 1) * (f / bandwidth + rtt / 2) - overlap)
+                        for f in frames[:-1])
+    else:
+        exchange = (k - 1) * (frame_bytes(n) / bandwidth + rtt / 2)
     coordination = 9 * rtt
     return compute / (compute + exchange + coordination)
 
@@ -309,7 +375,9 @@ def main():
     ap.add_argument("binary", help="headroom-diloco")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--rate", default="100mbit", help="each worker's link, each way (tc's units)")
-    ap.add_argument("--modes", default="ddp,diloco")
+    ap.add_argument("--modes", default="ddp,diloco", help="of " + ",".join(MODES))
+    ap.add_argument("--fragments", type=int, default=4,
+                    help="diloco-stream's --stream-fragments (at least 2)")
     ap.add_argument("--model", default="tiny", choices=sorted(PARAMS))
     ap.add_argument("--inner-steps", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=4)
@@ -324,6 +392,12 @@ def main():
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     a.binary_arg, a.binary = a.binary, os.path.abspath(a.binary)
+    a.data = os.path.abspath(a.data)  # the workers run from wherever `ip netns exec` puts them
+    modes = a.modes.split(",")
+    if any(m not in MODES for m in modes):
+        raise SystemExit(f"diloco_wan: --modes {a.modes}: each of {','.join(MODES)}")
+    if "diloco-stream" in modes and not 2 <= a.fragments <= min(64, a.inner_steps):
+        raise SystemExit("diloco_wan: --fragments: between 2 and min(64, --inner-steps)")
     capability()
     if not os.path.exists(os.path.join(a.data, "train.txt")):
         skip(f"no corpus in {a.data} (scripts/setup.sh builds it)")
@@ -345,7 +419,7 @@ def main():
         signal.signal(s, interrupted)
     result = {"workers": a.workers, "rate": a.rate, "model": a.model, "seed": a.seed,
               "inner_steps": a.inner_steps, "rounds": a.rounds, "batch": a.batch,
-              "seq_len": a.seq_len, "namespaces": [], "runs": []}
+              "seq_len": a.seq_len, "fragments": a.fragments, "namespaces": [], "runs": []}
     ok = True
     try:
         net.up()
@@ -357,10 +431,13 @@ def main():
         ok &= result["link"]["limited"]
         etcd, url = start_etcd(net, tmp)
         n = PARAMS[a.model]
-        for mode in a.modes.split(","):
+        for mode in modes:
             r = run_mode(net, a, mode, url, out, a.timeout_s)
             r["projected_utilisation"] = projection(mode, r["step_s"], a.inner_steps, a.workers,
-                                                    n, link["bytes_per_s"], link["rtt_s"])
+                                                    n, link["bytes_per_s"], link["rtt_s"],
+                                                    a.fragments)
+            r["bytes_formula_total"] = a.workers * bytes_formula(
+                mode, a.workers, n, a.inner_steps, a.rounds, a.fragments)
             result["runs"].append(r)
             ok &= r["hashes_agreed"]
     except (RuntimeError, KeyboardInterrupt) as e:
@@ -394,14 +471,17 @@ def print_table(r, a):
         print(f"link: {a.rate} each way per worker (tc tbf); measured {link['bytes_per_s'] * 8 / 1e6:.1f} "
               f"Mbit/s worker 0 -> 1, RTT {link['rtt_s'] * 1e3:.2f} ms "
               f"({'limited' if link['limited'] else 'NOT LIMITED'})")
+    frag = f" --fragments {a.fragments}" if "diloco-stream" in a.modes.split(",") else ""
     print(f"\n`scripts/diloco_wan.py {a.binary_arg} --workers {a.workers} "
-          f"--rate {a.rate}` ({a.workers} workers, {a.model} model, seed {a.seed}, "
+          f"--rate {a.rate}{frag}` ({a.workers} workers, {a.model} model, seed {a.seed}, "
           f"{a.rounds} x {a.inner_steps} inner steps of {a.batch} x {a.seq_len} bytes each)\n")
     print("| run | H | step (compute s) | wall per worker (s) | bytes sent | in collectives | "
           "waiting for peers | utilisation (compute / wall) | projected | final val loss |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for x in r["runs"]:
-        name = "ddp (fp32 gradients every step)" if x["mode"] == "ddp" else "diloco, int8"
+        name = {"ddp": "ddp (fp32 gradients every step)", "diloco": "diloco, int8",
+                "diloco-mean": "diloco, int8, mean",
+                "diloco-stream": f"diloco, int8, streamed ({a.fragments} fragments)"}[x["mode"]]
         h = 1 if x["mode"] == "ddp" else x["inner_steps"]
         print(f"| {name} | {h} | {x['step_s']:.3f} | {x['wall_s'] / a.workers:.1f} | "
               f"{x['bytes_sent_total']:,} | {x['communicate_s'] / x['wall_s'] * 100:.1f} % | "

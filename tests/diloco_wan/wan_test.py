@@ -8,8 +8,8 @@ Checks: the namespaces were made (a switch and one per worker) and are all gone 
 rate limit binds (a TCP transfer through it runs at 50-110 % of 100 Mbit/s); every mode
 finishes with its hashes agreed; the bytes are the formulas' (docs/DILOCO.md, "Compression";
 streaming: round 0 sends its last fragment only, round 1 all four, the first three during the
-round on round 0's group); DiLoCo's utilisation is above DDP's. Exit 77 with one line where the capability is missing (not root,
-no ip/tc, no namespaces, no etcd): the script's own skip.
+round on round 0's group); DiLoCo's utilisation is above DDP's. Exit 77 with one line where
+the capability is missing (not root, no ip/tc, no namespaces, no etcd): the script's own skip.
 
     wan_test.py HEADROOM_DILOCO
 """
@@ -92,7 +92,7 @@ def main():
             check(x["hashes_agreed"], f"{mode}: hashes disagree")
         check(runs["diloco"]["bytes_sent_total"] == K * R * (K - 1) * frame(N),
               f"diloco bytes {runs['diloco']['bytes_sent_total']}")
-        # 1935 blocks of 256 in 4 fragments: 483, 484, 484, 484 blocks, the last one short.
+        # 1935 blocks of 256 in 4 fragments: 483, 484, 484 and 484 blocks (stream.h).
         frags = [483 * 256, 484 * 256, 484 * 256, N - 1451 * 256]
         streamed = K * (K - 1) * (R * frame(frags[-1]) + (R - 1) * sum(map(frame, frags[:-1])))
         check(runs["diloco-stream"]["bytes_sent_total"] == streamed,
@@ -107,7 +107,9 @@ def main():
         print("FAIL:\n  " + "\n  ".join(failures))
         return 1
     print(f"ok: link {link['bytes_per_s'] * 8 / 1e6:.1f} Mbit/s, utilisation ddp "
-          f"{runs['ddp']['utilisation'] * 100:.1f} %, diloco {runs['diloco']['utilisation'] * 100:.1f} %")
+          f"{runs['ddp']['utilisation'] * 100:.1f} %, diloco "
+          f"{runs['diloco']['utilisation'] * 100:.1f} %, streamed "
+          f"{runs['diloco-stream']['utilisation'] * 100:.1f} %")
     return 0
 
 

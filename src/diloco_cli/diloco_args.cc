@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include "cli_main/renamed_options.h"
 #include "common/read_file.h"
 #include "coord/layout.h"
+#include "diloco/stream.h"
 #include "diloco_core/checkpoint.h"
 
 namespace headroom::diloco_cli {
@@ -187,6 +189,11 @@ Status Resolve(Args& a, const std::string& mode) {
     }
   }
   if (a.w.lease_ttl_s < 2 || a.w.lease_ttl_s > 60) return Error::Usage("--lease-ttl-s: 2 to 60");
+  if (a.w.stream_fragments < 1 ||
+      a.w.stream_fragments > std::min(diloco::kMaxFragments, a.w.inner_steps)) {
+    return Error::Usage(fmt::format("--stream-fragments: {} is not between 1 and {} (and H)",
+                                    a.w.stream_fragments, diloco::kMaxFragments));
+  }
   if (a.w.collective_timeout_s <= 0) return Error::Usage("--collective-timeout-s: positive");
   if (a.w.batch > 4096 || a.w.inner_steps > 1000000 || a.w.rounds > 1000000) {
     return Error::Usage("--batch, --inner-steps or --rounds: too large");

@@ -118,6 +118,11 @@ Status RunWorkerCommand(Args& a, const std::string& mode) {
 // `replay`: the run's arithmetic for a membership schedule, in one process (diloco/replay.h).
 Status RunReplay(Args& a, const std::string& schedule_path, int workers) {
   if (auto s = Resolve(a, "diloco"); !s) return s;
+  if (a.target_loss > 0) {
+    return Error::Usage(
+        "replay: --target-loss is not replayed (a replay has no wall time or "
+        "energy; its loss_curve gives the tokens)");
+  }
   auto read = headroom::ReadFileCapped(schedule_path, headroom::kMaxDataFileBytes, "--schedule");
   if (!read) return read.error();
   const std::string text = std::move(*read);

@@ -424,6 +424,29 @@ TEST_F(DilocoLocal, BadInputIsOneLineAndExitTwo) {
             std::string::npos)
       << target.err;
   EXPECT_EQ(std::count(target.err.begin(), target.err.end(), '\n'), 1);
+  // The new options: a bad aggregate or fragment count, and what replay does not replay.
+  const Outcome aggregate = Local("aggregate", "--aggregate median");
+  EXPECT_EQ(WEXITSTATUS(aggregate.status), 2);
+  EXPECT_NE(aggregate.err.find("--aggregate: 'median' is not trimmed-mean or mean"),
+            std::string::npos)
+      << aggregate.err;
+  const Outcome fragments = Local("fragments", "--stream-fragments 65");
+  EXPECT_EQ(WEXITSTATUS(fragments.status), 2);
+  EXPECT_NE(fragments.err.find("--stream-fragments: 65 is not between 1 and 64"), std::string::npos)
+      << fragments.err;
+  const fs::path schedule = dir_ / "schedule.csv";
+  std::ofstream(schedule) << "round,workers\n0,2\n";
+  for (const std::string& args : {std::string("--target-loss 1"), std::string("--aggregate mean"),
+                                  std::string("--stream-fragments 2")}) {
+    const std::string replay = std::string(HEADROOM_BINARY) + " diloco replay --schedule " +
+                               schedule.string() + " --workers 2 " + args + " 2> " +
+                               (dir_ / "replay.stderr").string();
+    EXPECT_EQ(WEXITSTATUS(std::system(replay.c_str())), 2) << args;
+    std::ifstream r(dir_ / "replay.stderr");
+    std::string said((std::istreambuf_iterator<char>(r)), std::istreambuf_iterator<char>());
+    EXPECT_NE(said.find("replay: "), std::string::npos) << args << ": " << said;
+    EXPECT_EQ(std::count(said.begin(), said.end(), '\n'), 1) << said;
+  }
   const std::string control = std::string(HEADROOM_BINARY) +
                               " diloco control --etcd http://127.0.0.1:9 --worker w --duty 2 2> " +
                               (dir_ / "control.stderr").string();

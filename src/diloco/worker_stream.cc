@@ -63,9 +63,10 @@ void Worker::SendFragment(int round, int f) {
       o_.stream_in_background);
 }
 
-// The pending fragment's result: the outer step on its slice, the local fragment merged half
-// and half with it. A collective that failed: the fragment is not synced this round and the
-// group is given up (a member that missed what the others applied is judged by the hashes).
+// The pending fragment's result: the outer step on its slice, and the local fragment = the new
+// global one + the inner steps taken since it was sent. A collective that failed: the fragment
+// is not synced this round and the group is given up (a member that missed what the others
+// applied is judged by the hashes).
 Status Worker::ApplyFragment() {
   if (!stream_.pending()) return OkStatus();
   Enter(Phase::kCommunicate);

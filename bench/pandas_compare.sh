@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# headroom against the peer people use today (pandas), side by side, on one core.
+# headroom against the peer people use today (pandas), and DuckDB (bench/duckdb/, the
+# @duckdb/node-api that scripts/setup.sh installs; one thread), side by side, on one core.
 #
 # Both compute, from the same 20-million-sample long-format CSV (8 GPUs x 2.5 M samples at
 # 10 Hz, from `headroom synth`), the violation fractions and window maxima of 0.5 s, 30 s and
@@ -39,8 +40,16 @@ time_of() {  # prints wall seconds of one run of "$@" pinned to one core; output
   cat "$dir/time.txt"
 }
 
+duck="bench/duckdb/duckdb_windows.mjs"
+have_duck=0
+if [ -d bench/duckdb/node_modules/@duckdb/node-api ] && command -v node > /dev/null; then
+  have_duck=1
+else
+  echo "DuckDB: bench/duckdb/node_modules missing (scripts/setup.sh installs it); left out"
+fi
 h_times=()
 p_times=()
+d_times=()
 for i in $(seq "$reps"); do
   out="$dir/headroom.json"
   read -r t m < <(time_of "$headroom" analyze "$big" --json --budget-w "$budget_w" --windows 0.5s,30s,5min)
@@ -50,12 +59,22 @@ for i in $(seq "$reps"); do
   read -r t m < <(time_of "$python" bench/pandas_windows.py "$big" "$budget_w" 0.5 30 300)
   p_times+=("$t")
   p_mem="$m"
-  echo "run $i: headroom ${h_times[-1]} s, pandas ${p_times[-1]} s"
+  if [ "$have_duck" = 1 ]; then
+    out="$dir/duckdb.json"
+    read -r t m < <(DUCKDB_THREADS=1 time_of node "$duck" "$big" "$budget_w" 0.5 30 300)
+    d_times+=("$t")
+    d_mem="$m"
+  fi
+  echo "run $i: headroom ${h_times[-1]} s, pandas ${p_times[-1]} s${d_times:+, duckdb ${d_times[-1]} s}"
 done
 out="$dir/headroom_small.json"
 read -r _ h_mem_small < <(time_of "$headroom" analyze "$small" --json --budget-w "$budget_w")
 
-"$python" - "$dir/headroom.json" "$dir/pandas.json" <<'PY'
+peers=("$dir/pandas.json")
+[ "$have_duck" = 1 ] && peers+=("$dir/duckdb.json")
+for peer in "${peers[@]}"; do
+echo "headroom against $(basename "$peer" .json):"
+"$python" - "$dir/headroom.json" "$peer" <<'PY'
 import json, math, sys
 h = json.load(open(sys.argv[1])); p = json.load(open(sys.argv[2]))
 ok = math.isclose(h["dt_s"], p["dt_s"], rel_tol=1e-12)
@@ -71,6 +90,7 @@ for hw, pw in zip(h["windows"], p["windows"]):
 print("numbers agree" if ok else "NUMBERS DIFFER")
 sys.exit(0 if ok else 1)
 PY
+done
 
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 h_med=$(median "${h_times[@]}")
@@ -79,4 +99,9 @@ echo
 echo "headroom analyze: median $h_med s of $reps (${h_times[*]}), peak RSS ${h_mem_big} KB"
 echo "pandas:           median $p_med s of $reps (${p_times[*]}), peak RSS ${p_mem} KB"
 echo "ratio (pandas / headroom): $(awk -v p="$p_med" -v h="$h_med" 'BEGIN {printf "%.1f", p / h}')x"
+if [ "$have_duck" = 1 ]; then
+  d_med=$(median "${d_times[@]}")
+  echo "duckdb (1 thread): median $d_med s of $reps (${d_times[*]}), peak RSS ${d_mem} KB"
+  echo "ratio (duckdb / headroom): $(awk -v d="$d_med" -v h="$h_med" 'BEGIN {printf "%.1f", d / h}')x"
+fi
 echo "headroom peak RSS: 2 M samples ${h_mem_small} KB, 20 M samples ${h_mem_big} KB"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages headroom needs to build, test and benchmark, then the npm packages
 # of web/ (the agent dashboard's uPlot, and playwright-core that drives Chromium in its test) with
-# `npm ci` from web/package-lock.json.
+# `npm ci` from web/package-lock.json, and of bench/duckdb/ (DuckDB, a peer of `make
+# bench-pandas`) from its lock.
 # Idempotent: installs only what is missing. Runs apt-get as root, or through sudo.
 # python3-torch is in the default list (the GRPO example, the Python client's multi-rank test,
 # the PyTorch peers of `make bench-ppo` and `make bench-diloco`); `setup.sh --torch`, which used
@@ -64,6 +65,14 @@ if [ ! -f "$web/node_modules/.package-lock.json" ] ||
    [ "$web/package-lock.json" -nt "$web/node_modules/.package-lock.json" ]; then
   echo "setup: npm ci in web/"
   npm ci --prefix "$web" --no-audit --no-fund --loglevel=error
+fi
+
+# bench/duckdb/node_modules (DuckDB, the second peer of `make bench-pandas`), as its lock pins it.
+duck="$(cd "$(dirname "$0")/../bench/duckdb" && pwd)"
+if [ ! -f "$duck/node_modules/.package-lock.json" ] ||
+   [ "$duck/package-lock.json" -nt "$duck/node_modules/.package-lock.json" ]; then
+  echo "setup: npm ci in bench/duckdb/"
+  npm ci --prefix "$duck" --no-audit --no-fund --loglevel=error
 fi
 
 # headroom diloco's corpus (build/corpus: train.txt, val.txt), from the packages above; once.

@@ -84,6 +84,10 @@ class SampleSink {
   virtual ~SampleSink() = default;
   // `schema` is the reader's schema as of this batch (GPU ids seen so far included).
   virtual void OnBatch(const SampleBatch& batch, const TraceSchema& schema) = 0;
+  // The reader hands its batch this way: a sink that keeps batches (ThreadedSink) may take it
+  // by swapping its columns for empty ones of the same shape, which the reader then fills.
+  // Default: OnBatch.
+  virtual void TakeBatch(SampleBatch& batch, const TraceSchema& schema) { OnBatch(batch, schema); }
 };
 
 inline constexpr size_t kDefaultMaxLineBytes = size_t{1} << 20;

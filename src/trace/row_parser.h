@@ -41,7 +41,7 @@ class RowParser {
   void Flush() {
     if (batch_.size() > 0) {
       summary_.samples += batch_.size();
-      sink_.OnBatch(batch_, summary_.schema);
+      sink_.TakeBatch(batch_, summary_.schema);
       batch_.Clear();
     }
   }

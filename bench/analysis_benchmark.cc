@@ -6,6 +6,8 @@
 #include "analysis/step_stats.h"
 #include "analysis/window_stats.h"
 #include "bench_data.h"
+#include "trace/reader.h"
+#include "trace/threaded_sink.h"
 
 #include <optional>
 #include <string>
@@ -129,6 +131,52 @@ void BM_AnalyzeTrace(benchmark::State& state) {
   AnalyzeCsv(state, LongTraceCsv(static_cast<size_t>(state.range(0)), 8));
 }
 BENCHMARK(BM_AnalyzeTrace)->Arg(1 << 20);
+
+// The passes apart (issue 57): the same trace parsed once into batches, then only the
+// statistics (every window, steps, Welch) over those batches: what the reader's thread hands
+// the analysis thread with --threads 2. BM_ReadLongTrace (trace_benchmark) is the parse alone.
+void BM_AnalyzeBatchesOnly(benchmark::State& state) {
+  const std::string csv = LongTraceCsv(static_cast<size_t>(state.range(0)), 8);
+  trace::MemorySource source(csv);
+  trace::ReadSummary read;
+  struct Keep final : trace::SampleSink {
+    std::vector<trace::SampleBatch> batches;
+    void OnBatch(const trace::SampleBatch& b, const trace::TraceSchema&) override {
+      batches.push_back(b);
+    }
+  } keep;
+  auto summary = trace::ReadTrace(source, "bench.csv", {}, keep);
+  for (auto _ : state) {
+    analysis::AnalyzeOptions options;
+    options.budget_w = 400.0;
+    analysis::Analyzer analyzer(options);
+    for (const auto& b : keep.batches) analyzer.OnBatch(b, summary->schema);
+    auto result = analyzer.Finish(summary->schema);
+    benchmark::DoNotOptimize(result->energy_j);
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_AnalyzeBatchesOnly)->Arg(1 << 20);
+
+// Reading and analysing at once (`analyze --threads 2`, trace::ThreadedSink), beside
+// BM_AnalyzeTrace (one thread); real time, since the work is on two threads.
+void BM_AnalyzeTraceTwoThreads(benchmark::State& state) {
+  const std::string csv = LongTraceCsv(static_cast<size_t>(state.range(0)), 8);
+  for (auto _ : state) {
+    trace::MemorySource source(csv);
+    analysis::AnalyzeOptions options;
+    options.budget_w = 400.0;
+    analysis::Analyzer analyzer(options);
+    trace::ThreadedSink threaded(analyzer);
+    auto summary = trace::ReadTrace(source, "bench.csv", {}, threaded);
+    threaded.Finish();
+    auto result = analyzer.Finish(summary->schema);
+    benchmark::DoNotOptimize(result->energy_j);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * csv.size()));
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_AnalyzeTraceTwoThreads)->Arg(1 << 20)->UseRealTime();
 
 // The same trace against a budget that moves every 30 s (windows against its time-weighted
 // mean, settle_s of every decrease): the cost of a moving budget, beside BM_AnalyzeTrace.

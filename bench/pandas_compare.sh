@@ -5,7 +5,8 @@
 # Both compute, from the same 20-million-sample long-format CSV (8 GPUs x 2.5 M samples at
 # 10 Hz, from `headroom synth`), the violation fractions and window maxima of 0.5 s, 30 s and
 # 5 min windows by the definitions of docs/METRICS.md. The script checks that the numbers agree,
-# then reports the median wall time of REPS runs of each, pinned to one core, and the ratio.
+# then reports the median wall time of REPS runs of each, pinned to one core, and the ratio; and
+# headroom's --threads 2 pinned to two cores (reading and analysis at once) beside them.
 # It also reports headroom's peak memory on a 2 M- and a 20 M-sample trace (streaming: equal).
 #
 # Usage: bench/pandas_compare.sh        (env: HEADROOM, BENCH_DIR, REPS, CORE)
@@ -47,13 +48,24 @@ if [ -d bench/duckdb/node_modules/@duckdb/node-api ] && command -v node > /dev/n
 else
   echo "DuckDB: bench/duckdb/node_modules missing (scripts/setup.sh installs it); left out"
 fi
+# Two cores for the second headroom run: CORE and the next one, where the machine has it.
+cores2=""
+if [ "$(nproc)" -ge 2 ]; then cores2="$core,$(( (core + 1) % $(nproc) ))"; fi
 h_times=()
+h2_times=()
 p_times=()
 d_times=()
+d2_times=()
 for i in $(seq "$reps"); do
   out="$dir/headroom.json"
-  read -r t m < <(time_of "$headroom" analyze "$big" --json --budget-w "$budget_w" --windows 0.5s,30s,5min)
+  read -r t m < <(time_of "$headroom" analyze "$big" --json --budget-w "$budget_w" --windows 0.5s,30s,5min --threads 1)
   h_times+=("$t")
+  if [ -n "$cores2" ]; then  # reading and analysis at once, on two cores (--threads 2)
+    out="$dir/headroom2.json"
+    read -r t m < <(core="$cores2" time_of "$headroom" analyze "$big" --json --budget-w "$budget_w" --windows 0.5s,30s,5min --threads 2)
+    h2_times+=("$t")
+    cmp -s "$dir/headroom.json" "$dir/headroom2.json" || { echo "--threads 2 gave other numbers"; exit 1; }
+  fi
   h_mem_big="$m"
   out="$dir/pandas.json"
   read -r t m < <(time_of "$python" bench/pandas_windows.py "$big" "$budget_w" 0.5 30 300)
@@ -64,8 +76,13 @@ for i in $(seq "$reps"); do
     read -r t m < <(DUCKDB_THREADS=1 time_of node "$duck" "$big" "$budget_w" 0.5 30 300)
     d_times+=("$t")
     d_mem="$m"
+    if [ -n "$cores2" ]; then
+      out="$dir/duckdb2.json"
+      read -r t m < <(core="$cores2" DUCKDB_THREADS=2 time_of node "$duck" "$big" "$budget_w" 0.5 30 300)
+      d2_times+=("$t")
+    fi
   fi
-  echo "run $i: headroom ${h_times[-1]} s, pandas ${p_times[-1]} s${d_times:+, duckdb ${d_times[-1]} s}"
+  echo "run $i: headroom ${h_times[-1]} s${h2_times:+ (two cores ${h2_times[-1]} s)}, pandas ${p_times[-1]} s${d_times:+, duckdb ${d_times[-1]} s}"
 done
 out="$dir/headroom_small.json"
 read -r _ h_mem_small < <(time_of "$headroom" analyze "$small" --json --budget-w "$budget_w")
@@ -99,9 +116,19 @@ echo
 echo "headroom analyze: median $h_med s of $reps (${h_times[*]}), peak RSS ${h_mem_big} KB"
 echo "pandas:           median $p_med s of $reps (${p_times[*]}), peak RSS ${p_mem} KB"
 echo "ratio (pandas / headroom): $(awk -v p="$p_med" -v h="$h_med" 'BEGIN {printf "%.1f", p / h}')x"
+if [ -n "$cores2" ]; then
+  h2_med=$(median "${h2_times[@]}")
+  echo "headroom analyze --threads 2 on cores $cores2: median $h2_med s of $reps (${h2_times[*]})"
+  echo "ratio (pandas on one core / headroom on two): $(awk -v p="$p_med" -v h="$h2_med" 'BEGIN {printf "%.1f", p / h}')x"
+fi
 if [ "$have_duck" = 1 ]; then
   d_med=$(median "${d_times[@]}")
   echo "duckdb (1 thread): median $d_med s of $reps (${d_times[*]}), peak RSS ${d_mem} KB"
   echo "ratio (duckdb / headroom): $(awk -v d="$d_med" -v h="$h_med" 'BEGIN {printf "%.1f", d / h}')x"
+  if [ -n "$cores2" ]; then
+    d2_med=$(median "${d2_times[@]}")
+    echo "duckdb (2 threads, cores $cores2): median $d2_med s of $reps (${d2_times[*]})"
+    echo "ratio (duckdb / headroom, both on two cores): $(awk -v d="$d2_med" -v h="$h2_med" 'BEGIN {printf "%.1f", d / h}')x"
+  fi
 fi
 echo "headroom peak RSS: 2 M samples ${h_mem_small} KB, 20 M samples ${h_mem_big} KB"

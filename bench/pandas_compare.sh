@@ -110,25 +110,22 @@ PY
 done
 
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f", a / b}'; }
 h_med=$(median "${h_times[@]}")
 p_med=$(median "${p_times[@]}")
 echo
 echo "headroom analyze: median $h_med s of $reps (${h_times[*]}), peak RSS ${h_mem_big} KB"
 echo "pandas:           median $p_med s of $reps (${p_times[*]}), peak RSS ${p_mem} KB"
-echo "ratio (pandas / headroom): $(awk -v p="$p_med" -v h="$h_med" 'BEGIN {printf "%.1f", p / h}')x"
-if [ -n "$cores2" ]; then
-  h2_med=$(median "${h2_times[@]}")
-  echo "headroom analyze --threads 2 on cores $cores2: median $h2_med s of $reps (${h2_times[*]})"
-  echo "ratio (pandas on one core / headroom on two): $(awk -v p="$p_med" -v h="$h2_med" 'BEGIN {printf "%.1f", p / h}')x"
-fi
+echo "ratio (pandas / headroom): $(ratio "$p_med" "$h_med")x"
+[ -n "$cores2" ] && h2_med=$(median "${h2_times[@]}") &&
+  echo "headroom analyze --threads 2 on cores $cores2: median $h2_med s of $reps (${h2_times[*]})" &&
+  echo "ratio (pandas on one core / headroom on two): $(ratio "$p_med" "$h2_med")x"
 if [ "$have_duck" = 1 ]; then
   d_med=$(median "${d_times[@]}")
   echo "duckdb (1 thread): median $d_med s of $reps (${d_times[*]}), peak RSS ${d_mem} KB"
-  echo "ratio (duckdb / headroom): $(awk -v d="$d_med" -v h="$h_med" 'BEGIN {printf "%.1f", d / h}')x"
-  if [ -n "$cores2" ]; then
-    d2_med=$(median "${d2_times[@]}")
-    echo "duckdb (2 threads, cores $cores2): median $d2_med s of $reps (${d2_times[*]})"
-    echo "ratio (duckdb / headroom, both on two cores): $(awk -v d="$d2_med" -v h="$h2_med" 'BEGIN {printf "%.1f", d / h}')x"
-  fi
+  echo "ratio (duckdb / headroom): $(ratio "$d_med" "$h_med")x"
+  [ -n "$cores2" ] && d2_med=$(median "${d2_times[@]}") &&
+    echo "duckdb (2 threads, cores $cores2): median $d2_med s of $reps (${d2_times[*]})" &&
+    echo "ratio (duckdb / headroom, both on two cores): $(ratio "$d2_med" "$h2_med")x"
 fi
 echo "headroom peak RSS: 2 M samples ${h_mem_small} KB, 20 M samples ${h_mem_big} KB"

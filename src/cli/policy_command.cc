@@ -1,9 +1,11 @@
-// `headroom policy`: what a policy file says of itself (show), and a version-3 file written again
-// as version 4, with the envelopes of the scenarios it was trained on (upgrade).
+// `headroom policy`: what a policy file says of itself (show), a version-3 file written again
+// as version 4, with the envelopes of the scenarios it was trained on (upgrade), and a policy's
+// efficiency variant, the same network acting on a fraction of the budget (derate).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <charconv>
+#include <filesystem>
 
 #include "cli/commands.h"
 #include "common/atomic_file.h"
@@ -18,6 +20,7 @@ namespace {
 struct PolicyArgs {
   std::string in;
   std::string out;
+  double fraction = 1.0;
 };
 
 // "314.6 W; moving ..." (a policy trained at one budget): that budget; else none.
@@ -61,6 +64,24 @@ Status Upgrade(const PolicyArgs& args) {
   return OkStatus();
 }
 
+// The policy with control_budget_fraction = args.fraction (control/policy.h), its command
+// extended with how it was made.
+Status Derate(const PolicyArgs& args) {
+  if (auto st = RefuseOutputOverInput(args.out, "OUT", {{"POLICY", args.in}}); !st) return st;
+  auto policy = control::LoadPolicy(args.in);
+  if (!policy) return std::move(policy).error();
+  policy->control_budget_fraction = args.fraction;
+  policy->command += fmt::format(" && headroom policy derate --fraction {} {} OUT", args.fraction,
+                                 std::filesystem::path(args.in).filename().string());
+  auto out = AtomicFileWriter::Open(args.out);
+  if (!out) return std::move(out).error();
+  out->Write(control::PolicyToJson(*policy));
+  if (auto st = out->Commit(); !st) return st;
+  fmt::print("derated    {} -> {} (acts on {} of the budget in force)\n", args.in, args.out,
+             args.fraction);
+  return OkStatus();
+}
+
 Status Show(const PolicyArgs& args) {
   auto policy = control::LoadPolicy(args.in);
   if (!policy) return std::move(policy).error();
@@ -70,6 +91,10 @@ Status Show(const PolicyArgs& args) {
   fmt::print("actuators  {}\n", p.group_size_only    ? "group size"
                                 : p.fixed_group_size ? "concurrency, power limit"
                                                      : "concurrency, group size, power limit");
+  if (p.control_budget_fraction != 1.0) {
+    fmt::print("acts on    {} of the budget in force (an efficiency variant)\n",
+               p.control_budget_fraction);
+  }
   fmt::print("{:<16} {:>17} {:>10} {:>12} {:>11} {:>11} {:>12} {:>11}\n", "scenario",
              "budgets W/GPU", "default W", "concurrency", "group size", "nameplate W",
              "limit min W", "admission");
@@ -95,7 +120,19 @@ Command SetupPolicy(CLI::App& app) {
       "upgrade", "Write a version-3 policy again as version 4, with its trained envelopes");
   upgrade->add_option("OLD", a->in, "Version-3 policy JSON")->required();
   upgrade->add_option("NEW", a->out, "Where to write version 4")->required();
-  return [a, show]() -> Status { return show->parsed() ? Show(*a) : Upgrade(*a); };
+  auto* derate = app.add_subcommand(
+      "derate",
+      "The same policy acting on a fraction of the budget in force (an efficiency variant: "
+      "lower clocks where they cost fewer tokens than they save joules)");
+  derate->add_option("POLICY", a->in, "Policy JSON")->required();
+  derate->add_option("OUT", a->out, "Where to write the variant")->required();
+  derate->add_option("--fraction", a->fraction, "Of the budget in force, 0.5 to 1")
+      ->required()
+      ->check(CLI::Range(0.5, 1.0));
+  return [a, show, derate]() -> Status {
+    if (show->parsed()) return Show(*a);
+    return derate->parsed() ? Derate(*a) : Upgrade(*a);
+  };
 }
 
 }  // namespace headroom::cli

@@ -107,6 +107,9 @@ std::string PolicyToJson(const Policy& policy) {
         {"bound_admission", policy.shield.bound_admission},
         {"settle_s", policy.shield.settle_s}}},
   };
+  if (policy.control_budget_fraction != 1.0) {
+    j["control_budget_fraction"] = policy.control_budget_fraction;
+  }
   return j.dump(1) + "\n";
 }
 
@@ -470,6 +473,10 @@ Result<Policy> PolicyFromJson(std::string_view text, std::string_view source, Po
   HEADROOM_ASSIGN_OR_RETURN(seed, keys.GetOr<unsigned long long>(j, "seed", 0));
   HEADROOM_ASSIGN_OR_RETURN(command, keys.GetOr<std::string>(j, "command", ""));
   HEADROOM_ASSIGN_OR_RETURN(shield, ReadShield(j, keys, source));
+  HEADROOM_ASSIGN_OR_RETURN(fraction, keys.GetOr<double>(j, "control_budget_fraction", 1.0));
+  if (!(fraction >= 0.5 && fraction <= 1.0)) {
+    return Bad(source, "control_budget_fraction", fmt::format("{}; expected 0.5 to 1", fraction));
+  }
   std::vector<PolicyEnvelope> envelopes;
   if (!upgradable) {
     HEADROOM_ASSIGN_OR_RETURN(read_envelopes, ReadEnvelopes(j, keys, source, trained_on));
@@ -494,6 +501,7 @@ Result<Policy> PolicyFromJson(std::string_view text, std::string_view source, Po
   p.seed = seed;
   p.command = std::move(command);
   p.shield = shield;
+  p.control_budget_fraction = fraction;
   return p;
 }
 
@@ -538,7 +546,13 @@ Command CommandFromActions(const ActuatorLimits& limits, const int* actions, int
 PolicyController::PolicyController(const Policy& policy, ActuatorLimits limits)
     : policy_(policy), limits_(limits), x_(kFeatureCount) {}
 
-Command PolicyController::Decide(const Inputs& in) {
+Command PolicyController::Decide(const Inputs& given) {
+  Inputs derated;
+  if (policy_.control_budget_fraction != 1.0) {
+    derated = given;
+    derated.budget_w = given.budget_w * policy_.control_budget_fraction;
+  }
+  const Inputs& in = policy_.control_budget_fraction != 1.0 ? derated : given;
   features_.Compute(in, limits_, x_.data());
   const Eigen::VectorXd z = policy_.normalizer.Apply(x_);
   policy_.net.actor().ForwardOne(z, &logits_, &scratch_);

@@ -68,6 +68,12 @@ struct Policy {
   // their config; docs/TRAINERS.md). Concurrency and the power limit only.
   bool fixed_group_size = false;
   ShieldRule shield;  // the shield it was trained in, and runs in (before ShieldFor)
+  // The controller acts as if the budget were this fraction of the one in force (JSON
+  // "control_budget_fraction", absent: 1): an efficiency variant, the same network held to a
+  // lower power where lower clocks cost fewer tokens than they save joules (docs/RESULTS.md,
+  // "Tokens per joule"). Its power-limit levels and features see the derated budget; the
+  // budget it is held to (violations, the shield, the guard) stays the one in force. [0.5, 1].
+  double control_budget_fraction = 1.0;
   long long timesteps = 0;
   unsigned long long seed = 0;
 };

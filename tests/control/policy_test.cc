@@ -69,6 +69,49 @@ TEST(Policy, ControllerMapsTheArgmaxToLevels) {
   EXPECT_NEAR(*cmd.power_limit_w, 0.96 * 300.0, 1e-9);  // level 2: 0.96 x the budget
 }
 
+// An efficiency variant (control_budget_fraction, `headroom policy derate`): the controller acts
+// exactly as the same network does on the derated budget -- its features (power against the
+// budget) and its power-limit levels see budget x fraction -- and the fraction survives JSON;
+// absent means 1, and outside [0.5, 1] the file is refused naming the key.
+TEST(Policy, ADeratedPolicyActsAsTheSameNetworkOnTheDeratedBudget) {
+  Policy p = Small();
+  Eigen::VectorXd params = p.net.actor().Parameters();
+  for (Eigen::Index i = 0; i < params.size(); ++i) params(i) = std::sin(3.0 + 0.7 * i);
+  p.net.actor().SetParameters(params);
+  ActuatorLimits l;
+  l.concurrency = {1, 16};
+  l.group_size = {4, 16};
+  l.nameplate_w = 400.0;
+  Policy derated = p;
+  derated.control_budget_fraction = 0.83;
+  PolicyController plain(p, l), variant(derated, l);
+  for (double watts : {180.0, 240.0, 260.0, 300.0, 330.0}) {
+    std::vector<double> power{watts};
+    Inputs in;
+    in.budget_w = 314.6;
+    in.smoothed_power_w = power;
+    in.concurrency = 16;
+    in.group_size = 8;
+    Inputs lower = in;
+    lower.budget_w = 314.6 * 0.83;
+    const Command a = variant.Decide(in);
+    const Command b = plain.Decide(lower);
+    EXPECT_EQ(a.concurrency, b.concurrency) << watts;
+    EXPECT_EQ(a.group_size, b.group_size) << watts;
+    EXPECT_EQ(a.power_limit_w, b.power_limit_w) << watts;
+  }
+  auto back = PolicyFromJson(PolicyToJson(derated), "e.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->control_budget_fraction, 0.83);
+  EXPECT_EQ(PolicyToJson(p).find("control_budget_fraction"), std::string::npos);
+  auto j = nlohmann::json::parse(PolicyToJson(derated));
+  j["control_budget_fraction"] = 0.3;
+  auto bad = PolicyFromJson(j.dump(), "e.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.error().message(), HasSubstr("control_budget_fraction"));
+  EXPECT_THAT(bad.error().message(), HasSubstr("expected 0.5 to 1"));
+}
+
 TEST(Policy, PowerLimitLevelZeroIsNoLimitAndAGroupOnlyPolicySetsNone) {
   ActuatorLimits l;
   l.concurrency = {1, 16};

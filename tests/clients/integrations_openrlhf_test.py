@@ -14,8 +14,10 @@ collective during generation. The reports: the trainer's own group size
 flight within cap x engines; phases rollout, logprob, train, sync, eval. --train.async_enable
 is refused.
 
-Deterministic: seeded lengths; a decision made mid-rollout pauses every engine at its next
-step until its gate has the new cap (awaiting a condition, no sleeps).
+Deterministic: seeded lengths; each decision is made at its step once the cap before it has met
+a queue (not by step alone: the driver's next rollout comes when its thread gets to it), and
+pauses every engine at its next step until its gate has the new cap (awaiting a condition, no
+sleeps).
 
 Usage: integrations_openrlhf_test.py. Exit 0 on success, 1 on a failure.
 """
@@ -91,14 +93,21 @@ class OpenRLHF(unittest.TestCase):
             await init(actor, *args, **kwargs)
             gate = actor._headroom_gate
             auditor = GateAuditor(lambda: gate)
-            schedule = SCHEDULE if not auditors else {}
+            # Engine 0 decides each cap at its step in SCHEDULE or, when later, once the cap
+            # before it has run at its limit with requests waiting: the engine steps whether or
+            # not the driver has sent the next rollout yet, so a cap decided by step alone could
+            # fall between two rollouts on a loaded machine and never meet a queue (seen once
+            # under ASan: 6 decided at step 200, the second rollout's queue only after 265).
+            pending = sorted(SCHEDULE.items()) if not auditors else []
+            previous = [FIRST_CAP]
             auditors.append(auditor)
             stepper = actor.llm.stepper
 
             async def after_step(engine):
-                c = schedule.get(engine.steps)
-                if c is not None:
-                    target[0] = c
+                if (pending and engine.steps >= pending[0][0]
+                        and previous[0] in auditor.at_cap_while_waiting):
+                    _, c = pending.pop(0)
+                    previous[0] = target[0] = c
                     test.agent.decide(concurrency=c)
                 if target[0] is not None:
                     await gate.wait_until(lambda limit: limit == target[0])

@@ -14,8 +14,10 @@ own group size (rollout.n 5, while the agent decides 4), admission "continuous",
 replicas, in flight within cap x replicas; "eval" for validation, "logprob" after a rollout.
 The one-step-off / fully-async recipes are not covered (not supported).
 
-Deterministic: seeded lengths; a decision made mid-rollout pauses every engine at its next
-step until its gate has the new cap (awaiting a condition, no sleeps).
+Deterministic: seeded lengths; each decision is made at its step once the cap before it has met
+a queue (not by step alone: the trainer's next batch comes when its thread gets to it), and
+pauses every engine at its next step until its gate has the new cap (awaiting a condition, no
+sleeps).
 
 Usage: integrations_verl_test.py. Exit 0 on success, 1 on a failure.
 """
@@ -90,12 +92,19 @@ class Verl(unittest.TestCase):
         auditors = []
 
         def after_step(server, auditor, schedule):
+            # Replica 0 decides each cap at its step in SCHEDULE or, when later, once the cap
+            # before it has run at its limit with requests waiting: the engine steps whether or
+            # not the trainer has sent the next batch, so a cap decided by step alone could fall
+            # between two batches on a loaded machine and never meet a queue.
             gate = gate_of[server]
+            pending = sorted(schedule.items())
+            previous = [FIRST_CAP]
 
             async def hook(engine):
-                c = schedule.get(engine.steps)
-                if c is not None:
-                    target[0] = c
+                if (pending and engine.steps >= pending[0][0]
+                        and previous[0] in auditor.at_cap_while_waiting):
+                    _, c = pending.pop(0)
+                    previous[0] = target[0] = c
                     self.agent.decide(concurrency=c)
                 if target[0] is not None:  # the follower's resize to the latest, then go on
                     await gate.wait_until(lambda limit: limit == target[0])
